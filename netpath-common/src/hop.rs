@@ -1,0 +1,394 @@
+//! The hop model: the one place that turns "the packet moved from point A on a device of kind K
+//! to point B" into a named hop. Every probe backend reports points; this function names the
+//! segment between two consecutive points. Consecutive segments with the same hop merge, so the
+//! hops of one journey partition the time from the send syscall to the receive syscall's return:
+//! they add up by construction.
+//!
+//! ```text
+//!  client netns          node (bridge)                      server netns
+//!  send() ─sender-stack─► eth0 ─veth─► npXbr-port ─backlog─► [rx] ─bridge─► port ─veth─► eth0
+//!        ─backlog─► [rx] ─receiver-stack─► sk_data_ready ─wakeup─► recv() returns
+//! ```
+
+/// Where a packet was seen. Values are stable: they travel in maps and records.
+#[repr(u16)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Point {
+    /// Entry of the sender's send syscall.
+    SendEnter = 0,
+    /// `net:net_dev_queue` (dev_queue_xmit).
+    DevQueue = 1,
+    /// `net:net_dev_start_xmit` (driver's ndo_start_xmit).
+    DevXmit = 2,
+    /// `net:netif_rx` (queued to the per-CPU backlog).
+    NetifRx = 3,
+    /// `net:netif_receive_skb` (a receive pass in the NET_RX softirq).
+    NetifReceive = 4,
+    /// `sock:sk_data_ready` (the receiving socket is woken).
+    SockReady = 5,
+    /// `skb:skb_copy_datagram_iovec` (data copied to the receiver's buffer).
+    Copy = 6,
+    /// Exit of the receiver's receive syscall.
+    RecvExit = 7,
+    /// `skb:kfree_skb`.
+    Drop = 8,
+    /// Function probes (kprobe/fentry backends) report these extra points.
+    VethXmit = 9,
+    BridgeForward = 10,
+    NatManip = 11,
+    VxlanXmit = 12,
+    UdpTunnelXmit = 13,
+    VxlanRcv = 14,
+    IpRcv = 15,
+    TcpRcv = 16,
+}
+
+impl Point {
+    pub const ALL: [Point; 17] = [
+        Point::SendEnter,
+        Point::DevQueue,
+        Point::DevXmit,
+        Point::NetifRx,
+        Point::NetifReceive,
+        Point::SockReady,
+        Point::Copy,
+        Point::RecvExit,
+        Point::Drop,
+        Point::VethXmit,
+        Point::BridgeForward,
+        Point::NatManip,
+        Point::VxlanXmit,
+        Point::UdpTunnelXmit,
+        Point::VxlanRcv,
+        Point::IpRcv,
+        Point::TcpRcv,
+    ];
+
+    pub fn from_u16(v: u16) -> Option<Point> {
+        Point::ALL.get(v as usize).copied()
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Point::SendEnter => "send",
+            Point::DevQueue => "dev_queue",
+            Point::DevXmit => "start_xmit",
+            Point::NetifRx => "netif_rx",
+            Point::NetifReceive => "netif_receive",
+            Point::SockReady => "sk_data_ready",
+            Point::Copy => "copy_to_user",
+            Point::RecvExit => "recv_return",
+            Point::Drop => "kfree_skb",
+            Point::VethXmit => "veth_xmit",
+            Point::BridgeForward => "br_forward",
+            Point::NatManip => "nf_nat_manip",
+            Point::VxlanXmit => "vxlan_xmit",
+            Point::UdpTunnelXmit => "udp_tunnel_xmit",
+            Point::VxlanRcv => "vxlan_rcv",
+            Point::IpRcv => "ip_rcv",
+            Point::TcpRcv => "tcp_v4_rcv",
+        }
+    }
+}
+
+/// What a device is in the path. Filled in by the loader from the lab or from netlink.
+#[repr(u16)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DevKind {
+    Unknown = 0,
+    Loopback = 1,
+    /// Container end of a veth pair.
+    Veth = 2,
+    /// Host end of a veth pair, enslaved to a bridge.
+    BridgePort = 3,
+    Bridge = 4,
+    Vxlan = 5,
+    Macvlan = 6,
+    /// The link between two nodes that carries VXLAN (or a macvlan parent).
+    Underlay = 7,
+}
+
+impl DevKind {
+    pub fn from_u16(v: u16) -> DevKind {
+        match v {
+            1 => DevKind::Loopback,
+            2 => DevKind::Veth,
+            3 => DevKind::BridgePort,
+            4 => DevKind::Bridge,
+            5 => DevKind::Vxlan,
+            6 => DevKind::Macvlan,
+            7 => DevKind::Underlay,
+            _ => DevKind::Unknown,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DevKind::Unknown => "?",
+            DevKind::Loopback => "lo",
+            DevKind::Veth => "veth",
+            DevKind::BridgePort => "br-port",
+            DevKind::Bridge => "bridge",
+            DevKind::Vxlan => "vxlan",
+            DevKind::Macvlan => "macvlan",
+            DevKind::Underlay => "underlay",
+        }
+    }
+}
+
+/// Direction of a one-way journey; `Turnaround` holds the server's own time.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Dir {
+    Request = 0,
+    Response = 1,
+    Turnaround = 2,
+}
+
+impl Dir {
+    pub const ALL: [Dir; 3] = [Dir::Request, Dir::Response, Dir::Turnaround];
+    pub fn name(self) -> &'static str {
+        match self {
+            Dir::Request => "request",
+            Dir::Response => "response",
+            Dir::Turnaround => "turnaround",
+        }
+    }
+}
+
+/// Named hops. Slot `OneWay` holds the whole journey; `Turnaround` sits in `Dir::Turnaround`.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Hop {
+    /// Send syscall entry → first device queue: socket, TCP and IP output.
+    SenderStack = 0,
+    /// Loopback device transmit.
+    Loopback = 1,
+    /// A veth pair crossing: queue on one end → netif_rx on its peer.
+    Veth = 2,
+    /// netif_rx → netif_receive_skb: waiting for the NET_RX softirq.
+    Backlog = 3,
+    /// Receive on a bridge port → queue on the egress port (forwarding, br_netfilter).
+    Bridge = 4,
+    /// Receive on a routed device → queue on the egress device (IP forwarding, netfilter).
+    Forward = 5,
+    /// Netfilter NAT rewrite (function probes, or a tuple change seen across a forward).
+    Nat = 6,
+    VxlanEncap = 7,
+    Underlay = 8,
+    VxlanDecap = 9,
+    Macvlan = 10,
+    /// Userland proxy (docker-proxy): receive on the front connection → send on the back one.
+    Proxy = 11,
+    /// Last receive pass → socket woken: IP and TCP input.
+    ReceiverStack = 12,
+    /// Socket woken → receive syscall returns with the data.
+    Wakeup = 13,
+    /// A transition the model does not name; counted so nothing is hidden.
+    Other = 14,
+    /// The whole journey (send entry → receive return); for `Dir::Turnaround`, the server's
+    /// time between its receive returning and its next send.
+    OneWay = 15,
+}
+
+impl Hop {
+    pub const ALL: [Hop; 16] = [
+        Hop::SenderStack,
+        Hop::Loopback,
+        Hop::Veth,
+        Hop::Backlog,
+        Hop::Bridge,
+        Hop::Forward,
+        Hop::Nat,
+        Hop::VxlanEncap,
+        Hop::Underlay,
+        Hop::VxlanDecap,
+        Hop::Macvlan,
+        Hop::Proxy,
+        Hop::ReceiverStack,
+        Hop::Wakeup,
+        Hop::Other,
+        Hop::OneWay,
+    ];
+
+    pub fn from_u32(v: u32) -> Hop {
+        Hop::ALL.get(v as usize).copied().unwrap_or(Hop::Other)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Hop::SenderStack => "sender-stack",
+            Hop::Loopback => "loopback",
+            Hop::Veth => "veth",
+            Hop::Backlog => "backlog",
+            Hop::Bridge => "bridge",
+            Hop::Forward => "forward",
+            Hop::Nat => "nat",
+            Hop::VxlanEncap => "vxlan-encap",
+            Hop::Underlay => "underlay",
+            Hop::VxlanDecap => "vxlan-decap",
+            Hop::Macvlan => "macvlan",
+            Hop::Proxy => "proxy",
+            Hop::ReceiverStack => "receiver-stack",
+            Hop::Wakeup => "wakeup",
+            Hop::Other => "other",
+            Hop::OneWay => "one-way",
+        }
+    }
+}
+
+/// Slot of (direction, hop) in the `STATS` map and, times the bucket count, in `HIST`.
+#[inline(always)]
+pub fn slot(dir: u32, hop: u32) -> u32 {
+    dir * crate::NHOPS as u32 + hop
+}
+
+/// Hop of a device transmit, by the kind of the transmitting device.
+#[inline(always)]
+fn xmit_hop(kind: u16) -> Hop {
+    match kind {
+        1 => Hop::Loopback,
+        2 | 3 => Hop::Veth,
+        4 => Hop::Bridge,
+        5 => Hop::VxlanEncap,
+        6 => Hop::Macvlan,
+        7 => Hop::Underlay,
+        _ => Hop::Other,
+    }
+}
+
+/// Names the segment from `(from, from_kind)` to `(to, to_kind)`. Kinds are `DevKind` values;
+/// points are `Point` values (raw, so the kernel side needs no conversions).
+#[inline(always)]
+pub fn hop_between(from: u16, from_kind: u16, to: u16, to_kind: u16) -> Hop {
+    const SEND: u16 = Point::SendEnter as u16;
+    const QUEUE: u16 = Point::DevQueue as u16;
+    const XMIT: u16 = Point::DevXmit as u16;
+    const RX: u16 = Point::NetifRx as u16;
+    const RECV: u16 = Point::NetifReceive as u16;
+    const READY: u16 = Point::SockReady as u16;
+    const COPY: u16 = Point::Copy as u16;
+    const EXIT: u16 = Point::RecvExit as u16;
+    const VETH_XMIT: u16 = Point::VethXmit as u16;
+    const BR_FWD: u16 = Point::BridgeForward as u16;
+    const NAT: u16 = Point::NatManip as u16;
+    const VX_XMIT: u16 = Point::VxlanXmit as u16;
+    const UDP_TX: u16 = Point::UdpTunnelXmit as u16;
+    const VX_RCV: u16 = Point::VxlanRcv as u16;
+    const IP_RCV: u16 = Point::IpRcv as u16;
+    const TCP_RCV: u16 = Point::TcpRcv as u16;
+    const BRIDGE_PORT: u16 = DevKind::BridgePort as u16;
+    const VXLAN: u16 = DevKind::Vxlan as u16;
+    const MACVLAN: u16 = DevKind::Macvlan as u16;
+    const UNDERLAY: u16 = DevKind::Underlay as u16;
+
+    match (from, to) {
+        (SEND, _) => Hop::SenderStack,
+        // Device transmit, possibly through a function probe inside the driver.
+        (QUEUE | XMIT | VETH_XMIT, XMIT | VETH_XMIT | RX) => xmit_hop(from_kind),
+        (XMIT | VETH_XMIT, RECV) => xmit_hop(from_kind),
+        // Virtual devices that hand the packet to another device's queue: bridge device,
+        // vxlan (encap onto the underlay), macvlan (onto its parent).
+        (QUEUE | XMIT, QUEUE) if from_kind == VXLAN => Hop::VxlanEncap,
+        (VX_XMIT | UDP_TX, _) => Hop::VxlanEncap,
+        (QUEUE | XMIT, VX_XMIT | UDP_TX) => xmit_hop(from_kind),
+        (QUEUE | XMIT, QUEUE) => xmit_hop(from_kind),
+        (RX, RECV) => Hop::Backlog,
+        // After a receive pass: forwarded by a bridge, decapsulated, or routed.
+        (RECV | BR_FWD, QUEUE) if from_kind == BRIDGE_PORT || from == BR_FWD => Hop::Bridge,
+        (RECV, BR_FWD) => Hop::Bridge,
+        (RECV | IP_RCV, NAT) => Hop::Forward,
+        (NAT, _) => Hop::Nat,
+        (RECV, VX_RCV) if from_kind == UNDERLAY => Hop::VxlanDecap,
+        (VX_RCV, _) => Hop::VxlanDecap,
+        (RECV, RECV | RX) if to_kind == VXLAN => Hop::VxlanDecap,
+        (RECV, RECV | RX) if to_kind == MACVLAN || from_kind == MACVLAN => Hop::Macvlan,
+        (RECV, RECV | RX) if from_kind == BRIDGE_PORT => Hop::Bridge,
+        (RECV | IP_RCV, QUEUE) => Hop::Forward,
+        (RECV | IP_RCV | TCP_RCV, IP_RCV | TCP_RCV) => Hop::ReceiverStack,
+        (RECV | IP_RCV | TCP_RCV, READY | COPY) => Hop::ReceiverStack,
+        (READY, COPY | EXIT) => Hop::Wakeup,
+        (COPY, EXIT | COPY) => Hop::Wakeup,
+        _ => Hop::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(a: Point, ak: DevKind, b: Point, bk: DevKind) -> Hop {
+        hop_between(a as u16, ak as u16, b as u16, bk as u16)
+    }
+
+    #[test]
+    fn bridge_path_names_each_segment() {
+        use DevKind::*;
+        use Point::*;
+        // The sequence seen with bpftrace on this machine for one ping across a bridge lab.
+        let path = [
+            (SendEnter, Unknown),
+            (DevQueue, Veth),
+            (DevXmit, Veth),
+            (NetifRx, BridgePort),
+            (NetifReceive, BridgePort),
+            (DevQueue, BridgePort),
+            (DevXmit, BridgePort),
+            (NetifRx, Veth),
+            (NetifReceive, Veth),
+            (SockReady, Unknown),
+            (Copy, Unknown),
+            (RecvExit, Unknown),
+        ];
+        let hops: std::vec::Vec<Hop> = path
+            .windows(2)
+            .map(|w| h(w[0].0, w[0].1, w[1].0, w[1].1))
+            .collect();
+        assert_eq!(
+            hops,
+            [
+                Hop::SenderStack,
+                Hop::Veth,
+                Hop::Veth,
+                Hop::Backlog,
+                Hop::Bridge,
+                Hop::Veth,
+                Hop::Veth,
+                Hop::Backlog,
+                Hop::ReceiverStack,
+                Hop::Wakeup,
+                Hop::Wakeup,
+            ]
+        );
+    }
+
+    #[test]
+    fn loopback_path_has_no_veth_or_bridge() {
+        use DevKind::*;
+        use Point::*;
+        let path = [
+            (SendEnter, Unknown),
+            (DevQueue, Loopback),
+            (DevXmit, Loopback),
+            (NetifRx, Loopback),
+            (NetifReceive, Loopback),
+            (SockReady, Unknown),
+            (Copy, Unknown),
+            (RecvExit, Unknown),
+        ];
+        for w in path.windows(2) {
+            let hop = h(w[0].0, w[0].1, w[1].0, w[1].1);
+            assert!(!matches!(hop, Hop::Veth | Hop::Bridge | Hop::Other), "{w:?} → {hop:?}");
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for (i, hop) in Hop::ALL.iter().enumerate() {
+            assert_eq!(Hop::from_u32(i as u32), *hop);
+        }
+        for (i, p) in Point::ALL.iter().enumerate() {
+            assert_eq!(Point::from_u16(i as u16), Some(*p));
+        }
+    }
+}

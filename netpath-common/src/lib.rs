@@ -1,0 +1,216 @@
+//! Types shared by the kernel programs and the loader, plus the hop model.
+//!
+//! Everything here is `#[repr(C)]` with explicit padding fields so that the kernel and user
+//! side agree on layout byte for byte. `no_std`: the kernel side never pulls in std.
+#![no_std]
+
+#[cfg(test)]
+extern crate std;
+
+pub mod hist;
+pub mod hop;
+
+pub use hop::{DevKind, Dir, Hop, Point};
+
+/// Most points one sampled packet timeline keeps.
+pub const MAX_POINTS: usize = 16;
+/// Hop slots per direction in the stats and histogram maps.
+pub const NHOPS: usize = 16;
+/// Directions: request (client → server), response (server → client), server turnaround.
+pub const NDIRS: usize = 3;
+/// Slots in the per-hop stats map.
+pub const NSLOTS: usize = NHOPS * NDIRS;
+
+/// Role of a traced thread, value of the `TIDS` map.
+pub const ROLE_CLIENT: u32 = 1;
+pub const ROLE_SERVER: u32 = 2;
+
+/// Indices of the per-CPU `COUNTERS` map. Every lost or unmatched event is counted here.
+pub mod counter {
+    /// Ring buffer full: a sampled timeline or a drop record could not be reserved.
+    pub const RINGBUF_LOST: u32 = 0;
+    /// The per-skb state map was full: a packet could not be tracked.
+    pub const SKB_MAP_FULL: u32 = 1;
+    /// A tracked skb was seen again after `MAX_GAP_NS`: its old state was discarded.
+    pub const STALE: u32 = 2;
+    /// A new send reused an skb address whose state was never completed.
+    pub const REUSED: u32 = 3;
+    /// A receive returned data but no tracked skb was copied in it.
+    pub const RECV_UNMATCHED: u32 = 4;
+    /// Events on tracked skbs (every point that advanced a timeline).
+    pub const EVENTS: u32 = 5;
+    /// One-way journeys completed (send syscall entry to receive syscall exit).
+    pub const COMPLETED: u32 = 6;
+    /// Packets tracked from a send.
+    pub const STARTED: u32 = 7;
+    /// Tracked skbs freed with `kfree_skb` (dropped) before delivery.
+    pub const DROPPED: u32 = 8;
+    /// Tracked skbs consumed before they reached the receiving socket.
+    pub const CONSUMED_EARLY: u32 = 9;
+    /// Timelines longer than `MAX_POINTS`: the extra points were not kept (hops still counted).
+    pub const TRUNCATED: u32 = 10;
+    /// Samples written to the ring buffer.
+    pub const SAMPLES: u32 = 11;
+    /// NET_RX softirq runs seen on CPUs while a tracked packet was in flight.
+    pub const SOFTIRQ_RUNS: u32 = 12;
+    pub const COUNT: u32 = 16;
+
+    /// Human names, index-aligned with the constants above.
+    pub const NAMES: [&str; COUNT as usize] = [
+        "ringbuf_lost",
+        "skb_map_full",
+        "stale",
+        "reused",
+        "recv_unmatched",
+        "events",
+        "completed",
+        "started",
+        "dropped",
+        "consumed_early",
+        "truncated",
+        "samples",
+        "softirq_runs",
+        "",
+        "",
+        "",
+    ];
+}
+
+/// Key of the `DEVS` map: a network device in a network namespace.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DevKey {
+    pub netns: u32,
+    pub ifindex: u32,
+}
+
+/// One point of a packet's timeline.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TimelinePoint {
+    pub ts: u64,
+    pub netns: u32,
+    pub ifindex: u32,
+    pub point: u16,
+    pub kind: u16,
+    /// Hop that ends at this point (the segment from the previous point).
+    pub hop: u16,
+    pub cpu: u16,
+}
+
+/// Per-skb state kept while a packet is in flight; also the sampled record sent to userspace.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SkbState {
+    /// Send syscall entry (generation of this journey: an skb address is reused later).
+    pub first_ts: u64,
+    pub last_ts: u64,
+    /// Start of the hop currently open.
+    pub hop_start: u64,
+    pub skb: u64,
+    pub cur_hop: u32,
+    pub dir: u32,
+    pub last_point: u16,
+    pub last_kind: u16,
+    pub npoints: u16,
+    pub sampled: u16,
+    pub saddr: u32,
+    pub daddr: u32,
+    pub sport: u16,
+    pub dport: u16,
+    pub tid: u32,
+    /// NET_RX softirq runs and receive passes (netif_receive_skb) seen by this packet.
+    pub softirqs: u16,
+    pub rx_passes: u16,
+    pub last_softirq: u32,
+    pub points: [TimelinePoint; MAX_POINTS],
+}
+
+/// Value of the per-CPU `STATS` map: exact count and sum of one hop in one direction.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HopStat {
+    pub count: u64,
+    pub sum_ns: u64,
+}
+
+/// Record of a tracked packet freed by `kfree_skb` before delivery.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DropRecord {
+    pub ts: u64,
+    pub skb: u64,
+    pub location: u64,
+    pub reason: u32,
+    pub dir: u32,
+    pub netns: u32,
+    pub ifindex: u32,
+    pub last_point: u16,
+    pub last_kind: u16,
+    /// Hop in which the packet died (the hop it was in when last seen).
+    pub hop: u32,
+}
+
+/// Ring buffer record header: which record follows.
+pub const REC_TIMELINE: u32 = 1;
+pub const REC_DROP: u32 = 2;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TimelineRecord {
+    pub kind: u32,
+    pub _pad: u32,
+    pub state: SkbState,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct DropRecordMsg {
+    pub kind: u32,
+    pub _pad: u32,
+    pub drop: DropRecord,
+}
+
+/// Offsets of kernel struct fields, read from BTF by the loader and handed to the programs as
+/// load-time globals. Field names match the global names in the eBPF object.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelOffsets {
+    pub skb_dev: u32,
+    pub skb_head: u32,
+    pub skb_network_header: u32,
+    pub skb_transport_header: u32,
+    pub dev_ifindex: u32,
+    pub dev_nd_net: u32,
+    pub net_ns_inum: u32,
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: all of these are repr(C), Copy, and have no implicit padding.
+    unsafe impl aya::Pod for super::DevKey {}
+    unsafe impl aya::Pod for super::HopStat {}
+    unsafe impl aya::Pod for super::SkbState {}
+    unsafe impl aya::Pod for super::DropRecord {}
+    unsafe impl aya::Pod for super::TimelinePoint {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::size_of;
+
+    #[test]
+    fn shared_types_have_no_implicit_padding() {
+        assert_eq!(size_of::<TimelinePoint>(), 8 + 4 + 4 + 2 * 4);
+        assert_eq!(size_of::<DevKey>(), 8);
+        assert_eq!(size_of::<HopStat>(), 16);
+        assert_eq!(size_of::<DropRecord>(), 8 * 3 + 4 * 4 + 2 * 2 + 4);
+        let head = 8 * 4 + 4 * 2 + 2 * 4 + 4 * 2 + 2 * 2 + 4 + 2 * 2 + 4;
+        assert_eq!(
+            size_of::<SkbState>(),
+            head + MAX_POINTS * size_of::<TimelinePoint>()
+        );
+        assert_eq!(size_of::<TimelineRecord>(), 8 + size_of::<SkbState>());
+    }
+}

@@ -1,0 +1,1 @@
+//! Traffic harness (owned by the lab/harness work).

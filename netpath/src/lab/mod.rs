@@ -1,0 +1,1 @@
+//! Embedded netns lab (owned by the lab/harness work).

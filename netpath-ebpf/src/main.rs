@@ -1,2 +1,19 @@
+//! netpath's kernel programs: one ELF, one module per probe family (`probes/<family>.rs`).
+//! Every family reports points to `path`, the single state machine that turns points into hops.
 #![no_std]
 #![no_main]
+
+mod kernel;
+mod maps;
+mod path;
+mod probes;
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

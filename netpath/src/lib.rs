@@ -2,5 +2,41 @@
 //!
 //! The binary is a thin CLI over this library so integration tests drive the same code.
 
+pub mod backend;
+pub mod btf;
+pub mod compare;
+pub mod doctor;
 pub mod harness;
 pub mod lab;
+pub mod report;
+pub mod tracer;
+
+/// An error and its sources on one line.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// Tracepoint attach needs tracefs (event ids live there). Mount it if nobody has: mounting
+/// tracefs at its standard place changes nothing else on the machine.
+pub fn ensure_tracefs() {
+    let dir = std::path::Path::new("/sys/kernel/tracing");
+    if dir.join("events").exists() || std::path::Path::new("/sys/kernel/debug/tracing/events").exists() {
+        return;
+    }
+    if let Err(e) = nix::mount::mount(
+        Some("tracefs"),
+        dir,
+        Some("tracefs"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    ) {
+        log::warn!("could not mount tracefs at {}: {e}", dir.display());
+    }
+}

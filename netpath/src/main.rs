@@ -1,1 +1,151 @@
-fn main() {}
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use clap::{Parser, Subcommand};
+use netpath::{
+    backend::{self, BackendChoice},
+    compare, doctor,
+    harness::RrConfig,
+    lab::{self, Driver},
+    tracer::TracerOptions,
+};
+
+/// Where the microseconds go when containers talk: per-hop latency of each packet through
+/// veth, bridge, NAT, VXLAN and the socket, per Docker network driver, measured with eBPF.
+#[derive(Parser)]
+#[command(name = "netpath", version, after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+const EXAMPLES: &str = "EXAMPLES:
+    netpath doctor                       what this kernel allows, and the backend netpath picks
+    netpath compare                      bridge and host drivers on the embedded netns lab
+    netpath compare --driver bridge -n 50000 --json > bridge.json
+    netpath cleanup                      remove what a killed run left behind";
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Report kernel, lockdown, BTF, which program types load and attach here, and Docker.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run request/response traffic per driver, traced and untraced, and attribute latency to hops.
+    Compare {
+        /// Drivers to measure, comma-separated.
+        #[arg(long, short = 'd', value_delimiter = ',', default_values = ["bridge", "host"])]
+        driver: Vec<Driver>,
+        /// Measured requests per run.
+        #[arg(long, short = 'n', default_value_t = 20_000)]
+        requests: u64,
+        /// Unmeasured warm-up requests.
+        #[arg(long, default_value_t = 1_000)]
+        warmup: u64,
+        /// Request payload in bytes.
+        #[arg(long, default_value_t = 1024)]
+        req_size: usize,
+        /// Response payload in bytes.
+        #[arg(long, default_value_t = 1024)]
+        resp_size: usize,
+        /// Skip the untraced run (no probe-effect figure).
+        #[arg(long)]
+        no_untraced: bool,
+        /// Keep the full timeline of one packet in N (0: none).
+        #[arg(long, default_value_t = 64)]
+        sample_every: u32,
+        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+        backend: BackendChoice,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove every netpath namespace, link and table a killed run left behind.
+    Cleanup,
+}
+
+fn require_root() -> Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("netpath needs root (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN): run it as root, e.g. `sudo netpath …`");
+    }
+    Ok(())
+}
+
+fn run(cli: Cli) -> Result<()> {
+    require_root()?;
+    match cli.cmd {
+        Cmd::Doctor { json } => {
+            let caps = doctor::probe()?;
+            let chosen = backend::select(BackendChoice::Auto, &caps).ok();
+            if json {
+                let v = serde_json::json!({ "capabilities": caps, "backend": chosen });
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                doctor::print(&caps, chosen);
+            }
+        }
+        Cmd::Compare {
+            driver,
+            requests,
+            warmup,
+            req_size,
+            resp_size,
+            no_untraced,
+            sample_every,
+            backend: choice,
+            json,
+        } => {
+            lab::install_signal_cleanup();
+            let caps = doctor::probe()?;
+            let backend = backend::select(choice, &caps)?;
+            if !json {
+                let hops: Vec<&str> = backend.visible_hops().iter().map(|h| h.name()).collect();
+                println!("backend: {} (hops it can see: {})", backend.name(), hops.join(", "));
+                println!();
+            }
+            let opts = compare::CompareOptions {
+                drivers: driver,
+                rr: RrConfig {
+                    requests,
+                    warmup,
+                    req_size,
+                    resp_size,
+                    ..RrConfig::default()
+                },
+                untraced: !no_untraced,
+                tracer: TracerOptions {
+                    sample_every,
+                    ..TracerOptions::default()
+                },
+                print: !json,
+            };
+            let reports = compare::run(backend, &opts)?;
+            if json {
+                let v = serde_json::json!({ "backend": backend, "drivers": reports });
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            }
+        }
+        Cmd::Cleanup => {
+            let removed = lab::cleanup_leftovers()?;
+            if removed.is_empty() {
+                println!("nothing of netpath's was left");
+            } else {
+                for r in removed {
+                    println!("removed {r}");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("netpath: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Kernel struct access. Offsets are never hard-coded: the loader reads them from BTF and
+//! overrides these globals before load (the counterpart of libbpf's `const volatile`).
+use aya_ebpf::helpers::bpf_probe_read_kernel;
+use netpath_common::DevKey;
+
+#[unsafe(no_mangle)]
+static OFF_SKB_DEV: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_SKB_HEAD: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_SKB_NETWORK_HEADER: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_SKB_TRANSPORT_HEADER: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_DEV_IFINDEX: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_DEV_ND_NET: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_NET_NS_INUM: u32 = 0;
+/// Record one sampled timeline every N started packets (0: none, 1: all).
+#[unsafe(no_mangle)]
+static SAMPLE_EVERY: u32 = 64;
+/// A tracked skb not seen for this long is stale (its address was reused or it was lost).
+#[unsafe(no_mangle)]
+static MAX_GAP_NS: u64 = 100_000_000;
+
+#[inline(always)]
+fn g32(v: &u32) -> u32 {
+    unsafe { core::ptr::read_volatile(v) }
+}
+
+#[inline(always)]
+pub fn sample_every() -> u32 {
+    g32(&SAMPLE_EVERY)
+}
+
+#[inline(always)]
+pub fn max_gap_ns() -> u64 {
+    unsafe { core::ptr::read_volatile(&MAX_GAP_NS) }
+}
+
+#[inline(always)]
+unsafe fn read<T>(base: u64, off: u32) -> Result<T, i64> {
+    unsafe { bpf_probe_read_kernel((base + off as u64) as *const T).map_err(|e| e as i64) }
+}
+
+/// `skb->dev`.
+#[inline(always)]
+pub fn skb_dev(skb: u64) -> Result<u64, i64> {
+    unsafe { read::<u64>(skb, g32(&OFF_SKB_DEV)) }
+}
+
+/// (netns inode, ifindex) of a `struct net_device *`.
+#[inline(always)]
+pub fn dev_key(dev: u64) -> Result<DevKey, i64> {
+    if dev == 0 {
+        return Err(-1);
+    }
+    let ifindex = unsafe { read::<u32>(dev, g32(&OFF_DEV_IFINDEX))? };
+    let net = unsafe { read::<u64>(dev, g32(&OFF_DEV_ND_NET))? };
+    let netns = if net == 0 {
+        0
+    } else {
+        unsafe { read::<u32>(net, g32(&OFF_NET_NS_INUM))? }
+    };
+    Ok(DevKey { netns, ifindex })
+}
+
+/// IPv4/TCP-or-UDP tuple of an skb whose network and transport headers are set.
+/// Returns (saddr, daddr, sport, dport) in network byte order; zeros when not IPv4.
+#[inline(always)]
+pub fn skb_tuple(skb: u64) -> Result<(u32, u32, u16, u16), i64> {
+    let head = unsafe { read::<u64>(skb, g32(&OFF_SKB_HEAD))? };
+    let nh = unsafe { read::<u16>(skb, g32(&OFF_SKB_NETWORK_HEADER))? } as u64;
+    let th = unsafe { read::<u16>(skb, g32(&OFF_SKB_TRANSPORT_HEADER))? } as u64;
+    let ip = head + nh;
+    let vihl = unsafe { read::<u8>(ip, 0)? };
+    if vihl >> 4 != 4 {
+        return Ok((0, 0, 0, 0));
+    }
+    let saddr = unsafe { read::<u32>(ip, 12)? };
+    let daddr = unsafe { read::<u32>(ip, 16)? };
+    // The transport header offset may not be set yet on some paths (0xffff): fall back to
+    // the IHL, never to a fixed 20-byte header.
+    let l4 = if th == 0xffff || th == 0 {
+        ip + ((vihl & 0x0f) as u64) * 4
+    } else {
+        head + th
+    };
+    let ports = unsafe { read::<[u16; 2]>(l4, 0)? };
+    Ok((saddr, daddr, ports[0], ports[1]))
+}

@@ -1,0 +1,60 @@
+//! Maps, all `static`, looked up by the same names in userspace.
+use aya_ebpf::{
+    macros::map,
+    maps::{HashMap, PerCpuArray, PerCpuHashMap, RingBuf},
+};
+use netpath_common::{DevKey, HopStat, NSLOTS, SkbState, counter, hist::NBUCKETS};
+
+/// In-flight packets, keyed by skb address. Entries carry their generation (`first_ts`).
+#[map]
+pub static SKBS: HashMap<u64, SkbState> = HashMap::with_max_entries(16384, 0);
+/// Traced threads → role (client/server), filled by the harness.
+#[map]
+pub static TIDS: HashMap<u32, u32> = HashMap::with_max_entries(4096, 0);
+/// Send syscall in progress: tid → entry time.
+#[map]
+pub static SEND_TS: HashMap<u32, u64> = HashMap::with_max_entries(4096, 0);
+/// Receive syscall that copied a tracked skb: tid → (skb, generation).
+#[map]
+pub static PENDING: HashMap<u32, [u64; 2]> = HashMap::with_max_entries(4096, 0);
+/// Server's receive return time, closed by its next send: the turnaround.
+#[map]
+pub static TURN: HashMap<u32, u64> = HashMap::with_max_entries(4096, 0);
+/// Devices on the traced path → `DevKind`.
+#[map]
+pub static DEVS: HashMap<DevKey, u32> = HashMap::with_max_entries(1024, 0);
+/// Exact count and sum per (direction, hop).
+#[map]
+pub static STATS: PerCpuArray<HopStat> = PerCpuArray::with_max_entries(NSLOTS as u32, 0);
+/// Log-linear histogram per (direction, hop): slot * NBUCKETS + bucket.
+#[map]
+pub static HIST: PerCpuArray<u64> =
+    PerCpuArray::with_max_entries((NSLOTS * NBUCKETS) as u32, 0);
+/// Loss and bookkeeping counters (`netpath_common::counter`).
+#[map]
+pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
+/// Distribution of (receive passes, NET_RX softirq runs) per packet: dir * 64 + passes * 8 + runs.
+#[map]
+pub static PASSES: PerCpuArray<u64> = PerCpuArray::with_max_entries(3 * 64, 0);
+/// Sampled complete timelines.
+#[map]
+pub static SAMPLES: RingBuf = RingBuf::with_byte_size(1 << 20, 0);
+/// Drops of tracked packets, with the kernel's reason.
+#[map]
+pub static DROPS: RingBuf = RingBuf::with_byte_size(1 << 16, 0);
+/// Scratch space to build an `SkbState` without using the 512-byte stack.
+#[map]
+pub static SCRATCH: PerCpuArray<SkbState> = PerCpuArray::with_max_entries(1, 0);
+/// Per CPU: [last tracked skb received, its time, NET_RX softirq run sequence].
+#[map]
+pub static RXCPU: PerCpuArray<[u64; 3]> = PerCpuArray::with_max_entries(1, 0);
+/// TC packet and byte counts per (ifindex << 1 | egress).
+#[map]
+pub static TC_STATS: PerCpuHashMap<u64, [u64; 2]> = PerCpuHashMap::with_max_entries(1024, 0);
+
+#[inline(always)]
+pub fn bump(idx: u32) {
+    if let Some(c) = COUNTERS.get_ptr_mut(idx) {
+        unsafe { *c += 1 };
+    }
+}

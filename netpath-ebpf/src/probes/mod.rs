@@ -1,0 +1,8 @@
+//! One module per hook family, named after the kernel hooks they use.
+pub mod doctor;
+pub mod irq;
+pub mod net;
+pub mod skb;
+pub mod sock;
+pub mod syscalls;
+pub mod tc;

@@ -1,0 +1,27 @@
+//! `syscalls:*` tracepoints of the traced threads: where a journey starts and ends.
+//! The harness uses blocking sockets, so send is `sendto` and receive is `recvfrom`.
+use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
+
+use crate::path;
+
+/// Offset of `long ret` in `sys_exit_*` records (after the common header and `__syscall_nr`).
+const RET_OFFSET: usize = 16;
+
+#[tracepoint(category = "syscalls", name = "sys_enter_sendto")]
+pub fn sys_enter_sendto(_ctx: TracePointContext) -> u32 {
+    let _ = path::on_send_enter();
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_sendto")]
+pub fn sys_exit_sendto(_ctx: TracePointContext) -> u32 {
+    path::on_send_exit();
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_recvfrom")]
+pub fn sys_exit_recvfrom(ctx: TracePointContext) -> u32 {
+    let ret = unsafe { ctx.read_at::<i64>(RET_OFFSET) }.unwrap_or(0);
+    let _ = path::on_recv_exit(ret);
+    0
+}

@@ -1,0 +1,98 @@
+//! `netpath compare`: per driver, build the lab, run the harness without and then with the
+//! probes, and report the per-hop attribution.
+use std::os::fd::AsFd as _;
+
+use anyhow::{Context as _, Result};
+
+use crate::{
+    backend::Backend,
+    harness::{self, NoPhases, RrConfig},
+    lab::{Driver, Lab},
+    report::{self, DriverReport},
+    tracer::{Tracer, TracerOptions},
+};
+
+pub struct CompareOptions {
+    pub drivers: Vec<Driver>,
+    pub rr: RrConfig,
+    /// Also run each driver with the probes detached, for the probe effect.
+    pub untraced: bool,
+    pub tracer: TracerOptions,
+    /// Print each driver's table as soon as it is measured.
+    pub print: bool,
+}
+
+/// Runs `f` on the current thread inside `ns`, then returns the thread to where it was.
+pub fn in_netns<T>(ns: &crate::lab::Netns, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let home = std::fs::File::open("/proc/thread-self/ns/net").context("own netns")?;
+    ns.enter()?;
+    let r = f();
+    nix::sched::setns(home.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET)
+        .context("returning to the original netns")?;
+    r
+}
+
+fn attach_tc(tracer: &mut Tracer, lab: &Lab) -> Result<()> {
+    let namespaces = lab.namespaces();
+    for d in &lab.devices {
+        let ns = namespaces
+            .iter()
+            .find(|n| n.name == d.netns)
+            .with_context(|| format!("netns {} of {}", d.netns, d.name))?;
+        in_netns(ns, || tracer.attach_tc_here(&d.name))?;
+    }
+    Ok(())
+}
+
+pub fn run_driver(tracer: &mut Tracer, driver: Driver, opts: &CompareOptions) -> Result<DriverReport> {
+    let lab = Lab::build(driver).with_context(|| format!("building the {} lab", driver.name()))?;
+    let result: Result<DriverReport> = (|| {
+        tracer.set_devices(&lab.devices)?;
+        let untraced = if opts.untraced {
+            tracer.detach()?;
+            Some(harness::run_rr(&lab, &opts.rr, &NoPhases).context("untraced run")?)
+        } else {
+            None
+        };
+        tracer.reset()?;
+        tracer.attach()?;
+        attach_tc(tracer, &lab)?;
+        let phases = tracer.tids.clone();
+        let traced = harness::run_rr(&lab, &opts.rr, phases.as_ref()).context("traced run");
+        tracer.detach_tc();
+        tracer.detach()?;
+        let traced = traced?;
+        let snap = tracer.snapshot()?;
+        let samples = tracer.drain_samples();
+        let drops = tracer.drain_drops();
+        Ok(report::build(
+            driver.name(),
+            tracer.backend,
+            &tracer.missing,
+            &traced,
+            untraced.as_ref(),
+            &snap,
+            &samples,
+            &drops,
+            &lab.devices,
+        ))
+    })();
+    let torn = lab.teardown();
+    let r = result?;
+    torn?;
+    Ok(r)
+}
+
+pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>> {
+    let mut tracer = Tracer::load(backend, &opts.tracer)?;
+    let mut out = Vec::new();
+    for d in &opts.drivers {
+        let r = run_driver(&mut tracer, *d, opts)?;
+        if opts.print {
+            report::print(&r);
+            println!();
+        }
+        out.push(r);
+    }
+    Ok(out)
+}

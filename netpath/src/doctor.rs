@@ -1,0 +1,247 @@
+//! `netpath doctor`: what this kernel lets netpath do, learned by loading and attaching a real
+//! program of each type, never by guessing from the version.
+use std::path::Path;
+
+use anyhow::Result;
+use aya::{
+    Btf, EbpfLoader,
+    programs::{FEntry, KProbe, RawTracePoint, SchedClassifier, TcAttachType, TracePoint},
+};
+use serde::Serialize;
+
+use crate::backend::Backend;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Capabilities {
+    pub kernel: String,
+    pub lockdown: String,
+    pub btf: bool,
+    pub checks: Vec<Check>,
+    pub docker: Check,
+}
+
+impl Capabilities {
+    fn check(&self, name: &str) -> Option<&Check> {
+        self.checks.iter().find(|c| c.name == name)
+    }
+
+    fn ok(&self, name: &str) -> bool {
+        self.check(name).is_some_and(|c| c.ok)
+    }
+
+    pub fn usable(&self, b: Backend) -> bool {
+        match b {
+            Backend::Tracepoint => self.ok("tracepoint") && self.ok("raw_tracepoint"),
+            Backend::Kprobe => self.ok("kprobe"),
+            Backend::Fentry => self.ok("fentry"),
+        }
+    }
+
+    pub fn reason(&self, b: Backend) -> String {
+        let names: &[&str] = match b {
+            Backend::Tracepoint => &["tracepoint", "raw_tracepoint"],
+            Backend::Kprobe => &["kprobe"],
+            Backend::Fentry => &["fentry"],
+        };
+        names
+            .iter()
+            .filter_map(|n| self.check(n))
+            .filter(|c| !c.ok)
+            .map(|c| format!("{}: {}", c.name, c.detail))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+fn result(name: &'static str, r: Result<String>) -> Check {
+    match r {
+        Ok(detail) => Check {
+            name,
+            ok: true,
+            detail,
+        },
+        Err(e) => Check {
+            name,
+            ok: false,
+            detail: format!("{e:#}"),
+        },
+    }
+}
+
+fn lockdown() -> String {
+    let p = "/sys/kernel/security/lockdown";
+    if !Path::new(p).exists() {
+        // securityfs may not be mounted; mounting it changes nothing else.
+        let _ = nix::mount::mount(
+            Some("securityfs"),
+            "/sys/kernel/security",
+            Some("securityfs"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        );
+    }
+    match std::fs::read_to_string(p) {
+        // Format: "none [integrity] confidentiality"
+        Ok(s) => s
+            .split_whitespace()
+            .find(|w| w.starts_with('['))
+            .map(|w| w.trim_matches(['[', ']']).to_string())
+            .unwrap_or_else(|| s.trim().to_string()),
+        Err(e) => format!("unknown ({e})"),
+    }
+}
+
+fn kprobes_compiled_in() -> bool {
+    Path::new("/sys/bus/event_source/devices/kprobe").exists()
+        || Path::new("/sys/kernel/tracing/kprobe_events").exists()
+        || Path::new("/sys/kernel/debug/tracing/kprobe_events").exists()
+}
+
+/// Loads and attaches one program of each type netpath uses.
+pub fn probe() -> Result<Capabilities> {
+    crate::ensure_tracefs();
+    let uname = nix::sys::utsname::uname()?;
+    let kernel = uname.release().to_string_lossy().into_owned();
+    let btf = Path::new(crate::btf::VMLINUX).exists();
+    let mut checks = Vec::new();
+
+    let obj = crate::tracer::object()?;
+    let mut loader = EbpfLoader::new();
+    let offsets = crate::btf::load_vmlinux()
+        .and_then(|b| crate::btf::kernel_offsets(&b))
+        .unwrap_or_default();
+    loader.override_global("OFF_SKB_DEV", &offsets.skb_dev, true);
+    let mut ebpf = loader.load(obj)?;
+
+    checks.push(result("tracepoint", (|| {
+        let p: &mut TracePoint = ebpf.program_mut("sys_enter_sendto").unwrap().try_into()?;
+        p.load()?;
+        let id = p.attach("syscalls", "sys_enter_sendto")?;
+        p.detach(id)?;
+        Ok("syscalls:sys_enter_sendto loads and attaches".into())
+    })()));
+    checks.push(result("raw_tracepoint", (|| {
+        let p: &mut RawTracePoint = ebpf.program_mut("net_dev_queue").unwrap().try_into()?;
+        p.load()?;
+        let id = p.attach("net_dev_queue")?;
+        p.detach(id)?;
+        Ok("net_dev_queue loads and attaches (skb fields via BTF offsets)".into())
+    })()));
+    checks.push(result("tc", (|| {
+        let p: &mut SchedClassifier = ebpf.program_mut("tc_ingress").unwrap().try_into()?;
+        p.load()?;
+        // Attach on the loopback of a namespace of our own, never on a host device.
+        let ns = crate::lab::Netns::create(&format!("np{}-doctor", crate::lab::new_run_id()?))?;
+        let r = ns.run(|| {
+            let id = p.attach("lo", TcAttachType::Ingress)?;
+            p.detach(id)?;
+            Ok(())
+        });
+        let _ = ns.delete();
+        r?;
+        Ok("clsact ingress on a netpath netns loopback".into())
+    })()));
+    checks.push(result("kprobe", (|| {
+        let p: &mut KProbe = ebpf.program_mut("doctor_kprobe").unwrap().try_into()?;
+        p.load()?;
+        match p.attach("ip_rcv", 0) {
+            Ok(id) => {
+                p.detach(id)?;
+                Ok("kprobe on ip_rcv attaches".into())
+            }
+            Err(e) if !kprobes_compiled_in() => Err(anyhow::anyhow!(
+                "kernel built without kprobes (CONFIG_KPROBES unset; no kprobe PMU or kprobe_events): {e}"
+            )),
+            Err(e) => Err(e.into()),
+        }
+    })()));
+    checks.push(result("fentry", (|| {
+        let btf = Btf::from_sys_fs()?;
+        let p: &mut FEntry = ebpf.program_mut("doctor_fentry").unwrap().try_into()?;
+        match p.load("ip_rcv", &btf) {
+            Ok(()) => {
+                let id = p.attach()?;
+                p.detach(id)?;
+                Ok("fentry on ip_rcv loads and attaches".into())
+            }
+            Err(e) => Err(anyhow::anyhow!(
+                "the kernel refuses BPF_PROG_TYPE_TRACING programs: {}",
+                crate::error_chain(&e)
+            )),
+        }
+    })()));
+
+    let docker = result("docker", docker_ping());
+    Ok(Capabilities {
+        kernel,
+        lockdown: lockdown(),
+        btf,
+        checks,
+        docker,
+    })
+}
+
+fn docker_ping() -> Result<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let docker = bollard::Docker::connect_with_local_defaults()?;
+        let v = tokio::time::timeout(std::time::Duration::from_secs(3), docker.version())
+            .await
+            .map_err(|_| anyhow::anyhow!("no answer from the Docker daemon within 3 s"))??;
+        Ok(format!(
+            "daemon {} (API {})",
+            v.version.unwrap_or_default(),
+            v.api_version.unwrap_or_default()
+        ))
+    })
+    .map_err(|e: anyhow::Error| anyhow::anyhow!("Docker daemon not reachable: {e:#}"))
+}
+
+pub fn print(c: &Capabilities, chosen: Option<Backend>) {
+    println!("kernel    {}", c.kernel);
+    println!("lockdown  {}", c.lockdown);
+    println!(
+        "BTF       {}",
+        if c.btf { "yes (/sys/kernel/btf/vmlinux)" } else { "no" }
+    );
+    println!();
+    println!("{:<16} {:<6} detail", "program type", "usable");
+    for ch in &c.checks {
+        println!(
+            "{:<16} {:<6} {}",
+            ch.name,
+            if ch.ok { "yes" } else { "no" },
+            ch.detail
+        );
+    }
+    println!(
+        "{:<16} {:<6} {}",
+        "docker",
+        if c.docker.ok { "yes" } else { "no" },
+        c.docker.detail
+    );
+    println!();
+    for b in [Backend::Fentry, Backend::Kprobe, Backend::Tracepoint] {
+        let state = if !c.usable(b) {
+            "kernel refuses"
+        } else if Backend::implemented().contains(&b) {
+            "usable"
+        } else {
+            "kernel allows; not in this build"
+        };
+        println!("backend {:<11} {}", b.name(), state);
+    }
+    if let Some(b) = chosen {
+        let hops: Vec<&str> = b.visible_hops().iter().map(|h| h.name()).collect();
+        println!("chosen backend: {} (hops: {})", b.name(), hops.join(", "));
+    }
+}

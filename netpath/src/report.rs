@@ -1,0 +1,455 @@
+//! Turns a run's aggregates into the per-driver report: RTT, per-hop table, attribution check,
+//! lost events, receive passes and softirqs, drops. Printed as a table or serialised as JSON.
+use std::collections::BTreeMap;
+
+use netpath_common::{
+    Dir, DropRecord, Hop, NHOPS, Point, SkbState, counter, hist, hop::slot,
+};
+use serde::Serialize;
+
+use crate::{backend::Backend, harness::RrResult, lab::LabDevice, tracer::Snapshot};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RttSummary {
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p95_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    pub req_per_s: f64,
+}
+
+impl RttSummary {
+    pub fn from_rr(r: &RrResult) -> RttSummary {
+        let us = |ns: u64| ns as f64 / 1000.0;
+        RttSummary {
+            count: r.count,
+            mean_us: r.mean_ns / 1000.0,
+            p50_us: us(r.percentile_ns(50.0)),
+            p95_us: us(r.percentile_ns(95.0)),
+            p99_us: us(r.percentile_ns(99.0)),
+            max_us: us(r.hist.max()),
+            req_per_s: r.rps,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct HopRow {
+    pub hop: &'static str,
+    pub dir: &'static str,
+    /// Times a packet crossed this hop (a bridge path crosses veth twice per packet).
+    pub crossings: u64,
+    /// Sum over crossings divided by completed packets: what this hop adds to one packet.
+    pub per_packet_us: f64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// Share of the direction's mean one-way time.
+    pub share_pct: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Distribution {
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PassRow {
+    pub dir: &'static str,
+    pub rx_passes: u32,
+    pub softirq_runs: u32,
+    pub packets: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DropRow {
+    pub reason: u32,
+    pub hop: &'static str,
+    pub dir: &'static str,
+    pub last_point: &'static str,
+    pub device: String,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceRow {
+    pub name: String,
+    pub netns: String,
+    pub kind: &'static str,
+    pub ifindex: u32,
+    pub mtu: u32,
+    pub tc_ingress_pkts: u64,
+    pub tc_egress_pkts: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TimelineHop {
+    pub point: &'static str,
+    pub device: String,
+    pub netns: u32,
+    pub hop: &'static str,
+    pub since_prev_us: f64,
+    pub cpu: u16,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Timeline {
+    pub dir: &'static str,
+    pub tuple: String,
+    pub total_us: f64,
+    pub rx_passes: u16,
+    pub softirq_runs: u16,
+    pub points: Vec<TimelineHop>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DriverReport {
+    pub driver: String,
+    pub backend: &'static str,
+    pub hops_visible: Vec<&'static str>,
+    pub missing_tracepoints: Vec<String>,
+    pub traced: RttSummary,
+    pub untraced: Option<RttSummary>,
+    /// Traced vs untraced, percent: positive means tracing made it slower.
+    pub probe_effect_mean_pct: Option<f64>,
+    pub probe_effect_p50_pct: Option<f64>,
+    pub hops: Vec<HopRow>,
+    pub one_way: BTreeMap<&'static str, Distribution>,
+    pub turnaround: Option<Distribution>,
+    /// Mean request one-way + mean response one-way + mean server turnaround.
+    pub attributed_us: f64,
+    pub rtt_mean_us: f64,
+    pub unattributed_us: f64,
+    pub attributed_pct: f64,
+    pub lost: BTreeMap<&'static str, u64>,
+    pub passes: Vec<PassRow>,
+    pub drops: Vec<DropRow>,
+    pub devices: Vec<DeviceRow>,
+    pub timelines: Vec<Timeline>,
+}
+
+fn percentile_us(h: &[u64], q: f64) -> f64 {
+    let total: u64 = h.iter().sum();
+    if total == 0 {
+        return 0.0;
+    }
+    let rank = ((q / 100.0) * total as f64).ceil().max(1.0) as u64;
+    let mut acc = 0;
+    for (b, c) in h.iter().enumerate() {
+        acc += c;
+        if acc >= rank {
+            return hist::midpoint(b as u32) as f64 / 1000.0;
+        }
+    }
+    0.0
+}
+
+fn distribution(s: &Snapshot, dir: Dir, hop: Hop) -> Option<Distribution> {
+    let i = slot(dir as u32, hop as u32) as usize;
+    let st = s.stats[i];
+    if st.count == 0 {
+        return None;
+    }
+    Some(Distribution {
+        count: st.count,
+        mean_us: st.sum_ns as f64 / st.count as f64 / 1000.0,
+        p50_us: percentile_us(&s.hist[i], 50.0),
+        p99_us: percentile_us(&s.hist[i], 99.0),
+    })
+}
+
+fn device_name(devices: &[LabDevice], netns: u32, ifindex: u32) -> String {
+    devices
+        .iter()
+        .find(|d| d.netns_inum == netns && d.ifindex == ifindex)
+        .map(|d| format!("{}@{}", d.name, d.netns))
+        .unwrap_or_else(|| {
+            if ifindex == 0 {
+                String::new()
+            } else {
+                format!("if{ifindex}@ns{netns}")
+            }
+        })
+}
+
+fn tuple(s: &SkbState) -> String {
+    let ip = |a: u32| std::net::Ipv4Addr::from(u32::from_be(a));
+    format!(
+        "{}:{} > {}:{}",
+        ip(s.saddr),
+        u16::from_be(s.sport),
+        ip(s.daddr),
+        u16::from_be(s.dport)
+    )
+}
+
+pub fn timeline(s: &SkbState, devices: &[LabDevice]) -> Timeline {
+    let n = (s.npoints as usize).min(s.points.len());
+    let mut prev = s.first_ts;
+    let points = s.points[..n]
+        .iter()
+        .map(|p| {
+            let d = p.ts.saturating_sub(prev);
+            prev = p.ts;
+            TimelineHop {
+                point: Point::from_u16(p.point).map(|p| p.name()).unwrap_or("?"),
+                device: device_name(devices, p.netns, p.ifindex),
+                netns: p.netns,
+                hop: Hop::from_u32(p.hop as u32).name(),
+                since_prev_us: d as f64 / 1000.0,
+                cpu: p.cpu,
+            }
+        })
+        .collect();
+    Timeline {
+        dir: if s.dir == 1 { "response" } else { "request" },
+        tuple: tuple(s),
+        total_us: s.last_ts.saturating_sub(s.first_ts) as f64 / 1000.0,
+        rx_passes: s.rx_passes,
+        softirq_runs: s.softirqs,
+        points,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn build(
+    driver: &str,
+    backend: Backend,
+    missing: &[String],
+    traced: &RrResult,
+    untraced: Option<&RrResult>,
+    snap: &Snapshot,
+    samples: &[SkbState],
+    drops: &[DropRecord],
+    devices: &[LabDevice],
+) -> DriverReport {
+    let traced_s = RttSummary::from_rr(traced);
+    let untraced_s = untraced.map(RttSummary::from_rr);
+    let pct = |a: f64, b: f64| if b > 0.0 { (a / b - 1.0) * 100.0 } else { 0.0 };
+
+    let mut one_way = BTreeMap::new();
+    let mut hops = Vec::new();
+    for dir in [Dir::Request, Dir::Response] {
+        let ow = distribution(snap, dir, Hop::OneWay);
+        let completed = ow.as_ref().map(|d| d.count).unwrap_or(0);
+        let ow_mean = ow.as_ref().map(|d| d.mean_us).unwrap_or(0.0);
+        if let Some(d) = ow {
+            one_way.insert(dir.name(), d);
+        }
+        for hop in Hop::ALL.iter().take(NHOPS - 1) {
+            let i = slot(dir as u32, *hop as u32) as usize;
+            let st = snap.stats[i];
+            if st.count == 0 {
+                continue;
+            }
+            let per_packet = if completed > 0 {
+                st.sum_ns as f64 / completed as f64 / 1000.0
+            } else {
+                0.0
+            };
+            hops.push(HopRow {
+                hop: hop.name(),
+                dir: dir.name(),
+                crossings: st.count,
+                per_packet_us: per_packet,
+                mean_us: st.sum_ns as f64 / st.count as f64 / 1000.0,
+                p50_us: percentile_us(&snap.hist[i], 50.0),
+                p99_us: percentile_us(&snap.hist[i], 99.0),
+                share_pct: if ow_mean > 0.0 {
+                    per_packet / ow_mean * 100.0
+                } else {
+                    0.0
+                },
+            });
+        }
+    }
+    let turnaround = distribution(snap, Dir::Turnaround, Hop::OneWay);
+    let attributed = one_way.values().map(|d| d.mean_us).sum::<f64>()
+        + turnaround.as_ref().map(|d| d.mean_us).unwrap_or(0.0);
+
+    let lost = [
+        counter::RINGBUF_LOST,
+        counter::SKB_MAP_FULL,
+        counter::STALE,
+        counter::REUSED,
+        counter::RECV_UNMATCHED,
+        counter::CONSUMED_EARLY,
+        counter::DROPPED,
+        counter::TRUNCATED,
+    ]
+    .iter()
+    .map(|&c| (counter::NAMES[c as usize], snap.counters[c as usize]))
+    .chain(
+        [counter::STARTED, counter::COMPLETED, counter::EVENTS, counter::SAMPLES]
+            .iter()
+            .map(|&c| (counter::NAMES[c as usize], snap.counters[c as usize])),
+    )
+    .collect();
+
+    let mut passes = Vec::new();
+    for dir in [Dir::Request, Dir::Response] {
+        for p in 0..8u32 {
+            for r in 0..8u32 {
+                let n = snap.passes[(dir as u32 * 64 + p * 8 + r) as usize];
+                if n > 0 {
+                    passes.push(PassRow {
+                        dir: dir.name(),
+                        rx_passes: p,
+                        softirq_runs: r,
+                        packets: n,
+                    });
+                }
+            }
+        }
+    }
+
+    let mut drop_rows: BTreeMap<(u32, u32, u32, u16, String), u64> = BTreeMap::new();
+    for d in drops {
+        *drop_rows
+            .entry((
+                d.reason,
+                d.hop,
+                d.dir,
+                d.last_point,
+                device_name(devices, d.netns, d.ifindex),
+            ))
+            .or_default() += 1;
+    }
+    let drops = drop_rows
+        .into_iter()
+        .map(|((reason, hop, dir, lp, device), count)| DropRow {
+            reason,
+            hop: Hop::from_u32(hop).name(),
+            dir: if dir == 1 { "response" } else { "request" },
+            last_point: Point::from_u16(lp).map(|p| p.name()).unwrap_or("?"),
+            device,
+            count,
+        })
+        .collect();
+
+    let tc_count = |ifindex: u32, egress: bool| {
+        snap.tc
+            .iter()
+            .filter(|((i, e), _)| *i == ifindex && *e == egress)
+            .map(|(_, (p, _))| *p)
+            .sum()
+    };
+    let devices_rows = devices
+        .iter()
+        .map(|d| DeviceRow {
+            name: d.name.clone(),
+            netns: d.netns.clone(),
+            kind: d.kind.name(),
+            ifindex: d.ifindex,
+            mtu: d.mtu,
+            tc_ingress_pkts: tc_count(d.ifindex, false),
+            tc_egress_pkts: tc_count(d.ifindex, true),
+        })
+        .collect();
+
+    DriverReport {
+        driver: driver.to_string(),
+        backend: backend.name(),
+        hops_visible: backend.visible_hops().iter().map(|h| h.name()).collect(),
+        missing_tracepoints: missing.to_vec(),
+        probe_effect_mean_pct: untraced_s
+            .as_ref()
+            .map(|u| pct(traced_s.mean_us, u.mean_us)),
+        probe_effect_p50_pct: untraced_s.as_ref().map(|u| pct(traced_s.p50_us, u.p50_us)),
+        rtt_mean_us: traced_s.mean_us,
+        unattributed_us: traced_s.mean_us - attributed,
+        attributed_pct: if traced_s.mean_us > 0.0 {
+            attributed / traced_s.mean_us * 100.0
+        } else {
+            0.0
+        },
+        attributed_us: attributed,
+        traced: traced_s,
+        untraced: untraced_s,
+        hops,
+        one_way,
+        turnaround,
+        lost,
+        passes,
+        drops,
+        devices: devices_rows,
+        timelines: samples.iter().take(4).map(|s| timeline(s, devices)).collect(),
+    }
+}
+
+pub fn print(r: &DriverReport) {
+    println!("== driver {}  (backend {})", r.driver, r.backend);
+    if !r.missing_tracepoints.is_empty() {
+        println!(
+            "   this kernel lacks {}: neighbouring hops merge",
+            r.missing_tracepoints.join(", ")
+        );
+    }
+    let rtt = |label: &str, s: &RttSummary| {
+        println!(
+            "   RTT {label:<9} n={:<7} mean {:>8.1} µs  p50 {:>8.1}  p95 {:>8.1}  p99 {:>8.1}  max {:>9.1}  {:>8.0} req/s",
+            s.count, s.mean_us, s.p50_us, s.p95_us, s.p99_us, s.max_us, s.req_per_s
+        )
+    };
+    rtt("traced", &r.traced);
+    if let Some(u) = &r.untraced {
+        rtt("untraced", u);
+        println!(
+            "   probe effect: mean {:+.1}%  p50 {:+.1}%",
+            r.probe_effect_mean_pct.unwrap_or(0.0),
+            r.probe_effect_p50_pct.unwrap_or(0.0)
+        );
+    }
+    println!(
+        "   {:<15} {:<9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
+        "hop", "dir", "crossings", "per-pkt", "mean", "p50", "p99", "share"
+    );
+    for h in &r.hops {
+        println!(
+            "   {:<15} {:<9} {:>9} {:>7.2}µs {:>7.2}µs {:>7.2}µs {:>7.2}µs {:>5.1}%",
+            h.hop, h.dir, h.crossings, h.per_packet_us, h.mean_us, h.p50_us, h.p99_us, h.share_pct
+        );
+    }
+    for (dir, d) in &r.one_way {
+        println!(
+            "   one-way {dir:<9} n={:<7} mean {:>7.2} µs  p50 {:>7.2}  p99 {:>7.2}",
+            d.count, d.mean_us, d.p50_us, d.p99_us
+        );
+    }
+    if let Some(t) = &r.turnaround {
+        println!(
+            "   server turnaround n={:<7} mean {:>7.2} µs  p50 {:>7.2}  p99 {:>7.2}",
+            t.count, t.mean_us, t.p50_us, t.p99_us
+        );
+    }
+    println!(
+        "   attribution: request + response + turnaround = {:.2} µs vs RTT mean {:.2} µs ({:.1}%), unattributed {:.2} µs",
+        r.attributed_us, r.rtt_mean_us, r.attributed_pct, r.unattributed_us
+    );
+    let passes: Vec<String> = r
+        .passes
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {} pass/{} softirq ×{}",
+                p.dir, p.rx_passes, p.softirq_runs, p.packets
+            )
+        })
+        .collect();
+    if !passes.is_empty() {
+        println!("   receive passes/softirq runs per packet: {}", passes.join(", "));
+    }
+    for d in &r.drops {
+        println!(
+            "   DROP reason {} in hop {} ({} after {} on {}) ×{}",
+            d.reason, d.hop, d.dir, d.last_point, d.device, d.count
+        );
+    }
+    let lost: Vec<String> = r.lost.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!("   events: {}", lost.join(", "));
+}

@@ -1,0 +1,407 @@
+//! Loads the embedded eBPF object, attaches the chosen backend, and reads what the programs
+//! aggregated. One `Tracer` per process; probes can be detached and re-attached so the same run
+//! measures with and without them.
+use std::sync::Mutex;
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, PerCpuValues, RingBuf},
+    programs::{
+        RawTracePoint, SchedClassifier, TcAttachType, TracePoint,
+        raw_trace_point::RawTracePointLinkId, tc::SchedClassifierLinkId,
+        trace_point::TracePointLinkId,
+    },
+    util::nr_cpus,
+};
+use netpath_common::{
+    DevKey, DropRecord, HopStat, KernelOffsets, NSLOTS, ROLE_CLIENT, ROLE_SERVER, SkbState,
+    counter, hist::NBUCKETS,
+};
+
+use crate::{backend::Backend, lab::LabDevice};
+
+/// The eBPF object built by build.rs (empty when it was built without bpf-linker).
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/netpath"));
+
+pub fn object() -> Result<&'static [u8]> {
+    if OBJECT.is_empty() {
+        bail!(
+            "this netpath was built without its eBPF programs (no bpf-linker): run `cargo xtask setup`, then rebuild"
+        );
+    }
+    Ok(OBJECT)
+}
+
+/// Raw tracepoints of the tracepoint backend: (program, tracepoint).
+pub const RAW_TPS: &[(&str, &str)] = &[
+    ("net_dev_queue", "net_dev_queue"),
+    ("net_dev_start_xmit", "net_dev_start_xmit"),
+    ("netif_rx", "netif_rx"),
+    ("netif_receive_skb", "netif_receive_skb"),
+    ("skb_copy_datagram_iovec", "skb_copy_datagram_iovec"),
+    ("kfree_skb", "kfree_skb"),
+    ("consume_skb", "consume_skb"),
+    ("sk_data_ready", "sk_data_ready"),
+    ("softirq_entry", "softirq_entry"),
+];
+/// Syscall tracepoints: (program, category, name).
+pub const TPS: &[(&str, &str, &str)] = &[
+    ("sys_enter_sendto", "syscalls", "sys_enter_sendto"),
+    ("sys_exit_sendto", "syscalls", "sys_exit_sendto"),
+    ("sys_exit_recvfrom", "syscalls", "sys_exit_recvfrom"),
+];
+
+#[derive(Clone, Debug)]
+pub struct TracerOptions {
+    pub sample_every: u32,
+    pub max_gap_ns: u64,
+}
+
+impl Default for TracerOptions {
+    fn default() -> Self {
+        TracerOptions {
+            sample_every: 64,
+            max_gap_ns: 100_000_000,
+        }
+    }
+}
+
+enum Link {
+    Raw(&'static str, RawTracePointLinkId),
+    Tp(&'static str, TracePointLinkId),
+}
+
+pub struct Tracer {
+    ebpf: Ebpf,
+    pub backend: Backend,
+    pub offsets: KernelOffsets,
+    links: Vec<Link>,
+    tc_links: Vec<(&'static str, SchedClassifierLinkId)>,
+    pub tids: std::sync::Arc<TidControl>,
+    samples: RingBuf<MapData>,
+    drops: RingBuf<MapData>,
+    /// Tracepoints this kernel lacks (e.g. `sk_data_ready` before 6.7): the hop they bound merges
+    /// into its neighbour.
+    pub missing: Vec<String>,
+}
+
+/// Everything the programs aggregated, summed over CPUs.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub stats: Vec<HopStat>,
+    /// Per slot: bucket counts (empty when the slot has no events).
+    pub hist: Vec<Vec<u64>>,
+    pub counters: Vec<u64>,
+    pub passes: Vec<u64>,
+    /// (ifindex, egress) → (packets, bytes)
+    pub tc: Vec<((u32, bool), (u64, u64))>,
+}
+
+impl Tracer {
+    pub fn load(backend: Backend, opts: &TracerOptions) -> Result<Tracer> {
+        if backend != Backend::Tracepoint {
+            bail!(
+                "the {} backend is not available in this build; use --backend tracepoint",
+                backend.name()
+            );
+        }
+        crate::ensure_tracefs();
+        let btf = crate::btf::load_vmlinux()?;
+        let offsets = crate::btf::kernel_offsets(&btf)?;
+        let mut loader = EbpfLoader::new();
+        loader
+            .override_global("OFF_SKB_DEV", &offsets.skb_dev, true)
+            .override_global("OFF_SKB_HEAD", &offsets.skb_head, true)
+            .override_global("OFF_SKB_NETWORK_HEADER", &offsets.skb_network_header, true)
+            .override_global(
+                "OFF_SKB_TRANSPORT_HEADER",
+                &offsets.skb_transport_header,
+                true,
+            )
+            .override_global("OFF_DEV_IFINDEX", &offsets.dev_ifindex, true)
+            .override_global("OFF_DEV_ND_NET", &offsets.dev_nd_net, true)
+            .override_global("OFF_NET_NS_INUM", &offsets.net_ns_inum, true)
+            .override_global("SAMPLE_EVERY", &opts.sample_every, true)
+            .override_global("MAX_GAP_NS", &opts.max_gap_ns, true);
+        let mut ebpf = loader
+            .load(object()?)
+            .context("loading netpath's eBPF object")?;
+        let mut missing = Vec::new();
+        for (prog, tp) in RAW_TPS {
+            let p: &mut RawTracePoint = ebpf
+                .program_mut(prog)
+                .ok_or_else(|| anyhow!("program {prog} missing from the object"))?
+                .try_into()?;
+            p.load()
+                .map_err(|e| verifier_error(prog, e))?;
+            // Probe the tracepoint once: a kernel without it loses only that point.
+            match p.attach(tp) {
+                Ok(id) => p.detach(id)?,
+                Err(_) => missing.push(format!("raw_tp/{tp}")),
+            }
+        }
+        for (prog, _, _) in TPS {
+            let p: &mut TracePoint = ebpf
+                .program_mut(prog)
+                .ok_or_else(|| anyhow!("program {prog} missing from the object"))?
+                .try_into()?;
+            p.load().map_err(|e| verifier_error(prog, e))?;
+        }
+        for prog in ["tc_ingress", "tc_egress"] {
+            let p: &mut SchedClassifier = ebpf
+                .program_mut(prog)
+                .ok_or_else(|| anyhow!("program {prog} missing"))?
+                .try_into()?;
+            p.load().map_err(|e| verifier_error(prog, e))?;
+        }
+        let tids = HashMap::try_from(ebpf.take_map("TIDS").context("TIDS map")?)?;
+        let samples = RingBuf::try_from(ebpf.take_map("SAMPLES").context("SAMPLES map")?)?;
+        let drops = RingBuf::try_from(ebpf.take_map("DROPS").context("DROPS map")?)?;
+        Ok(Tracer {
+            ebpf,
+            backend,
+            offsets,
+            links: Vec::new(),
+            tc_links: Vec::new(),
+            tids: std::sync::Arc::new(TidControl(Mutex::new(tids))),
+            samples,
+            drops,
+            missing,
+        })
+    }
+
+    pub fn attached(&self) -> bool {
+        !self.links.is_empty()
+    }
+
+    pub fn attach(&mut self) -> Result<()> {
+        if self.attached() {
+            return Ok(());
+        }
+        for (prog, tp) in RAW_TPS {
+            if self.missing.iter().any(|m| m.ends_with(tp)) {
+                continue;
+            }
+            let p: &mut RawTracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;
+            let id = p
+                .attach(tp)
+                .with_context(|| format!("attaching raw tracepoint {tp}"))?;
+            self.links.push(Link::Raw(prog, id));
+        }
+        for (prog, cat, name) in TPS {
+            let p: &mut TracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;
+            let id = p
+                .attach(cat, name)
+                .with_context(|| format!("attaching tracepoint {cat}:{name}"))?;
+            self.links.push(Link::Tp(prog, id));
+        }
+        Ok(())
+    }
+
+    pub fn detach(&mut self) -> Result<()> {
+        for link in self.links.drain(..) {
+            match link {
+                Link::Raw(prog, id) => {
+                    let p: &mut RawTracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;
+                    p.detach(id)?;
+                }
+                Link::Tp(prog, id) => {
+                    let p: &mut TracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;
+                    p.detach(id)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Attaches the TC counters to one device. Must run on a thread inside the device's netns
+    /// (the interface name and TCX link resolve there).
+    pub fn attach_tc_here(&mut self, ifname: &str) -> Result<()> {
+        for (prog, ty) in [
+            ("tc_ingress", TcAttachType::Ingress),
+            ("tc_egress", TcAttachType::Egress),
+        ] {
+            let p: &mut SchedClassifier = self.ebpf.program_mut(prog).unwrap().try_into()?;
+            let id = p
+                .attach(ifname, ty)
+                .with_context(|| format!("attaching TC {prog} to {ifname}"))?;
+            self.tc_links.push((prog, id));
+        }
+        Ok(())
+    }
+
+    /// Forgets TC links whose devices are about to disappear with their netns.
+    pub fn detach_tc(&mut self) {
+        for (prog, id) in self.tc_links.drain(..) {
+            if let Some(p) = self.ebpf.program_mut(prog) {
+                let p: Result<&mut SchedClassifier, _> = p.try_into();
+                if let Ok(p) = p {
+                    let _ = p.detach(id);
+                }
+            }
+        }
+    }
+
+    /// Tells the programs which devices form the path and what each is.
+    pub fn set_devices(&mut self, devices: &[LabDevice]) -> Result<()> {
+        let mut map: HashMap<&mut MapData, DevKey, u32> =
+            HashMap::try_from(self.ebpf.map_mut("DEVS").context("DEVS map")?)?;
+        let old: Vec<DevKey> = map.keys().filter_map(|k| k.ok()).collect();
+        for k in old {
+            map.remove(&k)?;
+        }
+        for d in devices {
+            let key = DevKey {
+                netns: d.netns_inum,
+                ifindex: d.ifindex,
+            };
+            map.insert(key, d.kind as u32, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Zeroes every aggregate and forgets in-flight state, so a run starts clean.
+    pub fn reset(&mut self) -> Result<()> {
+        let n = nr_cpus().map_err(|(_, e)| e)?;
+        {
+            let mut stats: PerCpuArray<&mut MapData, HopStat> =
+                PerCpuArray::try_from(self.ebpf.map_mut("STATS").unwrap())?;
+            for i in 0..NSLOTS as u32 {
+                stats.set(i, PerCpuValues::try_from(vec![HopStat::default(); n])?, 0)?;
+            }
+        }
+        for (name, len) in [
+            ("HIST", (NSLOTS * NBUCKETS) as u32),
+            ("COUNTERS", counter::COUNT),
+            ("PASSES", 3 * 64),
+        ] {
+            let mut m: PerCpuArray<&mut MapData, u64> =
+                PerCpuArray::try_from(self.ebpf.map_mut(name).unwrap())?;
+            for i in 0..len {
+                m.set(i, PerCpuValues::try_from(vec![0u64; n])?, 0)?;
+            }
+        }
+        {
+            let mut skbs: HashMap<&mut MapData, u64, SkbState> =
+                HashMap::try_from(self.ebpf.map_mut("SKBS").unwrap())?;
+            let keys: Vec<u64> = skbs.keys().filter_map(|k| k.ok()).collect();
+            for k in keys {
+                let _ = skbs.remove(&k);
+            }
+        }
+        {
+            let mut tc: PerCpuHashMap<&mut MapData, u64, [u64; 2]> =
+                PerCpuHashMap::try_from(self.ebpf.map_mut("TC_STATS").unwrap())?;
+            let keys: Vec<u64> = tc.keys().filter_map(|k| k.ok()).collect();
+            for k in keys {
+                let _ = tc.remove(&k);
+            }
+        }
+        while self.samples.next().is_some() {}
+        while self.drops.next().is_some() {}
+        Ok(())
+    }
+
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        let stats_map: PerCpuArray<&MapData, HopStat> =
+            PerCpuArray::try_from(self.ebpf.map("STATS").unwrap())?;
+        let mut stats = Vec::with_capacity(NSLOTS);
+        for i in 0..NSLOTS as u32 {
+            let v = stats_map.get(&i, 0)?;
+            stats.push(v.iter().fold(HopStat::default(), |a, s| HopStat {
+                count: a.count + s.count,
+                sum_ns: a.sum_ns + s.sum_ns,
+            }));
+        }
+        let hist_map: PerCpuArray<&MapData, u64> =
+            PerCpuArray::try_from(self.ebpf.map("HIST").unwrap())?;
+        let mut hist = vec![Vec::new(); NSLOTS];
+        for (slot, st) in stats.iter().enumerate() {
+            if st.count == 0 {
+                continue;
+            }
+            let mut h = vec![0u64; NBUCKETS];
+            for (b, c) in h.iter_mut().enumerate() {
+                let idx = (slot * NBUCKETS + b) as u32;
+                *c = hist_map.get(&idx, 0)?.iter().sum();
+            }
+            hist[slot] = h;
+        }
+        let sum_array = |name: &str, len: u32| -> Result<Vec<u64>> {
+            let m: PerCpuArray<&MapData, u64> =
+                PerCpuArray::try_from(self.ebpf.map(name).unwrap())?;
+            (0..len)
+                .map(|i| Ok(m.get(&i, 0)?.iter().sum()))
+                .collect()
+        };
+        let counters = sum_array("COUNTERS", counter::COUNT)?;
+        let passes = sum_array("PASSES", 3 * 64)?;
+        let tc_map: PerCpuHashMap<&MapData, u64, [u64; 2]> =
+            PerCpuHashMap::try_from(self.ebpf.map("TC_STATS").unwrap())?;
+        let mut tc = Vec::new();
+        for item in tc_map.iter() {
+            let (k, v) = item?;
+            let (p, b) = v.iter().fold((0, 0), |a, x| (a.0 + x[0], a.1 + x[1]));
+            tc.push((((k >> 1) as u32, k & 1 == 1), (p, b)));
+        }
+        tc.sort();
+        Ok(Snapshot {
+            stats,
+            hist,
+            counters,
+            passes,
+            tc,
+        })
+    }
+
+    /// Sampled timelines delivered so far.
+    pub fn drain_samples(&mut self) -> Vec<SkbState> {
+        let mut out = Vec::new();
+        while let Some(item) = self.samples.next() {
+            if item.len() >= std::mem::size_of::<SkbState>() {
+                // SAFETY: the kernel writes a whole SkbState; read_unaligned copes with alignment.
+                out.push(unsafe { std::ptr::read_unaligned(item.as_ptr() as *const SkbState) });
+            }
+        }
+        out
+    }
+
+    pub fn drain_drops(&mut self) -> Vec<DropRecord> {
+        let mut out = Vec::new();
+        while let Some(item) = self.drops.next() {
+            if item.len() >= std::mem::size_of::<DropRecord>() {
+                out.push(unsafe { std::ptr::read_unaligned(item.as_ptr() as *const DropRecord) });
+            }
+        }
+        out
+    }
+}
+
+/// One clear line for a verifier rejection, with the kernel's log kept for `-v`.
+fn verifier_error(prog: &str, e: aya::programs::ProgramError) -> anyhow::Error {
+    log::debug!("verifier output for {prog}: {e:?}");
+    anyhow!(
+        "the kernel's verifier rejected program {prog}: {e} (run with RUST_LOG=debug for the verifier log)"
+    )
+}
+
+/// The traced-thread set, shared with the harness: it names its client and server threads once
+/// warm-up is over, so only measured requests are traced.
+pub struct TidControl(Mutex<HashMap<MapData, u32, u32>>);
+
+impl crate::harness::Phases for TidControl {
+    fn measure_start(&self, client_tid: u32, server_tid: u32) -> Result<()> {
+        let mut t = self.0.lock().unwrap();
+        t.insert(client_tid, ROLE_CLIENT, 0)?;
+        t.insert(server_tid, ROLE_SERVER, 0)?;
+        Ok(())
+    }
+
+    fn measure_end(&self, client_tid: u32, server_tid: u32) -> Result<()> {
+        let mut t = self.0.lock().unwrap();
+        let _ = t.remove(&client_tid);
+        let _ = t.remove(&server_tid);
+        Ok(())
+    }
+}

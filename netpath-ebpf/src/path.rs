@@ -88,12 +88,7 @@ fn dev_kind(key: &DevKey) -> u16 {
 
 /// Starts tracking `skb` if the current thread is inside a traced send syscall.
 #[inline(always)]
-fn start(skb: u64, key: DevKey, kind: u16, t: u64) -> Result<(), i64> {
-    let tid = current_tid();
-    let send_ts = match unsafe { SEND_TS.get(&tid) } {
-        Some(ts) => *ts,
-        None => return Ok(()),
-    };
+fn start(tid: u32, send_ts: u64, skb: u64, key: DevKey, kind: u16, t: u64) -> Result<(), i64> {
     // One skb per send: later skbs of the same send (bulk) or pure ACKs are not followed.
     let _ = SEND_TS.remove(&tid);
     if t.wrapping_sub(send_ts) > kernel::max_gap_ns() {
@@ -171,18 +166,31 @@ fn tracked(skb: u64, t: u64) -> Option<*mut SkbState> {
 /// (read from `skb->dev`).
 #[inline(always)]
 pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
+    // Hot path: most skbs are not ours. Decide that with one hash lookup, before any clock read
+    // or kernel memory read.
+    let st = match SKBS.get_ptr_mut(&skb) {
+        Some(st) => st,
+        None if point == Point::DevQueue => {
+            let tid = current_tid();
+            let send_ts = match unsafe { SEND_TS.get(&tid) } {
+                Some(ts) => *ts,
+                None => return Ok(()),
+            };
+            let t = now();
+            let key = kernel::dev_key(kernel::skb_dev(skb)?)?;
+            return start(tid, send_ts, skb, key, dev_kind(&key), t);
+        }
+        None => return Ok(()),
+    };
     let t = now();
-    let st = tracked(skb, t);
-    if st.is_none() && point != Point::DevQueue {
+    if t.wrapping_sub(unsafe { (*st).last_ts }) > kernel::max_gap_ns() {
+        bump(counter::STALE);
+        let _ = SKBS.remove(&skb);
         return Ok(());
     }
     let dev = if dev != 0 { dev } else { kernel::skb_dev(skb)? };
     let key = kernel::dev_key(dev)?;
     let kind = dev_kind(&key);
-    let st = match st {
-        Some(st) => st,
-        None => return start(skb, key, kind, t),
-    };
     if point == Point::NetifReceive {
         on_receive_pass(st, skb, t);
     }
@@ -270,7 +278,8 @@ pub fn on_send_enter() -> Result<(), i64> {
         record(2, Hop::OneWay as u32, t.wrapping_sub(*r));
         let _ = TURN.remove(&tid);
     }
-    let _ = SEND_TS.insert(&tid, &t, 0);
+    // BPF_NOEXIST: tcp_sendmsg_locked fires once per skb filled; the first one starts the send.
+    let _ = SEND_TS.insert(&tid, &t, 1);
     Ok(())
 }
 

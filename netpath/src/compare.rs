@@ -57,6 +57,7 @@ pub fn run_driver(tracer: &mut Tracer, driver: Driver, opts: &CompareOptions) ->
         tracer.reset()?;
         tracer.attach()?;
         attach_tc(tracer, &lab)?;
+        let costs_before = tracer.prog_costs();
         let phases = tracer.tids.clone();
         let traced = harness::run_rr(&lab, &opts.rr, phases.as_ref()).context("traced run");
         tracer.detach_tc();
@@ -65,7 +66,7 @@ pub fn run_driver(tracer: &mut Tracer, driver: Driver, opts: &CompareOptions) ->
         let snap = tracer.snapshot()?;
         let samples = tracer.drain_samples();
         let drops = tracer.drain_drops();
-        Ok(report::build(
+        let mut rep = report::build(
             driver.name(),
             tracer.backend,
             &tracer.missing,
@@ -75,12 +76,34 @@ pub fn run_driver(tracer: &mut Tracer, driver: Driver, opts: &CompareOptions) ->
             &samples,
             &drops,
             &lab.devices,
-        ))
+        );
+        if opts.tracer.prog_stats {
+            rep.prog_costs = costs(&costs_before, &tracer.prog_costs(), traced.count);
+        }
+        Ok(rep)
     })();
     let torn = lab.teardown();
     let r = result?;
     torn?;
     Ok(r)
+}
+
+fn costs(before: &[(String, u64, u64)], after: &[(String, u64, u64)], rtts: u64) -> Vec<report::ProgCost> {
+    let mut out: Vec<report::ProgCost> = after
+        .iter()
+        .filter_map(|(name, runs, ns)| {
+            let (_, r0, n0) = before.iter().find(|(n, _, _)| n == name)?;
+            let runs = runs.saturating_sub(*r0);
+            (runs > 0).then(|| report::ProgCost {
+                program: name.clone(),
+                runs,
+                avg_ns: ns.saturating_sub(*n0) as f64 / runs as f64,
+                runs_per_rtt: runs as f64 / rtts.max(1) as f64,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.program.cmp(&b.program));
+    out
 }
 
 pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>> {

@@ -57,6 +57,9 @@ enum Cmd {
         sample_every: u32,
         #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
         backend: BackendChoice,
+        /// Report each kernel program's run count and mean cost (BPF run-time stats).
+        #[arg(long)]
+        prog_stats: bool,
         #[arg(long)]
         json: bool,
     },
@@ -93,6 +96,7 @@ fn run(cli: Cli) -> Result<()> {
             no_untraced,
             sample_every,
             backend: choice,
+            prog_stats,
             json,
         } => {
             lab::install_signal_cleanup();
@@ -115,6 +119,7 @@ fn run(cli: Cli) -> Result<()> {
                 untraced: !no_untraced,
                 tracer: TracerOptions {
                     sample_every,
+                    prog_stats,
                     ..TracerOptions::default()
                 },
                 print: !json,

@@ -131,6 +131,17 @@ pub struct DriverReport {
     pub drops: Vec<DropRow>,
     pub devices: Vec<DeviceRow>,
     pub timelines: Vec<Timeline>,
+    /// Kernel-measured cost of each program during the traced run (with `--prog-stats`).
+    pub prog_costs: Vec<ProgCost>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ProgCost {
+    pub program: String,
+    pub runs: u64,
+    pub avg_ns: f64,
+    /// Runs per round trip.
+    pub runs_per_rtt: f64,
 }
 
 fn percentile_us(h: &[u64], q: f64) -> f64 {
@@ -379,6 +390,7 @@ pub fn build(
         drops,
         devices: devices_rows,
         timelines: samples.iter().take(4).map(|s| timeline(s, devices)).collect(),
+        prog_costs: Vec::new(),
     }
 }
 
@@ -448,6 +460,12 @@ pub fn print(r: &DriverReport) {
         println!(
             "   DROP reason {} in hop {} ({} after {} on {}) ×{}",
             d.reason, d.hop, d.dir, d.last_point, d.device, d.count
+        );
+    }
+    for c in &r.prog_costs {
+        println!(
+            "   program {:<24} runs {:>9} ({:>5.1}/RTT)  avg {:>6.0} ns",
+            c.program, c.runs, c.runs_per_rtt, c.avg_ns
         );
     }
     let lost: Vec<String> = r.lost.iter().map(|(k, v)| format!("{k} {v}")).collect();

@@ -45,7 +45,14 @@ pub const RAW_TPS: &[(&str, &str)] = &[
     ("sk_data_ready", "sk_data_ready"),
     ("softirq_entry", "softirq_entry"),
 ];
-/// Syscall tracepoints: (program, category, name).
+/// Where journeys start and end, preferred: socket-level raw tracepoints (kernel 6.10+).
+pub const SOCK_RAW_TPS: &[(&str, &str)] = &[
+    ("tcp_sendmsg_locked", "tcp_sendmsg_locked"),
+    ("sock_send_length", "sock_send_length"),
+    ("sock_recv_length", "sock_recv_length"),
+];
+/// Fallback on older kernels: the traced threads' syscall tracepoints (program, category, name).
+/// They cost more: enabling any syscall tracepoint sends every syscall through the slow path.
 pub const TPS: &[(&str, &str, &str)] = &[
     ("sys_enter_sendto", "syscalls", "sys_enter_sendto"),
     ("sys_exit_sendto", "syscalls", "sys_exit_sendto"),
@@ -56,6 +63,8 @@ pub const TPS: &[(&str, &str, &str)] = &[
 pub struct TracerOptions {
     pub sample_every: u32,
     pub max_gap_ns: u64,
+    /// Ask the kernel to account run time per program (BPF_ENABLE_STATS) for cost reports.
+    pub prog_stats: bool,
 }
 
 impl Default for TracerOptions {
@@ -63,6 +72,7 @@ impl Default for TracerOptions {
         TracerOptions {
             sample_every: 64,
             max_gap_ns: 100_000_000,
+            prog_stats: false,
         }
     }
 }
@@ -84,6 +94,11 @@ pub struct Tracer {
     /// Tracepoints this kernel lacks (e.g. `sk_data_ready` before 6.7): the hop they bound merges
     /// into its neighbour.
     pub missing: Vec<String>,
+    /// Raw tracepoints to attach: (program, tracepoint).
+    raw_plan: Vec<(&'static str, &'static str)>,
+    /// Whether journeys are bounded by syscall tracepoints (old kernels) instead of socket ones.
+    pub syscall_bounds: bool,
+    _stats: Option<std::os::fd::OwnedFd>,
 }
 
 /// Everything the programs aggregated, summed over CPUs.
@@ -128,18 +143,29 @@ impl Tracer {
             .load(object()?)
             .context("loading netpath's eBPF object")?;
         let mut missing = Vec::new();
-        for (prog, tp) in RAW_TPS {
-            let p: &mut RawTracePoint = ebpf
-                .program_mut(prog)
-                .ok_or_else(|| anyhow!("program {prog} missing from the object"))?
-                .try_into()?;
-            p.load()
-                .map_err(|e| verifier_error(prog, e))?;
-            // Probe the tracepoint once: a kernel without it loses only that point.
-            match p.attach(tp) {
-                Ok(id) => p.detach(id)?,
-                Err(_) => missing.push(format!("raw_tp/{tp}")),
+        let mut raw_plan = Vec::new();
+        let mut sock_ok = true;
+        for (set, is_sock) in [(RAW_TPS, false), (SOCK_RAW_TPS, true)] {
+            for &(prog, tp) in set {
+                let p: &mut RawTracePoint = ebpf
+                    .program_mut(prog)
+                    .ok_or_else(|| anyhow!("program {prog} missing from the object"))?
+                    .try_into()?;
+                p.load().map_err(|e| verifier_error(prog, e))?;
+                // Probe the tracepoint once: a kernel without it loses only that point.
+                match p.attach(tp) {
+                    Ok(id) => {
+                        p.detach(id)?;
+                        raw_plan.push((prog, tp));
+                    }
+                    Err(_) if is_sock => sock_ok = false,
+                    Err(_) => missing.push(format!("raw_tp/{tp}")),
+                }
             }
+        }
+        let syscall_bounds = !sock_ok;
+        if syscall_bounds {
+            raw_plan.retain(|(p, _)| !SOCK_RAW_TPS.iter().any(|(q, _)| q == p));
         }
         for (prog, _, _) in TPS {
             let p: &mut TracePoint = ebpf
@@ -168,6 +194,13 @@ impl Tracer {
             samples,
             drops,
             missing,
+            raw_plan,
+            syscall_bounds,
+            _stats: if opts.prog_stats {
+                Some(aya::sys::enable_stats(aya::sys::Stats::RunTime)?)
+            } else {
+                None
+            },
         })
     }
 
@@ -179,8 +212,11 @@ impl Tracer {
         if self.attached() {
             return Ok(());
         }
-        for (prog, tp) in RAW_TPS {
-            if self.missing.iter().any(|m| m.ends_with(tp)) {
+        // Diagnostic for probe-effect work: NETPATH_SKIP=prog1,prog2 leaves programs detached.
+        let skip = std::env::var("NETPATH_SKIP").unwrap_or_default();
+        let skipped = |p: &str| skip.split(',').any(|s| s == p);
+        for &(prog, tp) in &self.raw_plan {
+            if skipped(prog) {
                 continue;
             }
             let p: &mut RawTracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;
@@ -190,6 +226,9 @@ impl Tracer {
             self.links.push(Link::Raw(prog, id));
         }
         for (prog, cat, name) in TPS {
+            if !self.syscall_bounds || skipped(prog) {
+                continue;
+            }
             let p: &mut TracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;
             let id = p
                 .attach(cat, name)
@@ -353,6 +392,17 @@ impl Tracer {
             passes,
             tc,
         })
+    }
+
+    /// Cumulative (runs, run time ns) per program since load; zeros unless `prog_stats`.
+    pub fn prog_costs(&self) -> Vec<(String, u64, u64)> {
+        self.ebpf
+            .programs()
+            .filter_map(|(name, p)| {
+                let info = p.info().ok()?;
+                Some((name.to_string(), info.run_count(), info.run_time().as_nanos() as u64))
+            })
+            .collect()
     }
 
     /// Sampled timelines delivered so far.

@@ -1,10 +1,40 @@
-//! `sock:sk_data_ready`: the receiving socket is woken.
+//! Socket-level raw tracepoints: where a journey starts (`tcp:tcp_sendmsg_locked`), where the
+//! receiving socket is woken (`sock:sk_data_ready`) and where the receive returns
+//! (`sock:sock_recv_length`). Raw tracepoints here cost far less than syscall tracepoints,
+//! which push every syscall on the machine onto the slow path.
 use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
 
 use crate::path;
 
+const MSG_PEEK: u64 = 2;
+
 #[raw_tracepoint(tracepoint = "sk_data_ready")]
 pub fn sk_data_ready(_ctx: RawTracePointContext) -> i32 {
     let _ = path::on_sock_ready();
+    0
+}
+
+/// TP_PROTO(const struct sock *sk, const struct msghdr *msg, const struct sk_buff *skb, int size_goal)
+#[raw_tracepoint(tracepoint = "tcp_sendmsg_locked")]
+pub fn tcp_sendmsg_locked(_ctx: RawTracePointContext) -> i32 {
+    let _ = path::on_send_enter();
+    0
+}
+
+/// TP_PROTO(struct sock *sk, int ret, int flags)
+#[raw_tracepoint(tracepoint = "sock_send_length")]
+pub fn sock_send_length(_ctx: RawTracePointContext) -> i32 {
+    path::on_send_exit();
+    0
+}
+
+/// TP_PROTO(struct sock *sk, int ret, int flags)
+#[raw_tracepoint(tracepoint = "sock_recv_length")]
+pub fn sock_recv_length(ctx: RawTracePointContext) -> i32 {
+    if ctx.arg::<u64>(2) & MSG_PEEK != 0 {
+        return 0;
+    }
+    let ret = ctx.arg::<u64>(1) as i32 as i64;
+    let _ = path::on_recv_exit(ret);
     0
 }

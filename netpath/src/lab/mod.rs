@@ -1,1 +1,414 @@
-//! Embedded netns lab (owned by the lab/harness work).
+//! Embedded netns lab: Docker's data paths built by hand in network namespaces.
+//!
+//! Everything a lab creates is named `np<runid>…` and lives in namespaces the lab
+//! created itself (`/run/netns/np<runid>-<role>`); nothing is created in the root
+//! network namespace. For the bridge driver a "node" namespace stands in for the Docker
+//! host and carries the bridge, the host ends of the veths and netpath's nft table.
+
+mod bridge;
+mod cleanup;
+mod host;
+mod netns;
+pub mod nft;
+pub mod nl;
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::{AsFd, OwnedFd};
+
+use anyhow::{Context, Result, bail};
+use netpath_common::DevKind;
+
+pub use cleanup::{cleanup_leftovers, install_signal_cleanup};
+pub use netns::{NETNS_RUN_DIR, Netns, current_inum, ns_inum};
+pub use nl::{LinkSnapshot, links_in};
+
+/// Longest interface name the kernel accepts (IFNAMSIZ - 1).
+pub const IFNAME_MAX: usize = 15;
+/// Prefix of every object netpath creates.
+pub const PREFIX: &str = "np";
+/// Length of a run id (lowercase hex).
+pub const RUN_ID_LEN: usize = 6;
+/// Port the lab server listens on (inside the lab namespaces only).
+pub const LAB_PORT: u16 = 11111;
+/// Port published on the node address by the bridge driver's DNAT rule (like `-p`).
+pub const PUBLISHED_PORT: u16 = 18080;
+
+/// Which Docker data path to build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Driver {
+    /// `--network host`: client and server share one stack, over loopback.
+    Host,
+    /// The default bridge: veth pairs into a Linux bridge.
+    Bridge,
+}
+
+impl Driver {
+    pub const ALL: [Driver; 2] = [Driver::Host, Driver::Bridge];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Driver::Host => "host",
+            Driver::Bridge => "bridge",
+        }
+    }
+}
+
+impl std::fmt::Display for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A network device in a lab, as the loader needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LabDevice {
+    pub name: String,
+    /// Name of the netns the device is in.
+    pub netns: String,
+    /// Inode number of that netns.
+    pub netns_inum: u32,
+    pub ifindex: u32,
+    pub kind: DevKind,
+    pub mtu: u32,
+}
+
+/// A built lab. Dropping it tears it down (best effort); prefer [`Lab::teardown`] to see
+/// errors.
+pub struct Lab {
+    pub driver: Driver,
+    pub run_id: String,
+    pub client_ns: Netns,
+    pub server_ns: Netns,
+    pub server_bind: SocketAddrV4,
+    pub connect_to: SocketAddrV4,
+    pub devices: Vec<LabDevice>,
+    /// The namespace standing in for the Docker host (bridge driver).
+    pub node_ns: Option<Netns>,
+    /// The published address on the node (`node:PUBLISHED_PORT` DNAT to the server),
+    /// reachable from the node namespace like `-p` is from the Docker host.
+    pub published: Option<SocketAddrV4>,
+    /// The lab's private subnet, if it has one.
+    pub subnet: Option<(Ipv4Addr, u8)>,
+    /// Name of netpath's nft table in the node namespace (family `ip`).
+    pub nft_table: Option<String>,
+    nss: LabNamespaces,
+}
+
+impl std::fmt::Debug for Lab {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lab")
+            .field("driver", &self.driver)
+            .field("run_id", &self.run_id)
+            .field("client_ns", &self.client_ns.name)
+            .field("server_ns", &self.server_ns.name)
+            .field("server_bind", &self.server_bind)
+            .field("connect_to", &self.connect_to)
+            .field("devices", &self.devices)
+            .field("published", &self.published)
+            .finish()
+    }
+}
+
+impl Lab {
+    /// Build a lab for `driver` with a fresh random run id.
+    pub fn build(driver: Driver) -> Result<Lab> {
+        Self::build_with_id(driver, &new_run_id()?)
+    }
+
+    /// Build with a given run id (6 lowercase hex chars).
+    pub fn build_with_id(driver: Driver, run_id: &str) -> Result<Lab> {
+        netns::require_root()?;
+        if !is_run_id(run_id) {
+            bail!("invalid run id {run_id:?}: want {RUN_ID_LEN} lowercase hex characters");
+        }
+        let existing = netns_of_run(run_id)?;
+        if !existing.is_empty() {
+            bail!(
+                "run id {run_id} is already in use ({}); run `netpath lab cleanup` if it is a leftover",
+                existing.join(", ")
+            );
+        }
+        let r = match driver {
+            Driver::Host => host::build(run_id),
+            Driver::Bridge => bridge::build(run_id),
+        };
+        r.with_context(|| format!("cannot build the {} lab (run {run_id})", driver.name()))
+    }
+
+    /// Remove everything the lab created: links first (so veths are gone for sure,
+    /// even if something still holds a namespace), then the namespaces.
+    pub fn teardown(mut self) -> Result<()> {
+        self.nss.destroy()
+    }
+
+    /// Names of every namespace of this lab.
+    pub fn netns_names(&self) -> Vec<String> {
+        self.nss.list.iter().map(|(n, _)| n.name.clone()).collect()
+    }
+
+    /// Every namespace of this lab.
+    pub fn namespaces(&self) -> Vec<Netns> {
+        self.nss.list.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// The device with this name in this namespace.
+    pub fn device(&self, netns: &str, name: &str) -> Option<&LabDevice> {
+        self.devices
+            .iter()
+            .find(|d| d.netns == netns && d.name == name)
+    }
+}
+
+/// Namespaces of one lab, deleted on drop unless torn down already.
+pub(crate) struct LabNamespaces {
+    run_id: String,
+    /// Each namespace with an fd held open: it marks the namespace as in use by this
+    /// process for `cleanup_leftovers` run from elsewhere.
+    list: Vec<(Netns, OwnedFd)>,
+    done: bool,
+}
+
+impl LabNamespaces {
+    fn new(run_id: &str) -> LabNamespaces {
+        LabNamespaces {
+            run_id: run_id.to_string(),
+            list: Vec::new(),
+            done: false,
+        }
+    }
+
+    /// Create `np<runid>-<role>`, registered for signal/panic cleanup right away.
+    fn create(&mut self, role: &str) -> Result<Netns> {
+        let name = netns_name(&self.run_id, role);
+        let ns = Netns::create(&name)?;
+        // Registered only once it is ours, so signal cleanup never touches a name that
+        // someone else created.
+        cleanup::register(&self.run_id, &name);
+        let fd = match ns.open() {
+            Ok(fd) => fd,
+            Err(e) => {
+                let _ = ns.delete();
+                return Err(e);
+            }
+        };
+        self.list.push((ns.clone(), fd));
+        Ok(ns)
+    }
+
+    fn fd(&self, ns: &Netns) -> Result<std::os::fd::BorrowedFd<'_>> {
+        self.list
+            .iter()
+            .find(|(n, _)| n == ns)
+            .map(|(_, fd)| fd.as_fd())
+            .with_context(|| format!("netns {} is not part of this lab", ns.name))
+    }
+
+    fn destroy(&mut self) -> Result<()> {
+        if self.done {
+            return Ok(());
+        }
+        self.done = true;
+        let nss: Vec<Netns> = self.list.iter().map(|(n, _)| n.clone()).collect();
+        let mut first_err = None;
+        for ns in &nss {
+            if let Err(e) = ns.run(|| nl::Nl::new()?.purge_links()) {
+                first_err.get_or_insert(e.context(format!("removing links in {}", ns.name)));
+            }
+        }
+        self.list.clear(); // closes our fds
+        for ns in &nss {
+            if let Err(e) = ns.delete() {
+                first_err.get_or_insert(e);
+            }
+        }
+        cleanup::unregister(&self.run_id);
+        match netns_of_run(&self.run_id) {
+            Ok(left) if !left.is_empty() => {
+                first_err.get_or_insert(anyhow::anyhow!(
+                    "namespaces still present after teardown: {}",
+                    left.join(", ")
+                ));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+        match first_err {
+            None => Ok(()),
+            Some(e) => Err(e.context(format!("teardown of lab {} incomplete", self.run_id))),
+        }
+    }
+}
+
+impl Drop for LabNamespaces {
+    fn drop(&mut self) {
+        if !self.done
+            && let Err(e) = self.destroy()
+        {
+            log::warn!("{e:#}");
+        }
+    }
+}
+
+/// A fresh run id: 6 lowercase hex characters from the kernel's random pool.
+pub fn new_run_id() -> Result<String> {
+    let mut b = [0u8; 3];
+    nix_getrandom(&mut b)?;
+    Ok(format!("{:02x}{:02x}{:02x}", b[0], b[1], b[2]))
+}
+
+fn nix_getrandom(buf: &mut [u8]) -> Result<()> {
+    // SAFETY: buf is valid for buf.len() bytes.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n != buf.len() as isize {
+        bail!("getrandom failed: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+pub fn is_run_id(s: &str) -> bool {
+    s.len() == RUN_ID_LEN
+        && s.bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+}
+
+/// `np<runid>-<role>`.
+pub fn netns_name(run_id: &str, role: &str) -> String {
+    format!("{PREFIX}{run_id}-{role}")
+}
+
+/// `np<runid><suffix>`, checked against IFNAMSIZ.
+pub fn ifname(run_id: &str, suffix: &str) -> Result<String> {
+    let n = format!("{PREFIX}{run_id}{suffix}");
+    if n.len() > IFNAME_MAX {
+        bail!("interface name {n} is longer than {IFNAME_MAX} characters");
+    }
+    Ok(n)
+}
+
+/// If `name` is a namespace name netpath makes (`np` + 6 hex + `-` + role of lowercase
+/// letters/digits), its run id.
+pub fn run_id_of_netns(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix(PREFIX)?;
+    if rest.len() < RUN_ID_LEN + 2 {
+        return None;
+    }
+    let (id, role) = rest.split_at(RUN_ID_LEN);
+    let role = role.strip_prefix('-')?;
+    if !is_run_id(id)
+        || role.is_empty()
+        || role.len() > 16
+        || !role
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+    {
+        return None;
+    }
+    Some(id)
+}
+
+/// Names in /run/netns that belong to this run id.
+pub fn netns_of_run(run_id: &str) -> Result<Vec<String>> {
+    Ok(list_netpath_netns()?
+        .into_iter()
+        .filter(|n| run_id_of_netns(n) == Some(run_id))
+        .collect())
+}
+
+/// Every netpath-named namespace in /run/netns (sorted).
+pub fn list_netpath_netns() -> Result<Vec<String>> {
+    let rd = match std::fs::read_dir(NETNS_RUN_DIR) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot list {NETNS_RUN_DIR}")),
+    };
+    let mut v: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| run_id_of_netns(n).is_some())
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+/// The lab's /24: 10.213.K.0/24 with K derived from the run id. Each lab's addresses
+/// exist only inside its own namespaces, so two labs with the same K do not clash.
+pub(crate) fn lab_subnet(run_id: &str) -> (Ipv4Addr, u8) {
+    let k = u8::from_str_radix(&run_id[..2], 16).unwrap_or(0) % 254 + 1;
+    (Ipv4Addr::new(10, 213, k, 0), 24)
+}
+
+pub(crate) fn subnet_host(net: Ipv4Addr, host: u8) -> Ipv4Addr {
+    let o = net.octets();
+    Ipv4Addr::new(o[0], o[1], o[2], host)
+}
+
+/// Best effort: no IPv6 in lab namespaces (no DAD, RS or MLD packets muddying traces).
+pub(crate) fn quiet_ipv6() {
+    for k in [
+        "net.ipv6.conf.all.disable_ipv6",
+        "net.ipv6.conf.default.disable_ipv6",
+    ] {
+        let _ = nl::write_sysctl(k, "1");
+    }
+}
+
+/// Build a `LabDevice` from a netlink snapshot.
+pub(crate) fn device(ns: &Netns, l: &LinkSnapshot, kind: DevKind) -> LabDevice {
+    LabDevice {
+        name: l.name.clone(),
+        netns: ns.name.clone(),
+        netns_inum: ns.inum,
+        ifindex: l.ifindex,
+        kind,
+        mtu: l.mtu,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids() {
+        for _ in 0..100 {
+            let id = new_run_id().unwrap();
+            assert!(is_run_id(&id), "{id}");
+        }
+        assert!(!is_run_id("ABCDEF"));
+        assert!(!is_run_id("abcde"));
+    }
+
+    #[test]
+    fn netns_pattern() {
+        assert_eq!(run_id_of_netns("np1a2b3c-cli"), Some("1a2b3c"));
+        assert_eq!(run_id_of_netns("np1a2b3c-node2"), Some("1a2b3c"));
+        assert_eq!(run_id_of_netns("np1a2b3c-"), None);
+        assert_eq!(run_id_of_netns("np1a2b3c"), None);
+        assert_eq!(run_id_of_netns("npzzzzzz-cli"), None);
+        assert_eq!(run_id_of_netns("np1a2b3-cli"), None);
+        assert_eq!(run_id_of_netns("xx1a2b3c-cli"), None);
+        assert_eq!(run_id_of_netns("np1a2b3c-Cli"), None);
+        assert_eq!(run_id_of_netns("np1a2b3c-cli.x"), None);
+    }
+
+    #[test]
+    fn ifnames_fit() {
+        let id = "ffffff";
+        for s in ["br", "c", "s"] {
+            assert!(ifname(id, s).unwrap().len() <= IFNAME_MAX);
+        }
+        assert!(ifname(id, "toolongsuffix").is_err());
+    }
+
+    #[test]
+    fn subnets() {
+        let (net, len) = lab_subnet("000000");
+        assert_eq!((net, len), (Ipv4Addr::new(10, 213, 1, 0), 24));
+        let (net, _) = lab_subnet("ff0000");
+        assert_eq!(net, Ipv4Addr::new(10, 213, 2, 0));
+        assert_eq!(subnet_host(net, 3), Ipv4Addr::new(10, 213, 2, 3));
+    }
+}

@@ -1,0 +1,273 @@
+//! netpath's own nftables table in the node namespace, shaped like the NAT rules
+//! Docker installs for a bridge network:
+//!
+//! ```text
+//! table ip netpath_<id> {
+//!   chain postrouting { type nat hook postrouting priority srcnat;
+//!     ip saddr <subnet> oifname != "<bridge>" masquerade                 # outbound NAT
+//!     ip saddr <srv> ip daddr <srv> tcp dport <port> masquerade }        # hairpin
+//!   chain prerouting  { type nat hook prerouting priority dstnat;
+//!     fib daddr type local jump np-docker }
+//!   chain output      { type nat hook output priority dstnat;
+//!     ip daddr != 127.0.0.0/8 fib daddr type local jump np-docker }
+//!   chain np-docker   { iifname != "<bridge>" tcp dport <pub> dnat to <srv>:<port> }
+//! }
+//! ```
+//!
+//! Applied with the `nftables` crate (`nft -j -f -`) from a thread inside the node
+//! namespace: the `nft` child inherits that thread's namespace.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use anyhow::{Result, anyhow};
+use nftables::batch::Batch;
+use nftables::expr::{
+    Expression, Fib, FibFlag, FibResult, Meta, MetaKey, NamedExpression, Payload, PayloadField,
+    Prefix,
+};
+use nftables::helper::NftablesError;
+use nftables::schema::{Chain, NfListObject, Nftables, Rule, Table};
+use nftables::stmt::{JumpTarget, Match, NAT, Operator, Statement};
+use nftables::types::{NfChainPolicy, NfChainType, NfFamily, NfHook};
+
+/// What the NAT rules refer to.
+#[derive(Clone, Debug)]
+pub struct NatSpec {
+    pub run_id: String,
+    pub bridge: String,
+    pub subnet: (Ipv4Addr, u8),
+    /// Port published on every local address of the node.
+    pub published_port: u16,
+    /// Where the published port goes (the server container).
+    pub target: SocketAddrV4,
+}
+
+const DOCKER_CHAIN: &str = "np-docker";
+
+impl NatSpec {
+    pub fn table_name(&self) -> String {
+        format!("netpath_{}", self.run_id)
+    }
+
+    /// The ruleset as an nftables JSON document.
+    pub fn ruleset(&self) -> Nftables<'static> {
+        let table: Cow<'static, str> = self.table_name().into();
+        let mut b = Batch::new();
+        b.add(NfListObject::Table(Table {
+            family: NfFamily::IP,
+            name: table.clone(),
+            handle: None,
+        }));
+        let base = |name: &'static str, hook: NfHook, prio: i32| {
+            NfListObject::Chain(Chain {
+                family: NfFamily::IP,
+                table: table.clone(),
+                name: name.into(),
+                newname: None,
+                handle: None,
+                _type: Some(NfChainType::NAT),
+                hook: Some(hook),
+                prio: Some(prio),
+                dev: None,
+                policy: Some(NfChainPolicy::Accept),
+            })
+        };
+        b.add(base("postrouting", NfHook::Postrouting, 100));
+        b.add(base("prerouting", NfHook::Prerouting, -100));
+        b.add(base("output", NfHook::Output, -100));
+        b.add(NfListObject::Chain(Chain {
+            family: NfFamily::IP,
+            table: table.clone(),
+            name: DOCKER_CHAIN.into(),
+            newname: None,
+            handle: None,
+            _type: None,
+            hook: None,
+            prio: None,
+            dev: None,
+            policy: None,
+        }));
+        let rule = |chain: &'static str, expr: Vec<Statement<'static>>| {
+            NfListObject::Rule(Rule {
+                family: NfFamily::IP,
+                table: table.clone(),
+                chain: chain.into(),
+                expr: expr.into(),
+                handle: None,
+                index: None,
+                comment: None,
+            })
+        };
+        let (net, plen) = self.subnet;
+        let srv = *self.target.ip();
+        let port = u32::from(self.target.port());
+        b.add(rule(
+            "postrouting",
+            vec![
+                m(field("ip", "saddr"), Operator::EQ, prefix(net, plen)),
+                m(
+                    meta(MetaKey::Oifname),
+                    Operator::NEQ,
+                    Expression::String(self.bridge.clone().into()),
+                ),
+                Statement::Masquerade(None),
+            ],
+        ));
+        b.add(rule(
+            "postrouting",
+            vec![
+                m(field("ip", "saddr"), Operator::EQ, ip(srv)),
+                m(field("ip", "daddr"), Operator::EQ, ip(srv)),
+                m(
+                    field("tcp", "dport"),
+                    Operator::EQ,
+                    Expression::Number(port),
+                ),
+                Statement::Masquerade(None),
+            ],
+        ));
+        b.add(rule(
+            "prerouting",
+            vec![
+                m(
+                    fib_daddr_type(),
+                    Operator::EQ,
+                    Expression::String("local".into()),
+                ),
+                jump(DOCKER_CHAIN),
+            ],
+        ));
+        b.add(rule(
+            "output",
+            vec![
+                m(
+                    field("ip", "daddr"),
+                    Operator::NEQ,
+                    prefix(Ipv4Addr::new(127, 0, 0, 0), 8),
+                ),
+                m(
+                    fib_daddr_type(),
+                    Operator::EQ,
+                    Expression::String("local".into()),
+                ),
+                jump(DOCKER_CHAIN),
+            ],
+        ));
+        b.add(rule(
+            DOCKER_CHAIN,
+            vec![
+                m(
+                    meta(MetaKey::Iifname),
+                    Operator::NEQ,
+                    Expression::String(self.bridge.clone().into()),
+                ),
+                m(
+                    field("tcp", "dport"),
+                    Operator::EQ,
+                    Expression::Number(u32::from(self.published_port)),
+                ),
+                Statement::DNAT(Some(NAT {
+                    addr: Some(ip(srv)),
+                    family: None,
+                    port: Some(Expression::Number(port)),
+                    flags: None,
+                })),
+            ],
+        ));
+        b.to_nftables()
+    }
+}
+
+fn m(left: Expression<'static>, op: Operator, right: Expression<'static>) -> Statement<'static> {
+    Statement::Match(Match { left, right, op })
+}
+
+fn field(proto: &'static str, f: &'static str) -> Expression<'static> {
+    Expression::Named(NamedExpression::Payload(Payload::PayloadField(
+        PayloadField {
+            protocol: proto.into(),
+            field: f.into(),
+        },
+    )))
+}
+
+fn meta(key: MetaKey) -> Expression<'static> {
+    Expression::Named(NamedExpression::Meta(Meta { key }))
+}
+
+fn ip(a: Ipv4Addr) -> Expression<'static> {
+    Expression::String(a.to_string().into())
+}
+
+fn prefix(a: Ipv4Addr, len: u8) -> Expression<'static> {
+    Expression::Named(NamedExpression::Prefix(Prefix {
+        addr: Box::new(ip(a)),
+        len: u32::from(len),
+    }))
+}
+
+fn fib_daddr_type() -> Expression<'static> {
+    Expression::Named(NamedExpression::Fib(Fib {
+        result: FibResult::Type,
+        flags: HashSet::from([FibFlag::Daddr]),
+    }))
+}
+
+fn jump(target: &'static str) -> Statement<'static> {
+    Statement::Jump(JumpTarget {
+        target: target.into(),
+    })
+}
+
+/// Install the rules. Call from a thread inside the node namespace.
+pub fn apply_docker_nat(spec: &NatSpec) -> Result<()> {
+    let rs = spec.ruleset();
+    nftables::helper::apply_ruleset(&rs).map_err(|e| nft_error(e, "applying the NAT table"))
+}
+
+/// `nft -j list table ip NAME` in the calling thread's namespace, as JSON text.
+pub fn list_table(name: &str) -> Result<String> {
+    let args = ["list", "table", "ip", name];
+    nftables::helper::get_current_ruleset_raw(nftables::helper::DEFAULT_NFT, &args)
+        .map_err(|e| nft_error(e, "listing the NAT table"))
+}
+
+fn nft_error(e: NftablesError, what: &str) -> anyhow::Error {
+    match e {
+        NftablesError::NftExecution { program, inner }
+            if inner.kind() == std::io::ErrorKind::NotFound =>
+        {
+            anyhow!(
+                "{what}: {} not found; install nftables (apt-get install nftables)",
+                program.to_string_lossy()
+            )
+        }
+        NftablesError::NftFailed { stderr, .. } => {
+            anyhow!("{what}: nft failed: {}", stderr.trim())
+        }
+        other => anyhow!("{what}: {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ruleset_json_shape() {
+        let spec = NatSpec {
+            run_id: "abc123".into(),
+            bridge: "npabc123br".into(),
+            subnet: (Ipv4Addr::new(10, 213, 5, 0), 24),
+            published_port: 18080,
+            target: SocketAddrV4::new(Ipv4Addr::new(10, 213, 5, 3), 11111),
+        };
+        let j = serde_json::to_string(&spec.ruleset()).unwrap();
+        assert!(j.contains("netpath_abc123"), "{j}");
+        assert!(j.contains("masquerade"), "{j}");
+        assert!(j.contains("dnat"), "{j}");
+        assert!(j.contains("10.213.5.3"), "{j}");
+    }
+}

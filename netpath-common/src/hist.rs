@@ -10,6 +10,11 @@ pub const SUB: u64 = 1 << SUB_BITS;
 /// Highest power of two with its own buckets.
 pub const MAX_EXP: u32 = 36;
 pub const NBUCKETS: usize = (SUB + (MAX_EXP - SUB_BITS + 1) as u64 * SUB) as usize;
+/// Storage per histogram: a power of two above `NBUCKETS`, so the kernel side can bound an
+/// index with a mask the verifier follows (`b & (HIST_SLOTS - 1)`), not a compare the compiler
+/// may apply to a different register copy.
+pub const HIST_SLOTS: usize = 1024;
+const _: () = assert!(NBUCKETS <= HIST_SLOTS && HIST_SLOTS.is_power_of_two());
 
 /// Index of the highest set bit, for `v > 0`. A branchy binary search: the verifier needs no
 /// loop and there is no count-leading-zeros instruction in BPF.

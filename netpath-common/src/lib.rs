@@ -37,8 +37,6 @@ pub mod counter {
     pub const REUSED: u32 = 3;
     /// A receive returned data but no tracked skb was copied in it.
     pub const RECV_UNMATCHED: u32 = 4;
-    /// Events on tracked skbs (every point that advanced a timeline).
-    pub const EVENTS: u32 = 5;
     /// One-way journeys completed (send syscall entry to receive syscall exit).
     pub const COMPLETED: u32 = 6;
     /// Packets tracked from a send.
@@ -62,7 +60,7 @@ pub mod counter {
         "stale",
         "reused",
         "recv_unmatched",
-        "events",
+        "",
         "completed",
         "started",
         "dropped",
@@ -134,6 +132,61 @@ pub struct HopStat {
     pub sum_ns: u64,
 }
 
+/// Value of the per-CPU `HOPS` map, one per (direction, hop) slot: exact count and sum (means
+/// are exact) and the log-linear histogram (percentiles within ±5%). One lookup per record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct HopHist {
+    pub count: u64,
+    pub sum_ns: u64,
+    pub buckets: [u64; hist::HIST_SLOTS],
+}
+
+/// Compact per-skb state kept in the `SKBS` map while a packet is in flight. The full timeline
+/// (`SkbState`) is kept only for sampled packets, in `TIMELINES`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Flight {
+    /// Start of the journey (generation: an skb address is reused later).
+    pub first_ts: u64,
+    pub last_ts: u64,
+    pub hop_start: u64,
+    pub cur_hop: u32,
+    pub dir: u32,
+    pub last_point: u16,
+    pub last_kind: u16,
+    pub sampled: u16,
+    pub rx_passes: u16,
+    pub softirqs: u16,
+    pub _pad: u16,
+    pub last_softirq: u32,
+}
+
+/// Value of the `TIDS` map: a traced thread's role and the per-thread points of its current
+/// journey, updated in place (no map inserts or deletes on the hot path).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TidState {
+    pub role: u32,
+    pub _pad: u32,
+    /// Start of the send in progress (0: none).
+    pub send_ts: u64,
+    /// Server: when its last receive returned (0: none), closed by its next send.
+    pub turn_ts: u64,
+    /// skb copied by the receive in progress, and its generation.
+    pub pending_skb: u64,
+    pub pending_gen: u64,
+}
+
+/// Value of the `DEVCACHE` map: a `struct net_device *` already resolved to its key and kind.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DevInfo {
+    pub key: DevKey,
+    pub kind: u32,
+    pub _pad: u32,
+}
+
 /// Record of a tracked packet freed by `kfree_skb` before delivery.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -149,26 +202,6 @@ pub struct DropRecord {
     pub last_kind: u16,
     /// Hop in which the packet died (the hop it was in when last seen).
     pub hop: u32,
-}
-
-/// Ring buffer record header: which record follows.
-pub const REC_TIMELINE: u32 = 1;
-pub const REC_DROP: u32 = 2;
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct TimelineRecord {
-    pub kind: u32,
-    pub _pad: u32,
-    pub state: SkbState,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct DropRecordMsg {
-    pub kind: u32,
-    pub _pad: u32,
-    pub drop: DropRecord,
 }
 
 /// Offsets of kernel struct fields, read from BTF by the loader and handed to the programs as
@@ -190,6 +223,10 @@ mod pod {
     // SAFETY: all of these are repr(C), Copy, and have no implicit padding.
     unsafe impl aya::Pod for super::DevKey {}
     unsafe impl aya::Pod for super::HopStat {}
+    unsafe impl aya::Pod for super::HopHist {}
+    unsafe impl aya::Pod for super::Flight {}
+    unsafe impl aya::Pod for super::DevInfo {}
+    unsafe impl aya::Pod for super::TidState {}
     unsafe impl aya::Pod for super::SkbState {}
     unsafe impl aya::Pod for super::DropRecord {}
     unsafe impl aya::Pod for super::TimelinePoint {}
@@ -211,6 +248,8 @@ mod tests {
             size_of::<SkbState>(),
             head + MAX_POINTS * size_of::<TimelinePoint>()
         );
-        assert_eq!(size_of::<TimelineRecord>(), 8 + size_of::<SkbState>());
+        assert_eq!(size_of::<Flight>(), 8 * 3 + 4 * 2 + 2 * 6 + 4);
+        assert_eq!(size_of::<DevInfo>(), 16);
+        assert_eq!(size_of::<HopHist>(), 16 + 8 * hist::HIST_SLOTS);
     }
 }

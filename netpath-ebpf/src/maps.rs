@@ -3,33 +3,27 @@ use aya_ebpf::{
     macros::map,
     maps::{HashMap, PerCpuArray, PerCpuHashMap, RingBuf},
 };
-use netpath_common::{DevKey, HopStat, NSLOTS, SkbState, counter, hist::NBUCKETS};
+use netpath_common::{DevInfo, DevKey, Flight, HopHist, NSLOTS, SkbState, TidState, counter};
 
 /// In-flight packets, keyed by skb address. Entries carry their generation (`first_ts`).
 #[map]
-pub static SKBS: HashMap<u64, SkbState> = HashMap::with_max_entries(16384, 0);
-/// Traced threads → role (client/server), filled by the harness.
+pub static SKBS: HashMap<u64, Flight> = HashMap::with_max_entries(16384, 0);
+/// Full timelines of the sampled packets in flight, keyed by skb address.
 #[map]
-pub static TIDS: HashMap<u32, u32> = HashMap::with_max_entries(4096, 0);
-/// Send syscall in progress: tid → entry time.
+pub static TIMELINES: HashMap<u64, SkbState> = HashMap::with_max_entries(1024, 0);
+/// Traced threads → role and per-thread journey points, filled by the harness.
 #[map]
-pub static SEND_TS: HashMap<u32, u64> = HashMap::with_max_entries(4096, 0);
-/// Receive syscall that copied a tracked skb: tid → (skb, generation).
-#[map]
-pub static PENDING: HashMap<u32, [u64; 2]> = HashMap::with_max_entries(4096, 0);
-/// Server's receive return time, closed by its next send: the turnaround.
-#[map]
-pub static TURN: HashMap<u32, u64> = HashMap::with_max_entries(4096, 0);
+pub static TIDS: HashMap<u32, TidState> = HashMap::with_max_entries(4096, 0);
 /// Devices on the traced path → `DevKind`.
 #[map]
 pub static DEVS: HashMap<DevKey, u32> = HashMap::with_max_entries(1024, 0);
-/// Exact count and sum per (direction, hop).
+/// `struct net_device *` → its key and kind, so a tracked packet costs one lookup per device
+/// instead of three kernel reads. Cleared by the loader whenever the device set changes.
 #[map]
-pub static STATS: PerCpuArray<HopStat> = PerCpuArray::with_max_entries(NSLOTS as u32, 0);
-/// Log-linear histogram per (direction, hop): slot * NBUCKETS + bucket.
+pub static DEVCACHE: HashMap<u64, DevInfo> = HashMap::with_max_entries(4096, 0);
+/// Count, sum and histogram per (direction, hop) slot.
 #[map]
-pub static HIST: PerCpuArray<u64> =
-    PerCpuArray::with_max_entries((NSLOTS * NBUCKETS) as u32, 0);
+pub static HOPS: PerCpuArray<HopHist> = PerCpuArray::with_max_entries(NSLOTS as u32, 0);
 /// Loss and bookkeeping counters (`netpath_common::counter`).
 #[map]
 pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);

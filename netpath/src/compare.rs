@@ -20,6 +20,9 @@ pub struct CompareOptions {
     pub tracer: TracerOptions,
     /// Print each driver's table as soon as it is measured.
     pub print: bool,
+    /// Also attach the TC packet counters to every lab device (a cross-check; costs ~100 ns
+    /// per packet per device).
+    pub tc_counters: bool,
 }
 
 /// Runs `f` on the current thread inside `ns`, then returns the thread to where it was.
@@ -56,7 +59,9 @@ pub fn run_driver(tracer: &mut Tracer, driver: Driver, opts: &CompareOptions) ->
         };
         tracer.reset()?;
         tracer.attach()?;
-        attach_tc(tracer, &lab)?;
+        if opts.tc_counters {
+            attach_tc(tracer, &lab)?;
+        }
         let costs_before = tracer.prog_costs();
         let phases = tracer.tids.clone();
         let traced = harness::run_rr(&lab, &opts.rr, phases.as_ref()).context("traced run");

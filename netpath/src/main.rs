@@ -57,6 +57,9 @@ enum Cmd {
         sample_every: u32,
         #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
         backend: BackendChoice,
+        /// Attach TC ingress/egress packet counters to every lab device as a cross-check.
+        #[arg(long)]
+        tc_counters: bool,
         /// Report each kernel program's run count and mean cost (BPF run-time stats).
         #[arg(long)]
         prog_stats: bool,
@@ -97,6 +100,7 @@ fn run(cli: Cli) -> Result<()> {
             sample_every,
             backend: choice,
             prog_stats,
+            tc_counters,
             json,
         } => {
             lab::install_signal_cleanup();
@@ -123,6 +127,7 @@ fn run(cli: Cli) -> Result<()> {
                     ..TracerOptions::default()
                 },
                 print: !json,
+                tc_counters,
             };
             let reports = compare::run(backend, &opts)?;
             if json {

@@ -296,7 +296,7 @@ pub fn build(
     .iter()
     .map(|&c| (counter::NAMES[c as usize], snap.counters[c as usize]))
     .chain(
-        [counter::STARTED, counter::COMPLETED, counter::EVENTS, counter::SAMPLES]
+        [counter::STARTED, counter::COMPLETED, counter::SAMPLES]
             .iter()
             .map(|&c| (counter::NAMES[c as usize], snap.counters[c as usize])),
     )

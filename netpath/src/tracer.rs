@@ -15,7 +15,7 @@ use aya::{
     util::nr_cpus,
 };
 use netpath_common::{
-    DevKey, DropRecord, HopStat, KernelOffsets, NSLOTS, ROLE_CLIENT, ROLE_SERVER, SkbState,
+    DevInfo, DevKey, DropRecord, Flight, HopHist, HopStat, KernelOffsets, NSLOTS, ROLE_CLIENT, ROLE_SERVER, SkbState, TidState,
     counter, hist::NBUCKETS,
 };
 
@@ -36,7 +36,6 @@ pub fn object() -> Result<&'static [u8]> {
 /// Raw tracepoints of the tracepoint backend: (program, tracepoint).
 pub const RAW_TPS: &[(&str, &str)] = &[
     ("net_dev_queue", "net_dev_queue"),
-    ("net_dev_start_xmit", "net_dev_start_xmit"),
     ("netif_rx", "netif_rx"),
     ("netif_receive_skb", "netif_receive_skb"),
     ("skb_copy_datagram_iovec", "skb_copy_datagram_iovec"),
@@ -45,6 +44,9 @@ pub const RAW_TPS: &[(&str, &str)] = &[
     ("sk_data_ready", "sk_data_ready"),
     ("softirq_entry", "softirq_entry"),
 ];
+/// Points that add detail to timelines but never split a hop (queue → driver transmit is one
+/// device hop either way): attached only when full timelines are wanted.
+pub const DETAIL_RAW_TPS: &[(&str, &str)] = &[("net_dev_start_xmit", "net_dev_start_xmit")];
 /// Where journeys start and end, preferred: socket-level raw tracepoints (kernel 6.10+).
 pub const SOCK_RAW_TPS: &[(&str, &str)] = &[
     ("tcp_sendmsg_locked", "tcp_sendmsg_locked"),
@@ -65,6 +67,8 @@ pub struct TracerOptions {
     pub max_gap_ns: u64,
     /// Ask the kernel to account run time per program (BPF_ENABLE_STATS) for cost reports.
     pub prog_stats: bool,
+    /// Attach the detail points too (`net_dev_start_xmit`), for per-packet timelines.
+    pub detail: bool,
 }
 
 impl Default for TracerOptions {
@@ -73,6 +77,7 @@ impl Default for TracerOptions {
             sample_every: 64,
             max_gap_ns: 100_000_000,
             prog_stats: false,
+            detail: false,
         }
     }
 }
@@ -145,7 +150,11 @@ impl Tracer {
         let mut missing = Vec::new();
         let mut raw_plan = Vec::new();
         let mut sock_ok = true;
-        for (set, is_sock) in [(RAW_TPS, false), (SOCK_RAW_TPS, true)] {
+        let mut sets = vec![(RAW_TPS, false), (SOCK_RAW_TPS, true)];
+        if opts.detail {
+            sets.push((DETAIL_RAW_TPS, false));
+        }
+        for (set, is_sock) in sets {
             for &(prog, tp) in set {
                 let p: &mut RawTracePoint = ebpf
                     .program_mut(prog)
@@ -297,6 +306,7 @@ impl Tracer {
             };
             map.insert(key, d.kind as u32, 0)?;
         }
+        clear_u64_keys::<DevInfo>(self.ebpf.map_mut("DEVCACHE").context("DEVCACHE map")?)?;
         Ok(())
     }
 
@@ -304,14 +314,18 @@ impl Tracer {
     pub fn reset(&mut self) -> Result<()> {
         let n = nr_cpus().map_err(|(_, e)| e)?;
         {
-            let mut stats: PerCpuArray<&mut MapData, HopStat> =
-                PerCpuArray::try_from(self.ebpf.map_mut("STATS").unwrap())?;
+            let mut hops: PerCpuArray<&mut MapData, HopHist> =
+                PerCpuArray::try_from(self.ebpf.map_mut("HOPS").unwrap())?;
+            let zero = HopHist {
+                count: 0,
+                sum_ns: 0,
+                buckets: [0; netpath_common::hist::HIST_SLOTS],
+            };
             for i in 0..NSLOTS as u32 {
-                stats.set(i, PerCpuValues::try_from(vec![HopStat::default(); n])?, 0)?;
+                hops.set(i, PerCpuValues::try_from(vec![zero; n])?, 0)?;
             }
         }
         for (name, len) in [
-            ("HIST", (NSLOTS * NBUCKETS) as u32),
             ("COUNTERS", counter::COUNT),
             ("PASSES", 3 * 64),
         ] {
@@ -322,12 +336,9 @@ impl Tracer {
             }
         }
         {
-            let mut skbs: HashMap<&mut MapData, u64, SkbState> =
-                HashMap::try_from(self.ebpf.map_mut("SKBS").unwrap())?;
-            let keys: Vec<u64> = skbs.keys().filter_map(|k| k.ok()).collect();
-            for k in keys {
-                let _ = skbs.remove(&k);
-            }
+            clear_u64_keys::<Flight>(self.ebpf.map_mut("SKBS").unwrap())?;
+            clear_u64_keys::<SkbState>(self.ebpf.map_mut("TIMELINES").unwrap())?;
+            clear_u64_keys::<DevInfo>(self.ebpf.map_mut("DEVCACHE").unwrap())?;
         }
         {
             let mut tc: PerCpuHashMap<&mut MapData, u64, [u64; 2]> =
@@ -343,29 +354,25 @@ impl Tracer {
     }
 
     pub fn snapshot(&self) -> Result<Snapshot> {
-        let stats_map: PerCpuArray<&MapData, HopStat> =
-            PerCpuArray::try_from(self.ebpf.map("STATS").unwrap())?;
+        let hops: PerCpuArray<&MapData, HopHist> =
+            PerCpuArray::try_from(self.ebpf.map("HOPS").unwrap())?;
         let mut stats = Vec::with_capacity(NSLOTS);
-        for i in 0..NSLOTS as u32 {
-            let v = stats_map.get(&i, 0)?;
-            stats.push(v.iter().fold(HopStat::default(), |a, s| HopStat {
-                count: a.count + s.count,
-                sum_ns: a.sum_ns + s.sum_ns,
-            }));
-        }
-        let hist_map: PerCpuArray<&MapData, u64> =
-            PerCpuArray::try_from(self.ebpf.map("HIST").unwrap())?;
         let mut hist = vec![Vec::new(); NSLOTS];
-        for (slot, st) in stats.iter().enumerate() {
-            if st.count == 0 {
-                continue;
-            }
+        for i in 0..NSLOTS {
+            let per_cpu = hops.get(&(i as u32), 0)?;
+            let mut st = HopStat::default();
             let mut h = vec![0u64; NBUCKETS];
-            for (b, c) in h.iter_mut().enumerate() {
-                let idx = (slot * NBUCKETS + b) as u32;
-                *c = hist_map.get(&idx, 0)?.iter().sum();
+            for v in per_cpu.iter() {
+                st.count += v.count;
+                st.sum_ns += v.sum_ns;
+                for (a, b) in h.iter_mut().zip(v.buckets.iter()) {
+                    *a += b;
+                }
             }
-            hist[slot] = h;
+            if st.count > 0 {
+                hist[i] = h;
+            }
+            stats.push(st);
         }
         let sum_array = |name: &str, len: u32| -> Result<Vec<u64>> {
             let m: PerCpuArray<&MapData, u64> =
@@ -428,6 +435,16 @@ impl Tracer {
     }
 }
 
+/// Empties a hash map keyed by u64 (skb or device addresses).
+fn clear_u64_keys<V: aya::Pod>(map: &mut aya::maps::Map) -> Result<()> {
+    let mut m: HashMap<&mut MapData, u64, V> = HashMap::try_from(map)?;
+    let keys: Vec<u64> = m.keys().filter_map(|k| k.ok()).collect();
+    for k in keys {
+        let _ = m.remove(&k);
+    }
+    Ok(())
+}
+
 /// One clear line for a verifier rejection, with the kernel's log kept for `-v`.
 fn verifier_error(prog: &str, e: aya::programs::ProgramError) -> anyhow::Error {
     log::debug!("verifier output for {prog}: {e:?}");
@@ -438,13 +455,18 @@ fn verifier_error(prog: &str, e: aya::programs::ProgramError) -> anyhow::Error {
 
 /// The traced-thread set, shared with the harness: it names its client and server threads once
 /// warm-up is over, so only measured requests are traced.
-pub struct TidControl(Mutex<HashMap<MapData, u32, u32>>);
+pub struct TidControl(Mutex<HashMap<MapData, u32, TidState>>);
 
 impl crate::harness::Phases for TidControl {
     fn measure_start(&self, client_tid: u32, server_tid: u32) -> Result<()> {
         let mut t = self.0.lock().unwrap();
-        t.insert(client_tid, ROLE_CLIENT, 0)?;
-        t.insert(server_tid, ROLE_SERVER, 0)?;
+        for (tid, role) in [(client_tid, ROLE_CLIENT), (server_tid, ROLE_SERVER)] {
+            let st = TidState {
+                role,
+                ..TidState::default()
+            };
+            t.insert(tid, st, 0)?;
+        }
         Ok(())
     }
 

@@ -5,8 +5,7 @@
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns};
 use netpath_common::{
     DevInfo, DevKey, DropRecord, Flight, Hop, MAX_POINTS, Point, ROLE_SERVER, TidState,
-    TimelinePoint,
-    counter, hist, hop,
+    TimelinePoint, counter, hist, hop,
 };
 
 use crate::{kernel, maps::*};
@@ -27,7 +26,7 @@ pub fn current_tid() -> u32 {
 /// State of the current thread, if traced.
 #[inline(always)]
 fn traced(tid: u32) -> Option<&'static mut TidState> {
-    TIDS.get_ptr_mut(&tid).map(|p| unsafe { &mut *p })
+    TIDS.get_ptr_mut(tid).map(|p| unsafe { &mut *p })
 }
 
 #[inline(always)]
@@ -65,7 +64,7 @@ fn advance(f: *mut Flight, skb: u64, point: u16, kind: u16, key: DevKey, t: u64)
 
 #[inline(always)]
 fn append_point(skb: u64, point: u16, kind: u16, key: DevKey, h: u32, t: u64) {
-    let s = match TIMELINES.get_ptr_mut(&skb) {
+    let s = match TIMELINES.get_ptr_mut(skb) {
         Some(s) => unsafe { &mut *s },
         None => return,
     };
@@ -89,13 +88,13 @@ fn append_point(skb: u64, point: u16, kind: u16, key: DevKey, h: u32, t: u64) {
 /// Key and kind of a device, through the per-pointer cache.
 #[inline(always)]
 fn dev_info(dev: u64) -> Result<DevInfo, i64> {
-    if let Some(i) = unsafe { DEVCACHE.get(&dev) } {
+    if let Some(i) = unsafe { DEVCACHE.get(dev) } {
         return Ok(*i);
     }
     let key = kernel::dev_key(dev)?;
-    let kind = unsafe { DEVS.get(&key).copied().unwrap_or(0) };
+    let kind = unsafe { DEVS.get(key).copied().unwrap_or(0) };
     let info = DevInfo { key, kind, _pad: 0 };
-    let _ = DEVCACHE.insert(&dev, &info, 0);
+    let _ = DEVCACHE.insert(dev, info, 0);
     Ok(info)
 }
 
@@ -116,7 +115,12 @@ fn start(tid: u32, ts: &mut TidState, skb: u64, dev: DevInfo, t: u64) -> Result<
     let every = kernel::sample_every();
     let sampled = every != 0 && n % every as u64 == 0;
     // The packet is born at its first device queue: the sender-stack hop is already open.
-    let h = hop::hop_between(Point::SendEnter as u16, 0, Point::DevQueue as u16, dev.kind as u16);
+    let h = hop::hop_between(
+        Point::SendEnter as u16,
+        0,
+        Point::DevQueue as u16,
+        dev.kind as u16,
+    );
     let f = Flight {
         first_ts: send_ts,
         last_ts: t,
@@ -133,12 +137,19 @@ fn start(tid: u32, ts: &mut TidState, skb: u64, dev: DevInfo, t: u64) -> Result<
     };
     if sampled {
         start_timeline(tid, skb, &f)?;
-        append_point(skb, Point::DevQueue as u16, dev.kind as u16, dev.key, h as u32, t);
+        append_point(
+            skb,
+            Point::DevQueue as u16,
+            dev.kind as u16,
+            dev.key,
+            h as u32,
+            t,
+        );
     }
-    if SKBS.insert(&skb, &f, BPF_NOEXIST).is_err() {
+    if SKBS.insert(skb, f, BPF_NOEXIST).is_err() {
         // The address came back without a free we saw (deferred free): new generation.
         bump(counter::REUSED);
-        if SKBS.insert(&skb, &f, 0).is_err() {
+        if SKBS.insert(skb, f, 0).is_err() {
             bump(counter::SKB_MAP_FULL);
         }
     }
@@ -178,7 +189,7 @@ fn start_timeline(tid: u32, skb: u64, f: &Flight) -> Result<(), i64> {
         cpu: unsafe { bpf_get_smp_processor_id() } as u16,
     };
     s.npoints = 1;
-    if TIMELINES.insert(&skb, s, 0).is_err() {
+    if TIMELINES.insert(skb, s, 0).is_err() {
         bump(counter::RINGBUF_LOST);
     }
     Ok(())
@@ -190,7 +201,7 @@ fn start_timeline(tid: u32, skb: u64, f: &Flight) -> Result<(), i64> {
 pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
     // Hot path: most skbs are not ours. Decide that with one hash lookup, before any clock read
     // or kernel memory read.
-    let f = match SKBS.get_ptr_mut(&skb) {
+    let f = match SKBS.get_ptr_mut(skb) {
         Some(f) => f,
         None if point == Point::DevQueue => {
             let tid = current_tid();
@@ -221,9 +232,9 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
 
 #[inline(always)]
 fn forget(skb: u64, sampled: u16) {
-    let _ = SKBS.remove(&skb);
+    let _ = SKBS.remove(skb);
     if sampled != 0 {
-        let _ = TIMELINES.remove(&skb);
+        let _ = TIMELINES.remove(skb);
     }
 }
 
@@ -263,7 +274,7 @@ pub fn on_sock_ready() -> Result<(), i64> {
         return Ok(());
     }
     unsafe { (*rx)[0] = 0 };
-    if let Some(f) = SKBS.get_ptr_mut(&skb)
+    if let Some(f) = SKBS.get_ptr_mut(skb)
         && unsafe { (*f).last_point } == Point::NetifReceive as u16
     {
         advance(f, skb, Point::SockReady as u16, 0, DevKey::default(), now());
@@ -274,7 +285,7 @@ pub fn on_sock_ready() -> Result<(), i64> {
 /// `skb:skb_copy_datagram_iovec` in a traced receiver: the data reaches the user buffer.
 #[inline(always)]
 pub fn on_copy(skb: u64) -> Result<(), i64> {
-    let f = match SKBS.get_ptr_mut(&skb) {
+    let f = match SKBS.get_ptr_mut(skb) {
         Some(f) => f,
         None => return Ok(()),
     };
@@ -334,7 +345,7 @@ pub fn on_recv_exit(ret: i64) -> Result<(), i64> {
         return Ok(());
     }
     ts.pending_skb = 0;
-    let fp = match SKBS.get_ptr_mut(&skb) {
+    let fp = match SKBS.get_ptr_mut(skb) {
         Some(f) if unsafe { (*f).first_ts } == generation => f,
         _ => {
             bump(counter::RECV_UNMATCHED);
@@ -353,7 +364,7 @@ pub fn on_recv_exit(ret: i64) -> Result<(), i64> {
     if f.sampled != 0 {
         emit_timeline(skb, f, t);
     }
-    let _ = SKBS.remove(&skb);
+    let _ = SKBS.remove(skb);
     if ts.role == ROLE_SERVER {
         ts.turn_ts = t;
     }
@@ -362,7 +373,7 @@ pub fn on_recv_exit(ret: i64) -> Result<(), i64> {
 
 #[inline(always)]
 fn emit_timeline(skb: u64, f: &Flight, t: u64) {
-    if let Some(s) = TIMELINES.get_ptr_mut(&skb) {
+    if let Some(s) = TIMELINES.get_ptr_mut(skb) {
         let s = unsafe { &mut *s };
         s.last_ts = t;
         s.rx_passes = f.rx_passes;
@@ -372,14 +383,14 @@ fn emit_timeline(skb: u64, f: &Flight, t: u64) {
         } else {
             bump(counter::RINGBUF_LOST);
         }
-        let _ = TIMELINES.remove(&skb);
+        let _ = TIMELINES.remove(skb);
     }
 }
 
 /// `skb:kfree_skb` / `skb:consume_skb` of a tracked skb before its data was copied out.
 #[inline(always)]
 pub fn on_free(skb: u64, location: u64, reason: u32, dropped: bool) -> Result<(), i64> {
-    let f = match SKBS.get_ptr_mut(&skb) {
+    let f = match SKBS.get_ptr_mut(skb) {
         Some(f) => unsafe { &*f },
         None => return Ok(()),
     };

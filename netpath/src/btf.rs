@@ -16,8 +16,14 @@ pub fn load_vmlinux() -> Result<Btf> {
 fn strip(btf: &Btf, mut t: Type) -> Result<Type> {
     loop {
         match t {
-            Type::Typedef(_) | Type::Volatile(_) | Type::Const(_) | Type::Restrict(_) | Type::TypeTag(_) => {
-                let bt = t.as_btf_type().ok_or_else(|| anyhow!("BTF type without reference"))?;
+            Type::Typedef(_)
+            | Type::Volatile(_)
+            | Type::Const(_)
+            | Type::Restrict(_)
+            | Type::TypeTag(_) => {
+                let bt = t
+                    .as_btf_type()
+                    .ok_or_else(|| anyhow!("BTF type without reference"))?;
                 t = btf.resolve_chained_type(bt)?;
             }
             _ => return Ok(t),
@@ -77,12 +83,11 @@ fn find_member_type(btf: &Btf, members: &[btf_rs::Member], field: &str) -> Resul
         if name == field {
             return Ok(Some(strip(btf, btf.resolve_chained_type(m)?)?));
         }
-        if name.is_empty() {
-            if let Type::Struct(s) | Type::Union(s) = strip(btf, btf.resolve_chained_type(m)?)? {
-                if let Some(t) = find_member_type(btf, &s.members, field)? {
-                    return Ok(Some(t));
-                }
-            }
+        if name.is_empty()
+            && let Type::Struct(s) | Type::Union(s) = strip(btf, btf.resolve_chained_type(m)?)?
+            && let Some(t) = find_member_type(btf, &s.members, field)?
+        {
+            return Ok(Some(t));
         }
     }
     Ok(None)

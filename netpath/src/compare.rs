@@ -23,6 +23,8 @@ pub struct CompareOptions {
     /// Also attach the TC packet counters to every lab device (a cross-check; costs ~100 ns
     /// per packet per device).
     pub tc_counters: bool,
+    /// Sampled timelines to keep in each report.
+    pub keep_timelines: usize,
 }
 
 /// Runs `f` on the current thread inside `ns`, then returns the thread to where it was.
@@ -47,7 +49,11 @@ fn attach_tc(tracer: &mut Tracer, lab: &Lab) -> Result<()> {
     Ok(())
 }
 
-pub fn run_driver(tracer: &mut Tracer, driver: Driver, opts: &CompareOptions) -> Result<DriverReport> {
+pub fn run_driver(
+    tracer: &mut Tracer,
+    driver: Driver,
+    opts: &CompareOptions,
+) -> Result<DriverReport> {
     let lab = Lab::build(driver).with_context(|| format!("building the {} lab", driver.name()))?;
     let result: Result<DriverReport> = (|| {
         tracer.set_devices(&lab.devices)?;
@@ -81,6 +87,7 @@ pub fn run_driver(tracer: &mut Tracer, driver: Driver, opts: &CompareOptions) ->
             &samples,
             &drops,
             &lab.devices,
+            opts.keep_timelines,
         );
         if opts.tracer.prog_stats {
             rep.prog_costs = costs(&costs_before, &tracer.prog_costs(), traced.count);
@@ -93,7 +100,11 @@ pub fn run_driver(tracer: &mut Tracer, driver: Driver, opts: &CompareOptions) ->
     Ok(r)
 }
 
-fn costs(before: &[(String, u64, u64)], after: &[(String, u64, u64)], rtts: u64) -> Vec<report::ProgCost> {
+fn costs(
+    before: &[(String, u64, u64)],
+    after: &[(String, u64, u64)],
+    rtts: u64,
+) -> Vec<report::ProgCost> {
     let mut out: Vec<report::ProgCost> = after
         .iter()
         .filter_map(|(name, runs, ns)| {

@@ -72,7 +72,9 @@ enum Cmd {
 
 fn require_root() -> Result<()> {
     if !nix::unistd::geteuid().is_root() {
-        bail!("netpath needs root (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN): run it as root, e.g. `sudo netpath …`");
+        bail!(
+            "netpath needs root (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN): run it as root, e.g. `sudo netpath …`"
+        );
     }
     Ok(())
 }
@@ -108,7 +110,11 @@ fn run(cli: Cli) -> Result<()> {
             let backend = backend::select(choice, &caps)?;
             if !json {
                 let hops: Vec<&str> = backend.visible_hops().iter().map(|h| h.name()).collect();
-                println!("backend: {} (hops it can see: {})", backend.name(), hops.join(", "));
+                println!(
+                    "backend: {} (hops it can see: {})",
+                    backend.name(),
+                    hops.join(", ")
+                );
                 println!();
             }
             let opts = compare::CompareOptions {
@@ -128,6 +134,7 @@ fn run(cli: Cli) -> Result<()> {
                 },
                 print: !json,
                 tc_counters,
+                keep_timelines: 4,
             };
             let reports = compare::run(backend, &opts)?;
             if json {
@@ -151,7 +158,33 @@ fn run(cli: Cli) -> Result<()> {
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    match run(Cli::parse()) {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help, --version
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // One line: what was wrong and the accepted values, without clap's usage block.
+            let msg = e.to_string();
+            let parts: Vec<&str> = msg
+                .lines()
+                .map(str::trim)
+                .filter(|l| {
+                    !l.is_empty()
+                        && !l.starts_with("Usage:")
+                        && !l.starts_with("For more information")
+                })
+                .collect();
+            eprintln!(
+                "netpath: {} (see `netpath --help`)",
+                parts.join(" ").trim_start_matches("error: ")
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("netpath: {e:#}");

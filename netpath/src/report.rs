@@ -2,9 +2,7 @@
 //! lost events, receive passes and softirqs, drops. Printed as a table or serialised as JSON.
 use std::collections::BTreeMap;
 
-use netpath_common::{
-    Dir, DropRecord, Hop, NHOPS, Point, SkbState, counter, hist, hop::slot,
-};
+use netpath_common::{Dir, DropRecord, Hop, NHOPS, Point, SkbState, counter, hist, hop::slot};
 use serde::Serialize;
 
 use crate::{backend::Backend, harness::RrResult, lab::LabDevice, tracer::Snapshot};
@@ -91,6 +89,7 @@ pub struct DeviceRow {
 pub struct TimelineHop {
     pub point: &'static str,
     pub device: String,
+    pub kind: &'static str,
     pub netns: u32,
     pub hop: &'static str,
     pub since_prev_us: f64,
@@ -210,6 +209,11 @@ pub fn timeline(s: &SkbState, devices: &[LabDevice]) -> Timeline {
             TimelineHop {
                 point: Point::from_u16(p.point).map(|p| p.name()).unwrap_or("?"),
                 device: device_name(devices, p.netns, p.ifindex),
+                kind: if p.ifindex == 0 {
+                    ""
+                } else {
+                    netpath_common::DevKind::from_u16(p.kind).name()
+                },
                 netns: p.netns,
                 hop: Hop::from_u32(p.hop as u32).name(),
                 since_prev_us: d as f64 / 1000.0,
@@ -238,6 +242,7 @@ pub fn build(
     samples: &[SkbState],
     drops: &[DropRecord],
     devices: &[LabDevice],
+    keep_timelines: usize,
 ) -> DriverReport {
     let traced_s = RttSummary::from_rr(traced);
     let untraced_s = untraced.map(RttSummary::from_rr);
@@ -389,7 +394,11 @@ pub fn build(
         passes,
         drops,
         devices: devices_rows,
-        timelines: samples.iter().take(4).map(|s| timeline(s, devices)).collect(),
+        timelines: samples
+            .iter()
+            .take(keep_timelines)
+            .map(|s| timeline(s, devices))
+            .collect(),
         prog_costs: Vec::new(),
     }
 }
@@ -454,7 +463,10 @@ pub fn print(r: &DriverReport) {
         })
         .collect();
     if !passes.is_empty() {
-        println!("   receive passes/softirq runs per packet: {}", passes.join(", "));
+        println!(
+            "   receive passes/softirq runs per packet: {}",
+            passes.join(", ")
+        );
     }
     for d in &r.drops {
         println!(

@@ -15,8 +15,8 @@ use aya::{
     util::nr_cpus,
 };
 use netpath_common::{
-    DevInfo, DevKey, DropRecord, Flight, HopHist, HopStat, KernelOffsets, NSLOTS, ROLE_CLIENT, ROLE_SERVER, SkbState, TidState,
-    counter, hist::NBUCKETS,
+    DevInfo, DevKey, DropRecord, Flight, HopHist, HopStat, KernelOffsets, NSLOTS, ROLE_CLIENT,
+    ROLE_SERVER, SkbState, TidState, counter, hist::NBUCKETS,
 };
 
 use crate::{backend::Backend, lab::LabDevice};
@@ -325,10 +325,7 @@ impl Tracer {
                 hops.set(i, PerCpuValues::try_from(vec![zero; n])?, 0)?;
             }
         }
-        for (name, len) in [
-            ("COUNTERS", counter::COUNT),
-            ("PASSES", 3 * 64),
-        ] {
+        for (name, len) in [("COUNTERS", counter::COUNT), ("PASSES", 3 * 64)] {
             let mut m: PerCpuArray<&mut MapData, u64> =
                 PerCpuArray::try_from(self.ebpf.map_mut(name).unwrap())?;
             for i in 0..len {
@@ -358,7 +355,7 @@ impl Tracer {
             PerCpuArray::try_from(self.ebpf.map("HOPS").unwrap())?;
         let mut stats = Vec::with_capacity(NSLOTS);
         let mut hist = vec![Vec::new(); NSLOTS];
-        for i in 0..NSLOTS {
+        for (i, slot_hist) in hist.iter_mut().enumerate() {
             let per_cpu = hops.get(&(i as u32), 0)?;
             let mut st = HopStat::default();
             let mut h = vec![0u64; NBUCKETS];
@@ -370,16 +367,14 @@ impl Tracer {
                 }
             }
             if st.count > 0 {
-                hist[i] = h;
+                *slot_hist = h;
             }
             stats.push(st);
         }
         let sum_array = |name: &str, len: u32| -> Result<Vec<u64>> {
             let m: PerCpuArray<&MapData, u64> =
                 PerCpuArray::try_from(self.ebpf.map(name).unwrap())?;
-            (0..len)
-                .map(|i| Ok(m.get(&i, 0)?.iter().sum()))
-                .collect()
+            (0..len).map(|i| Ok(m.get(&i, 0)?.iter().sum())).collect()
         };
         let counters = sum_array("COUNTERS", counter::COUNT)?;
         let passes = sum_array("PASSES", 3 * 64)?;
@@ -407,7 +402,11 @@ impl Tracer {
             .programs()
             .filter_map(|(name, p)| {
                 let info = p.info().ok()?;
-                Some((name.to_string(), info.run_count(), info.run_time().as_nanos() as u64))
+                Some((
+                    name.to_string(),
+                    info.run_count(),
+                    info.run_time().as_nanos() as u64,
+                ))
             })
             .collect()
     }

@@ -24,7 +24,6 @@ use netpath_common::DevKind;
 /// process, so they run one at a time even without `--test-threads=1`.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-#[must_use]
 fn need_root() -> std::sync::MutexGuard<'static, ()> {
     let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     assert!(

@@ -1,1 +1,102 @@
-fn main() {}
+//! Developer tasks for netpath: `cargo xtask setup | test | run -- <netpath args>`.
+//!
+//! Everything here runs plain commands with `std::process::Command` and prints each one
+//! before it runs, so a failing step can be repeated by hand.
+
+mod cmd;
+mod run;
+mod setup;
+mod test;
+
+use std::{env, path::PathBuf, process::ExitCode};
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "netpath developer tasks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Install what building and testing netpath needs (idempotent; root only).
+    Setup(setup::SetupArgs),
+    /// Set up, then build, lint, check formatting and run every test.
+    Test(test::TestArgs),
+    /// Set up, build netpath in release mode and run it with the given arguments.
+    Run(run::RunArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    put_cargo_bin_on_path();
+    let result = match cli.command {
+        Command::Setup(args) => setup::run(&args),
+        Command::Test(args) => test::run(&args),
+        Command::Run(args) => run::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Puts `$CARGO_HOME/bin` (default `~/.cargo/bin`) first on `PATH`, so that every
+/// subprocess finds `cargo`, `rustup` and a freshly installed `bpf-linker`.
+fn put_cargo_bin_on_path() {
+    let Some(bin) = cargo_bin_dir() else { return };
+    let path = env::var_os("PATH").unwrap_or_default();
+    if env::split_paths(&path).any(|p| p == bin) {
+        return;
+    }
+    if let Ok(joined) = env::join_paths(std::iter::once(bin).chain(env::split_paths(&path))) {
+        // SAFETY: called from `main` before any thread is spawned.
+        unsafe { env::set_var("PATH", joined) };
+    }
+}
+
+fn cargo_bin_dir() -> Option<PathBuf> {
+    let home = env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))?;
+    Some(home.join("bin"))
+}
+
+/// The workspace root: the parent of this crate's directory.
+fn workspace_root() -> PathBuf {
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or(manifest_dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn cli_is_well_formed() {
+        super::Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_passes_everything_after_the_subcommand() {
+        use clap::Parser as _;
+        let cli = super::Cli::parse_from(["xtask", "run", "--", "compare", "--json"]);
+        let super::Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(args.args, ["compare", "--json"]);
+        let cli = super::Cli::parse_from(["xtask", "run", "compare", "-v"]);
+        let super::Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(args.args, ["compare", "-v"]);
+    }
+}

@@ -9,13 +9,13 @@ fn count(ctx: &TcContext, egress: u64) -> i32 {
     let ifindex = unsafe { (*ctx.skb.skb).ifindex } as u64;
     let key = ifindex << 1 | egress;
     let len = ctx.len() as u64;
-    match TC_STATS.get_ptr_mut(&key) {
+    match TC_STATS.get_ptr_mut(key) {
         Some(v) => unsafe {
             (*v)[0] += 1;
             (*v)[1] += len;
         },
         None => {
-            let _ = TC_STATS.insert(&key, &[1, len], 0);
+            let _ = TC_STATS.insert(key, [1, len], 0);
         }
     }
     TC_ACT_OK

@@ -1,0 +1,228 @@
+//! Privileged end-to-end tests of the tracer: real programs in the real kernel, real netns
+//! labs, known traffic; assert hop sequences and event counts. Run as root.
+use std::{collections::BTreeMap, process::Command, sync::Mutex};
+
+use netpath::{
+    backend::{self, BackendChoice},
+    compare::{self, CompareOptions},
+    doctor,
+    harness::RrConfig,
+    lab::{self, Driver},
+    report::DriverReport,
+    tracer::{Tracer, TracerOptions},
+};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "these tests load eBPF programs and build network namespaces: run them as root"
+    );
+    g
+}
+
+const N: u64 = 300;
+
+fn run(driver: Driver) -> DriverReport {
+    let caps = doctor::probe().expect("doctor");
+    let backend = backend::select(BackendChoice::Auto, &caps).expect("a backend");
+    let opts = CompareOptions {
+        drivers: vec![driver],
+        rr: RrConfig {
+            requests: N,
+            warmup: 50,
+            ..RrConfig::default()
+        },
+        untraced: false,
+        tracer: TracerOptions {
+            sample_every: 1,
+            detail: true,
+            ..TracerOptions::default()
+        },
+        print: false,
+        tc_counters: true,
+        keep_timelines: usize::MAX,
+    };
+    let mut tracer = Tracer::load(backend, &opts.tracer).expect("load programs");
+    compare::run_driver(&mut tracer, driver, &opts).expect("run")
+}
+
+fn crossings(r: &DriverReport, dir: &str) -> BTreeMap<&'static str, u64> {
+    r.hops
+        .iter()
+        .filter(|h| h.dir == dir)
+        .map(|h| (h.hop, h.crossings))
+        .collect()
+}
+
+fn assert_no_loss(r: &DriverReport) {
+    for k in ["ringbuf_lost", "skb_map_full", "recv_unmatched", "dropped"] {
+        assert_eq!(r.lost[k], 0, "{k} in {:?}", r.lost);
+    }
+}
+
+fn assert_counts(r: &DriverReport) {
+    assert_eq!(r.traced.count, N);
+    for dir in ["request", "response"] {
+        assert_eq!(r.one_way[dir].count, N, "{dir} journeys");
+    }
+    assert_eq!(r.turnaround.as_ref().unwrap().count, N);
+    // Journeys lie inside the round trips the harness timed: means cannot exceed the RTT.
+    assert!(
+        r.attributed_us > 0.0 && r.attributed_us <= r.rtt_mean_us,
+        "{r:#?}"
+    );
+}
+
+#[test]
+fn bridge_path_hops_and_counts() {
+    let _g = serial();
+    let r = run(Driver::Bridge);
+    assert_no_loss(&r);
+    assert_counts(&r);
+    for dir in ["request", "response"] {
+        let c = crossings(&r, dir);
+        let want: BTreeMap<&str, u64> = [
+            ("sender-stack", N),
+            ("veth", 2 * N),
+            ("backlog", 2 * N),
+            ("bridge", N),
+            ("receiver-stack", N),
+            ("wakeup", N),
+        ]
+        .into();
+        assert_eq!(c, want, "{dir} crossings");
+    }
+    // Two receive passes (bridge port, then the server's eth0) per packet.
+    assert!(r.passes.iter().all(|p| p.rx_passes == 2), "{:?}", r.passes);
+    // Every timeline crosses the same points in the same order on the same kinds of device.
+    let want = [
+        ("send", ""),
+        ("dev_queue", "veth"),
+        ("start_xmit", "veth"),
+        ("netif_rx", "br-port"),
+        ("netif_receive", "br-port"),
+        ("dev_queue", "br-port"),
+        ("start_xmit", "br-port"),
+        ("netif_rx", "veth"),
+        ("netif_receive", "veth"),
+        ("sk_data_ready", ""),
+        ("copy_to_user", ""),
+        ("recv_return", ""),
+    ];
+    assert_eq!(r.timelines.len() as u64, 2 * N, "one sample per packet");
+    for t in &r.timelines {
+        let seen: Vec<(&str, &str)> = t.points.iter().map(|p| (p.point, p.kind)).collect();
+        assert_eq!(seen, want, "{} timeline {}", t.dir, t.tuple);
+    }
+    // The request leaves the client's eth0 and enters the server's eth0.
+    let req = r.timelines.iter().find(|t| t.dir == "request").unwrap();
+    assert!(req.points[1].device.starts_with("eth0@") && req.points[1].device.ends_with("-cli"));
+    assert!(req.points[8].device.starts_with("eth0@") && req.points[8].device.ends_with("-srv"));
+    // TC saw at least every request leave the client and enter the server.
+    let cli = r
+        .devices
+        .iter()
+        .find(|d| d.name == "eth0" && d.netns.ends_with("-cli"))
+        .unwrap();
+    let srv = r
+        .devices
+        .iter()
+        .find(|d| d.name == "eth0" && d.netns.ends_with("-srv"))
+        .unwrap();
+    assert!(
+        cli.tc_egress_pkts >= N && srv.tc_ingress_pkts >= N,
+        "{:?}",
+        r.devices
+    );
+}
+
+#[test]
+fn host_path_has_no_veth_and_no_bridge() {
+    let _g = serial();
+    let r = run(Driver::Host);
+    assert_no_loss(&r);
+    assert_counts(&r);
+    for dir in ["request", "response"] {
+        let c = crossings(&r, dir);
+        assert!(
+            !c.contains_key("veth") && !c.contains_key("bridge"),
+            "{c:?}"
+        );
+        assert_eq!(c["loopback"], N);
+        assert_eq!(c["sender-stack"], N);
+    }
+    assert!(r.passes.iter().all(|p| p.rx_passes == 1), "{:?}", r.passes);
+}
+
+#[test]
+fn nothing_of_netpath_remains_after_compare() {
+    let _g = serial();
+    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args([
+            "compare",
+            "--driver",
+            "bridge,host",
+            "-n",
+            "200",
+            "--warmup",
+            "20",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let drivers = v["drivers"].as_array().unwrap();
+    assert_eq!(drivers.len(), 2);
+    assert!(drivers.iter().all(|d| d["untraced"]["count"] == 200));
+    assert!(lab::list_netpath_netns().unwrap().is_empty());
+}
+
+#[test]
+fn doctor_matches_this_kernel() {
+    let _g = serial();
+    let caps = doctor::probe().unwrap();
+    let ok = |n: &str| caps.checks.iter().find(|c| c.name == n).unwrap().ok;
+    assert!(ok("tracepoint") && ok("raw_tracepoint") && ok("tc"));
+    let kprobe_pmu = std::path::Path::new("/sys/bus/event_source/devices/kprobe").exists();
+    assert_eq!(
+        ok("kprobe"),
+        kprobe_pmu,
+        "kprobe check vs the kernel's kprobe PMU"
+    );
+    if !kprobe_pmu {
+        let k = caps.checks.iter().find(|c| c.name == "kprobe").unwrap();
+        assert!(k.detail.contains("without kprobes"), "{}", k.detail);
+    }
+}
+
+fn one_line_error(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert_eq!(err.lines().count(), 1, "one line, got: {err}");
+    err
+}
+
+#[test]
+fn bad_input_gets_one_clear_line() {
+    let _g = serial();
+    let e = one_line_error(&["compare", "--driver", "nosuch"]);
+    assert!(e.contains("nosuch"), "{e}");
+    let caps = doctor::probe().unwrap();
+    if !caps.checks.iter().find(|c| c.name == "kprobe").unwrap().ok {
+        let e = one_line_error(&["compare", "--backend", "kprobe", "-n", "10"]);
+        assert!(e.contains("kprobe"), "{e}");
+    }
+    assert!(lab::list_netpath_netns().unwrap().is_empty());
+}

@@ -1,0 +1,37 @@
+//! `cargo xtask run -- <netpath args>`: setup, release build, then become netpath.
+
+use std::{os::unix::process::CommandExt as _, process::Command};
+
+use anyhow::Context as _;
+use clap::Args;
+
+use crate::{cmd, setup, workspace_root};
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Arguments for netpath, e.g. `compare`.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+pub fn run(args: &RunArgs) -> anyhow::Result<()> {
+    setup::run(&setup::SetupArgs::default())?;
+    let root = workspace_root();
+    cmd::run(
+        Command::new("cargo")
+            .args(["build", "--release", "--package", "netpath"])
+            .current_dir(&root),
+    )?;
+    let target_dir = cargo_metadata::MetadataCommand::new()
+        .no_deps()
+        .current_dir(&root)
+        .exec()
+        .context("cargo metadata")?
+        .target_directory;
+    let mut netpath = Command::new(target_dir.join("release/netpath"));
+    netpath.args(&args.args);
+    println!("$ {}", cmd::display(&netpath));
+    // exec: netpath gets the terminal and signals directly and cleans up after itself.
+    let err = netpath.exec();
+    Err(err).with_context(|| format!("cannot run {}", cmd::display(&netpath)))
+}

@@ -9,26 +9,69 @@
 //!
 //! The node namespace stands in for the Docker host, so nothing is created in the
 //! root namespace (where dockerd's FORWARD DROP + br_netfilter would bite).
+//! The published drivers reuse [`build_net`] without the client container.
 
-use std::net::SocketAddrV4;
+use std::net::{Ipv4Addr, SocketAddrV4};
 
 use anyhow::{Context, Result};
 use netpath_common::DevKind;
 
 use super::nft::{NatSpec, apply_docker_nat};
-use super::nl::{LinkSnapshot, Nl, write_sysctl};
+use super::nl::{Nl, write_sysctl};
 use super::{
-    Driver, LAB_PORT, Lab, LabDevice, LabNamespaces, Netns, PUBLISHED_PORT, device, ifname,
+    Driver, LAB_PORT, Lab, LabDevice, LabNamespaces, Netns, PUBLISHED_PORT, device_named, ifname,
     lab_subnet, quiet_ipv6, subnet_host,
 };
 
 /// MTU of Docker's default bridge network.
 pub const BRIDGE_MTU: u32 = 1500;
 
+/// A built bridge network: node with bridge + nft table, the server container and
+/// optionally the client container.
+pub(super) struct BridgeNet {
+    pub nss: LabNamespaces,
+    pub node: Netns,
+    pub cli: Option<Netns>,
+    pub srv: Netns,
+    pub subnet: (Ipv4Addr, u8),
+    /// The bridge's address (the containers' gateway).
+    pub gw: Ipv4Addr,
+    /// `srv .3:LAB_PORT`.
+    pub server: SocketAddrV4,
+    pub nft_table: String,
+    /// Every device, read back from netlink: [cli lo, cli eth0, np<id>c,] np<id>br,
+    /// np<id>s, srv eth0, srv lo, node lo.
+    pub devices: Vec<LabDevice>,
+}
+
 pub(super) fn build(run_id: &str) -> Result<Lab> {
+    let b = build_net(run_id, true)?;
+    let cli = b.cli.context("bridge network built without a client")?;
+    Ok(Lab {
+        driver: Driver::Bridge,
+        run_id: run_id.to_string(),
+        client_ns: cli,
+        server_ns: b.srv,
+        server_bind: b.server,
+        connect_to: b.server,
+        devices: b.devices,
+        node_ns: Some(b.node),
+        published: Some(SocketAddrV4::new(b.gw, PUBLISHED_PORT)),
+        subnet: Some(b.subnet),
+        nft_table: Some(b.nft_table),
+        proxy_pid: None,
+        nss: b.nss,
+    })
+}
+
+pub(super) fn build_net(run_id: &str, with_client: bool) -> Result<BridgeNet> {
     let mut nss = LabNamespaces::new(run_id);
     let node = nss.create("node")?;
-    let cli = nss.create("cli")?;
+    let cli = if with_client {
+        Some(nss.create("cli")?)
+    } else {
+        None
+    };
     let srv = nss.create("srv")?;
 
     let (net, plen) = lab_subnet(run_id);
@@ -39,7 +82,10 @@ pub(super) fn build(run_id: &str) -> Result<Lab> {
     let cli_port = ifname(run_id, "c")?;
     let srv_port = ifname(run_id, "s")?;
 
-    for ns in [&node, &cli, &srv] {
+    for ns in [Some(&node), cli.as_ref(), Some(&srv)]
+        .into_iter()
+        .flatten()
+    {
         ns.run(|| {
             quiet_ipv6();
             Nl::new()?.lo_up()
@@ -49,15 +95,18 @@ pub(super) fn build(run_id: &str) -> Result<Lab> {
 
     // Node: bridge with the gateway address, forwarding on, veths with the container
     // ends created straight inside the container namespaces as eth0.
-    let cli_fd = nss.fd(&cli)?;
-    let srv_fd = nss.fd(&srv)?;
+    let mut ports = Vec::new();
+    if let Some(cli) = &cli {
+        ports.push((&cli_port, nss.fd(cli)?));
+    }
+    ports.push((&srv_port, nss.fd(&srv)?));
     node.run(|| {
         write_sysctl("net.ipv4.ip_forward", "1")?;
         let nl = Nl::new()?;
         let br = nl.add_bridge(&br_name)?;
         nl.add_addr(br.ifindex, gw, plen)?;
         nl.set_up(br.ifindex)?;
-        for (port, fd) in [(&cli_port, cli_fd), (&srv_port, srv_fd)] {
+        for (port, fd) in ports {
             let p = nl.add_veth_into(port, "eth0", fd, BRIDGE_MTU)?;
             nl.enslave_up(p.ifindex, br.ifindex)?;
         }
@@ -66,7 +115,12 @@ pub(super) fn build(run_id: &str) -> Result<Lab> {
     .with_context(|| format!("setting up the bridge in {}", node.name))?;
 
     // Containers: address, up, default route via the bridge.
-    for (ns, ip) in [(&cli, cli_ip), (&srv, srv_ip)] {
+    let containers = cli
+        .iter()
+        .map(|c| (c, cli_ip))
+        .chain([(&srv, srv_ip)])
+        .collect::<Vec<_>>();
+    for (ns, ip) in containers {
         ns.run(|| {
             let nl = Nl::new()?;
             let eth0 = nl.require_link("eth0")?;
@@ -78,7 +132,6 @@ pub(super) fn build(run_id: &str) -> Result<Lab> {
         .with_context(|| format!("setting up eth0 in {}", ns.name))?;
     }
 
-    let published = SocketAddrV4::new(gw, PUBLISHED_PORT);
     let server = SocketAddrV4::new(srv_ip, LAB_PORT);
     let spec = NatSpec {
         run_id: run_id.to_string(),
@@ -92,37 +145,39 @@ pub(super) fn build(run_id: &str) -> Result<Lab> {
 
     // Read every device back from netlink (ifindex, final MTU).
     let mut devices = Vec::new();
-    let find = |ns: &Netns, links: &[LinkSnapshot], name: &str, kind| -> Result<LabDevice> {
-        let l = links
-            .iter()
-            .find(|l| l.name == name)
-            .with_context(|| format!("{name} missing in {}", ns.name))?;
-        Ok(device(ns, l, kind))
-    };
-    let cli_links = super::links_in(&cli)?;
     let node_links = super::links_in(&node)?;
     let srv_links = super::links_in(&srv)?;
-    devices.push(find(&cli, &cli_links, "lo", DevKind::Loopback)?);
-    devices.push(find(&cli, &cli_links, "eth0", DevKind::Veth)?);
-    devices.push(find(&node, &node_links, &cli_port, DevKind::BridgePort)?);
-    devices.push(find(&node, &node_links, &br_name, DevKind::Bridge)?);
-    devices.push(find(&node, &node_links, &srv_port, DevKind::BridgePort)?);
-    devices.push(find(&srv, &srv_links, "eth0", DevKind::Veth)?);
-    devices.push(find(&srv, &srv_links, "lo", DevKind::Loopback)?);
-    devices.push(find(&node, &node_links, "lo", DevKind::Loopback)?);
+    if let Some(cli) = &cli {
+        let cli_links = super::links_in(cli)?;
+        devices.push(device_named(cli, &cli_links, "lo", DevKind::Loopback)?);
+        devices.push(device_named(cli, &cli_links, "eth0", DevKind::Veth)?);
+        devices.push(device_named(
+            &node,
+            &node_links,
+            &cli_port,
+            DevKind::BridgePort,
+        )?);
+    }
+    devices.push(device_named(&node, &node_links, &br_name, DevKind::Bridge)?);
+    devices.push(device_named(
+        &node,
+        &node_links,
+        &srv_port,
+        DevKind::BridgePort,
+    )?);
+    devices.push(device_named(&srv, &srv_links, "eth0", DevKind::Veth)?);
+    devices.push(device_named(&srv, &srv_links, "lo", DevKind::Loopback)?);
+    devices.push(device_named(&node, &node_links, "lo", DevKind::Loopback)?);
 
-    Ok(Lab {
-        driver: Driver::Bridge,
-        run_id: run_id.to_string(),
-        client_ns: cli,
-        server_ns: srv,
-        server_bind: server,
-        connect_to: server,
-        devices,
-        node_ns: Some(node),
-        published: Some(published),
-        subnet: Some((net, plen)),
-        nft_table: Some(spec.table_name()),
+    Ok(BridgeNet {
         nss,
+        node,
+        cli,
+        srv,
+        subnet: (net, plen),
+        gw,
+        server,
+        nft_table: spec.table_name(),
+        devices,
     })
 }

@@ -1,32 +1,123 @@
 //! Cleanup of labs: the in-process registry used on Ctrl-C / SIGTERM / panic, and
-//! `cleanup_leftovers` for namespaces left behind by killed runs.
+//! `cleanup_leftovers` for namespaces (and docker-proxy processes) left behind by killed
+//! runs.
 
 use std::collections::{BTreeMap, HashSet};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, Once};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 
 use super::netns::{NETNS_RUN_DIR, Netns, ns_inum, require_root};
 use super::nl::Nl;
 use super::{list_netpath_netns, run_id_of_netns};
 
-/// Labs of this process: run id → namespace names (registered before creation).
-static REGISTRY: Mutex<BTreeMap<String, Vec<String>>> = Mutex::new(BTreeMap::new());
+/// What one lab of this process owns.
+#[derive(Default)]
+struct RunEntry {
+    /// Namespace names (registered right after creation).
+    netns: Vec<String>,
+    /// Child processes running inside them (docker-proxy), not yet reaped.
+    pids: Vec<u32>,
+}
+
+/// Labs of this process by run id.
+static REGISTRY: Mutex<BTreeMap<String, RunEntry>> = Mutex::new(BTreeMap::new());
+
+fn registry() -> std::sync::MutexGuard<'static, BTreeMap<String, RunEntry>> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 pub(crate) fn register(run_id: &str, netns: &str) {
-    let mut r = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-    let v = r.entry(run_id.to_string()).or_default();
+    let mut r = registry();
+    let v = &mut r.entry(run_id.to_string()).or_default().netns;
     if !v.iter().any(|n| n == netns) {
         v.push(netns.to_string());
     }
 }
 
 pub(crate) fn unregister(run_id: &str) {
-    let mut r = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-    r.remove(run_id);
+    registry().remove(run_id);
+}
+
+/// Record a child process of a lab (the registry then owns stopping and reaping it on
+/// signal/panic cleanup).
+pub(crate) fn register_pid(run_id: &str, pid: u32) {
+    registry()
+        .entry(run_id.to_string())
+        .or_default()
+        .pids
+        .push(pid);
+}
+
+/// Take a child process back from the registry. False if somebody else (signal/panic
+/// cleanup, `cleanup_leftovers`) already stopped and reaped it.
+pub(crate) fn take_pid(run_id: &str, pid: u32) -> bool {
+    let mut r = registry();
+    let Some(e) = r.get_mut(run_id) else {
+        return false;
+    };
+    let before = e.pids.len();
+    e.pids.retain(|p| *p != pid);
+    e.pids.len() != before
+}
+
+/// How long a process gets to exit after SIGTERM before it is sent SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(2);
+
+/// SIGTERM, wait up to [`TERM_GRACE`], then SIGKILL; always reaps.
+pub(crate) fn stop_child(child: &mut std::process::Child) -> Result<()> {
+    let pid = child.id();
+    if child.try_wait()?.is_some() {
+        return Ok(());
+    }
+    // SAFETY: pid is our unreaped child, so it cannot have been reused.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    let deadline = Instant::now() + TERM_GRACE;
+    while Instant::now() < deadline {
+        if child
+            .try_wait()
+            .with_context(|| format!("waiting for process {pid}"))?
+            .is_some()
+        {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child
+        .kill()
+        .with_context(|| format!("cannot kill process {pid}"))?;
+    child
+        .wait()
+        .with_context(|| format!("waiting for process {pid}"))?;
+    Ok(())
+}
+
+/// Stop and reap a child of this process known only by pid (the registry owned it).
+fn stop_pid(pid: u32) {
+    let p = pid as libc::pid_t;
+    let reaped = |flags| {
+        let mut st = 0;
+        // SAFETY: plain syscall on our own child.
+        let r = unsafe { libc::waitpid(p, &mut st, flags) };
+        r == p || (r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD))
+    };
+    if reaped(libc::WNOHANG) {
+        return;
+    }
+    unsafe { libc::kill(p, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < deadline {
+        if reaped(libc::WNOHANG) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    unsafe { libc::kill(p, libc::SIGKILL) };
+    reaped(0);
 }
 
 /// Remove one namespace by name: its links first (so veth pairs are destroyed even if
@@ -63,8 +154,12 @@ fn cleanup_registered(wait: Duration) -> Vec<String> {
         }
     };
     let mut removed = Vec::new();
-    for (_, names) in labs {
-        for n in names {
+    for (_, entry) in labs {
+        // Processes first: they keep the namespaces alive.
+        for pid in entry.pids {
+            stop_pid(pid);
+        }
+        for n in entry.netns {
             if remove_netns(&n).is_ok() {
                 removed.push(n);
             }
@@ -168,7 +263,10 @@ pub fn install_signal_cleanup() {
 /// Remove every netpath namespace (`/run/netns/np<6 hex>-<role>`) left behind by runs that
 /// are gone, and nothing else. A run is left alone while another live process still
 /// holds one of its namespaces (an open fd or a thread inside), which every running lab
-/// does. Returns the names removed.
+/// does. docker-proxy processes running inside a netpath namespace do not count as
+/// holders: they are what a killed published-proxy run leaves behind, and they are
+/// killed (reaped if they are our children) before the namespaces go. Returns the
+/// names removed.
 pub fn cleanup_leftovers() -> Result<Vec<String>> {
     let names = list_netpath_netns()?;
     if names.is_empty() {
@@ -181,7 +279,11 @@ pub fn cleanup_leftovers() -> Result<Vec<String>> {
         let inum = ns_inum(&Path::new(NETNS_RUN_DIR).join(&n)).ok();
         runs.entry(id).or_default().push((n, inum));
     }
-    let busy = netns_held_by_other_processes().context("cannot scan /proc for namespace users")?;
+    let ours: HashSet<u32> = runs.values().flatten().filter_map(|(_, i)| *i).collect();
+    let proxies = lab_proxies(&ours);
+    let skip: HashSet<u32> = proxies.iter().map(|(pid, _)| *pid).collect();
+    let busy =
+        netns_held_by_other_processes(&skip).context("cannot scan /proc for namespace users")?;
     let mut removed = Vec::new();
     for (id, nss) in runs {
         if let Some((n, _)) = nss
@@ -190,6 +292,14 @@ pub fn cleanup_leftovers() -> Result<Vec<String>> {
         {
             log::info!("lab {id} is in use by another process ({n}); leaving it");
             continue;
+        }
+        let inums: HashSet<u32> = nss.iter().filter_map(|(_, i)| *i).collect();
+        for (pid, inum) in &proxies {
+            if inums.contains(inum) {
+                kill_leftover_proxy(*pid, *inum)
+                    .with_context(|| format!("cannot stop leftover docker-proxy {pid}"))?;
+                log::info!("killed leftover docker-proxy {pid} of lab {id}");
+            }
         }
         for (n, _) in nss {
             remove_netns(&n).with_context(|| format!("cannot remove leftover netns {n}"))?;
@@ -200,8 +310,100 @@ pub fn cleanup_leftovers() -> Result<Vec<String>> {
     Ok(removed)
 }
 
-/// Inodes of network namespaces that some other process has open or is inside.
-fn netns_held_by_other_processes() -> Result<HashSet<u32>> {
+/// docker-proxy processes whose network namespace is one of `inums`: (pid, netns inum).
+fn lab_proxies(inums: &HashSet<u32>) -> Vec<(u32, u32)> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let inum = proxy_netns(pid)?;
+            inums.contains(&inum).then_some((pid, inum))
+        })
+        .collect()
+}
+
+/// If `pid` is a docker-proxy, the inode of its network namespace.
+fn proxy_netns(pid: u32) -> Option<u32> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    // "docker-proxy" or "docker-proxy (deleted)" after a package upgrade.
+    let is_proxy = exe
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("docker-proxy"));
+    if !is_proxy {
+        return None;
+    }
+    ns_inum(Path::new(&format!("/proc/{pid}/ns/net"))).ok()
+}
+
+/// Kill a leftover docker-proxy through a pidfd (so a recycled pid is never signalled),
+/// wait until it has exited, and reap it if it is our own child.
+fn kill_leftover_proxy(pid: u32, inum: u32) -> Result<()> {
+    // SAFETY: plain syscall; the returned fd is owned below.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ESRCH) {
+            return Ok(()); // already gone
+        }
+        return Err(anyhow!(e).context("pidfd_open"));
+    }
+    // SAFETY: fd was just returned by pidfd_open and nothing else owns it.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    // The pidfd pins the process: check it is still the docker-proxy we found.
+    if proxy_netns(pid) != Some(inum) {
+        return Ok(());
+    }
+    let signal = |sig: libc::c_int| {
+        // SAFETY: plain syscall on a valid pidfd.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                pidfd.as_raw_fd(),
+                sig,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        }
+    };
+    // A pidfd polls readable once the process has exited.
+    let exited = |ms: i32| {
+        let mut p = libc::pollfd {
+            fd: pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, ms) == 1 }
+    };
+    signal(libc::SIGTERM);
+    if !exited(TERM_GRACE.as_millis() as i32) {
+        signal(libc::SIGKILL);
+        if !exited(5000) {
+            return Err(anyhow!("docker-proxy {pid} did not exit after SIGKILL"));
+        }
+    }
+    if parent_of(pid) == Some(std::process::id()) {
+        let mut st = 0;
+        // SAFETY: our own child, exited; reaping it frees the pid.
+        unsafe { libc::waitpid(pid as libc::pid_t, &mut st, 0) };
+    }
+    Ok(())
+}
+
+/// PPid of a process, from /proc/PID/status.
+fn parent_of(pid: u32) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Inodes of network namespaces that some other process (not in `skip`) has open or is
+/// inside.
+fn netns_held_by_other_processes(skip: &HashSet<u32>) -> Result<HashSet<u32>> {
     let me = std::process::id().to_string();
     let mut held = HashSet::new();
     // A namespace shows up as `net:[INUM]` (ns links, fds from /proc/*/ns/net) or as the
@@ -222,7 +424,10 @@ fn netns_held_by_other_processes() -> Result<HashSet<u32>> {
     };
     for e in std::fs::read_dir("/proc")?.filter_map(|e| e.ok()) {
         let pid = e.file_name().to_string_lossy().into_owned();
-        if !pid.bytes().all(|c| c.is_ascii_digit()) || pid == me {
+        if !pid.bytes().all(|c| c.is_ascii_digit())
+            || pid == me
+            || pid.parse::<u32>().is_ok_and(|p| skip.contains(&p))
+        {
             continue;
         }
         let base = e.path();

@@ -30,6 +30,7 @@ pub(super) fn build(run_id: &str) -> Result<Lab> {
         published: None,
         subnet: None,
         nft_table: None,
+        proxy_pid: None,
         nss,
     })
 }

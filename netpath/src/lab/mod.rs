@@ -2,15 +2,30 @@
 //!
 //! Everything a lab creates is named `np<runid>…` and lives in namespaces the lab
 //! created itself (`/run/netns/np<runid>-<role>`); nothing is created in the root
-//! network namespace. For the bridge driver a "node" namespace stands in for the Docker
-//! host and carries the bridge, the host ends of the veths and netpath's nft table.
+//! network namespace. Where a driver needs a Docker host, a "node" namespace stands in
+//! for it and carries the bridge, the host ends of the veths, netpath's nft table and
+//! (published-proxy) the docker-proxy process.
+//!
+//! | driver            | namespaces                  | client → server                          |
+//! |-------------------|-----------------------------|------------------------------------------|
+//! | `host`            | host                        | lo                                       |
+//! | `none`            | ctr                         | lo                                       |
+//! | `bridge`          | node, cli, srv              | veth → bridge → veth                     |
+//! | `overlay`         | node1, node2, cli, srv      | veth → bridge → vxlan ~underlay~ vxlan → bridge → veth |
+//! | `macvlan`         | node, mvp, cli, srv         | macvlan → macvlan (bridge mode)          |
+//! | `published-proxy` | node, srv                   | lo → docker-proxy → bridge → veth        |
+//! | `published-nat`   | node, srv                   | OUTPUT DNAT → bridge → veth              |
 
 mod bridge;
 mod cleanup;
 mod host;
+mod macvlan;
 mod netns;
 pub mod nft;
 pub mod nl;
+mod none;
+mod overlay;
+mod published;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::{AsFd, OwnedFd};
@@ -32,6 +47,16 @@ pub const RUN_ID_LEN: usize = 6;
 pub const LAB_PORT: u16 = 11111;
 /// Port published on the node address by the bridge driver's DNAT rule (like `-p`).
 pub const PUBLISHED_PORT: u16 = 18080;
+/// UDP port of the overlay's VXLAN tunnels (IANA, what Docker's overlay uses).
+pub const VXLAN_PORT: u16 = 4789;
+/// VNI of the overlay network (Docker hands out overlay VNIs from 4096 up).
+pub const OVERLAY_VNI: u32 = 4096;
+/// MTU of Docker's overlay networks (1500 underlay minus 50 bytes of VXLAN encapsulation).
+pub const OVERLAY_MTU: u32 = 1450;
+/// MTU of the overlay's underlay link and of the macvlan parent.
+pub const UNDERLAY_MTU: u32 = 1500;
+/// Docker's userland proxy for published ports (Debian package docker.io).
+pub const DOCKER_PROXY: &str = "/usr/sbin/docker-proxy";
 
 /// Which Docker data path to build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
@@ -41,15 +66,41 @@ pub enum Driver {
     Host,
     /// The default bridge: veth pairs into a Linux bridge.
     Bridge,
+    /// `--network none`: one isolated namespace, client and server over its loopback.
+    None,
+    /// A swarm overlay: two nodes, a bridge and a VXLAN device in each, joined by an
+    /// underlay link.
+    Overlay,
+    /// macvlan in bridge mode: two children of one parent link talk directly.
+    Macvlan,
+    /// `-p 127.0.0.1:P:…` with the userland proxy: the client on the node connects to
+    /// docker-proxy, which connects to the container over the bridge.
+    PublishedProxy,
+    /// `-p` with `--userland-proxy=false`: the client on the node reaches the container
+    /// through netpath's OUTPUT-chain DNAT.
+    PublishedNat,
 }
 
 impl Driver {
-    pub const ALL: [Driver; 2] = [Driver::Host, Driver::Bridge];
+    pub const ALL: [Driver; 7] = [
+        Driver::Host,
+        Driver::Bridge,
+        Driver::None,
+        Driver::Overlay,
+        Driver::Macvlan,
+        Driver::PublishedProxy,
+        Driver::PublishedNat,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Driver::Host => "host",
             Driver::Bridge => "bridge",
+            Driver::None => "none",
+            Driver::Overlay => "overlay",
+            Driver::Macvlan => "macvlan",
+            Driver::PublishedProxy => "published-proxy",
+            Driver::PublishedNat => "published-nat",
         }
     }
 }
@@ -83,15 +134,19 @@ pub struct Lab {
     pub server_bind: SocketAddrV4,
     pub connect_to: SocketAddrV4,
     pub devices: Vec<LabDevice>,
-    /// The namespace standing in for the Docker host (bridge driver).
+    /// The namespace standing in for the Docker host (for overlay: node1, the client's).
     pub node_ns: Option<Netns>,
-    /// The published address on the node (`node:PUBLISHED_PORT` DNAT to the server),
-    /// reachable from the node namespace like `-p` is from the Docker host.
+    /// The published address on the node, reachable from the node namespace like `-p` is
+    /// from the Docker host: `gateway:PUBLISHED_PORT` (DNAT to the server) for bridge and
+    /// published-nat, `127.0.0.1:PUBLISHED_PORT` (docker-proxy) for published-proxy.
     pub published: Option<SocketAddrV4>,
     /// The lab's private subnet, if it has one.
     pub subnet: Option<(Ipv4Addr, u8)>,
     /// Name of netpath's nft table in the node namespace (family `ip`).
     pub nft_table: Option<String>,
+    /// PID of the docker-proxy serving the published port (published-proxy), running in
+    /// the node namespace; killed and reaped on teardown.
+    pub proxy_pid: Option<u32>,
     nss: LabNamespaces,
 }
 
@@ -106,6 +161,7 @@ impl std::fmt::Debug for Lab {
             .field("connect_to", &self.connect_to)
             .field("devices", &self.devices)
             .field("published", &self.published)
+            .field("proxy_pid", &self.proxy_pid)
             .finish()
     }
 }
@@ -132,12 +188,18 @@ impl Lab {
         let r = match driver {
             Driver::Host => host::build(run_id),
             Driver::Bridge => bridge::build(run_id),
+            Driver::None => none::build(run_id),
+            Driver::Overlay => overlay::build(run_id),
+            Driver::Macvlan => macvlan::build(run_id),
+            Driver::PublishedProxy => published::build(run_id, published::Mode::Proxy),
+            Driver::PublishedNat => published::build(run_id, published::Mode::Nat),
         };
         r.with_context(|| format!("cannot build the {} lab (run {run_id})", driver.name()))
     }
 
-    /// Remove everything the lab created: links first (so veths are gone for sure,
-    /// even if something still holds a namespace), then the namespaces.
+    /// Remove everything the lab created: processes first (docker-proxy, killed and
+    /// reaped), then links (so veths are gone for sure, even if something still holds a
+    /// namespace), then the namespaces.
     pub fn teardown(mut self) -> Result<()> {
         self.nss.destroy()
     }
@@ -160,12 +222,15 @@ impl Lab {
     }
 }
 
-/// Namespaces of one lab, deleted on drop unless torn down already.
+/// Namespaces (and helper processes) of one lab, deleted on drop unless torn down
+/// already.
 pub(crate) struct LabNamespaces {
     run_id: String,
     /// Each namespace with an fd held open: it marks the namespace as in use by this
     /// process for `cleanup_leftovers` run from elsewhere.
     list: Vec<(Netns, OwnedFd)>,
+    /// Processes the lab started inside its namespaces (docker-proxy), stopped first.
+    procs: Vec<std::process::Child>,
     done: bool,
 }
 
@@ -174,8 +239,17 @@ impl LabNamespaces {
         LabNamespaces {
             run_id: run_id.to_string(),
             list: Vec::new(),
+            procs: Vec::new(),
             done: false,
         }
+    }
+
+    /// Take ownership of a process running inside one of the lab's namespaces: it is
+    /// registered for signal/panic cleanup and stopped (and reaped) before the
+    /// namespaces go.
+    fn adopt(&mut self, child: std::process::Child) {
+        cleanup::register_pid(&self.run_id, child.id());
+        self.procs.push(child);
     }
 
     /// Create `np<runid>-<role>`, registered for signal/panic cleanup right away.
@@ -209,8 +283,17 @@ impl LabNamespaces {
             return Ok(());
         }
         self.done = true;
-        let nss: Vec<Netns> = self.list.iter().map(|(n, _)| n.clone()).collect();
         let mut first_err = None;
+        for mut child in std::mem::take(&mut self.procs) {
+            // Only if the signal/panic cleanup or `cleanup_leftovers` did not already
+            // stop (and reap) it: never signal a pid that may have been reused.
+            if cleanup::take_pid(&self.run_id, child.id())
+                && let Err(e) = cleanup::stop_child(&mut child)
+            {
+                first_err.get_or_insert(e);
+            }
+        }
+        let nss: Vec<Netns> = self.list.iter().map(|(n, _)| n.clone()).collect();
         for ns in &nss {
             if let Err(e) = ns.run(|| nl::Nl::new()?.purge_links()) {
                 first_err.get_or_insert(e.context(format!("removing links in {}", ns.name)));
@@ -336,8 +419,14 @@ pub fn list_netpath_netns() -> Result<Vec<String>> {
 /// The lab's /24: 10.213.K.0/24 with K derived from the run id. Each lab's addresses
 /// exist only inside its own namespaces, so two labs with the same K do not clash.
 pub(crate) fn lab_subnet(run_id: &str) -> (Ipv4Addr, u8) {
+    lab_subnet_in(run_id, 213)
+}
+
+/// 10.B.K.0/24 with the same K as [`lab_subnet`]: the overlay uses B = 214 (underlay) and
+/// 215 (overlay), macvlan 216.
+pub(crate) fn lab_subnet_in(run_id: &str, b: u8) -> (Ipv4Addr, u8) {
     let k = u8::from_str_radix(&run_id[..2], 16).unwrap_or(0) % 254 + 1;
-    (Ipv4Addr::new(10, 213, k, 0), 24)
+    (Ipv4Addr::new(10, b, k, 0), 24)
 }
 
 pub(crate) fn subnet_host(net: Ipv4Addr, host: u8) -> Ipv4Addr {
@@ -365,6 +454,20 @@ pub(crate) fn device(ns: &Netns, l: &LinkSnapshot, kind: DevKind) -> LabDevice {
         kind,
         mtu: l.mtu,
     }
+}
+
+/// The device called `name` in a netlink listing of `ns`.
+pub(crate) fn device_named(
+    ns: &Netns,
+    links: &[LinkSnapshot],
+    name: &str,
+    kind: DevKind,
+) -> Result<LabDevice> {
+    let l = links
+        .iter()
+        .find(|l| l.name == name)
+        .with_context(|| format!("{name} missing in {}", ns.name))?;
+    Ok(device(ns, l, kind))
 }
 
 #[cfg(test)]
@@ -397,7 +500,9 @@ mod tests {
     #[test]
     fn ifnames_fit() {
         let id = "ffffff";
-        for s in ["br", "c", "s"] {
+        for s in [
+            "br", "c", "s", "u1", "u2", "b1", "b2", "v1", "v2", "mp", "pp",
+        ] {
             assert!(ifname(id, s).unwrap().len() <= IFNAME_MAX);
         }
         assert!(ifname(id, "toolongsuffix").is_err());
@@ -409,6 +514,8 @@ mod tests {
         assert_eq!((net, len), (Ipv4Addr::new(10, 213, 1, 0), 24));
         let (net, _) = lab_subnet("ff0000");
         assert_eq!(net, Ipv4Addr::new(10, 213, 2, 0));
+        let (ov, _) = lab_subnet_in("ff0000", 215);
+        assert_eq!(ov, Ipv4Addr::new(10, 215, 2, 0));
         assert_eq!(subnet_host(net, 3), Ipv4Addr::new(10, 213, 2, 3));
     }
 }

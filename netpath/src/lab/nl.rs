@@ -10,10 +10,12 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use anyhow::{Context, Result, anyhow};
 use futures::TryStreamExt;
 use rtnetlink::packet_route::link::{
-    InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
+    InfoData, InfoKind, InfoMacVlan, InfoVeth, InfoVxlan, LinkAttribute, LinkFlags, LinkInfo,
+    LinkMessage, MacVlanMode,
 };
 use rtnetlink::{
-    Handle, LinkBridge, LinkMessageBuilder, LinkUnspec, LinkVeth, RouteMessageBuilder,
+    Handle, LinkBridge, LinkMacVlan, LinkMessageBuilder, LinkUnspec, LinkVeth, LinkVxlan,
+    RouteMessageBuilder,
 };
 
 use super::Netns;
@@ -30,6 +32,33 @@ pub struct LinkSnapshot {
     pub master: Option<u32>,
     /// Administratively up (IFF_UP).
     pub up: bool,
+}
+
+/// The VXLAN attributes netpath sets, as netlink reports them.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct VxlanInfo {
+    pub vni: u32,
+    /// UDP destination port.
+    pub port: u16,
+    pub local: Option<Ipv4Addr>,
+    /// Unicast remote (IFLA_VXLAN_GROUP holding a unicast address).
+    pub remote: Option<Ipv4Addr>,
+    /// ifindex of the underlay link (`dev`).
+    pub link: Option<u32>,
+    pub learning: bool,
+}
+
+/// What netpath asks for when it creates a VXLAN device.
+#[derive(Clone, Debug)]
+pub struct VxlanSpec<'a> {
+    pub name: &'a str,
+    pub vni: u32,
+    pub port: u16,
+    /// Underlay link ifindex.
+    pub dev: u32,
+    pub local: Ipv4Addr,
+    pub remote: Ipv4Addr,
+    pub mtu: u32,
 }
 
 /// A netlink connection in the calling thread's network namespace.
@@ -79,19 +108,7 @@ impl Nl {
 
     /// One link by name, `None` if it does not exist.
     pub fn link(&self, name: &str) -> Result<Option<LinkSnapshot>> {
-        let res: Result<Vec<LinkMessage>, _> = self.block(
-            self.handle
-                .link()
-                .get()
-                .match_name(name.to_string())
-                .execute()
-                .try_collect(),
-        );
-        match res {
-            Ok(v) => Ok(v.first().map(snapshot)),
-            Err(e) if matches!(nl_errno(&e), Some(ENODEV) | Some(ENOENT)) => Ok(None),
-            Err(e) => Err(anyhow!(e)).with_context(|| format!("netlink: looking up link {name}")),
-        }
+        Ok(self.link_message(name)?.as_ref().map(snapshot))
     }
 
     pub fn require_link(&self, name: &str) -> Result<LinkSnapshot> {
@@ -162,6 +179,91 @@ impl Nl {
         self.require_link(name)
     }
 
+    /// `ip link add NAME mtu MTU type vxlan id VNI dstport PORT local L remote R dev DEV
+    /// nolearning`. With a unicast `remote` the kernel installs the default FDB entry
+    /// `00:00:00:00:00:00 dst R` itself, the same entry Docker's overlay appends with
+    /// `bridge fdb append`, so no flooding to other destinations is possible.
+    pub fn add_vxlan(&self, v: &VxlanSpec<'_>) -> Result<LinkSnapshot> {
+        let msg = LinkVxlan::new(v.name, v.vni)
+            .dev(v.dev)
+            .port(v.port)
+            .local(v.local)
+            .remote(v.remote)
+            .learning(false)
+            .mtu(v.mtu)
+            .build();
+        self.block(self.handle.link().add(msg).execute())
+            .with_context(|| format!("netlink: creating vxlan {} (vni {})", v.name, v.vni))?;
+        self.require_link(v.name)
+    }
+
+    /// `ip link add link PARENT name NAME netns NS type macvlan mode bridge`: the child
+    /// is created directly inside `ns` (the parent stays here).
+    pub fn add_macvlan_into(&self, name: &str, parent: u32, ns: BorrowedFd<'_>) -> Result<()> {
+        let msg = LinkMacVlan::new(name, parent, MacVlanMode::Bridge)
+            .setns_by_fd(ns.as_raw_fd())
+            .build();
+        self.block(self.handle.link().add(msg).execute())
+            .with_context(|| format!("netlink: creating macvlan {name} on link {parent}"))
+    }
+
+    /// The VXLAN attributes of link `name`; `None` if it is not a VXLAN device.
+    pub fn vxlan_info(&self, name: &str) -> Result<Option<VxlanInfo>> {
+        let Some(m) = self.link_message(name)? else {
+            return Ok(None);
+        };
+        let Some(data) = info_data(&m) else {
+            return Ok(None);
+        };
+        let InfoData::Vxlan(attrs) = data else {
+            return Ok(None);
+        };
+        let mut v = VxlanInfo::default();
+        for a in attrs {
+            match a {
+                InfoVxlan::Id(i) => v.vni = *i,
+                InfoVxlan::Port(p) => v.port = *p,
+                InfoVxlan::Local(a) => v.local = Some(*a),
+                InfoVxlan::Group(a) => v.remote = Some(*a),
+                InfoVxlan::Link(l) => v.link = Some(*l),
+                InfoVxlan::Learning(b) => v.learning = *b,
+                _ => {}
+            }
+        }
+        Ok(Some(v))
+    }
+
+    /// The macvlan mode of link `name` (`"bridge"`, `"private"`, ...); `None` if it is
+    /// not a macvlan device.
+    pub fn macvlan_mode(&self, name: &str) -> Result<Option<String>> {
+        let Some(m) = self.link_message(name)? else {
+            return Ok(None);
+        };
+        let Some(InfoData::MacVlan(attrs)) = info_data(&m) else {
+            return Ok(None);
+        };
+        Ok(attrs.iter().find_map(|a| match a {
+            InfoMacVlan::Mode(m) => Some(format!("{m:?}").to_lowercase()),
+            _ => None,
+        }))
+    }
+
+    fn link_message(&self, name: &str) -> Result<Option<LinkMessage>> {
+        let res: Result<Vec<LinkMessage>, _> = self.block(
+            self.handle
+                .link()
+                .get()
+                .match_name(name.to_string())
+                .execute()
+                .try_collect(),
+        );
+        match res {
+            Ok(mut v) => Ok(v.drain(..).next()),
+            Err(e) if matches!(nl_errno(&e), Some(ENODEV) | Some(ENOENT)) => Ok(None),
+            Err(e) => Err(anyhow!(e)).with_context(|| format!("netlink: looking up link {name}")),
+        }
+    }
+
     /// `ip link set IFINDEX master BRIDGE up`.
     pub fn enslave_up(&self, ifindex: u32, bridge: u32) -> Result<()> {
         self.block(
@@ -204,13 +306,21 @@ impl Nl {
         }
     }
 
-    /// Delete every link except `lo`, veths first (that also removes their peers
-    /// elsewhere), then the rest. Returns the names deleted.
+    /// Delete every link except `lo`: stacked devices (vxlan, macvlan) first, then veths
+    /// (that also removes their peers elsewhere), then the rest, bridges last. Links that
+    /// vanished on the way (a macvlan or vxlan goes with its lower link) are fine.
+    /// Returns the names deleted.
     pub fn purge_links(&self) -> Result<Vec<String>> {
         let mut links = self.links()?;
         links.retain(|l| l.name != "lo");
         // Ports before bridges so nothing is left dangling halfway.
-        links.sort_by_key(|l| (l.kind == "bridge", l.ifindex));
+        let rank = |k: &str| match k {
+            "vxlan" | "macvlan" => 0,
+            "veth" => 1,
+            "bridge" => 3,
+            _ => 2,
+        };
+        links.sort_by_key(|l| (rank(&l.kind), l.ifindex));
         let mut gone = Vec::new();
         for l in links {
             if self.del_link(l.ifindex)? {
@@ -246,6 +356,16 @@ fn snapshot(m: &LinkMessage) -> LinkSnapshot {
         }
     }
     s
+}
+
+fn info_data(m: &LinkMessage) -> Option<&InfoData> {
+    m.attributes.iter().find_map(|a| match a {
+        LinkAttribute::LinkInfo(infos) => infos.iter().find_map(|i| match i {
+            LinkInfo::Data(d) => Some(d),
+            _ => None,
+        }),
+        _ => None,
+    })
 }
 
 fn kind_name(k: &InfoKind) -> String {

@@ -1,0 +1,726 @@
+//! Privileged integration tests for the `none`, `overlay`, `macvlan`, `published-proxy`
+//! and `published-nat` lab drivers. They build real namespaces, VXLAN and macvlan links,
+//! nft tables and run Docker's real docker-proxy, so they need root:
+//!
+//!     sudo -E cargo test -p netpath --test lab_drivers -- --test-threads=1
+//!
+//! Without root they fail with a message saying so (no silent skips).
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use netpath::harness::{NoPhases, RrConfig, run_rr};
+use netpath::lab::{
+    self, Driver, IFNAME_MAX, Lab, LabDevice, Netns, cleanup_leftovers, current_inum, links_in,
+};
+use netpath_common::DevKind;
+
+/// Tests share /run/netns and `cleanup_leftovers` removes every lab not held by another
+/// process, so they run one at a time even without `--test-threads=1`.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn need_root() -> std::sync::MutexGuard<'static, ()> {
+    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root (it creates network namespaces): run `sudo -E cargo test -p netpath --test lab_drivers -- --test-threads=1`"
+    );
+    g
+}
+
+fn small_rr() -> RrConfig {
+    RrConfig {
+        requests: 200,
+        warmup: 20,
+        req_size: 1024,
+        resp_size: 1024,
+        timeout: Duration::from_secs(20),
+    }
+}
+
+/// /run/netns entries of a run id.
+fn netns_files(run_id: &str) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir("/run/netns") else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("np{run_id}")))
+        .collect()
+}
+
+/// Names of links in the root namespace (read via netlink from a fresh thread, which
+/// starts in the process's namespace).
+fn root_links() -> HashSet<String> {
+    std::thread::spawn(|| {
+        lab::nl::Nl::new()
+            .unwrap()
+            .links()
+            .unwrap()
+            .into_iter()
+            .map(|l| l.name)
+            .collect()
+    })
+    .join()
+    .unwrap()
+}
+
+/// if_nametoindex run inside the namespace.
+fn ifindex_in(ns: &Netns, name: &str) -> u32 {
+    let name = name.to_string();
+    ns.run(move || Ok(nix::net::if_::if_nametoindex(name.as_str()).unwrap_or(0)))
+        .unwrap()
+}
+
+fn ns_of(lab: &Lab, name: &str) -> Netns {
+    lab.namespaces()
+        .into_iter()
+        .find(|n| n.name == name)
+        .unwrap_or_else(|| panic!("no netns {name} in {:?}", lab.netns_names()))
+}
+
+/// Every device must exist in its namespace with the reported ifindex, inum, MTU, and
+/// every link of every lab namespace must be listed (lo included), with a name netpath
+/// gives.
+fn check_devices(lab: &Lab) {
+    let nss: Vec<Netns> = lab.namespaces();
+    for d in &lab.devices {
+        assert!(d.name.len() <= IFNAME_MAX, "{} too long", d.name);
+        let ns = nss
+            .iter()
+            .find(|n| n.name == d.netns)
+            .unwrap_or_else(|| panic!("device {d:?} in a netns not of this lab"));
+        assert_eq!(d.netns_inum, ns.inum, "{d:?}");
+        let seen = ns.run(current_inum).unwrap();
+        assert_eq!(seen, d.netns_inum, "{d:?}");
+        assert_eq!(ifindex_in(ns, &d.name), d.ifindex, "{d:?}");
+        assert!(d.mtu > 0, "{d:?}");
+    }
+    for ns in &nss {
+        for l in links_in(ns).unwrap() {
+            assert!(l.up, "{l:?} in {} is down", ns.name);
+            assert!(l.name.len() <= IFNAME_MAX, "{l:?}");
+            assert!(
+                l.name == "lo"
+                    || l.name == "eth0"
+                    || l.name.starts_with(&format!("np{}", lab.run_id)),
+                "unexpected link {l:?} in {}",
+                ns.name
+            );
+            assert!(
+                lab.device(&ns.name, &l.name).is_some(),
+                "{} in {} missing from lab.devices",
+                l.name,
+                ns.name
+            );
+        }
+    }
+}
+
+fn dev<'a>(lab: &'a Lab, ns: &str, name: &str) -> &'a LabDevice {
+    lab.device(ns, name)
+        .unwrap_or_else(|| panic!("no device {name} in {ns}: {:?}", lab.devices))
+}
+
+fn rr_200(lab: &Lab) {
+    let r = run_rr(lab, &small_rr(), &NoPhases).unwrap();
+    assert_eq!(r.count, 200);
+    assert_eq!(r.hist.len(), 200);
+    assert!(r.mean_ns > 0.0 && r.rps > 0.0);
+}
+
+fn sorted_names(lab: &Lab) -> Vec<String> {
+    let mut v = lab.netns_names();
+    v.sort();
+    v
+}
+
+fn want_names(id: &str, roles: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = roles.iter().map(|r| format!("np{id}-{r}")).collect();
+    v.sort();
+    v
+}
+
+/// True once the process has exited (gone from /proc, or a zombie nobody reaped yet).
+fn exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // "PID (comm) S ...": the state follows the last ')'.
+        Ok(s) => s
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}
+
+fn wait_exited(pid: u32) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        if exited(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// (rx_packets, tx_packets) of a link, from /proc/thread-self/net/dev read inside `ns`.
+fn packets(ns: &Netns, name: &str) -> (u64, u64) {
+    let text = ns
+        .run(|| Ok(std::fs::read_to_string("/proc/thread-self/net/dev")?))
+        .unwrap();
+    for line in text.lines().skip(2) {
+        let Some((n, rest)) = line.split_once(':') else {
+            continue;
+        };
+        if n.trim() == name {
+            let v: Vec<u64> = rest
+                .split_whitespace()
+                .map(|x| x.parse().unwrap())
+                .collect();
+            return (v[1], v[9]);
+        }
+    }
+    panic!("no {name} in {}: {text}", ns.name)
+}
+
+fn docker_proxy_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/exe"))
+                .is_ok_and(|p| p == Path::new(lab::DOCKER_PROXY))
+        })
+        .collect()
+}
+
+/// Listening TCP sockets (local "ADDR:PORT" hex as in /proc/net/tcp) seen from inside
+/// the network namespace of `pid`.
+fn listeners_of(pid: u32) -> Vec<String> {
+    let mut v = Vec::new();
+    for f in ["tcp", "tcp6"] {
+        let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/net/{f}")) else {
+            continue;
+        };
+        for line in s.lines().skip(1) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            if cols.len() > 3 && cols[3] == "0A" {
+                v.push(cols[1].to_string());
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn none_driver_builds_runs_and_tears_down() {
+    let _serial = need_root();
+    let before = root_links();
+    let lab = Lab::build(Driver::None).unwrap();
+    let id = lab.run_id.clone();
+    assert_eq!(lab.driver, Driver::None);
+    assert_eq!(lab.driver.to_string(), "none");
+    assert_eq!(lab.netns_names(), vec![format!("np{id}-ctr")]);
+    assert_eq!(lab.client_ns, lab.server_ns);
+    assert!(lab.node_ns.is_none());
+    assert!(lab.published.is_none() && lab.proxy_pid.is_none() && lab.nft_table.is_none());
+    let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, lab::LAB_PORT);
+    assert_eq!((lab.server_bind, lab.connect_to), (addr, addr));
+    assert_eq!(lab.devices.len(), 1);
+    let lo = &lab.devices[0];
+    assert_eq!((lo.name.as_str(), lo.kind), ("lo", DevKind::Loopback));
+    assert_eq!((lo.ifindex, lo.mtu), (1, 65536));
+    check_devices(&lab);
+    // Nothing but lo in a --network none container.
+    let links = links_in(&lab.client_ns).unwrap();
+    assert_eq!(links.len(), 1, "{links:?}");
+
+    rr_200(&lab);
+
+    assert_eq!(
+        root_links(),
+        before,
+        "the lab must not touch the root netns"
+    );
+    lab.teardown().unwrap();
+    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
+}
+
+#[test]
+fn overlay_driver_builds_runs_and_tears_down() {
+    let _serial = need_root();
+    let before = root_links();
+    let lab = Lab::build(Driver::Overlay).unwrap();
+    let id = lab.run_id.clone();
+    assert_eq!(lab.driver.to_string(), "overlay");
+    assert_eq!(
+        sorted_names(&lab),
+        want_names(&id, &["cli", "node1", "node2", "srv"])
+    );
+    let (n1, n2) = (
+        ns_of(&lab, &format!("np{id}-node1")),
+        ns_of(&lab, &format!("np{id}-node2")),
+    );
+    let (cli, srv) = (lab.client_ns.clone(), lab.server_ns.clone());
+    assert_eq!(cli.name, format!("np{id}-cli"));
+    assert_eq!(srv.name, format!("np{id}-srv"));
+    assert_eq!(lab.node_ns.as_ref(), Some(&n1));
+
+    // Addresses: overlay 10.215.K.0/24 (cli .2, srv .3), underlay 10.214.K.0/24.
+    let (net, plen) = lab.subnet.unwrap();
+    assert_eq!((net.octets()[..2].to_vec(), plen), (vec![10, 215], 24));
+    let k = net.octets()[2];
+    assert_eq!(
+        lab.server_bind,
+        SocketAddrV4::new(Ipv4Addr::new(10, 215, k, 3), lab::LAB_PORT)
+    );
+    assert_eq!(lab.connect_to, lab.server_bind);
+
+    // Devices, kinds and MTUs.
+    let (u1, u2) = (format!("np{id}u1"), format!("np{id}u2"));
+    let (b1, b2) = (format!("np{id}b1"), format!("np{id}b2"));
+    let (v1, v2) = (format!("np{id}v1"), format!("np{id}v2"));
+    let (cp, sp) = (format!("np{id}c"), format!("np{id}s"));
+    for (ns, name, kind, mtu) in [
+        (&cli, "eth0", DevKind::Veth, 1450),
+        (&n1, cp.as_str(), DevKind::BridgePort, 1450),
+        (&n1, b1.as_str(), DevKind::Bridge, 1450),
+        (&n1, v1.as_str(), DevKind::Vxlan, 1450),
+        (&n1, u1.as_str(), DevKind::Underlay, 1500),
+        (&n2, u2.as_str(), DevKind::Underlay, 1500),
+        (&n2, v2.as_str(), DevKind::Vxlan, 1450),
+        (&n2, b2.as_str(), DevKind::Bridge, 1450),
+        (&n2, sp.as_str(), DevKind::BridgePort, 1450),
+        (&srv, "eth0", DevKind::Veth, 1450),
+        (&cli, "lo", DevKind::Loopback, 65536),
+        (&srv, "lo", DevKind::Loopback, 65536),
+        (&n1, "lo", DevKind::Loopback, 65536),
+        (&n2, "lo", DevKind::Loopback, 65536),
+    ] {
+        let d = dev(&lab, &ns.name, name);
+        assert_eq!((d.kind, d.mtu), (kind, mtu), "{d:?}");
+    }
+    assert_eq!(lab.devices.len(), 14, "{:?}", lab.devices);
+    check_devices(&lab);
+
+    // Netlink: VXLAN with our VNI, port 4789, unicast remote, no learning, on the
+    // underlay; enslaved to the node's bridge with the container's port.
+    let ul = [
+        (
+            &n1,
+            &u1,
+            &v1,
+            &b1,
+            &cp,
+            Ipv4Addr::new(10, 214, k, 1),
+            Ipv4Addr::new(10, 214, k, 2),
+        ),
+        (
+            &n2,
+            &u2,
+            &v2,
+            &b2,
+            &sp,
+            Ipv4Addr::new(10, 214, k, 2),
+            Ipv4Addr::new(10, 214, k, 1),
+        ),
+    ];
+    for (ns, u, v, b, p, local, remote) in ul {
+        let vname = v.clone();
+        let info = ns
+            .run(move || lab::nl::Nl::new()?.vxlan_info(&vname))
+            .unwrap()
+            .expect("not a vxlan device");
+        assert_eq!(info.vni, lab::OVERLAY_VNI);
+        assert_eq!(info.port, 4789);
+        assert_eq!(info.local, Some(local));
+        assert_eq!(info.remote, Some(remote));
+        assert!(!info.learning);
+        assert_eq!(info.link, Some(dev(&lab, &ns.name, u).ifindex));
+        let links = links_in(ns).unwrap();
+        let br = links.iter().find(|l| &l.name == b).unwrap();
+        assert_eq!(br.kind, "bridge");
+        for port in [v, p] {
+            let l = links.iter().find(|l| &l.name == port).unwrap();
+            assert_eq!(l.master, Some(br.ifindex), "{l:?}");
+        }
+        assert_eq!(links.iter().find(|l| &l.name == u).unwrap().kind, "veth");
+    }
+    for ns in [&cli, &srv] {
+        let l = links_in(ns).unwrap();
+        assert_eq!(l.len(), 2, "{l:?}"); // lo + eth0
+    }
+
+    // cli -> srv through both bridges and the VXLAN tunnel: every request crossed the
+    // underlay encapsulated.
+    let (v1_tx0, u2_rx0) = (packets(&n1, &v1).1, packets(&n2, &u2).0);
+    rr_200(&lab);
+    assert!(
+        packets(&n1, &v1).1 - v1_tx0 >= 220,
+        "vxlan did not carry the requests"
+    );
+    assert!(
+        packets(&n2, &u2).0 - u2_rx0 >= 220,
+        "underlay did not carry the requests"
+    );
+
+    assert_eq!(
+        root_links(),
+        before,
+        "the lab must not touch the root netns"
+    );
+    lab.teardown().unwrap();
+    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
+    assert_eq!(root_links(), before);
+}
+
+#[test]
+fn macvlan_driver_builds_runs_and_tears_down() {
+    let _serial = need_root();
+    let before = root_links();
+    let lab = Lab::build(Driver::Macvlan).unwrap();
+    let id = lab.run_id.clone();
+    assert_eq!(lab.driver.to_string(), "macvlan");
+    assert_eq!(
+        sorted_names(&lab),
+        want_names(&id, &["cli", "mvp", "node", "srv"])
+    );
+    let node = lab.node_ns.clone().unwrap();
+    let mvp = ns_of(&lab, &format!("np{id}-mvp"));
+    let (cli, srv) = (lab.client_ns.clone(), lab.server_ns.clone());
+    let (net, plen) = lab.subnet.unwrap();
+    assert_eq!((net.octets()[..2].to_vec(), plen), (vec![10, 216], 24));
+    assert_eq!(
+        *lab.server_bind.ip(),
+        Ipv4Addr::new(10, 216, net.octets()[2], 3)
+    );
+    assert_eq!(lab.connect_to, lab.server_bind);
+
+    let (parent, peer) = (format!("np{id}mp"), format!("np{id}pp"));
+    for (ns, name, kind, mtu) in [
+        (&cli, "eth0", DevKind::Macvlan, 1500),
+        (&srv, "eth0", DevKind::Macvlan, 1500),
+        (&node, parent.as_str(), DevKind::Underlay, 1500),
+        (&mvp, peer.as_str(), DevKind::Underlay, 1500),
+        (&cli, "lo", DevKind::Loopback, 65536),
+        (&srv, "lo", DevKind::Loopback, 65536),
+        (&node, "lo", DevKind::Loopback, 65536),
+        (&mvp, "lo", DevKind::Loopback, 65536),
+    ] {
+        let d = dev(&lab, &ns.name, name);
+        assert_eq!((d.kind, d.mtu), (kind, mtu), "{d:?}");
+    }
+    assert_eq!(lab.devices.len(), 8);
+    check_devices(&lab);
+
+    // The children are macvlans in bridge mode; the parent is our veth, up, with its
+    // peer up in our own namespace.
+    for ns in [&cli, &srv] {
+        let l = links_in(ns).unwrap();
+        assert_eq!(l.len(), 2, "{l:?}");
+        assert_eq!(l.iter().find(|l| l.name == "eth0").unwrap().kind, "macvlan");
+        let mode = ns.run(|| lab::nl::Nl::new()?.macvlan_mode("eth0")).unwrap();
+        assert_eq!(mode.as_deref(), Some("bridge"));
+    }
+    let p = links_in(&node).unwrap();
+    let p = p.iter().find(|l| l.name == parent).unwrap();
+    assert_eq!(p.kind, "veth");
+    assert!(p.up);
+    let q = links_in(&mvp).unwrap();
+    assert!(q.iter().any(|l| l.name == peer && l.up), "{q:?}");
+
+    // Bridge mode: the children talk directly; at most broadcasts (ARP) leave through
+    // the parent to its peer.
+    let (cli_tx0, peer_rx0) = (packets(&cli, "eth0").1, packets(&mvp, &peer).0);
+    rr_200(&lab);
+    assert!(packets(&cli, "eth0").1 - cli_tx0 >= 220);
+    let via_parent = packets(&mvp, &peer).0 - peer_rx0;
+    assert!(
+        via_parent < 10,
+        "{via_parent} packets went out of the parent"
+    );
+
+    assert_eq!(
+        root_links(),
+        before,
+        "the lab must not touch the root netns"
+    );
+    lab.teardown().unwrap();
+    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
+}
+
+/// Checks shared by both published drivers: node = client, srv = server, the bridge
+/// devices without a client container.
+fn check_published(lab: &Lab) -> (Netns, Netns) {
+    let id = &lab.run_id;
+    assert_eq!(sorted_names(lab), want_names(id, &["node", "srv"]));
+    let node = lab.node_ns.clone().unwrap();
+    assert_eq!(lab.client_ns, node);
+    assert_eq!(lab.server_ns.name, format!("np{id}-srv"));
+    let (net, plen) = lab.subnet.unwrap();
+    assert_eq!((net.octets()[..2].to_vec(), plen), (vec![10, 213], 24));
+    assert_eq!(
+        lab.server_bind,
+        SocketAddrV4::new(Ipv4Addr::new(10, 213, net.octets()[2], 3), lab::LAB_PORT)
+    );
+    assert_eq!(lab.published, Some(lab.connect_to));
+    let srv = lab.server_ns.clone();
+    for (ns, name, kind, mtu) in [
+        (&node, format!("np{id}br"), DevKind::Bridge, 1500),
+        (&node, format!("np{id}s"), DevKind::BridgePort, 1500),
+        (&srv, "eth0".to_string(), DevKind::Veth, 1500),
+        (&srv, "lo".to_string(), DevKind::Loopback, 65536),
+        (&node, "lo".to_string(), DevKind::Loopback, 65536),
+    ] {
+        let d = dev(lab, &ns.name, &name);
+        assert_eq!((d.kind, d.mtu), (kind, mtu), "{d:?}");
+    }
+    assert_eq!(lab.devices.len(), 5, "{:?}", lab.devices);
+    check_devices(lab);
+    let table = lab.nft_table.clone().unwrap();
+    let json = node.run(move || lab::nft::list_table(&table)).unwrap();
+    assert!(json.contains("dnat"), "{json}");
+    (node, srv)
+}
+
+#[test]
+fn published_proxy_driver_runs_docker_proxy_in_the_node() {
+    let _serial = need_root();
+    let before = root_links();
+    let lab = Lab::build(Driver::PublishedProxy).unwrap();
+    let id = lab.run_id.clone();
+    assert_eq!(lab.driver.to_string(), "published-proxy");
+    let (node, _srv) = check_published(&lab);
+    assert_eq!(
+        lab.connect_to,
+        SocketAddrV4::new(Ipv4Addr::LOCALHOST, lab::PUBLISHED_PORT)
+    );
+
+    // The real docker-proxy, inside the node netns, listening on 127.0.0.1 only.
+    let pid = lab.proxy_pid.expect("no proxy pid");
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{pid}/exe")).unwrap(),
+        Path::new(lab::DOCKER_PROXY)
+    );
+    assert_eq!(
+        lab::ns_inum(Path::new(&format!("/proc/{pid}/ns/net"))).unwrap(),
+        node.inum
+    );
+    let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
+    let args: Vec<&str> = cmdline.split('\0').collect();
+    for w in [
+        ["-host-ip", "127.0.0.1"],
+        ["-host-port", "18080"],
+        ["-container-port", "11111"],
+    ] {
+        assert!(args.windows(2).any(|a| a == w), "{args:?}");
+    }
+    // It inherited no namespace fds (they would keep lab namespaces alive).
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap() {
+        let t = std::fs::read_link(fd.unwrap().path()).unwrap();
+        let t = t.to_string_lossy();
+        assert!(
+            !t.starts_with("net:[") && !t.starts_with("/run/netns"),
+            "docker-proxy holds {t}"
+        );
+    }
+    // 127.0.0.1:18080 is 0100007F:46A0 in /proc/net/tcp; nothing else listens.
+    assert_eq!(listeners_of(pid), vec!["0100007F:46A0".to_string()]);
+
+    // node -> 127.0.0.1:18080 -> docker-proxy -> bridge -> srv.
+    let srv_rx0 = packets(&lab.server_ns, "eth0").0;
+    rr_200(&lab);
+    assert!(packets(&lab.server_ns, "eth0").0 - srv_rx0 >= 220);
+
+    assert_eq!(
+        root_links(),
+        before,
+        "the lab must not touch the root netns"
+    );
+    lab.teardown().unwrap();
+    assert!(
+        exited(pid) && !Path::new(&format!("/proc/{pid}")).exists(),
+        "docker-proxy {pid} survived teardown"
+    );
+    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
+}
+
+#[test]
+fn published_nat_driver_dnats_the_gateway_address() {
+    let _serial = need_root();
+    let before = root_links();
+    let lab = Lab::build(Driver::PublishedNat).unwrap();
+    let id = lab.run_id.clone();
+    assert_eq!(lab.driver.to_string(), "published-nat");
+    let (node, _srv) = check_published(&lab);
+    let k = lab.subnet.unwrap().0.octets()[2];
+    assert_eq!(
+        lab.connect_to,
+        SocketAddrV4::new(Ipv4Addr::new(10, 213, k, 1), lab::PUBLISHED_PORT)
+    );
+    assert!(lab.proxy_pid.is_none());
+    // No proxy anywhere in the node: the DNAT alone carries the connection.
+    let inums: Vec<u32> = docker_proxy_pids()
+        .into_iter()
+        .filter_map(|p| lab::ns_inum(Path::new(&format!("/proc/{p}/ns/net"))).ok())
+        .collect();
+    assert!(!inums.contains(&node.inum));
+    // route_localnet stays off: 127.0.0.1 is not what is DNAT-ed.
+    assert_eq!(
+        node.run(|| lab::nl::read_sysctl("net.ipv4.conf.all.route_localnet"))
+            .unwrap(),
+        "0"
+    );
+
+    rr_200(&lab);
+
+    assert_eq!(
+        root_links(),
+        before,
+        "the lab must not touch the root netns"
+    );
+    lab.teardown().unwrap();
+    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
+}
+
+#[test]
+fn dropping_a_published_proxy_lab_stops_the_proxy() {
+    let _serial = need_root();
+    let lab = Lab::build(Driver::PublishedProxy).unwrap();
+    let (id, pid) = (lab.run_id.clone(), lab.proxy_pid.unwrap());
+    assert!(!exited(pid));
+    drop(lab);
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "docker-proxy {pid} survived drop"
+    );
+    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
+}
+
+#[test]
+fn cleanup_leftovers_kills_a_dead_runs_docker_proxy() {
+    let _serial = need_root();
+    let lab = Lab::build(Driver::PublishedProxy).unwrap();
+    let (id, pid) = (lab.run_id.clone(), lab.proxy_pid.unwrap());
+    let names = sorted_names(&lab);
+    std::mem::forget(lab); // the process that built it "died"
+    assert!(!exited(pid));
+    assert_eq!(netns_files(&id).len(), 2);
+    let removed = cleanup_leftovers().unwrap();
+    for n in &names {
+        assert!(removed.contains(n), "{n} not removed: {removed:?}");
+    }
+    // The proxy was our child: killed and reaped, so its pid is gone altogether.
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "docker-proxy {pid} survived cleanup"
+    );
+    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
+}
+
+// --- a real killed run, in a child process ----------------------------------------
+
+const CHILD_ENV: &str = "NETPATH_LAB_DRIVERS_TEST_CHILD";
+
+/// Child side (ignored in normal runs): builds a published-proxy lab, prints its run id
+/// and proxy pid, then waits to be signalled.
+#[test]
+#[ignore = "helper run as a child process by the cleanup tests"]
+fn child_published_proxy_process() {
+    if std::env::var(CHILD_ENV).is_err() {
+        return;
+    }
+    lab::install_signal_cleanup();
+    let lab = Lab::build(Driver::PublishedProxy).unwrap();
+    println!("RUNID={} PID={}", lab.run_id, lab.proxy_pid.unwrap());
+    std::mem::forget(lab);
+    std::thread::sleep(Duration::from_secs(60));
+    panic!("child was not signalled");
+}
+
+/// Never leave a child behind when an assertion fails.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_child() -> (KillOnDrop, String, u32) {
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(exe)
+        .args([
+            "--exact",
+            "child_published_proxy_process",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let child = KillOnDrop(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if let Some((_, v)) = line.split_once("RUNID=") {
+                let _ = tx.send(v.trim().to_string());
+            }
+        }
+    });
+    let v = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+    let (id, pid) = v.split_once(" PID=").expect("child printed no run id");
+    assert!(lab::is_run_id(id), "{v}");
+    (child, id.to_string(), pid.parse().unwrap())
+}
+
+#[test]
+fn sigterm_stops_the_docker_proxy() {
+    let _serial = need_root();
+    let (mut child, id, pid) = spawn_child();
+    assert!(!exited(pid));
+    // While the child lives, cleanup_leftovers from here leaves its lab and proxy alone.
+    let removed = cleanup_leftovers().unwrap();
+    assert!(removed.iter().all(|n| !n.contains(&id)), "{removed:?}");
+    assert!(!exited(pid));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.0.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let st = child.0.wait().unwrap();
+    assert_eq!(st.code(), Some(143), "{st:?}");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "docker-proxy {pid} survived SIGTERM"
+    );
+    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
+}
+
+#[test]
+fn sigkilled_runs_proxy_is_removed_by_cleanup_leftovers() {
+    let _serial = need_root();
+    let (mut child, id, pid) = spawn_child();
+    child.0.kill().unwrap(); // SIGKILL: no cleanup in the child at all
+    child.0.wait().unwrap();
+    // The orphaned proxy keeps running in the node namespace.
+    assert!(!exited(pid));
+    assert_eq!(netns_files(&id).len(), 2);
+    let removed = cleanup_leftovers().unwrap();
+    assert!(removed.iter().any(|n| n.contains(&id)), "{removed:?}");
+    // Not our child: it is gone, or a zombie of whoever adopted it.
+    assert!(wait_exited(pid), "docker-proxy {pid} survived cleanup");
+    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
+}

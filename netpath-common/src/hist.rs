@@ -90,7 +90,10 @@ mod tests {
                 let (lo, hi) = bounds(b);
                 assert!(lo <= x && x < hi, "{x} not in bucket {b} [{lo},{hi})");
                 let mid = midpoint(b) as f64;
-                assert!((mid - x as f64).abs() <= 0.05 * x as f64 + 1.0, "{x} vs {mid}");
+                assert!(
+                    (mid - x as f64).abs() <= 0.05 * x as f64 + 1.0,
+                    "{x} vs {mid}"
+                );
             }
             v *= 2;
         }

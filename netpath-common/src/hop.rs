@@ -243,6 +243,30 @@ pub fn slot(dir: u32, hop: u32) -> u32 {
     dir * crate::NHOPS as u32 + hop
 }
 
+/// The hop a packet was in when it died, from the last point it was seen at: the segment it
+/// had entered but not finished.
+pub fn drop_hop(last_point: u16, last_kind: u16) -> Hop {
+    const BRIDGE_PORT: u16 = DevKind::BridgePort as u16;
+    const UNDERLAY: u16 = DevKind::Underlay as u16;
+    match Point::from_u16(last_point) {
+        Some(Point::SendEnter) => Hop::SenderStack,
+        Some(Point::DevQueue | Point::DevXmit | Point::VethXmit) => xmit_hop(last_kind),
+        Some(Point::NetifRx) => Hop::Backlog,
+        Some(Point::NetifReceive) => match last_kind {
+            BRIDGE_PORT => Hop::Bridge,
+            UNDERLAY => Hop::VxlanDecap,
+            _ => Hop::ReceiverStack,
+        },
+        Some(Point::SockReady | Point::Copy) => Hop::Wakeup,
+        Some(Point::NatManip) => Hop::Nat,
+        Some(Point::VxlanXmit | Point::UdpTunnelXmit) => Hop::VxlanEncap,
+        Some(Point::VxlanRcv) => Hop::VxlanDecap,
+        Some(Point::BridgeForward) => Hop::Bridge,
+        Some(Point::IpRcv | Point::TcpRcv) => Hop::ReceiverStack,
+        _ => Hop::Other,
+    }
+}
+
 /// Hop of a device transmit, by the kind of the transmitting device.
 #[inline(always)]
 fn xmit_hop(kind: u16) -> Hop {
@@ -295,7 +319,12 @@ pub fn hop_between(from: u16, from_kind: u16, to: u16, to_kind: u16) -> Hop {
         (QUEUE | XMIT, QUEUE) => xmit_hop(from_kind),
         (RX, RECV) => Hop::Backlog,
         // After a receive pass: forwarded by a bridge, decapsulated, or routed.
-        (RECV | BR_FWD, QUEUE) if from_kind == BRIDGE_PORT || from == BR_FWD => Hop::Bridge,
+        // A VXLAN device on an overlay is a bridge port too (decapsulated frames are bridged).
+        (RECV | BR_FWD, QUEUE)
+            if from_kind == BRIDGE_PORT || from_kind == VXLAN || from == BR_FWD =>
+        {
+            Hop::Bridge
+        }
         (RECV, BR_FWD) => Hop::Bridge,
         (RECV | IP_RCV, NAT) => Hop::Forward,
         (NAT, _) => Hop::Nat,
@@ -378,8 +407,73 @@ mod tests {
         ];
         for w in path.windows(2) {
             let hop = h(w[0].0, w[0].1, w[1].0, w[1].1);
-            assert!(!matches!(hop, Hop::Veth | Hop::Bridge | Hop::Other), "{w:?} → {hop:?}");
+            assert!(
+                !matches!(hop, Hop::Veth | Hop::Bridge | Hop::Other),
+                "{w:?} → {hop:?}"
+            );
         }
+    }
+
+    #[test]
+    fn overlay_path_names_encap_underlay_decap() {
+        use DevKind::*;
+        use Point::*;
+        let path = [
+            (SendEnter, Unknown),
+            (DevQueue, Veth),
+            (NetifRx, BridgePort),
+            (NetifReceive, BridgePort),
+            (DevQueue, Vxlan),
+            (DevQueue, Underlay),
+            (NetifRx, Underlay),
+            (NetifReceive, Underlay),
+            (NetifReceive, Vxlan),
+            (DevQueue, BridgePort),
+            (NetifRx, Veth),
+            (NetifReceive, Veth),
+            (SockReady, Unknown),
+        ];
+        let hops: std::vec::Vec<Hop> = path
+            .windows(2)
+            .map(|w| h(w[0].0, w[0].1, w[1].0, w[1].1))
+            .collect();
+        assert_eq!(
+            hops,
+            [
+                Hop::SenderStack,
+                Hop::Veth,
+                Hop::Backlog,
+                Hop::Bridge,
+                Hop::VxlanEncap,
+                Hop::Underlay,
+                Hop::Backlog,
+                Hop::VxlanDecap,
+                Hop::Bridge,
+                Hop::Veth,
+                Hop::Backlog,
+                Hop::ReceiverStack,
+            ]
+        );
+    }
+
+    #[test]
+    fn macvlan_path_names_macvlan() {
+        use DevKind::*;
+        use Point::*;
+        assert_eq!(h(DevQueue, Macvlan, NetifRx, Macvlan), Hop::Macvlan);
+        assert_eq!(h(SendEnter, Unknown, DevQueue, Macvlan), Hop::SenderStack);
+    }
+
+    #[test]
+    fn drops_land_in_the_hop_being_crossed() {
+        use DevKind::*;
+        use Point::*;
+        assert_eq!(
+            drop_hop(NetifReceive as u16, BridgePort as u16),
+            Hop::Bridge
+        );
+        assert_eq!(drop_hop(NetifRx as u16, Veth as u16), Hop::Backlog);
+        assert_eq!(drop_hop(DevQueue as u16, Veth as u16), Hop::Veth);
     }
 
     #[test]

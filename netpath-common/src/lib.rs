@@ -24,6 +24,8 @@ pub const NSLOTS: usize = NHOPS * NDIRS;
 /// Role of a traced thread, value of the `TIDS` map.
 pub const ROLE_CLIENT: u32 = 1;
 pub const ROLE_SERVER: u32 = 2;
+/// A userland proxy (docker-proxy): its receives continue journeys instead of ending them.
+pub const ROLE_RELAY: u32 = 3;
 
 /// Indices of the per-CPU `COUNTERS` map. Every lost or unmatched event is counted here.
 pub mod counter {
@@ -176,6 +178,21 @@ pub struct TidState {
     /// skb copied by the receive in progress, and its generation.
     pub pending_skb: u64,
     pub pending_gen: u64,
+    /// Relay: start and direction of the journey its send in progress continues.
+    pub origin_ts: u64,
+    pub origin_dir: u32,
+    pub _pad2: u32,
+}
+
+/// Value of the `RELAY` map (per relay process): a journey that reached the relay and waits for
+/// the relay to send it on.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RelayHold {
+    pub origin_ts: u64,
+    pub recv_ts: u64,
+    pub dir: u32,
+    pub _pad: u32,
 }
 
 /// Value of the `DEVCACHE` map: a `struct net_device *` already resolved to its key and kind.
@@ -227,6 +244,7 @@ mod pod {
     unsafe impl aya::Pod for super::Flight {}
     unsafe impl aya::Pod for super::DevInfo {}
     unsafe impl aya::Pod for super::TidState {}
+    unsafe impl aya::Pod for super::RelayHold {}
     unsafe impl aya::Pod for super::SkbState {}
     unsafe impl aya::Pod for super::DropRecord {}
     unsafe impl aya::Pod for super::TimelinePoint {}
@@ -250,6 +268,8 @@ mod tests {
         );
         assert_eq!(size_of::<Flight>(), 8 * 3 + 4 * 2 + 2 * 6 + 4);
         assert_eq!(size_of::<DevInfo>(), 16);
+        assert_eq!(size_of::<TidState>(), 8 * 6 + 4 * 2);
+        assert_eq!(size_of::<RelayHold>(), 24);
         assert_eq!(size_of::<HopHist>(), 16 + 8 * hist::HIST_SLOTS);
     }
 }

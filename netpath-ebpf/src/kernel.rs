@@ -17,6 +17,22 @@ static OFF_DEV_IFINDEX: u32 = 0;
 static OFF_DEV_ND_NET: u32 = 0;
 #[unsafe(no_mangle)]
 static OFF_NET_NS_INUM: u32 = 0;
+/// Kernel-side packet filter of `netpath trace`: bit set of the filters below that apply.
+#[unsafe(no_mangle)]
+static FILTER_ON: u32 = 0;
+/// Port (network byte order) matched against source or destination.
+#[unsafe(no_mangle)]
+static FILTER_PORT: u32 = 0;
+/// IPv4 address (network byte order) matched against source or destination.
+#[unsafe(no_mangle)]
+static FILTER_ADDR: u32 = 0;
+#[unsafe(no_mangle)]
+static FILTER_PROTO: u32 = 0;
+/// Netns inode and ifindex of the device where the packet is first seen.
+#[unsafe(no_mangle)]
+static FILTER_NETNS: u32 = 0;
+#[unsafe(no_mangle)]
+static FILTER_IFINDEX: u32 = 0;
 /// Record one sampled timeline every N started packets (0: none, 1: all).
 #[unsafe(no_mangle)]
 static SAMPLE_EVERY: u32 = 64;
@@ -66,18 +82,64 @@ pub fn dev_key(dev: u64) -> Result<DevKey, i64> {
     Ok(DevKey { netns, ifindex })
 }
 
-/// IPv4/TCP-or-UDP tuple of an skb whose network and transport headers are set.
-/// Returns (saddr, daddr, sport, dport) in network byte order; zeros when not IPv4.
+pub const F_PORT: u32 = 1;
+pub const F_ADDR: u32 = 2;
+pub const F_PROTO: u32 = 4;
+pub const F_NETNS: u32 = 8;
+pub const F_IFINDEX: u32 = 16;
+
+/// Whether a packet about to be tracked passes the `trace` filters.
 #[inline(always)]
-pub fn skb_tuple(skb: u64) -> Result<(u32, u32, u16, u16), i64> {
+pub fn filter_pass(skb: u64, key: &DevKey) -> bool {
+    let on = g32(&FILTER_ON);
+    if on == 0 {
+        return true;
+    }
+    if on & F_NETNS != 0 && key.netns != g32(&FILTER_NETNS) {
+        return false;
+    }
+    if on & F_IFINDEX != 0 && key.ifindex != g32(&FILTER_IFINDEX) {
+        return false;
+    }
+    if on & (F_PORT | F_ADDR | F_PROTO) == 0 {
+        return true;
+    }
+    let (saddr, daddr, sport, dport, proto) = match skb_tuple(skb) {
+        Ok(t) => t,
+        Err(_) => return false,
+    };
+    if on & F_PROTO != 0 && proto as u32 != g32(&FILTER_PROTO) {
+        return false;
+    }
+    if on & F_ADDR != 0 {
+        let a = g32(&FILTER_ADDR);
+        if saddr != a && daddr != a {
+            return false;
+        }
+    }
+    if on & F_PORT != 0 {
+        let p = g32(&FILTER_PORT) as u16;
+        if sport != p && dport != p {
+            return false;
+        }
+    }
+    true
+}
+
+/// IPv4/TCP-or-UDP tuple of an skb whose network and transport headers are set.
+/// Returns (saddr, daddr, sport, dport, protocol), addresses and ports in network byte order;
+/// zeros when not IPv4.
+#[inline(always)]
+pub fn skb_tuple(skb: u64) -> Result<(u32, u32, u16, u16, u8), i64> {
     let head = unsafe { read::<u64>(skb, g32(&OFF_SKB_HEAD))? };
     let nh = unsafe { read::<u16>(skb, g32(&OFF_SKB_NETWORK_HEADER))? } as u64;
     let th = unsafe { read::<u16>(skb, g32(&OFF_SKB_TRANSPORT_HEADER))? } as u64;
     let ip = head + nh;
     let vihl = unsafe { read::<u8>(ip, 0)? };
     if vihl >> 4 != 4 {
-        return Ok((0, 0, 0, 0));
+        return Ok((0, 0, 0, 0, 0));
     }
+    let proto = unsafe { read::<u8>(ip, 9)? };
     let saddr = unsafe { read::<u32>(ip, 12)? };
     let daddr = unsafe { read::<u32>(ip, 16)? };
     // The transport header offset may not be set yet on some paths (0xffff): fall back to
@@ -88,5 +150,5 @@ pub fn skb_tuple(skb: u64) -> Result<(u32, u32, u16, u16), i64> {
         head + th
     };
     let ports = unsafe { read::<[u16; 2]>(l4, 0)? };
-    Ok((saddr, daddr, ports[0], ports[1]))
+    Ok((saddr, daddr, ports[0], ports[1], proto))
 }

@@ -3,7 +3,9 @@ use aya_ebpf::{
     macros::map,
     maps::{HashMap, PerCpuArray, PerCpuHashMap, RingBuf},
 };
-use netpath_common::{DevInfo, DevKey, Flight, HopHist, NSLOTS, SkbState, TidState, counter};
+use netpath_common::{
+    DevInfo, DevKey, Flight, HopHist, NSLOTS, RelayHold, SkbState, TidState, counter,
+};
 
 /// In-flight packets, keyed by skb address. Entries carry their generation (`first_ts`).
 #[map]
@@ -17,6 +19,9 @@ pub static TIDS: HashMap<u32, TidState> = HashMap::with_max_entries(4096, 0);
 /// Devices on the traced path → `DevKind`.
 #[map]
 pub static DEVS: HashMap<DevKey, u32> = HashMap::with_max_entries(1024, 0);
+/// Relay process (tgid) → the journey it received and has not yet sent on.
+#[map]
+pub static RELAY: HashMap<u32, RelayHold> = HashMap::with_max_entries(256, 0);
 /// `struct net_device *` → its key and kind, so a tracked packet costs one lookup per device
 /// instead of three kernel reads. Cleared by the loader whenever the device set changes.
 #[map]

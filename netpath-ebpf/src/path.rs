@@ -4,8 +4,8 @@
 //! per-CPU maps. Only sampled packets keep a full timeline and produce a ring-buffer record.
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns};
 use netpath_common::{
-    DevInfo, DevKey, DropRecord, Flight, Hop, MAX_POINTS, Point, ROLE_SERVER, TidState,
-    TimelinePoint, counter, hist, hop,
+    DevInfo, DevKey, DropRecord, Flight, Hop, MAX_POINTS, Point, ROLE_RELAY, ROLE_SERVER,
+    RelayHold, TidState, TimelinePoint, counter, hist, hop,
 };
 
 use crate::{kernel, maps::*};
@@ -108,7 +108,12 @@ fn start(tid: u32, ts: &mut TidState, skb: u64, dev: DevInfo, t: u64) -> Result<
         bump(counter::STALE);
         return Ok(());
     }
-    let dir = if ts.role == ROLE_SERVER { 1 } else { 0 };
+    // A relay's send continues the journey that reached it: same start, same direction.
+    let (first_ts, dir) = match ts.role {
+        ROLE_RELAY => (ts.origin_ts, ts.origin_dir),
+        ROLE_SERVER => (send_ts, 1),
+        _ => (send_ts, 0),
+    };
     let started = COUNTERS.get_ptr_mut(counter::STARTED).ok_or(-1i64)?;
     let n = unsafe { *started };
     unsafe { *started = n + 1 };
@@ -122,7 +127,7 @@ fn start(tid: u32, ts: &mut TidState, skb: u64, dev: DevInfo, t: u64) -> Result<
         dev.kind as u16,
     );
     let f = Flight {
-        first_ts: send_ts,
+        first_ts,
         last_ts: t,
         hop_start: send_ts,
         cur_hop: h as u32,
@@ -160,7 +165,7 @@ fn start(tid: u32, ts: &mut TidState, skb: u64, dev: DevInfo, t: u64) -> Result<
 #[inline(always)]
 fn start_timeline(tid: u32, skb: u64, f: &Flight) -> Result<(), i64> {
     let st = SCRATCH.get_ptr_mut(0).ok_or(-1i64)?;
-    let (saddr, daddr, sport, dport) = kernel::skb_tuple(skb).unwrap_or((0, 0, 0, 0));
+    let (saddr, daddr, sport, dport, _) = kernel::skb_tuple(skb).unwrap_or((0, 0, 0, 0, 0));
     let s = unsafe { &mut *st };
     s.first_ts = f.first_ts;
     s.last_ts = f.first_ts;
@@ -211,6 +216,10 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
             };
             let t = now();
             let info = dev_info(kernel::skb_dev(skb)?)?;
+            if !kernel::filter_pass(skb, &info.key) {
+                ts.send_ts = 0;
+                return Ok(());
+            }
             return start(tid, ts, skb, info, t);
         }
         None => return Ok(()),
@@ -313,6 +322,24 @@ pub fn on_send_enter() -> Result<(), i64> {
         return Ok(());
     }
     let t = now();
+    if ts.role == ROLE_RELAY {
+        // Only sends that carry a journey the relay received are followed.
+        let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+        let hold = match unsafe { RELAY.get(tgid) } {
+            Some(h) => *h,
+            None => return Ok(()),
+        };
+        let _ = RELAY.remove(tgid);
+        if t.wrapping_sub(hold.recv_ts) > kernel::max_gap_ns() {
+            bump(counter::STALE);
+            return Ok(());
+        }
+        record(hold.dir, Hop::Proxy as u32, t - hold.recv_ts);
+        ts.origin_ts = hold.origin_ts;
+        ts.origin_dir = hold.dir;
+        ts.send_ts = t;
+        return Ok(());
+    }
     if ts.turn_ts != 0 {
         record(2, Hop::OneWay as u32, t.wrapping_sub(ts.turn_ts));
         ts.turn_ts = 0;
@@ -355,6 +382,22 @@ pub fn on_recv_exit(ret: i64) -> Result<(), i64> {
     advance(fp, skb, Point::RecvExit as u16, 0, DevKey::default(), t);
     let f = unsafe { &*fp };
     record(f.dir, f.cur_hop, t - f.hop_start);
+    if ts.role == ROLE_RELAY {
+        // The journey goes on when the relay sends it: hand it over, do not complete it.
+        let hold = RelayHold {
+            origin_ts: f.first_ts,
+            recv_ts: t,
+            dir: f.dir,
+            _pad: 0,
+        };
+        let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+        let _ = RELAY.insert(tgid, hold, 0);
+        if f.sampled != 0 {
+            emit_timeline(skb, f, t);
+        }
+        let _ = SKBS.remove(skb);
+        return Ok(());
+    }
     record(f.dir, Hop::OneWay as u32, t - f.first_ts);
     let p = (f.rx_passes as u32).min(7) * 8 + (f.softirqs as u32).min(7);
     if let Some(c) = PASSES.get_ptr_mut(f.dir * 64 + p) {

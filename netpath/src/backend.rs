@@ -73,7 +73,10 @@ impl Backend {
 }
 
 /// Picks the backend: the forced one if the kernel allows it, else the best that loads here.
-pub fn select(choice: BackendChoice, doctor: &crate::doctor::Capabilities) -> anyhow::Result<Backend> {
+pub fn select(
+    choice: BackendChoice,
+    doctor: &crate::doctor::Capabilities,
+) -> anyhow::Result<Backend> {
     let wanted = match choice {
         BackendChoice::Auto => {
             return Backend::implemented()

@@ -108,6 +108,23 @@ pub fn kernel_offsets(btf: &Btf) -> Result<KernelOffsets> {
     })
 }
 
+/// Value → name of a kernel enum, e.g. `skb_drop_reason` (its values change between kernels,
+/// so they are never compiled in). Names lose the common prefix: `SKB_DROP_REASON_NOT_SPECIFIED`
+/// becomes `NOT_SPECIFIED`.
+pub fn enum_names(btf: &Btf, name: &str, prefix: &str) -> std::collections::BTreeMap<u32, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for t in btf.resolve_types_by_name(name).unwrap_or_default() {
+        if let Type::Enum(e) = t {
+            for m in &e.members {
+                if let Ok(n) = btf.resolve_name(m) {
+                    out.insert(m.val(), n.trim_start_matches(prefix).to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Whether a function exists in vmlinux BTF (or a module's), for function-probe backends.
 pub fn has_func(btf: &Btf, func: &str) -> bool {
     btf.resolve_types_by_name(func)
@@ -129,5 +146,10 @@ mod tests {
         assert_ne!(o.skb_network_header, o.skb_transport_header);
         assert!(o.dev_ifindex > 0 && o.dev_nd_net > 0, "{o:?}");
         assert!(offset_of(&btf, "sk_buff", "no_such_field").is_err());
+        let reasons = enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_");
+        assert!(
+            reasons.values().any(|n| n == "NETFILTER_DROP"),
+            "{reasons:?}"
+        );
     }
 }

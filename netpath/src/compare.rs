@@ -55,22 +55,33 @@ pub fn run_driver(
     opts: &CompareOptions,
 ) -> Result<DriverReport> {
     let lab = Lab::build(driver).with_context(|| format!("building the {} lab", driver.name()))?;
-    let result: Result<DriverReport> = (|| {
+    let result = measure(tracer, &lab, opts);
+    let torn = lab.teardown();
+    let r = result?;
+    torn?;
+    Ok(r)
+}
+
+/// Measures one lab that already exists: untraced run, traced run, report.
+pub fn measure(tracer: &mut Tracer, lab: &Lab, opts: &CompareOptions) -> Result<DriverReport> {
+    let driver = lab.driver;
+    {
         tracer.set_devices(&lab.devices)?;
         let untraced = if opts.untraced {
             tracer.detach()?;
-            Some(harness::run_rr(&lab, &opts.rr, &NoPhases).context("untraced run")?)
+            Some(harness::run_rr(lab, &opts.rr, &NoPhases).context("untraced run")?)
         } else {
             None
         };
         tracer.reset()?;
         tracer.attach()?;
         if opts.tc_counters {
-            attach_tc(tracer, &lab)?;
+            attach_tc(tracer, lab)?;
         }
         let costs_before = tracer.prog_costs();
         let phases = tracer.tids.clone();
-        let traced = harness::run_rr(&lab, &opts.rr, phases.as_ref()).context("traced run");
+        phases.set_relays(lab.proxy_pid.into_iter().collect());
+        let traced = harness::run_rr(lab, &opts.rr, phases.as_ref()).context("traced run");
         tracer.detach_tc();
         tracer.detach()?;
         let traced = traced?;
@@ -88,16 +99,13 @@ pub fn run_driver(
             &drops,
             &lab.devices,
             opts.keep_timelines,
+            &tracer.drop_reasons,
         );
         if opts.tracer.prog_stats {
             rep.prog_costs = costs(&costs_before, &tracer.prog_costs(), traced.count);
         }
         Ok(rep)
-    })();
-    let torn = lab.teardown();
-    let r = result?;
-    torn?;
-    Ok(r)
+    }
 }
 
 fn costs(

@@ -120,34 +120,43 @@ pub fn probe() -> Result<Capabilities> {
     loader.override_global("OFF_SKB_DEV", &offsets.skb_dev, true);
     let mut ebpf = loader.load(obj)?;
 
-    checks.push(result("tracepoint", (|| {
-        let p: &mut TracePoint = ebpf.program_mut("sys_enter_sendto").unwrap().try_into()?;
-        p.load()?;
-        let id = p.attach("syscalls", "sys_enter_sendto")?;
-        p.detach(id)?;
-        Ok("syscalls:sys_enter_sendto loads and attaches".into())
-    })()));
-    checks.push(result("raw_tracepoint", (|| {
-        let p: &mut RawTracePoint = ebpf.program_mut("net_dev_queue").unwrap().try_into()?;
-        p.load()?;
-        let id = p.attach("net_dev_queue")?;
-        p.detach(id)?;
-        Ok("net_dev_queue loads and attaches (skb fields via BTF offsets)".into())
-    })()));
-    checks.push(result("tc", (|| {
-        let p: &mut SchedClassifier = ebpf.program_mut("tc_ingress").unwrap().try_into()?;
-        p.load()?;
-        // Attach on the loopback of a namespace of our own, never on a host device.
-        let ns = crate::lab::Netns::create(&format!("np{}-doctor", crate::lab::new_run_id()?))?;
-        let r = ns.run(|| {
-            let id = p.attach("lo", TcAttachType::Ingress)?;
+    checks.push(result(
+        "tracepoint",
+        (|| {
+            let p: &mut TracePoint = ebpf.program_mut("sys_enter_sendto").unwrap().try_into()?;
+            p.load()?;
+            let id = p.attach("syscalls", "sys_enter_sendto")?;
             p.detach(id)?;
-            Ok(())
-        });
-        let _ = ns.delete();
-        r?;
-        Ok("clsact ingress on a netpath netns loopback".into())
-    })()));
+            Ok("syscalls:sys_enter_sendto loads and attaches".into())
+        })(),
+    ));
+    checks.push(result(
+        "raw_tracepoint",
+        (|| {
+            let p: &mut RawTracePoint = ebpf.program_mut("net_dev_queue").unwrap().try_into()?;
+            p.load()?;
+            let id = p.attach("net_dev_queue")?;
+            p.detach(id)?;
+            Ok("net_dev_queue loads and attaches (skb fields via BTF offsets)".into())
+        })(),
+    ));
+    checks.push(result(
+        "tc",
+        (|| {
+            let p: &mut SchedClassifier = ebpf.program_mut("tc_ingress").unwrap().try_into()?;
+            p.load()?;
+            // Attach on the loopback of a namespace of our own, never on a host device.
+            let ns = crate::lab::Netns::create(&format!("np{}-doctor", crate::lab::new_run_id()?))?;
+            let r = ns.run(|| {
+                let id = p.attach("lo", TcAttachType::Ingress)?;
+                p.detach(id)?;
+                Ok(())
+            });
+            let _ = ns.delete();
+            r?;
+            Ok("clsact ingress on a netpath netns loopback".into())
+        })(),
+    ));
     checks.push(result("kprobe", (|| {
         let p: &mut KProbe = ebpf.program_mut("doctor_kprobe").unwrap().try_into()?;
         p.load()?;
@@ -162,21 +171,24 @@ pub fn probe() -> Result<Capabilities> {
             Err(e) => Err(e.into()),
         }
     })()));
-    checks.push(result("fentry", (|| {
-        let btf = Btf::from_sys_fs()?;
-        let p: &mut FEntry = ebpf.program_mut("doctor_fentry").unwrap().try_into()?;
-        match p.load("ip_rcv", &btf) {
-            Ok(()) => {
-                let id = p.attach()?;
-                p.detach(id)?;
-                Ok("fentry on ip_rcv loads and attaches".into())
+    checks.push(result(
+        "fentry",
+        (|| {
+            let btf = Btf::from_sys_fs()?;
+            let p: &mut FEntry = ebpf.program_mut("doctor_fentry").unwrap().try_into()?;
+            match p.load("ip_rcv", &btf) {
+                Ok(()) => {
+                    let id = p.attach()?;
+                    p.detach(id)?;
+                    Ok("fentry on ip_rcv loads and attaches".into())
+                }
+                Err(e) => Err(anyhow::anyhow!(
+                    "the kernel refuses BPF_PROG_TYPE_TRACING programs: {}",
+                    crate::error_chain(&e)
+                )),
             }
-            Err(e) => Err(anyhow::anyhow!(
-                "the kernel refuses BPF_PROG_TYPE_TRACING programs: {}",
-                crate::error_chain(&e)
-            )),
-        }
-    })()));
+        })(),
+    ));
 
     let docker = result("docker", docker_ping());
     Ok(Capabilities {
@@ -211,7 +223,11 @@ pub fn print(c: &Capabilities, chosen: Option<Backend>) {
     println!("lockdown  {}", c.lockdown);
     println!(
         "BTF       {}",
-        if c.btf { "yes (/sys/kernel/btf/vmlinux)" } else { "no" }
+        if c.btf {
+            "yes (/sys/kernel/btf/vmlinux)"
+        } else {
+            "no"
+        }
     );
     println!();
     println!("{:<16} {:<6} detail", "program type", "usable");

@@ -9,6 +9,7 @@ pub mod doctor;
 pub mod harness;
 pub mod lab;
 pub mod report;
+pub mod trace;
 pub mod tracer;
 
 /// An error and its sources on one line.
@@ -27,7 +28,9 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 /// tracefs at its standard place changes nothing else on the machine.
 pub fn ensure_tracefs() {
     let dir = std::path::Path::new("/sys/kernel/tracing");
-    if dir.join("events").exists() || std::path::Path::new("/sys/kernel/debug/tracing/events").exists() {
+    if dir.join("events").exists()
+        || std::path::Path::new("/sys/kernel/debug/tracing/events").exists()
+    {
         return;
     }
     if let Err(e) = nix::mount::mount(

@@ -23,6 +23,8 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath doctor                       what this kernel allows, and the backend netpath picks
     netpath compare                      bridge and host drivers on the embedded netns lab
     netpath compare --driver bridge -n 50000 --json > bridge.json
+    netpath trace --port 11111 --count 5  five complete packet timelines on the bridge lab
+    netpath trace --netns srv --iface eth0 --json
     netpath cleanup                      remove what a killed run left behind";
 
 #[derive(Subcommand)]
@@ -63,6 +65,36 @@ enum Cmd {
         /// Report each kernel program's run count and mean cost (BPF run-time stats).
         #[arg(long)]
         prog_stats: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print per-packet timelines (one line per point, time since the previous one, device,
+    /// hop) for traffic on a lab path; filters are applied in the kernel.
+    Trace {
+        /// Lab topology to build and send request/response traffic through.
+        #[arg(long, short = 'd', default_value = "bridge")]
+        driver: Driver,
+        /// Complete timelines to print.
+        #[arg(long, short = 'c', default_value_t = 10)]
+        count: usize,
+        /// Only this L4 protocol (tcp, udp, icmp or a number).
+        #[arg(long)]
+        proto: Option<String>,
+        /// Only packets from or to this IPv4 address.
+        #[arg(long)]
+        host: Option<std::net::Ipv4Addr>,
+        /// Only packets from or to this port.
+        #[arg(long)]
+        port: Option<u16>,
+        /// Only packets first seen in this netns (lab role such as cli/srv/node, full name, or
+        /// a path like /proc/PID/ns/net).
+        #[arg(long)]
+        netns: Option<String>,
+        /// Only packets first seen on this lab interface.
+        #[arg(long)]
+        iface: Option<String>,
+        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+        backend: BackendChoice,
         #[arg(long)]
         json: bool,
     },
@@ -140,6 +172,41 @@ fn run(cli: Cli) -> Result<()> {
             if json {
                 let v = serde_json::json!({ "backend": backend, "drivers": reports });
                 println!("{}", serde_json::to_string_pretty(&v)?);
+            }
+        }
+        Cmd::Trace {
+            driver,
+            count,
+            proto,
+            host,
+            port,
+            netns,
+            iface,
+            backend: choice,
+            json,
+        } => {
+            lab::install_signal_cleanup();
+            let caps = doctor::probe()?;
+            let backend = backend::select(choice, &caps)?;
+            let out = netpath::trace::run(
+                backend,
+                &netpath::trace::TraceOptions {
+                    driver,
+                    count,
+                    proto,
+                    host,
+                    port,
+                    netns,
+                    iface,
+                },
+            )?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                netpath::trace::print(&out);
+            }
+            if out.timelines.is_empty() {
+                bail!("no packet matched the filters");
             }
         }
         Cmd::Cleanup => {

@@ -67,6 +67,7 @@ pub struct PassRow {
 #[derive(Clone, Debug, Serialize)]
 pub struct DropRow {
     pub reason: u32,
+    pub reason_name: String,
     pub hop: &'static str,
     pub dir: &'static str,
     pub last_point: &'static str,
@@ -243,6 +244,7 @@ pub fn build(
     drops: &[DropRecord],
     devices: &[LabDevice],
     keep_timelines: usize,
+    reasons: &BTreeMap<u32, String>,
 ) -> DriverReport {
     let traced_s = RttSummary::from_rr(traced);
     let untraced_s = untraced.map(RttSummary::from_rr);
@@ -329,7 +331,7 @@ pub fn build(
         *drop_rows
             .entry((
                 d.reason,
-                d.hop,
+                netpath_common::hop::drop_hop(d.last_point, d.last_kind) as u32,
                 d.dir,
                 d.last_point,
                 device_name(devices, d.netns, d.ifindex),
@@ -340,6 +342,10 @@ pub fn build(
         .into_iter()
         .map(|((reason, hop, dir, lp, device), count)| DropRow {
             reason,
+            reason_name: reasons
+                .get(&reason)
+                .cloned()
+                .unwrap_or_else(|| reason.to_string()),
             hop: Hop::from_u32(hop).name(),
             dir: if dir == 1 { "response" } else { "request" },
             last_point: Point::from_u16(lp).map(|p| p.name()).unwrap_or("?"),
@@ -471,7 +477,7 @@ pub fn print(r: &DriverReport) {
     for d in &r.drops {
         println!(
             "   DROP reason {} in hop {} ({} after {} on {}) ×{}",
-            d.reason, d.hop, d.dir, d.last_point, d.device, d.count
+            d.reason_name, d.hop, d.dir, d.last_point, d.device, d.count
         );
     }
     for c in &r.prog_costs {

@@ -16,7 +16,7 @@ use aya::{
 };
 use netpath_common::{
     DevInfo, DevKey, DropRecord, Flight, HopHist, HopStat, KernelOffsets, NSLOTS, ROLE_CLIENT,
-    ROLE_SERVER, SkbState, TidState, counter, hist::NBUCKETS,
+    ROLE_RELAY, ROLE_SERVER, SkbState, TidState, counter, hist::NBUCKETS,
 };
 
 use crate::{backend::Backend, lab::LabDevice};
@@ -69,6 +69,19 @@ pub struct TracerOptions {
     pub prog_stats: bool,
     /// Attach the detail points too (`net_dev_start_xmit`), for per-packet timelines.
     pub detail: bool,
+    /// Kernel-side filter on the packets followed (`netpath trace`).
+    pub filter: Filter,
+}
+
+/// Which packets to follow; checked in the kernel when a packet is first seen.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    pub port: Option<u16>,
+    pub addr: Option<std::net::Ipv4Addr>,
+    pub proto: Option<u8>,
+    /// Netns inode and ifindex of the device where the packet is first seen.
+    pub netns: Option<u32>,
+    pub ifindex: Option<u32>,
 }
 
 impl Default for TracerOptions {
@@ -78,6 +91,7 @@ impl Default for TracerOptions {
             max_gap_ns: 100_000_000,
             prog_stats: false,
             detail: false,
+            filter: Filter::default(),
         }
     }
 }
@@ -103,6 +117,8 @@ pub struct Tracer {
     raw_plan: Vec<(&'static str, &'static str)>,
     /// Whether journeys are bounded by syscall tracepoints (old kernels) instead of socket ones.
     pub syscall_bounds: bool,
+    /// `enum skb_drop_reason` of this kernel, value → name.
+    pub drop_reasons: std::collections::BTreeMap<u32, String>,
     _stats: Option<std::os::fd::OwnedFd>,
 }
 
@@ -144,6 +160,25 @@ impl Tracer {
             .override_global("OFF_NET_NS_INUM", &offsets.net_ns_inum, true)
             .override_global("SAMPLE_EVERY", &opts.sample_every, true)
             .override_global("MAX_GAP_NS", &opts.max_gap_ns, true);
+        let f = &opts.filter;
+        let on = f.port.map_or(0, |_| 1)
+            | f.addr.map_or(0, |_| 2)
+            | f.proto.map_or(0, |_| 4)
+            | f.netns.map_or(0, |_| 8)
+            | f.ifindex.map_or(0, |_| 16);
+        let port = f.port.unwrap_or(0).to_be() as u32;
+        let addr = u32::from_ne_bytes(f.addr.map_or([0; 4], |a| a.octets()));
+        let proto = f.proto.unwrap_or(0) as u32;
+        let netns = f.netns.unwrap_or(0);
+        let ifindex = f.ifindex.unwrap_or(0);
+        loader
+            .override_global("FILTER_ON", &on, true)
+            .override_global("FILTER_PORT", &port, true)
+            .override_global("FILTER_ADDR", &addr, true)
+            .override_global("FILTER_PROTO", &proto, true)
+            .override_global("FILTER_NETNS", &netns, true)
+            .override_global("FILTER_IFINDEX", &ifindex, true);
+        let drop_reasons = crate::btf::enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_");
         let mut ebpf = loader
             .load(object()?)
             .context("loading netpath's eBPF object")?;
@@ -199,12 +234,13 @@ impl Tracer {
             offsets,
             links: Vec::new(),
             tc_links: Vec::new(),
-            tids: std::sync::Arc::new(TidControl(Mutex::new(tids))),
+            tids: std::sync::Arc::new(TidControl(Mutex::new(tids), Mutex::new(Vec::new()))),
             samples,
             drops,
             missing,
             raw_plan,
             syscall_bounds,
+            drop_reasons,
             _stats: if opts.prog_stats {
                 Some(aya::sys::enable_stats(aya::sys::Stats::RunTime)?)
             } else {
@@ -454,12 +490,35 @@ fn verifier_error(prog: &str, e: aya::programs::ProgramError) -> anyhow::Error {
 
 /// The traced-thread set, shared with the harness: it names its client and server threads once
 /// warm-up is over, so only measured requests are traced.
-pub struct TidControl(Mutex<HashMap<MapData, u32, TidState>>);
+pub struct TidControl(Mutex<HashMap<MapData, u32, TidState>>, Mutex<Vec<u32>>);
+
+impl TidControl {
+    /// Processes that relay journeys (docker-proxy): all their threads are traced as relays
+    /// from the next measurement on.
+    pub fn set_relays(&self, pids: Vec<u32>) {
+        *self.1.lock().unwrap() = pids;
+    }
+
+    fn relay_tids(&self) -> Vec<u32> {
+        let mut out = Vec::new();
+        for pid in self.1.lock().unwrap().iter() {
+            if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+                out.extend(dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()));
+            }
+        }
+        out
+    }
+}
 
 impl crate::harness::Phases for TidControl {
     fn measure_start(&self, client_tid: u32, server_tid: u32) -> Result<()> {
         let mut t = self.0.lock().unwrap();
-        for (tid, role) in [(client_tid, ROLE_CLIENT), (server_tid, ROLE_SERVER)] {
+        // Relay threads are enumerated now, after warm-up: the Go runtime has made its threads.
+        let relays = self.relay_tids();
+        let roles = [(client_tid, ROLE_CLIENT), (server_tid, ROLE_SERVER)]
+            .into_iter()
+            .chain(relays.into_iter().map(|t| (t, ROLE_RELAY)));
+        for (tid, role) in roles {
             let st = TidState {
                 role,
                 ..TidState::default()
@@ -469,10 +528,12 @@ impl crate::harness::Phases for TidControl {
         Ok(())
     }
 
-    fn measure_end(&self, client_tid: u32, server_tid: u32) -> Result<()> {
+    fn measure_end(&self, _client_tid: u32, _server_tid: u32) -> Result<()> {
         let mut t = self.0.lock().unwrap();
-        let _ = t.remove(&client_tid);
-        let _ = t.remove(&server_tid);
+        let keys: Vec<u32> = t.keys().filter_map(|k| k.ok()).collect();
+        for k in keys {
+            let _ = t.remove(&k);
+        }
         Ok(())
     }
 }

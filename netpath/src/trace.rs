@@ -1,0 +1,183 @@
+//! `netpath trace`: per-packet timelines, one line per point with the time since the previous
+//! one, the device, netns and the hop the segment belongs to, like pwru but with hops. Filters
+//! are applied in the kernel when a packet is first seen.
+use std::net::Ipv4Addr;
+
+use anyhow::{Context as _, Result, bail};
+use serde::Serialize;
+
+use crate::{
+    backend::Backend,
+    harness::{self, RrConfig},
+    lab::{Driver, Lab},
+    report::{self, Timeline},
+    tracer::{Filter, Tracer, TracerOptions},
+};
+
+pub struct TraceOptions {
+    pub driver: Driver,
+    /// Complete timelines to print.
+    pub count: usize,
+    pub proto: Option<String>,
+    pub host: Option<Ipv4Addr>,
+    pub port: Option<u16>,
+    /// Lab netns (full name or role suffix such as `cli`, `srv`, `node`) or a netns file path
+    /// such as `/proc/<pid>/ns/net`.
+    pub netns: Option<String>,
+    pub iface: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct TraceOutput {
+    pub driver: String,
+    pub backend: &'static str,
+    pub timelines: Vec<Timeline>,
+    pub lost: std::collections::BTreeMap<&'static str, u64>,
+}
+
+fn proto_number(p: &str) -> Result<u8> {
+    Ok(match p.to_ascii_lowercase().as_str() {
+        "tcp" => 6,
+        "udp" => 17,
+        "icmp" => 1,
+        other => other.parse().with_context(|| {
+            format!("unknown protocol {other:?}: use tcp, udp, icmp or a number")
+        })?,
+    })
+}
+
+/// Resolves the `--netns`/`--iface` filters against the lab.
+fn resolve(lab: &Lab, o: &TraceOptions) -> Result<(Option<u32>, Option<u32>)> {
+    let netns = match &o.netns {
+        None => None,
+        Some(n) if n.starts_with('/') => Some(crate::lab::ns_inum(std::path::Path::new(n))?),
+        Some(n) => {
+            let ns = lab
+                .namespaces()
+                .into_iter()
+                .find(|ns| &ns.name == n || ns.name.ends_with(&format!("-{n}")))
+                .with_context(|| {
+                    let names: Vec<String> = lab.netns_names();
+                    format!("no lab netns {n:?}: choose one of {}", names.join(", "))
+                })?;
+            Some(ns.inum)
+        }
+    };
+    let ifindex = match &o.iface {
+        None => None,
+        Some(i) => {
+            let devs: Vec<_> = lab
+                .devices
+                .iter()
+                .filter(|d| &d.name == i && netns.is_none_or(|n| d.netns_inum == n))
+                .collect();
+            match devs.as_slice() {
+                [d] => Some(d.ifindex),
+                [] => bail!("no lab device {i:?} (in that netns)"),
+                _ => bail!("device name {i:?} exists in several lab namespaces: add --netns"),
+            }
+        }
+    };
+    Ok((netns, ifindex))
+}
+
+pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
+    let proto = o.proto.as_deref().map(proto_number).transpose()?;
+    let lab = Lab::build(o.driver).with_context(|| format!("building the {} lab", o.driver))?;
+    let result: Result<TraceOutput> = (|| {
+        let (netns, ifindex) = resolve(&lab, o)?;
+        let mut tracer = Tracer::load(
+            backend,
+            &TracerOptions {
+                sample_every: 1,
+                detail: true,
+                filter: Filter {
+                    port: o.port,
+                    addr: o.host,
+                    proto,
+                    netns,
+                    ifindex,
+                },
+                ..TracerOptions::default()
+            },
+        )?;
+        tracer.set_devices(&lab.devices)?;
+        tracer.attach()?;
+        // Each request yields two journeys (request and response); a filter may keep either.
+        let rr = RrConfig {
+            requests: o.count.max(1) as u64,
+            warmup: 10,
+            ..RrConfig::default()
+        };
+        let phases = tracer.tids.clone();
+        harness::run_rr(&lab, &rr, phases.as_ref())?;
+        tracer.detach()?;
+        let samples = tracer.drain_samples();
+        let snap = tracer.snapshot()?;
+        let timelines: Vec<Timeline> = samples
+            .iter()
+            .take(o.count)
+            .map(|s| report::timeline(s, &lab.devices))
+            .collect();
+        let lost = [
+            netpath_common::counter::RINGBUF_LOST,
+            netpath_common::counter::SKB_MAP_FULL,
+            netpath_common::counter::STALE,
+            netpath_common::counter::RECV_UNMATCHED,
+            netpath_common::counter::TRUNCATED,
+        ]
+        .iter()
+        .map(|&c| {
+            (
+                netpath_common::counter::NAMES[c as usize],
+                snap.counters[c as usize],
+            )
+        })
+        .collect();
+        Ok(TraceOutput {
+            driver: o.driver.to_string(),
+            backend: backend.name(),
+            timelines,
+            lost,
+        })
+    })();
+    let torn = lab.teardown();
+    let out = result?;
+    torn?;
+    Ok(out)
+}
+
+pub fn print(out: &TraceOutput) {
+    for (i, t) in out.timelines.iter().enumerate() {
+        println!(
+            "#{} {:<8} {}  {:.2} µs  ({} receive passes, {} NET_RX softirq runs)",
+            i + 1,
+            t.dir,
+            t.tuple,
+            t.total_us,
+            t.rx_passes,
+            t.softirq_runs
+        );
+        let mut at = 0.0;
+        for p in &t.points {
+            at += p.since_prev_us;
+            println!(
+                "   {:>9.3} µs  +{:>8.3}  {:<14} {:<30} {:<8} cpu{:<2} {}",
+                at,
+                p.since_prev_us,
+                p.point,
+                p.device,
+                p.kind,
+                p.cpu,
+                if p.point == "send" { "" } else { p.hop }
+            );
+        }
+    }
+    let lost: Vec<String> = out.lost.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!(
+        "{} timelines (backend {}); lost/unmatched: {}",
+        out.timelines.len(),
+        out.backend,
+        lost.join(", ")
+    );
+}

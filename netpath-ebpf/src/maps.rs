@@ -22,6 +22,11 @@ pub static DEVS: HashMap<DevKey, u32> = HashMap::with_max_entries(1024, 0);
 /// Relay process (tgid) → the journey it received and has not yet sent on.
 #[map]
 pub static RELAY: HashMap<u32, RelayHold> = HashMap::with_max_entries(256, 0);
+/// The last tracked journey that woke a socket: [skb, generation, direction, time]. A splicing
+/// relay's next send continues it.
+#[map]
+pub static LAST_READY: aya_ebpf::maps::Array<[u64; 4]> =
+    aya_ebpf::maps::Array::with_max_entries(1, 0);
 /// `struct net_device *` → its key and kind, so a tracked packet costs one lookup per device
 /// instead of three kernel reads. Cleared by the loader whenever the device set changes.
 #[map]

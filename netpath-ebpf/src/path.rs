@@ -141,7 +141,7 @@ fn start(tid: u32, ts: &mut TidState, skb: u64, dev: DevInfo, t: u64) -> Result<
         last_softirq: u32::MAX,
     };
     if sampled {
-        start_timeline(tid, skb, &f)?;
+        start_timeline(tid, skb, &f, send_ts, ts.role == ROLE_RELAY)?;
         append_point(
             skb,
             Point::DevQueue as u16,
@@ -163,7 +163,7 @@ fn start(tid: u32, ts: &mut TidState, skb: u64, dev: DevInfo, t: u64) -> Result<
 
 /// The full record of a sampled packet, built in per-CPU scratch (it exceeds the BPF stack).
 #[inline(always)]
-fn start_timeline(tid: u32, skb: u64, f: &Flight) -> Result<(), i64> {
+fn start_timeline(tid: u32, skb: u64, f: &Flight, send_ts: u64, relay: bool) -> Result<(), i64> {
     let st = SCRATCH.get_ptr_mut(0).ok_or(-1i64)?;
     let (saddr, daddr, sport, dport, _) = kernel::skb_tuple(skb).unwrap_or((0, 0, 0, 0, 0));
     let s = unsafe { &mut *st };
@@ -184,13 +184,15 @@ fn start_timeline(tid: u32, skb: u64, f: &Flight) -> Result<(), i64> {
     s.softirqs = 0;
     s.rx_passes = 0;
     s.last_softirq = 0;
+    // A relayed journey's record starts at the relay's send: the time before it (the first
+    // connection and the proxy hop) is in the record of the first connection.
     s.points[0] = TimelinePoint {
-        ts: f.first_ts,
+        ts: send_ts,
         netns: 0,
         ifindex: 0,
         point: Point::SendEnter as u16,
         kind: 0,
-        hop: Hop::SenderStack as u16,
+        hop: if relay { Hop::Proxy } else { Hop::SenderStack } as u16,
         cpu: unsafe { bpf_get_smp_processor_id() } as u16,
     };
     s.npoints = 1;
@@ -206,7 +208,18 @@ fn start_timeline(tid: u32, skb: u64, f: &Flight) -> Result<(), i64> {
 pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
     // Hot path: most skbs are not ours. Decide that with one hash lookup, before any clock read
     // or kernel memory read.
-    let f = match SKBS.get_ptr_mut(skb) {
+    let mut f = SKBS.get_ptr_mut(skb);
+    if let Some(old) = f {
+        let lp = unsafe { (*old).last_point };
+        if lp == Point::SockReady as u16 || lp == Point::Copy as u16 {
+            // A packet delivered to a socket never returns to a device: this address was freed
+            // unseen (splice, deferred free) and reused. New generation.
+            bump(counter::REUSED);
+            forget(skb, unsafe { (*old).sampled });
+            f = None;
+        }
+    }
+    let f = match f {
         Some(f) => f,
         None if point == Point::DevQueue => {
             let tid = current_tid();
@@ -286,7 +299,14 @@ pub fn on_sock_ready() -> Result<(), i64> {
     if let Some(f) = SKBS.get_ptr_mut(skb)
         && unsafe { (*f).last_point } == Point::NetifReceive as u16
     {
-        advance(f, skb, Point::SockReady as u16, 0, DevKey::default(), now());
+        let t = now();
+        advance(f, skb, Point::SockReady as u16, 0, DevKey::default(), t);
+        // A relay that splices (docker-proxy: Go's io.Copy between TCP sockets uses splice)
+        // never copies to user space nor returns from a receive: the last point of the
+        // journey it relays is this wakeup. Remember it for the relay's next send.
+        if let Some(r) = LAST_READY.get_ptr_mut(0) {
+            unsafe { *r = [skb, (*f).first_ts, (*f).dir as u64, t] };
+        }
     }
     Ok(())
 }
@@ -326,14 +346,22 @@ pub fn on_send_enter() -> Result<(), i64> {
         // Only sends that carry a journey the relay received are followed.
         let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
         let hold = match unsafe { RELAY.get(tgid) } {
-            Some(h) => *h,
-            None => return Ok(()),
+            Some(h) => {
+                let h = *h;
+                let _ = RELAY.remove(tgid);
+                h
+            }
+            None => match take_last_ready(t) {
+                Some(h) => h,
+                None => return Ok(()),
+            },
         };
-        let _ = RELAY.remove(tgid);
         if t.wrapping_sub(hold.recv_ts) > kernel::max_gap_ns() {
             bump(counter::STALE);
             return Ok(());
         }
+        // The proxy hop: the relay has the message (receive returned, or its socket was woken
+        // when it splices) → it starts sending it on the other connection.
         record(hold.dir, Hop::Proxy as u32, t - hold.recv_ts);
         ts.origin_ts = hold.origin_ts;
         ts.origin_dir = hold.dir;
@@ -346,6 +374,38 @@ pub fn on_send_enter() -> Result<(), i64> {
     }
     ts.send_ts = t;
     Ok(())
+}
+
+/// The last journey that woke a socket, if it was not delivered by a copy since: the journey
+/// a splicing relay is about to send on. Its skb's state ends here (the splice frees it unseen).
+#[inline(always)]
+fn take_last_ready(t: u64) -> Option<RelayHold> {
+    let r = LAST_READY.get_ptr_mut(0)?;
+    let [skb, origin_ts, dir, ready_ts] = unsafe { *r };
+    if skb == 0 {
+        return None;
+    }
+    unsafe { (*r)[0] = 0 };
+    let f = SKBS.get_ptr_mut(skb)?;
+    let f = unsafe { &*f };
+    if f.first_ts != origin_ts || f.last_point != Point::SockReady as u16 {
+        return None;
+    }
+    if t.wrapping_sub(ready_ts) > kernel::max_gap_ns() {
+        forget(skb, f.sampled);
+        return None;
+    }
+    record(f.dir, f.cur_hop, ready_ts - f.hop_start);
+    if f.sampled != 0 {
+        emit_timeline(skb, f, ready_ts);
+    }
+    forget(skb, f.sampled);
+    Some(RelayHold {
+        origin_ts,
+        recv_ts: ready_ts,
+        dir: dir as u32,
+        _pad: 0,
+    })
 }
 
 #[inline(always)]

@@ -110,6 +110,7 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
             ..RrConfig::default()
         };
         let phases = tracer.tids.clone();
+        phases.set_relays(lab.proxy_pid.into_iter().collect());
         harness::run_rr(&lab, &rr, phases.as_ref())?;
         tracer.detach()?;
         let samples = tracer.drain_samples();
@@ -169,7 +170,11 @@ pub fn print(out: &TraceOutput) {
                 p.device,
                 p.kind,
                 p.cpu,
-                if p.point == "send" { "" } else { p.hop }
+                if p.point == "send" && p.hop != "proxy" {
+                    ""
+                } else {
+                    p.hop
+                }
             );
         }
     }

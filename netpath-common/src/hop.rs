@@ -326,9 +326,15 @@ pub fn hop_between(from: u16, from_kind: u16, to: u16, to_kind: u16) -> Hop {
             Hop::Bridge
         }
         (RECV, BR_FWD) => Hop::Bridge,
-        (RECV | IP_RCV, NAT) => Hop::Forward,
-        (NAT, _) => Hop::Nat,
-        (RECV, VX_RCV) if from_kind == UNDERLAY => Hop::VxlanDecap,
+        // NAT (function probes): the segment that ends at the rewrite is the netfilter hook
+        // processing up to it (conntrack, NAT lookup); after it, the packet is routed on or
+        // delivered.
+        (_, NAT) if from != SEND => Hop::Nat,
+        (NAT, QUEUE | XMIT) => Hop::Forward,
+        (NAT, IP_RCV | TCP_RCV | READY | COPY) => Hop::ReceiverStack,
+        // VXLAN receive: the underlay's IP/UDP input up to vxlan_rcv is decapsulation work.
+        (RECV | IP_RCV, VX_RCV) => Hop::VxlanDecap,
+        (RECV, IP_RCV) if from_kind == UNDERLAY => Hop::VxlanDecap,
         (VX_RCV, _) => Hop::VxlanDecap,
         (RECV, RECV | RX) if to_kind == VXLAN => Hop::VxlanDecap,
         (RECV, RECV | RX) if to_kind == MACVLAN || from_kind == MACVLAN => Hop::Macvlan,
@@ -474,6 +480,64 @@ mod tests {
         );
         assert_eq!(drop_hop(NetifRx as u16, Veth as u16), Hop::Backlog);
         assert_eq!(drop_hop(DevQueue as u16, Veth as u16), Hop::Veth);
+    }
+
+    #[test]
+    fn function_probe_points_keep_the_same_hops() {
+        use DevKind::*;
+        use Point::*;
+        // kprobe/fentry bridge path: extra points, same hop names.
+        let path = [
+            (SendEnter, Unknown),
+            (DevQueue, Veth),
+            (VethXmit, Veth),
+            (NetifRx, BridgePort),
+            (NetifReceive, BridgePort),
+            (BridgeForward, BridgePort),
+            (DevQueue, BridgePort),
+            (VethXmit, BridgePort),
+            (NetifRx, Veth),
+            (NetifReceive, Veth),
+            (IpRcv, Veth),
+            (TcpRcv, Veth),
+            (SockReady, Unknown),
+        ];
+        let hops: std::vec::Vec<Hop> = path
+            .windows(2)
+            .map(|w| h(w[0].0, w[0].1, w[1].0, w[1].1))
+            .collect();
+        assert_eq!(
+            hops,
+            [
+                Hop::SenderStack,
+                Hop::Veth,
+                Hop::Veth,
+                Hop::Backlog,
+                Hop::Bridge,
+                Hop::Bridge,
+                Hop::Veth,
+                Hop::Veth,
+                Hop::Backlog,
+                Hop::ReceiverStack,
+                Hop::ReceiverStack,
+                Hop::ReceiverStack,
+            ]
+        );
+        // A reply crossing de-NAT on local delivery: ip_rcv → rewrite is the nat hop.
+        assert_eq!(h(IpRcv, Bridge, NatManip, Bridge), Hop::Nat);
+        assert_eq!(h(NatManip, Bridge, TcpRcv, Bridge), Hop::ReceiverStack);
+        // Forwarded through DNAT: receive → rewrite (nat) → routed to the egress device.
+        assert_eq!(h(NetifReceive, Underlay, NatManip, Underlay), Hop::Nat);
+        assert_eq!(h(NatManip, Underlay, DevQueue, Bridge), Hop::Forward);
+        // A send rewritten by OUTPUT DNAT starts at the rewrite.
+        assert_eq!(h(SendEnter, Unknown, NatManip, Unknown), Hop::SenderStack);
+        // VXLAN with function probes.
+        assert_eq!(h(DevQueue, Vxlan, VxlanXmit, Vxlan), Hop::VxlanEncap);
+        assert_eq!(h(VxlanXmit, Vxlan, UdpTunnelXmit, Vxlan), Hop::VxlanEncap);
+        assert_eq!(h(UdpTunnelXmit, Vxlan, DevQueue, Underlay), Hop::VxlanEncap);
+        assert_eq!(h(NetifReceive, Underlay, IpRcv, Underlay), Hop::VxlanDecap);
+        assert_eq!(h(IpRcv, Underlay, VxlanRcv, Underlay), Hop::VxlanDecap);
+        assert_eq!(h(VxlanRcv, Underlay, NetifReceive, Vxlan), Hop::VxlanDecap);
     }
 
     #[test]

@@ -100,7 +100,14 @@ fn dev_info(dev: u64) -> Result<DevInfo, i64> {
 
 /// Starts tracking `skb`, the first skb of the send traced thread `tid` has in progress.
 #[inline(always)]
-fn start(tid: u32, ts: &mut TidState, skb: u64, dev: DevInfo, t: u64) -> Result<(), i64> {
+fn start(
+    tid: u32,
+    ts: &mut TidState,
+    skb: u64,
+    dev: DevInfo,
+    t: u64,
+    point: Point,
+) -> Result<(), i64> {
     let send_ts = ts.send_ts;
     // One skb per send: later skbs of the same send (bulk) or pure ACKs are not followed.
     ts.send_ts = 0;
@@ -132,7 +139,7 @@ fn start(tid: u32, ts: &mut TidState, skb: u64, dev: DevInfo, t: u64) -> Result<
         hop_start: send_ts,
         cur_hop: h as u32,
         dir,
-        last_point: Point::DevQueue as u16,
+        last_point: point as u16,
         last_kind: dev.kind as u16,
         sampled: sampled as u16,
         rx_passes: 0,
@@ -221,7 +228,9 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
     }
     let f = match f {
         Some(f) => f,
-        None if point == Point::DevQueue => {
+        // A packet is born at its first device queue inside a traced send, or at a NAT rewrite
+        // there (netfilter OUTPUT runs before the device queue; function probes only).
+        None if point == Point::DevQueue || point == Point::NatManip => {
             let tid = current_tid();
             let ts = match traced(tid) {
                 Some(ts) if ts.send_ts != 0 => ts,
@@ -233,7 +242,7 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
                 ts.send_ts = 0;
                 return Ok(());
             }
-            return start(tid, ts, skb, info, t);
+            return start(tid, ts, skb, info, t, point);
         }
         None => return Ok(()),
     };
@@ -277,6 +286,15 @@ fn on_receive_pass(f: *mut Flight, skb: u64, t: u64) {
         rx[0] = skb;
         rx[1] = t;
     }
+}
+
+/// A function-probe point (kprobe/fentry backends): same state machine as the device points.
+#[inline(always)]
+pub fn on_fn_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
+    if skb == 0 {
+        return Ok(());
+    }
+    on_dev_point(skb, dev, point)
 }
 
 /// `irq:softirq_entry` for NET_RX: a new softirq run on this CPU.

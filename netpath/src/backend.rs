@@ -15,6 +15,7 @@ pub enum Backend {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[clap(rename_all = "lower")]
 pub enum BackendChoice {
     Auto,
     Tracepoint,
@@ -68,7 +69,7 @@ impl Backend {
 
     /// Backends implemented in this build, best first.
     pub fn implemented() -> &'static [Backend] {
-        &[Backend::Tracepoint]
+        &[Backend::Fentry, Backend::Kprobe, Backend::Tracepoint]
     }
 }
 
@@ -108,4 +109,17 @@ pub fn select(
         );
     }
     Ok(wanted)
+}
+
+impl BackendChoice {
+    /// `NETPATH_BACKEND` (auto, tracepoint, kprobe, fentry) if set: lets the test suite run the
+    /// same tests once per backend.
+    pub fn from_env() -> anyhow::Result<BackendChoice> {
+        use clap::ValueEnum as _;
+        match std::env::var("NETPATH_BACKEND") {
+            Ok(v) if !v.is_empty() => BackendChoice::from_str(&v, true)
+                .map_err(|e| anyhow::anyhow!("NETPATH_BACKEND={v}: {e}")),
+            _ => Ok(BackendChoice::Auto),
+        }
+    }
 }

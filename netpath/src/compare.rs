@@ -101,6 +101,7 @@ pub fn measure(tracer: &mut Tracer, lab: &Lab, opts: &CompareOptions) -> Result<
             opts.keep_timelines,
             &tracer.drop_reasons,
         );
+        rep.function_probes = tracer.fn_probes.clone();
         if opts.tracer.prog_stats {
             rep.prog_costs = costs(&costs_before, &tracer.prog_costs(), traced.count);
         }

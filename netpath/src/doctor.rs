@@ -166,7 +166,8 @@ pub fn probe() -> Result<Capabilities> {
                 Ok("kprobe on ip_rcv attaches".into())
             }
             Err(e) if !kprobes_compiled_in() => Err(anyhow::anyhow!(
-                "kernel built without kprobes (CONFIG_KPROBES unset; no kprobe PMU or kprobe_events): {e}"
+                "kernel built without kprobes (CONFIG_KPROBES unset: no kprobe PMU, no kprobe_events; {})",
+                crate::error_chain(&e)
             )),
             Err(e) => Err(e.into()),
         }
@@ -182,10 +183,16 @@ pub fn probe() -> Result<Capabilities> {
                     p.detach(id)?;
                     Ok("fentry on ip_rcv loads and attaches".into())
                 }
-                Err(e) => Err(anyhow::anyhow!(
-                    "the kernel refuses BPF_PROG_TYPE_TRACING programs: {}",
-                    crate::error_chain(&e)
-                )),
+                Err(e) => {
+                    let msg = crate::error_chain(&e);
+                    if msg.contains("Operation not permitted") {
+                        Err(anyhow::anyhow!(
+                            "the kernel refuses fentry/fexit (BPF_PROG_TYPE_TRACING) programs: BPF_PROG_LOAD returned EPERM"
+                        ))
+                    } else {
+                        Err(anyhow::anyhow!("fentry on ip_rcv does not load: {msg}"))
+                    }
+                }
             }
         })(),
     ));

@@ -113,6 +113,8 @@ pub struct DriverReport {
     pub backend: &'static str,
     pub hops_visible: Vec<&'static str>,
     pub missing_tracepoints: Vec<String>,
+    /// Function probes (kprobe/fentry backends) and how each is attached.
+    pub function_probes: Vec<crate::tracer::FnProbe>,
     pub traced: RttSummary,
     pub untraced: Option<RttSummary>,
     /// Traced vs untraced, percent: positive means tracing made it slower.
@@ -379,6 +381,7 @@ pub fn build(
         backend: backend.name(),
         hops_visible: backend.visible_hops().iter().map(|h| h.name()).collect(),
         missing_tracepoints: missing.to_vec(),
+        function_probes: Vec::new(),
         probe_effect_mean_pct: untraced_s
             .as_ref()
             .map(|u| pct(traced_s.mean_us, u.mean_us)),
@@ -411,6 +414,14 @@ pub fn build(
 
 pub fn print(r: &DriverReport) {
     println!("== driver {}  (backend {})", r.driver, r.backend);
+    if !r.function_probes.is_empty() {
+        let f: Vec<String> = r
+            .function_probes
+            .iter()
+            .map(|p| format!("{} ({})", p.function, p.mechanism))
+            .collect();
+        println!("   function probes: {}", f.join(", "));
+    }
     if !r.missing_tracepoints.is_empty() {
         println!(
             "   this kernel lacks {}: neighbouring hops merge",

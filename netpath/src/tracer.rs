@@ -8,7 +8,7 @@ use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, PerCpuValues, RingBuf},
     programs::{
-        RawTracePoint, SchedClassifier, TcAttachType, TracePoint,
+        FEntry, KProbe, RawTracePoint, SchedClassifier, TcAttachType, TracePoint,
         raw_trace_point::RawTracePointLinkId, tc::SchedClassifierLinkId,
         trace_point::TracePointLinkId,
     },
@@ -99,6 +99,41 @@ impl Default for TracerOptions {
 enum Link {
     Raw(&'static str, RawTracePointLinkId),
     Tp(&'static str, TracePointLinkId),
+    KProbe(&'static str, aya::programs::kprobe::KProbeLinkId),
+    FEntry(&'static str, aya::programs::fentry::FEntryLinkId),
+}
+
+/// Function probes of the kprobe and fentry backends: (kernel function, kprobe program,
+/// fentry program).
+pub const FN_POINTS: &[(&str, &str, &str)] = &[
+    ("veth_xmit", "kp_veth_xmit", "fe_veth_xmit"),
+    ("br_forward", "kp_br_forward", "fe_br_forward"),
+    (
+        "nf_nat_manip_pkt",
+        "kp_nf_nat_manip_pkt",
+        "fe_nf_nat_manip_pkt",
+    ),
+    ("vxlan_xmit_one", "kp_vxlan_xmit_one", "fe_vxlan_xmit_one"),
+    (
+        "udp_tunnel_xmit_skb",
+        "kp_udp_tunnel_xmit_skb",
+        "fe_udp_tunnel_xmit_skb",
+    ),
+    ("vxlan_rcv", "kp_vxlan_rcv", "fe_vxlan_rcv"),
+    ("ip_rcv", "kp_ip_rcv", "fe_ip_rcv"),
+    ("tcp_v4_rcv", "kp_tcp_v4_rcv", "fe_tcp_v4_rcv"),
+];
+
+/// How one kernel function is probed in this run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct FnProbe {
+    pub function: &'static str,
+    /// "fentry", "kprobe", or why neither works.
+    pub mechanism: String,
+    #[serde(skip)]
+    prog: Option<&'static str>,
+    #[serde(skip)]
+    fentry: bool,
 }
 
 pub struct Tracer {
@@ -119,6 +154,8 @@ pub struct Tracer {
     pub syscall_bounds: bool,
     /// `enum skb_drop_reason` of this kernel, value → name.
     pub drop_reasons: std::collections::BTreeMap<u32, String>,
+    /// Function probes of the kprobe/fentry backends and how each is attached.
+    pub fn_probes: Vec<FnProbe>,
     _stats: Option<std::os::fd::OwnedFd>,
 }
 
@@ -136,12 +173,6 @@ pub struct Snapshot {
 
 impl Tracer {
     pub fn load(backend: Backend, opts: &TracerOptions) -> Result<Tracer> {
-        if backend != Backend::Tracepoint {
-            bail!(
-                "the {} backend is not available in this build; use --backend tracepoint",
-                backend.name()
-            );
-        }
         crate::ensure_tracefs();
         let btf = crate::btf::load_vmlinux()?;
         let offsets = crate::btf::kernel_offsets(&btf)?;
@@ -225,6 +256,12 @@ impl Tracer {
                 .try_into()?;
             p.load().map_err(|e| verifier_error(prog, e))?;
         }
+        let fn_probes = match backend {
+            Backend::Tracepoint => Vec::new(),
+            Backend::Kprobe | Backend::Fentry => {
+                load_fn_probes(&mut ebpf, &btf, backend == Backend::Fentry)?
+            }
+        };
         let tids = HashMap::try_from(ebpf.take_map("TIDS").context("TIDS map")?)?;
         let samples = RingBuf::try_from(ebpf.take_map("SAMPLES").context("SAMPLES map")?)?;
         let drops = RingBuf::try_from(ebpf.take_map("DROPS").context("DROPS map")?)?;
@@ -241,6 +278,7 @@ impl Tracer {
             raw_plan,
             syscall_bounds,
             drop_reasons,
+            fn_probes,
             _stats: if opts.prog_stats {
                 Some(aya::sys::enable_stats(aya::sys::Stats::RunTime)?)
             } else {
@@ -280,6 +318,25 @@ impl Tracer {
                 .with_context(|| format!("attaching tracepoint {cat}:{name}"))?;
             self.links.push(Link::Tp(prog, id));
         }
+        for f in self.fn_probes.clone() {
+            let Some(prog) = f.prog else { continue };
+            if skipped(prog) {
+                continue;
+            }
+            if f.fentry {
+                let p: &mut FEntry = self.ebpf.program_mut(prog).unwrap().try_into()?;
+                let id = p
+                    .attach()
+                    .with_context(|| format!("attaching fentry {}", f.function))?;
+                self.links.push(Link::FEntry(prog, id));
+            } else {
+                let p: &mut KProbe = self.ebpf.program_mut(prog).unwrap().try_into()?;
+                let id = p
+                    .attach(f.function, 0)
+                    .with_context(|| format!("attaching kprobe {}", f.function))?;
+                self.links.push(Link::KProbe(prog, id));
+            }
+        }
         Ok(())
     }
 
@@ -292,6 +349,14 @@ impl Tracer {
                 }
                 Link::Tp(prog, id) => {
                     let p: &mut TracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;
+                    p.detach(id)?;
+                }
+                Link::KProbe(prog, id) => {
+                    let p: &mut KProbe = self.ebpf.program_mut(prog).unwrap().try_into()?;
+                    p.detach(id)?;
+                }
+                Link::FEntry(prog, id) => {
+                    let p: &mut FEntry = self.ebpf.program_mut(prog).unwrap().try_into()?;
                     p.detach(id)?;
                 }
             }
@@ -468,6 +533,71 @@ impl Tracer {
         }
         out
     }
+}
+
+/// Loads the function probes: fentry where the function's BTF is reachable (vmlinux: aya
+/// cannot load fentry against module BTF), else a kprobe, per function. A function the kernel
+/// does not have (module not loaded, inlined) is reported and skipped; if none works, the
+/// backend is refused.
+fn load_fn_probes(ebpf: &mut Ebpf, btf: &btf_rs::Btf, want_fentry: bool) -> Result<Vec<FnProbe>> {
+    let aya_btf = if want_fentry {
+        Some(aya::Btf::from_sys_fs().context("kernel BTF for fentry")?)
+    } else {
+        None
+    };
+    let mut out = Vec::new();
+    for &(function, kprog, fprog) in FN_POINTS {
+        if let Some(aya_btf) = &aya_btf
+            && crate::btf::has_func(btf, function)
+        {
+            let p: &mut FEntry = ebpf.program_mut(fprog).unwrap().try_into()?;
+            match p.load(function, aya_btf) {
+                Ok(()) => {
+                    out.push(FnProbe {
+                        function,
+                        mechanism: "fentry".into(),
+                        prog: Some(fprog),
+                        fentry: true,
+                    });
+                    continue;
+                }
+                Err(e) => log::info!("fentry on {function} refused, trying kprobe: {e}"),
+            }
+        }
+        let p: &mut KProbe = ebpf.program_mut(kprog).unwrap().try_into()?;
+        if p.fd().is_err() {
+            p.load().map_err(|e| verifier_error(kprog, e))?;
+        }
+        let why_not_fentry = if want_fentry {
+            " (no vmlinux BTF: module function)"
+        } else {
+            ""
+        };
+        match p.attach(function, 0) {
+            Ok(id) => {
+                p.detach(id)?;
+                out.push(FnProbe {
+                    function,
+                    mechanism: format!("kprobe{why_not_fentry}"),
+                    prog: Some(kprog),
+                    fentry: false,
+                });
+            }
+            Err(e) => out.push(FnProbe {
+                function,
+                mechanism: format!("unavailable: {}", crate::error_chain(&e)),
+                prog: None,
+                fentry: false,
+            }),
+        }
+    }
+    if out.iter().all(|f| f.prog.is_none()) {
+        bail!(
+            "no function probe attaches on this kernel: {}",
+            out.first().map(|f| f.mechanism.as_str()).unwrap_or("")
+        );
+    }
+    Ok(out)
 }
 
 /// Empties a hash map keyed by u64 (skb or device addresses).

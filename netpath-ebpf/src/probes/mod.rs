@@ -1,6 +1,8 @@
 //! One module per hook family, named after the kernel hooks they use.
 pub mod doctor;
+pub mod fentry;
 pub mod irq;
+pub mod kprobe;
 pub mod net;
 pub mod skb;
 pub mod sock;

@@ -25,6 +25,12 @@ pub struct CompareOptions {
     pub tc_counters: bool,
     /// Sampled timelines to keep in each report.
     pub keep_timelines: usize,
+    /// Repeat the untraced measurements this many times: medians and spread.
+    pub rounds: usize,
+    /// Bulk throughput per round (None: skip).
+    pub bulk: Option<harness::BulkConfig>,
+    /// Open-loop burst phases (rate, then each multiplier; None: skip).
+    pub burst: Option<(harness::BurstConfig, Vec<f64>)>,
 }
 
 /// Runs `f` on the current thread inside `ns`, then returns the thread to where it was.
@@ -67,11 +73,64 @@ pub fn measure(tracer: &mut Tracer, lab: &Lab, opts: &CompareOptions) -> Result<
     let driver = lab.driver;
     {
         tracer.set_devices(&lab.devices)?;
-        let untraced = if opts.untraced {
-            tracer.detach()?;
-            Some(harness::run_rr(lab, &opts.rr, &NoPhases).context("untraced run")?)
-        } else {
-            None
+        // Untraced measurements first, probes detached: rounds of request/response and bulk,
+        // then the burst phases, with the TCP counters of both ends around them.
+        tracer.detach()?;
+        let before = (
+            harness::read_counters(&lab.client_ns)?,
+            harness::read_counters(&lab.server_ns)?,
+        );
+        let mut rounds = Vec::new();
+        let mut bulk = Vec::new();
+        let mut untraced = None;
+        if opts.untraced {
+            for _ in 0..opts.rounds.max(1) {
+                let r = harness::run_rr(lab, &opts.rr, &NoPhases).context("untraced run")?;
+                rounds.push(report::RttSummary::from_rr(&r));
+                untraced.get_or_insert(r);
+                if let Some(b) = &opts.bulk {
+                    bulk.push(harness::run_bulk(lab, b).context("bulk run")?);
+                }
+            }
+        }
+        let mut burst = Vec::new();
+        if let Some((cfg, mult)) = &opts.burst {
+            for (m, b) in harness::run_burst_phases(lab, cfg, mult).context("burst run")? {
+                let us = |ns: u64| ns as f64 / 1000.0;
+                burst.push(report::BurstPhase {
+                    multiplier: m,
+                    rate: cfg.rate * m,
+                    scheduled: b.scheduled,
+                    sent: b.sent,
+                    completed: b.completed,
+                    achieved_rate: b.achieved_rate,
+                    p50_us: us(b.percentile_ns(50.0)),
+                    p99_us: us(b.percentile_ns(99.0)),
+                    max_us: us(b.hist.max()),
+                    p99_uncorrected_us: us(b.uncorrected_percentile_ns(99.0)),
+                });
+            }
+        }
+        let after = (
+            harness::read_counters(&lab.client_ns)?,
+            harness::read_counters(&lab.server_ns)?,
+        );
+        let devices = harness::device_context(lab).unwrap_or_default();
+        let mtu_in = |ns: &str| {
+            lab.devices
+                .iter()
+                .filter(|d| d.netns == ns && d.kind != netpath_common::DevKind::Loopback)
+                .map(|d| d.mtu)
+                .next()
+                .or_else(|| lab.devices.iter().find(|d| d.netns == ns).map(|d| d.mtu))
+                .unwrap_or(0)
+        };
+        let context = report::RunContext {
+            client_mtu: mtu_in(&lab.client_ns.name),
+            server_mtu: mtu_in(&lab.server_ns.name),
+            devices,
+            client_counters: after.0.delta(&before.0),
+            server_counters: after.1.delta(&before.1),
         };
         tracer.reset()?;
         tracer.attach()?;
@@ -102,6 +161,20 @@ pub fn measure(tracer: &mut Tracer, lab: &Lab, opts: &CompareOptions) -> Result<
             &tracer.drop_reasons,
         );
         rep.function_probes = tracer.fn_probes.clone();
+        rep.rr = report::RrRounds::of(&rounds);
+        rep.rounds = rounds;
+        if !bulk.is_empty() {
+            rep.bulk = Some(report::BulkRounds {
+                streams: bulk[0].per_stream.len(),
+                gbit_per_s: report::Spread::of(bulk.iter().map(|b| b.gbit_per_s).collect()),
+                retransmits: report::Spread::of(
+                    bulk.iter().map(|b| b.retransmits as f64).collect(),
+                ),
+                per_round: bulk.iter().flat_map(|b| b.per_stream.clone()).collect(),
+            });
+        }
+        rep.burst = burst;
+        rep.context = Some(context);
         if opts.tracer.prog_stats {
             rep.prog_costs = costs(&costs_before, &tracer.prog_costs(), traced.count);
         }
@@ -141,6 +214,9 @@ pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>>
             println!();
         }
         out.push(r);
+    }
+    if opts.print && out.len() > 1 {
+        report::print_summary(&out);
     }
     Ok(out)
 }

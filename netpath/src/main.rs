@@ -21,7 +21,8 @@ struct Cli {
 
 const EXAMPLES: &str = "EXAMPLES:
     netpath doctor                       what this kernel allows, and the backend netpath picks
-    netpath compare                      bridge and host drivers on the embedded netns lab
+    netpath compare                      every driver on the embedded netns lab
+    netpath compare -d bridge,host --rounds 5 --bulk-secs 0 --burst 0
     netpath compare --driver bridge -n 50000 --json > bridge.json
     netpath trace --port 11111 --count 5  five complete packet timelines on the bridge lab
     netpath trace --netns srv --iface eth0 --json
@@ -36,9 +37,24 @@ enum Cmd {
     },
     /// Run request/response traffic per driver, traced and untraced, and attribute latency to hops.
     Compare {
-        /// Drivers to measure, comma-separated.
-        #[arg(long, short = 'd', value_delimiter = ',', default_values = ["bridge", "host"])]
+        /// Drivers to measure, comma-separated (default: all of them).
+        #[arg(long, short = 'd', value_delimiter = ',')]
         driver: Vec<Driver>,
+        /// Repeat the untraced measurements N times and report medians and spread.
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
+        /// Seconds of bulk transfer per round (0: no bulk).
+        #[arg(long, default_value_t = 2.0)]
+        bulk_secs: f64,
+        /// Parallel bulk streams.
+        #[arg(long, default_value_t = 1)]
+        streams: usize,
+        /// Open-loop request rate for the burst phases, then twice it (0: no burst).
+        #[arg(long, default_value_t = 2000.0)]
+        burst: f64,
+        /// Seconds per burst phase.
+        #[arg(long, default_value_t = 1.0)]
+        burst_secs: f64,
         /// Measured requests per run.
         #[arg(long, short = 'n', default_value_t = 20_000)]
         requests: u64,
@@ -126,6 +142,11 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Compare {
             driver,
+            rounds,
+            bulk_secs,
+            streams,
+            burst,
+            burst_secs,
             requests,
             warmup,
             req_size,
@@ -149,8 +170,32 @@ fn run(cli: Cli) -> Result<()> {
                 );
                 println!();
             }
+            let drivers = if driver.is_empty() {
+                Driver::ALL.to_vec()
+            } else {
+                driver
+            };
+            let secs = |s: f64| std::time::Duration::from_secs_f64(s.max(0.0));
             let opts = compare::CompareOptions {
-                drivers: driver,
+                drivers,
+                rounds,
+                bulk: (bulk_secs > 0.0).then(|| netpath::harness::BulkConfig {
+                    streams: streams.max(1),
+                    duration: secs(bulk_secs),
+                    ..Default::default()
+                }),
+                burst: (burst > 0.0).then(|| {
+                    (
+                        netpath::harness::BurstConfig {
+                            rate: burst,
+                            duration: secs(burst_secs),
+                            req_size,
+                            resp_size,
+                            ..Default::default()
+                        },
+                        vec![1.0, 2.0],
+                    )
+                }),
                 rr: RrConfig {
                     requests,
                     warmup,

@@ -135,6 +135,111 @@ pub struct DriverReport {
     pub timelines: Vec<Timeline>,
     /// Kernel-measured cost of each program during the traced run (with `--prog-stats`).
     pub prog_costs: Vec<ProgCost>,
+    /// Untraced request/response, one entry per round, and their median and spread.
+    pub rounds: Vec<RttSummary>,
+    pub rr: Option<RrRounds>,
+    /// Bulk throughput, median and spread over rounds.
+    pub bulk: Option<BulkRounds>,
+    /// Open-loop phases (rate, then a multiple of it), latency corrected for coordinated omission.
+    pub burst: Vec<BurstPhase>,
+    pub context: Option<RunContext>,
+}
+
+/// Median and range of one figure over rounds.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    pub fn of(mut v: Vec<f64>) -> Spread {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n == 0 {
+            0.0
+        } else if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Spread {
+            median,
+            min: v.first().copied().unwrap_or(0.0),
+            max: v.last().copied().unwrap_or(0.0),
+        }
+    }
+
+    /// Range relative to the median.
+    pub fn rel(&self) -> f64 {
+        if self.median > 0.0 {
+            (self.max - self.min) / self.median
+        } else {
+            0.0
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RrRounds {
+    pub rounds: usize,
+    pub req_per_s: Spread,
+    pub mean_us: Spread,
+    pub p50_us: Spread,
+    pub p95_us: Spread,
+    pub p99_us: Spread,
+}
+
+impl RrRounds {
+    pub fn of(r: &[RttSummary]) -> Option<RrRounds> {
+        if r.is_empty() {
+            return None;
+        }
+        let f = |g: fn(&RttSummary) -> f64| Spread::of(r.iter().map(g).collect());
+        Some(RrRounds {
+            rounds: r.len(),
+            req_per_s: f(|s| s.req_per_s),
+            mean_us: f(|s| s.mean_us),
+            p50_us: f(|s| s.p50_us),
+            p95_us: f(|s| s.p95_us),
+            p99_us: f(|s| s.p99_us),
+        })
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BulkRounds {
+    pub streams: usize,
+    pub gbit_per_s: Spread,
+    pub retransmits: Spread,
+    pub per_round: Vec<crate::harness::StreamResult>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BurstPhase {
+    pub multiplier: f64,
+    pub rate: f64,
+    pub scheduled: u64,
+    pub sent: u64,
+    pub completed: u64,
+    pub achieved_rate: f64,
+    /// Latency from the intended send time (corrected for coordinated omission).
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    /// Latency from the actual send time, for comparison.
+    pub p99_uncorrected_us: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunContext {
+    pub client_mtu: u32,
+    pub server_mtu: u32,
+    pub devices: Vec<crate::harness::DevContext>,
+    /// Deltas over the untraced runs (request/response, bulk, burst), per side.
+    pub client_counters: crate::harness::NetCounters,
+    pub server_counters: crate::harness::NetCounters,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -409,6 +514,11 @@ pub fn build(
             .map(|s| timeline(s, devices))
             .collect(),
         prog_costs: Vec::new(),
+        rounds: Vec::new(),
+        rr: None,
+        bulk: None,
+        burst: Vec::new(),
+        context: None,
     }
 }
 
@@ -434,6 +544,71 @@ pub fn print(r: &DriverReport) {
             s.count, s.mean_us, s.p50_us, s.p95_us, s.p99_us, s.max_us, s.req_per_s
         )
     };
+    if let Some(rr) = &r.rr {
+        println!(
+            "   RR untraced, median of {} round(s): {:.0} req/s  p50 {:.1} µs [{:.1}–{:.1}]  p95 {:.1}  p99 {:.1} µs [{:.1}–{:.1}]",
+            rr.rounds,
+            rr.req_per_s.median,
+            rr.p50_us.median,
+            rr.p50_us.min,
+            rr.p50_us.max,
+            rr.p95_us.median,
+            rr.p99_us.median,
+            rr.p99_us.min,
+            rr.p99_us.max
+        );
+    }
+    if let Some(b) = &r.bulk {
+        println!(
+            "   bulk {} stream(s): {:.2} Gbit/s [{:.2}–{:.2}]  retransmits {:.0}",
+            b.streams,
+            b.gbit_per_s.median,
+            b.gbit_per_s.min,
+            b.gbit_per_s.max,
+            b.retransmits.median
+        );
+    }
+    for b in &r.burst {
+        println!(
+            "   burst ×{} {:.0} req/s: sent {}/{} done {}  p50 {:.1} µs  p99 {:.1} µs (uncorrected {:.1})  max {:.1}",
+            b.multiplier,
+            b.rate,
+            b.sent,
+            b.scheduled,
+            b.completed,
+            b.p50_us,
+            b.p99_us,
+            b.p99_uncorrected_us,
+            b.max_us
+        );
+    }
+    if let Some(c) = &r.context {
+        let rps: Vec<String> = c
+            .devices
+            .iter()
+            .filter(|d| {
+                d.rps_cpus
+                    .iter()
+                    .any(|m| m.trim_start_matches(['0', ','].as_ref()) != "")
+            })
+            .map(|d| format!("{}@{}={}", d.name, d.netns, d.rps_cpus.join("/")))
+            .collect();
+        println!(
+            "   context: MTU client {} server {}; client TCP retrans {} ofo {} sack-reorder {}; server retrans {} ofo {}; RPS {}",
+            c.client_mtu,
+            c.server_mtu,
+            c.client_counters.retrans_segs,
+            c.client_counters.tcp_ofo_queue,
+            c.client_counters.tcp_sack_reorder,
+            c.server_counters.retrans_segs,
+            c.server_counters.tcp_ofo_queue,
+            if rps.is_empty() {
+                "off everywhere".to_string()
+            } else {
+                rps.join(" ")
+            }
+        );
+    }
     rtt("traced", &r.traced);
     if let Some(u) = &r.untraced {
         rtt("untraced", u);
@@ -499,4 +674,112 @@ pub fn print(r: &DriverReport) {
     }
     let lost: Vec<String> = r.lost.iter().map(|(k, v)| format!("{k} {v}")).collect();
     println!("   events: {}", lost.join(", "));
+}
+
+/// Ratio of two medians, flagged when either side's spread over rounds is larger than the
+/// difference the ratio claims.
+#[derive(Clone, Debug, Serialize)]
+pub struct Claim {
+    pub name: String,
+    pub ratio: f64,
+    pub noisy: bool,
+}
+
+fn claim(name: &str, a: Option<Spread>, b: Option<Spread>) -> Option<Claim> {
+    let (a, b) = (a?, b?);
+    if b.median <= 0.0 {
+        return None;
+    }
+    let ratio = a.median / b.median;
+    let noisy = a.rel().max(b.rel()) > (ratio - 1.0).abs();
+    Some(Claim {
+        name: name.to_string(),
+        ratio,
+        noisy,
+    })
+}
+
+/// The ratios users argue about, from one run.
+pub fn claims(reports: &[DriverReport]) -> Vec<Claim> {
+    let find = |d: &str| reports.iter().find(|r| r.driver == d);
+    let p50 = |d: &str| find(d).and_then(|r| r.rr.as_ref().map(|x| x.p50_us));
+    let p99 = |d: &str| find(d).and_then(|r| r.rr.as_ref().map(|x| x.p99_us));
+    let gbit = |d: &str| find(d).and_then(|r| r.bulk.as_ref().map(|x| x.gbit_per_s));
+    [
+        claim("bridge/host p50", p50("bridge"), p50("host")),
+        claim("overlay/bridge p99", p99("overlay"), p99("bridge")),
+        claim(
+            "published-proxy/bridge p50",
+            p50("published-proxy"),
+            p50("bridge"),
+        ),
+        claim(
+            "published-nat/bridge p50",
+            p50("published-nat"),
+            p50("bridge"),
+        ),
+        claim("macvlan/bridge p50", p50("macvlan"), p50("bridge")),
+        claim("bridge/host Gbit/s", gbit("bridge"), gbit("host")),
+        claim("overlay/bridge Gbit/s", gbit("overlay"), gbit("bridge")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+pub fn print_summary(reports: &[DriverReport]) {
+    println!("== summary (untraced medians; traced figures are in each driver's block)");
+    println!(
+        "   {:<16} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8} {:>6} {:>11}",
+        "driver", "req/s", "p50 µs", "p95 µs", "p99 µs", "Gbit/s", "retrans", "MTU", "attributed"
+    );
+    for r in reports {
+        let (rps, p50, p95, p99) =
+            r.rr.as_ref()
+                .map(|x| {
+                    (
+                        x.req_per_s.median,
+                        x.p50_us.median,
+                        x.p95_us.median,
+                        x.p99_us.median,
+                    )
+                })
+                .unwrap_or((
+                    r.traced.req_per_s,
+                    r.traced.p50_us,
+                    r.traced.p95_us,
+                    r.traced.p99_us,
+                ));
+        let (g, rt) = r
+            .bulk
+            .as_ref()
+            .map(|b| {
+                (
+                    format!("{:.2}", b.gbit_per_s.median),
+                    format!("{:.0}", b.retransmits.median),
+                )
+            })
+            .unwrap_or(("-".into(), "-".into()));
+        let mtu = r
+            .context
+            .as_ref()
+            .map(|c| c.client_mtu.to_string())
+            .unwrap_or("-".into());
+        println!(
+            "   {:<16} {:>9.0} {:>8.1} {:>8.1} {:>8.1} {:>9} {:>8} {:>6} {:>10.1}%",
+            r.driver, rps, p50, p95, p99, g, rt, mtu, r.attributed_pct
+        );
+    }
+    for c in claims(reports) {
+        println!(
+            "   {:<28} {:>6.2}×{}",
+            c.name,
+            c.ratio,
+            if c.noisy {
+                "   (spread over rounds exceeds the difference: not a result)"
+            } else {
+                ""
+            }
+        );
+    }
 }

@@ -44,6 +44,9 @@ fn run(driver: Driver) -> DriverReport {
         print: false,
         tc_counters: true,
         keep_timelines: usize::MAX,
+        rounds: 1,
+        bulk: None,
+        burst: None,
     };
     let mut tracer = Tracer::load(backend, &opts.tracer).expect("load programs");
     compare::run_driver(&mut tracer, driver, &opts).expect("run")
@@ -225,7 +228,16 @@ fn nothing_of_netpath_remains_after_compare() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let drivers = v["drivers"].as_array().unwrap();
     assert_eq!(drivers.len(), 2);
-    assert!(drivers.iter().all(|d| d["untraced"]["count"] == 200));
+    for d in drivers {
+        assert_eq!(d["untraced"]["count"], 200);
+        assert_eq!(d["rounds"].as_array().unwrap().len(), 2);
+        assert!(d["bulk"]["gbit_per_s"]["median"].as_f64().unwrap() > 0.0);
+        let burst = d["burst"].as_array().unwrap();
+        assert_eq!(burst.len(), 2, "rate and twice the rate");
+        assert_eq!(burst[1]["rate"], 1000.0);
+        assert!(burst.iter().all(|b| b["completed"] == b["sent"]));
+        assert!(d["context"]["client_mtu"].as_u64().unwrap() > 0);
+    }
     assert!(lab::list_netpath_netns().unwrap().is_empty());
 }
 
@@ -308,6 +320,9 @@ fn a_dropped_packet_is_reported_with_reason_and_hop() {
         print: false,
         tc_counters: false,
         keep_timelines: 0,
+        rounds: 1,
+        bulk: None,
+        burst: None,
     };
     let mut tracer = Tracer::load(backend, &opts.tracer).unwrap();
     let r = compare::measure(&mut tracer, &lab, &opts);

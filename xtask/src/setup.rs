@@ -14,9 +14,17 @@ use clap::Args;
 
 use crate::cmd;
 
-/// Debian packages every run needs: the lab (nftables, iproute2), the traffic generators
-/// (sockperf, iperf3) and bpftool for inspecting loaded programs.
-const APT_BASE: &[&str] = &["nftables", "iproute2", "sockperf", "iperf3", "bpftool"];
+/// Debian packages every run needs: the lab (nftables, iproute2, and docker.io for the real
+/// `/usr/sbin/docker-proxy` of the published-port driver; the daemon is not started), the
+/// traffic generators (sockperf, iperf3) and bpftool for inspecting loaded programs.
+const APT_BASE: &[&str] = &[
+    "nftables",
+    "iproute2",
+    "docker.io",
+    "sockperf",
+    "iperf3",
+    "bpftool",
+];
 /// Docker engine, for the tests that run the real Docker network drivers.
 const APT_DOCKER: &[&str] = &["docker.io"];
 /// A second kernel (with kprobes and fentry) under qemu, and what the initramfs needs.

@@ -43,7 +43,7 @@ impl Default for BulkConfig {
 }
 
 /// One stream's summary.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct StreamResult {
     /// Bytes the client wrote.
     pub bytes: u64,

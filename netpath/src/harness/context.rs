@@ -16,7 +16,7 @@ use nix::sched::{CloneFlags, unshare};
 use crate::lab::{Lab, Netns};
 
 /// TCP counters of one network namespace (cumulative since it was created).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct NetCounters {
     /// `TcpExt: TCPOFOQueue`, segments put in the out-of-order queue.
     pub tcp_ofo_queue: u64,
@@ -101,7 +101,7 @@ pub fn read_counters(ns: &Netns) -> Result<NetCounters> {
 }
 
 /// Settings of one lab device that matter to latency.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct DevContext {
     pub netns: String,
     pub name: String,

@@ -160,7 +160,8 @@ pub struct Flight {
     pub sampled: u16,
     pub rx_passes: u16,
     pub softirqs: u16,
-    pub _pad: u16,
+    /// `FLIGHT_*` bits.
+    pub flags: u16,
     pub last_softirq: u32,
 }
 
@@ -194,6 +195,10 @@ pub struct RelayHold {
     pub dir: u32,
     pub _pad: u32,
 }
+
+/// A flight started by a watched device rather than a traced send (`netpath trace` on traffic
+/// netpath does not generate): it ends when a socket is woken.
+pub const FLIGHT_ANY: u16 = 1;
 
 /// Value of the `DEVCACHE` map: a `struct net_device *` already resolved to its key and kind.
 #[repr(C)]

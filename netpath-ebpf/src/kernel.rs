@@ -33,6 +33,15 @@ static FILTER_PROTO: u32 = 0;
 static FILTER_NETNS: u32 = 0;
 #[unsafe(no_mangle)]
 static FILTER_IFINDEX: u32 = 0;
+/// Follow any packet first seen on a watched device (filters apply), not only traced sends.
+#[unsafe(no_mangle)]
+static TRACE_ANY: u32 = 0;
+
+#[inline(always)]
+pub fn trace_any() -> bool {
+    g32(&TRACE_ANY) != 0
+}
+
 /// Record one sampled timeline every N started packets (0: none, 1: all).
 #[unsafe(no_mangle)]
 static SAMPLE_EVERY: u32 = 64;

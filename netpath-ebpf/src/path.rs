@@ -4,8 +4,8 @@
 //! per-CPU maps. Only sampled packets keep a full timeline and produce a ring-buffer record.
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns};
 use netpath_common::{
-    DevInfo, DevKey, DropRecord, Flight, Hop, MAX_POINTS, Point, ROLE_RELAY, ROLE_SERVER,
-    RelayHold, TidState, TimelinePoint, counter, hist, hop,
+    DevInfo, DevKey, DropRecord, FLIGHT_ANY, Flight, Hop, MAX_POINTS, Point, ROLE_RELAY,
+    ROLE_SERVER, RelayHold, TidState, TimelinePoint, counter, hist, hop,
 };
 
 use crate::{kernel, maps::*};
@@ -144,7 +144,7 @@ fn start(
         sampled: sampled as u16,
         rx_passes: 0,
         softirqs: 0,
-        _pad: 0,
+        flags: 0,
         last_softirq: u32::MAX,
     };
     if sampled {
@@ -234,6 +234,7 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
             let tid = current_tid();
             let ts = match traced(tid) {
                 Some(ts) if ts.send_ts != 0 => ts,
+                _ if kernel::trace_any() => return start_any(skb, dev, point),
                 _ => return Ok(()),
             };
             let t = now();
@@ -244,6 +245,7 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
             }
             return start(tid, ts, skb, info, t, point);
         }
+        None if kernel::trace_any() => return start_any(skb, dev, point),
         None => return Ok(()),
     };
     let t = now();
@@ -259,6 +261,88 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
     }
     advance(f, skb, point as u16, info.kind as u16, info.key, t);
     Ok(())
+}
+
+/// `netpath trace` on traffic netpath does not generate: a packet starts when first seen on a
+/// watched device and passes the filters.
+#[inline(always)]
+fn start_any(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
+    if point == Point::SockReady || point == Point::Copy {
+        return Ok(());
+    }
+    let dev = if dev != 0 { dev } else { kernel::skb_dev(skb)? };
+    let info = dev_info(dev)?;
+    if info.kind == 0 || !kernel::filter_pass(skb, &info.key) {
+        return Ok(());
+    }
+    let t = now();
+    let started = COUNTERS.get_ptr_mut(counter::STARTED).ok_or(-1i64)?;
+    unsafe { *started += 1 };
+    let f = Flight {
+        first_ts: t,
+        last_ts: t,
+        hop_start: t,
+        cur_hop: NO_HOP,
+        dir: 0,
+        last_point: point as u16,
+        last_kind: info.kind as u16,
+        sampled: 1,
+        rx_passes: (point == Point::NetifReceive) as u16,
+        softirqs: 0,
+        flags: FLIGHT_ANY,
+        last_softirq: u32::MAX,
+    };
+    let st = SCRATCH.get_ptr_mut(0).ok_or(-1i64)?;
+    let (saddr, daddr, sport, dport, _) = kernel::skb_tuple(skb).unwrap_or((0, 0, 0, 0, 0));
+    let s = unsafe { &mut *st };
+    s.first_ts = t;
+    s.last_ts = t;
+    s.hop_start = t;
+    s.skb = skb;
+    s.cur_hop = NO_HOP;
+    s.dir = 0;
+    s.last_point = point as u16;
+    s.last_kind = info.kind as u16;
+    s.sampled = 1;
+    s.saddr = saddr;
+    s.daddr = daddr;
+    s.sport = sport;
+    s.dport = dport;
+    s.tid = 0;
+    s.softirqs = 0;
+    s.rx_passes = 0;
+    s.last_softirq = 0;
+    s.points[0] = TimelinePoint {
+        ts: t,
+        netns: info.key.netns,
+        ifindex: info.key.ifindex,
+        point: point as u16,
+        kind: info.kind as u16,
+        hop: Hop::Other as u16,
+        cpu: unsafe { bpf_get_smp_processor_id() } as u16,
+    };
+    s.npoints = 1;
+    if TIMELINES.insert(skb, s, 0).is_err() {
+        bump(counter::RINGBUF_LOST);
+        return Ok(());
+    }
+    if SKBS.insert(skb, f, 0).is_err() {
+        bump(counter::SKB_MAP_FULL);
+        let _ = TIMELINES.remove(skb);
+    }
+    Ok(())
+}
+
+/// Ends a device-started flight when its socket is woken: that is as far as netpath can follow
+/// a packet to a process it does not trace.
+#[inline(always)]
+fn finish_any(skb: u64, f: *mut Flight, t: u64) {
+    let f = unsafe { &*f };
+    record(f.dir, f.cur_hop, t - f.hop_start);
+    record(f.dir, Hop::OneWay as u32, t - f.first_ts);
+    bump(counter::COMPLETED);
+    emit_timeline(skb, f, t);
+    let _ = SKBS.remove(skb);
 }
 
 #[inline(always)]
@@ -319,6 +403,10 @@ pub fn on_sock_ready() -> Result<(), i64> {
     {
         let t = now();
         advance(f, skb, Point::SockReady as u16, 0, DevKey::default(), t);
+        if unsafe { (*f).flags } & FLIGHT_ANY != 0 {
+            finish_any(skb, f, t);
+            return Ok(());
+        }
         // A relay that splices (docker-proxy: Go's io.Copy between TCP sockets uses splice)
         // never copies to user space nor returns from a receive: the last point of the
         // journey it relays is this wakeup. Remember it for the relay's next send.

@@ -148,12 +148,74 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
     Ok(out)
 }
 
+/// Traces whatever crosses `devices` (traffic netpath does not generate, e.g. between
+/// containers it did not start) until `count` timelines arrived or `timeout` passed. Journeys
+/// start at the first watched device and end when a socket is woken.
+pub fn run_passive(
+    backend: Backend,
+    label: &str,
+    devices: &[crate::lab::LabDevice],
+    filter: Filter,
+    count: usize,
+    timeout: std::time::Duration,
+) -> Result<TraceOutput> {
+    let mut tracer = Tracer::load(
+        backend,
+        &TracerOptions {
+            sample_every: 1,
+            detail: true,
+            filter,
+            trace_any: true,
+            ..TracerOptions::default()
+        },
+    )?;
+    tracer.set_devices(devices)?;
+    tracer.attach()?;
+    let deadline = std::time::Instant::now() + timeout;
+    let mut samples = Vec::new();
+    while samples.len() < count && std::time::Instant::now() < deadline {
+        samples.extend(tracer.drain_samples());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    tracer.detach()?;
+    samples.extend(tracer.drain_samples());
+    let snap = tracer.snapshot()?;
+    let lost = [
+        netpath_common::counter::RINGBUF_LOST,
+        netpath_common::counter::SKB_MAP_FULL,
+        netpath_common::counter::STALE,
+        netpath_common::counter::TRUNCATED,
+    ]
+    .iter()
+    .map(|&c| {
+        (
+            netpath_common::counter::NAMES[c as usize],
+            snap.counters[c as usize],
+        )
+    })
+    .collect();
+    Ok(TraceOutput {
+        driver: label.to_string(),
+        backend: backend.name(),
+        timelines: samples
+            .iter()
+            .take(count)
+            .map(|s| report::timeline(s, devices))
+            .collect(),
+        lost,
+    })
+}
+
 pub fn print(out: &TraceOutput) {
     for (i, t) in out.timelines.iter().enumerate() {
         println!(
             "#{} {:<8} {}  {:.2} µs  ({} receive passes, {} NET_RX softirq runs)",
             i + 1,
-            t.dir,
+            if t.points.first().is_some_and(|p| p.point != "send") {
+                "packet"
+            } else {
+                t.dir
+            },
             t.tuple,
             t.total_us,
             t.rx_passes,

@@ -71,6 +71,9 @@ pub struct TracerOptions {
     pub detail: bool,
     /// Kernel-side filter on the packets followed (`netpath trace`).
     pub filter: Filter,
+    /// Follow any packet first seen on a watched device, not only the harness's sends
+    /// (tracing traffic netpath does not generate; such journeys end at the socket wakeup).
+    pub trace_any: bool,
 }
 
 /// Which packets to follow; checked in the kernel when a packet is first seen.
@@ -92,6 +95,7 @@ impl Default for TracerOptions {
             prog_stats: false,
             detail: false,
             filter: Filter::default(),
+            trace_any: false,
         }
     }
 }
@@ -202,7 +206,9 @@ impl Tracer {
         let proto = f.proto.unwrap_or(0) as u32;
         let netns = f.netns.unwrap_or(0);
         let ifindex = f.ifindex.unwrap_or(0);
+        let any = opts.trace_any as u32;
         loader
+            .override_global("TRACE_ANY", &any, true)
             .override_global("FILTER_ON", &on, true)
             .override_global("FILTER_PORT", &port, true)
             .override_global("FILTER_ADDR", &addr, true)

@@ -216,6 +216,14 @@ fn nothing_of_netpath_remains_after_compare() {
             "200",
             "--warmup",
             "20",
+            "--rounds",
+            "2",
+            "--bulk-secs",
+            "0.3",
+            "--burst",
+            "500",
+            "--burst-secs",
+            "0.3",
             "--json",
         ])
         .output()
@@ -338,4 +346,58 @@ fn a_dropped_packet_is_reported_with_reason_and_hop() {
         r.drops.iter().map(|d| d.count).sum::<u64>(),
         r.lost["dropped"]
     );
+}
+
+#[test]
+fn passive_trace_follows_traffic_netpath_does_not_trace() {
+    let _g = serial();
+    let caps = doctor::probe().unwrap();
+    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).unwrap();
+    let lab = lab::Lab::build(Driver::Bridge).unwrap();
+    let port = lab.server_bind.port();
+    // Traffic from threads the tracer knows nothing about, started once the probes are on.
+    let traffic = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            netpath::harness::run_rr(
+                &lab,
+                &RrConfig {
+                    requests: 50,
+                    warmup: 0,
+                    ..RrConfig::default()
+                },
+                &netpath::harness::NoPhases,
+            )
+        });
+        let out = netpath::trace::run_passive(
+            backend,
+            "bridge",
+            &lab.devices,
+            netpath::tracer::Filter {
+                port: Some(port),
+                proto: Some(6),
+                ..Default::default()
+            },
+            10,
+            std::time::Duration::from_secs(10),
+        );
+        (h.join().unwrap(), out)
+    });
+    lab.teardown().unwrap();
+    let (rr, out) = traffic;
+    assert_eq!(rr.unwrap().count, 50);
+    let out = out.unwrap();
+    assert_eq!(out.timelines.len(), 10, "{:?}", out.lost);
+    for t in &out.timelines {
+        // Starts on the sender's eth0, ends when the receiver's socket is woken.
+        let names: Vec<&str> = t.points.iter().map(|p| p.point).collect();
+        assert_eq!(names.first(), Some(&"dev_queue"), "{names:?}");
+        assert_eq!(names.last(), Some(&"sk_data_ready"), "{names:?}");
+        assert!(t.tuple.contains(&format!(":{port}")), "{}", t.tuple);
+        let hops: Vec<&str> = t.points.iter().map(|p| p.hop).collect();
+        assert!(
+            hops.contains(&"bridge") && hops.contains(&"veth"),
+            "{hops:?}"
+        );
+    }
 }

@@ -123,6 +123,16 @@ pub struct SkbState {
     pub softirqs: u16,
     pub rx_passes: u16,
     pub last_softirq: u32,
+    /// Tuple when the packet reached the receiving socket (a NAT rewrite shows as a change).
+    pub end_saddr: u32,
+    pub end_daddr: u32,
+    pub end_sport: u16,
+    pub end_dport: u16,
+    /// Destination the sending socket was connected to (before any OUTPUT DNAT); 0: unknown.
+    pub sock_daddr: u32,
+    pub sock_dport: u16,
+    pub _pad3: u16,
+    pub _pad4: u32,
     pub points: [TimelinePoint; MAX_POINTS],
 }
 
@@ -171,7 +181,8 @@ pub struct Flight {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TidState {
     pub role: u32,
-    pub _pad: u32,
+    /// Destination port (network order) of the socket sending, when known (trace mode).
+    pub dst_port: u32,
     /// Start of the send in progress (0: none).
     pub send_ts: u64,
     /// Server: when its last receive returned (0: none), closed by its next send.
@@ -182,7 +193,8 @@ pub struct TidState {
     /// Relay: start and direction of the journey its send in progress continues.
     pub origin_ts: u64,
     pub origin_dir: u32,
-    pub _pad2: u32,
+    /// Destination address (network order) of the socket sending, when known (trace mode).
+    pub dst_addr: u32,
 }
 
 /// Value of the `RELAY` map (per relay process): a journey that reached the relay and waits for
@@ -231,6 +243,8 @@ pub struct DropRecord {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KernelOffsets {
+    pub sk_daddr: u32,
+    pub sk_dport: u32,
     pub skb_dev: u32,
     pub skb_head: u32,
     pub skb_network_header: u32,
@@ -266,7 +280,7 @@ mod tests {
         assert_eq!(size_of::<DevKey>(), 8);
         assert_eq!(size_of::<HopStat>(), 16);
         assert_eq!(size_of::<DropRecord>(), 8 * 3 + 4 * 4 + 2 * 2 + 4);
-        let head = 8 * 4 + 4 * 2 + 2 * 4 + 4 * 2 + 2 * 2 + 4 + 2 * 2 + 4;
+        let head = 8 * 4 + 4 * 2 + 2 * 4 + 4 * 2 + 2 * 2 + 4 + 2 * 2 + 4 + 24;
         assert_eq!(
             size_of::<SkbState>(),
             head + MAX_POINTS * size_of::<TimelinePoint>()

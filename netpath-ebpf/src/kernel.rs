@@ -17,6 +17,10 @@ static OFF_DEV_IFINDEX: u32 = 0;
 static OFF_DEV_ND_NET: u32 = 0;
 #[unsafe(no_mangle)]
 static OFF_NET_NS_INUM: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_SK_DADDR: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_SK_DPORT: u32 = 0;
 /// Kernel-side packet filter of `netpath trace`: bit set of the filters below that apply.
 #[unsafe(no_mangle)]
 static FILTER_ON: u32 = 0;
@@ -160,4 +164,15 @@ pub fn skb_tuple(skb: u64) -> Result<(u32, u32, u16, u16, u8), i64> {
     };
     let ports = unsafe { read::<[u16; 2]>(l4, 0)? };
     Ok((saddr, daddr, ports[0], ports[1], proto))
+}
+
+/// Destination (address, port) a socket is connected to, network byte order.
+#[inline(always)]
+pub fn sk_dest(sk: u64) -> Result<(u32, u16), i64> {
+    if sk == 0 {
+        return Err(-1);
+    }
+    let a = unsafe { read::<u32>(sk, g32(&OFF_SK_DADDR))? };
+    let p = unsafe { read::<u16>(sk, g32(&OFF_SK_DPORT))? };
+    Ok((a, p))
 }

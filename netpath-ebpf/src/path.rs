@@ -191,6 +191,16 @@ fn start_timeline(tid: u32, skb: u64, f: &Flight, send_ts: u64, relay: bool) -> 
     s.softirqs = 0;
     s.rx_passes = 0;
     s.last_softirq = 0;
+    s.end_saddr = 0;
+    s.end_daddr = 0;
+    s.end_sport = 0;
+    s.end_dport = 0;
+    s.sock_daddr = 0;
+    s.sock_dport = 0;
+    if let Some(ts) = traced(tid) {
+        s.sock_daddr = ts.dst_addr;
+        s.sock_dport = ts.dst_port as u16;
+    }
     // A relayed journey's record starts at the relay's send: the time before it (the first
     // connection and the proxy hop) is in the record of the first connection.
     s.points[0] = TimelinePoint {
@@ -312,6 +322,12 @@ fn start_any(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
     s.softirqs = 0;
     s.rx_passes = 0;
     s.last_softirq = 0;
+    s.end_saddr = 0;
+    s.end_daddr = 0;
+    s.end_sport = 0;
+    s.end_dport = 0;
+    s.sock_daddr = 0;
+    s.sock_dport = 0;
     s.points[0] = TimelinePoint {
         ts: t,
         netns: info.key.netns,
@@ -403,6 +419,9 @@ pub fn on_sock_ready() -> Result<(), i64> {
     {
         let t = now();
         advance(f, skb, Point::SockReady as u16, 0, DevKey::default(), t);
+        if unsafe { (*f).sampled } != 0 {
+            note_end_tuple(skb);
+        }
         if unsafe { (*f).flags } & FLIGHT_ANY != 0 {
             finish_any(skb, f, t);
             return Ok(());
@@ -430,9 +449,27 @@ pub fn on_copy(skb: u64) -> Result<(), i64> {
     };
     if unsafe { (*f).last_point } != Point::Copy as u16 {
         advance(f, skb, Point::Copy as u16, 0, DevKey::default(), now());
+        if unsafe { (*f).sampled } != 0 {
+            note_end_tuple(skb);
+        }
     }
     ts.pending_skb = skb;
     ts.pending_gen = unsafe { (*f).first_ts };
+    Ok(())
+}
+
+/// `on_send_enter` with the sending socket: in trace mode (every packet sampled) the socket's
+/// destination is kept, so a NAT rewrite before the first device shows in the timeline.
+#[inline(always)]
+pub fn on_send_enter_sk(sk: u64) -> Result<(), i64> {
+    on_send_enter()?;
+    if kernel::sample_every() == 1
+        && let Some(ts) = traced(current_tid())
+        && let Ok((a, p)) = kernel::sk_dest(sk)
+    {
+        ts.dst_addr = a;
+        ts.dst_port = p as u32;
+    }
     Ok(())
 }
 
@@ -578,6 +615,21 @@ pub fn on_recv_exit(ret: i64) -> Result<(), i64> {
         ts.turn_ts = t;
     }
     Ok(())
+}
+
+/// Keeps the tuple a sampled packet has when it reaches the socket (the skb is still valid at
+/// the wakeup and at the copy; after the receive it may be freed).
+#[inline(always)]
+fn note_end_tuple(skb: u64) {
+    if let Some(s) = TIMELINES.get_ptr_mut(skb)
+        && let Ok((sa, da, sp, dp, _)) = kernel::skb_tuple(skb)
+    {
+        let s = unsafe { &mut *s };
+        s.end_saddr = sa;
+        s.end_daddr = da;
+        s.end_sport = sp;
+        s.end_dport = dp;
+    }
 }
 
 #[inline(always)]

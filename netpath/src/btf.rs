@@ -105,6 +105,9 @@ pub fn kernel_offsets(btf: &Btf) -> Result<KernelOffsets> {
         // possible_net_t { struct net *net; }: the pointer is its first member.
         dev_nd_net: o("net_device", "nd_net")? + o("possible_net_t", "net").unwrap_or(0),
         net_ns_inum: o("net", "ns.inum")?,
+        // struct sock starts with struct sock_common __sk_common.
+        sk_daddr: o("sock_common", "skc_daddr")?,
+        sk_dport: o("sock_common", "skc_dport")?,
     })
 }
 

@@ -101,6 +101,8 @@ pub struct TimelineHop {
 pub struct Timeline {
     pub dir: &'static str,
     pub tuple: String,
+    /// Set when the packet's addresses changed on the way (NAT): "before → after".
+    pub translated: Option<String>,
     pub total_us: f64,
     pub rx_passes: u16,
     pub softirq_runs: u16,
@@ -329,7 +331,35 @@ pub fn timeline(s: &SkbState, devices: &[LabDevice]) -> Timeline {
             }
         })
         .collect();
+    let ip = |a: u32| std::net::Ipv4Addr::from(u32::from_be(a));
+    let ep = |a: u32, p: u16| format!("{}:{}", ip(a), u16::from_be(p));
+    let mut translated = Vec::new();
+    if s.sock_daddr != 0 && (s.sock_daddr, s.sock_dport) != (s.daddr, s.dport) {
+        // Rewritten before the first device: OUTPUT DNAT in the sender's own stack.
+        translated.push(format!(
+            "dst {} → {} (before the first device)",
+            ep(s.sock_daddr, s.sock_dport),
+            ep(s.daddr, s.dport)
+        ));
+    }
+    if s.end_saddr != 0 {
+        if (s.end_saddr, s.end_sport) != (s.saddr, s.sport) {
+            translated.push(format!(
+                "src {} → {}",
+                ep(s.saddr, s.sport),
+                ep(s.end_saddr, s.end_sport)
+            ));
+        }
+        if (s.end_daddr, s.end_dport) != (s.daddr, s.dport) {
+            translated.push(format!(
+                "dst {} → {}",
+                ep(s.daddr, s.dport),
+                ep(s.end_daddr, s.end_dport)
+            ));
+        }
+    }
     Timeline {
+        translated: (!translated.is_empty()).then(|| translated.join(", ")),
         dir: if s.dir == 1 { "response" } else { "request" },
         tuple: tuple(s),
         total_us: s.last_ts.saturating_sub(s.first_ts) as f64 / 1000.0,

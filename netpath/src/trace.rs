@@ -221,6 +221,9 @@ pub fn print(out: &TraceOutput) {
             t.rx_passes,
             t.softirq_runs
         );
+        if let Some(x) = &t.translated {
+            println!("   NAT: {x}");
+        }
         let mut at = 0.0;
         for p in &t.points {
             at += p.since_prev_us;

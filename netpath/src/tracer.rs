@@ -193,6 +193,8 @@ impl Tracer {
             .override_global("OFF_DEV_IFINDEX", &offsets.dev_ifindex, true)
             .override_global("OFF_DEV_ND_NET", &offsets.dev_nd_net, true)
             .override_global("OFF_NET_NS_INUM", &offsets.net_ns_inum, true)
+            .override_global("OFF_SK_DADDR", &offsets.sk_daddr, true)
+            .override_global("OFF_SK_DPORT", &offsets.sk_dport, true)
             .override_global("SAMPLE_EVERY", &opts.sample_every, true)
             .override_global("MAX_GAP_NS", &opts.max_gap_ns, true);
         let f = &opts.filter;

@@ -401,3 +401,42 @@ fn passive_trace_follows_traffic_netpath_does_not_trace() {
         );
     }
 }
+
+#[test]
+fn nat_rewrite_shows_in_trace() {
+    let _g = serial();
+    let caps = doctor::probe().unwrap();
+    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).unwrap();
+    let out = netpath::trace::run(
+        backend,
+        &netpath::trace::TraceOptions {
+            driver: Driver::PublishedNat,
+            count: 4,
+            proto: None,
+            host: None,
+            port: None,
+            netns: None,
+            iface: None,
+        },
+    )
+    .unwrap();
+    assert_eq!(out.timelines.len(), 4);
+    let published = format!(":{}", lab::PUBLISHED_PORT);
+    let server = format!(":{}", lab::LAB_PORT);
+    for t in &out.timelines {
+        let x = t
+            .translated
+            .as_deref()
+            .unwrap_or_else(|| panic!("no NAT seen: {t:?}"));
+        match t.dir {
+            // The client connects to the published port; OUTPUT DNAT rewrites the destination.
+            "request" => assert!(
+                x.starts_with("dst") && x.contains(&published) && x.contains(&server),
+                "{x}"
+            ),
+            // The reply's source is rewritten back to the published address.
+            _ => assert!(x.starts_with("src") && x.contains(&published), "{x}"),
+        }
+    }
+    assert!(lab::list_netpath_netns().unwrap().is_empty());
+}

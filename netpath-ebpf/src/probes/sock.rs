@@ -16,8 +16,8 @@ pub fn sk_data_ready(_ctx: RawTracePointContext) -> i32 {
 
 /// TP_PROTO(const struct sock *sk, const struct msghdr *msg, const struct sk_buff *skb, int size_goal)
 #[raw_tracepoint(tracepoint = "tcp_sendmsg_locked")]
-pub fn tcp_sendmsg_locked(_ctx: RawTracePointContext) -> i32 {
-    let _ = path::on_send_enter();
+pub fn tcp_sendmsg_locked(ctx: RawTracePointContext) -> i32 {
+    let _ = path::on_send_enter_sk(ctx.arg::<u64>(0));
     0
 }
 

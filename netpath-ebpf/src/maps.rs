@@ -19,6 +19,9 @@ pub static TIDS: HashMap<u32, TidState> = HashMap::with_max_entries(4096, 0);
 /// Devices on the traced path → `DevKind`.
 #[map]
 pub static DEVS: HashMap<DevKey, u32> = HashMap::with_max_entries(1024, 0);
+/// Relay processes (docker-proxy), by tgid: their threads are traced as relays.
+#[map]
+pub static RELAY_PIDS: HashMap<u32, u32> = HashMap::with_max_entries(64, 0);
 /// Relay process (tgid) → the journey it received and has not yet sent on.
 #[map]
 pub static RELAY: HashMap<u32, RelayHold> = HashMap::with_max_entries(256, 0);

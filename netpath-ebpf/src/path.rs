@@ -458,6 +458,20 @@ pub fn on_copy(skb: u64) -> Result<(), i64> {
     Ok(())
 }
 
+/// A thread of a relay process that was not there when tracing started (the Go runtime adds
+/// threads under load): traced from its first send on.
+#[inline(always)]
+fn adopt_relay_thread(tid: u32) -> Option<&'static mut TidState> {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    unsafe { RELAY_PIDS.get(tgid) }?;
+    let st = TidState {
+        role: ROLE_RELAY,
+        ..TidState::default()
+    };
+    TIDS.insert(tid, st, 1).ok()?;
+    traced(tid)
+}
+
 /// `on_send_enter` with the sending socket: in trace mode (every packet sampled) the socket's
 /// destination is kept, so a NAT rewrite before the first device shows in the timeline.
 #[inline(always)]
@@ -476,9 +490,13 @@ pub fn on_send_enter_sk(sk: u64) -> Result<(), i64> {
 /// A traced thread starts sending; closes the server's turnaround.
 #[inline(always)]
 pub fn on_send_enter() -> Result<(), i64> {
-    let ts = match traced(current_tid()) {
+    let tid = current_tid();
+    let ts = match traced(tid) {
         Some(ts) => ts,
-        None => return Ok(()),
+        None => match adopt_relay_thread(tid) {
+            Some(ts) => ts,
+            None => return Ok(()),
+        },
     };
     // tcp_sendmsg_locked fires once per skb filled; the first one starts the send.
     if ts.send_ts != 0 {

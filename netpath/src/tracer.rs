@@ -271,6 +271,7 @@ impl Tracer {
             }
         };
         let tids = HashMap::try_from(ebpf.take_map("TIDS").context("TIDS map")?)?;
+        let relay_pids = HashMap::try_from(ebpf.take_map("RELAY_PIDS").context("RELAY_PIDS map")?)?;
         let samples = RingBuf::try_from(ebpf.take_map("SAMPLES").context("SAMPLES map")?)?;
         let drops = RingBuf::try_from(ebpf.take_map("DROPS").context("DROPS map")?)?;
         Ok(Tracer {
@@ -279,7 +280,11 @@ impl Tracer {
             offsets,
             links: Vec::new(),
             tc_links: Vec::new(),
-            tids: std::sync::Arc::new(TidControl(Mutex::new(tids), Mutex::new(Vec::new()))),
+            tids: std::sync::Arc::new(TidControl(
+                Mutex::new(tids),
+                Mutex::new(Vec::new()),
+                Mutex::new(relay_pids),
+            )),
             samples,
             drops,
             missing,
@@ -628,7 +633,11 @@ fn verifier_error(prog: &str, e: aya::programs::ProgramError) -> anyhow::Error {
 
 /// The traced-thread set, shared with the harness: it names its client and server threads once
 /// warm-up is over, so only measured requests are traced.
-pub struct TidControl(Mutex<HashMap<MapData, u32, TidState>>, Mutex<Vec<u32>>);
+pub struct TidControl(
+    Mutex<HashMap<MapData, u32, TidState>>,
+    Mutex<Vec<u32>>,
+    Mutex<HashMap<MapData, u32, u32>>,
+);
 
 impl TidControl {
     /// Processes that relay journeys (docker-proxy): all their threads are traced as relays
@@ -651,8 +660,15 @@ impl TidControl {
 impl crate::harness::Phases for TidControl {
     fn measure_start(&self, client_tid: u32, server_tid: u32) -> Result<()> {
         let mut t = self.0.lock().unwrap();
-        // Relay threads are enumerated now, after warm-up: the Go runtime has made its threads.
+        // Relay threads are enumerated now, after warm-up; threads the Go runtime adds later
+        // are adopted by the kernel side through RELAY_PIDS.
         let relays = self.relay_tids();
+        {
+            let mut pids = self.2.lock().unwrap();
+            for pid in self.1.lock().unwrap().iter() {
+                pids.insert(*pid, 1, 0)?;
+            }
+        }
         let roles = [(client_tid, ROLE_CLIENT), (server_tid, ROLE_SERVER)]
             .into_iter()
             .chain(relays.into_iter().map(|t| (t, ROLE_RELAY)));
@@ -671,6 +687,11 @@ impl crate::harness::Phases for TidControl {
         let keys: Vec<u32> = t.keys().filter_map(|k| k.ok()).collect();
         for k in keys {
             let _ = t.remove(&k);
+        }
+        let mut pids = self.2.lock().unwrap();
+        let keys: Vec<u32> = pids.keys().filter_map(|k| k.ok()).collect();
+        for k in keys {
+            let _ = pids.remove(&k);
         }
         Ok(())
     }

@@ -440,3 +440,100 @@ fn nat_rewrite_shows_in_trace() {
     }
     assert!(lab::list_netpath_netns().unwrap().is_empty());
 }
+
+/// Per-direction crossings expected for N requests on each driver: the hop sequence of the
+/// topology, counted.
+fn expected(driver: Driver) -> Vec<(&'static str, &'static str, u64)> {
+    let both = |v: &[(&'static str, u64)]| -> Vec<(&'static str, &'static str, u64)> {
+        ["request", "response"]
+            .into_iter()
+            .flat_map(|d| v.iter().map(move |(h, k)| (d, *h, *k)))
+            .collect()
+    };
+    match driver {
+        Driver::None | Driver::Host => both(&[
+            ("sender-stack", 1),
+            ("loopback", 1),
+            ("backlog", 1),
+            ("receiver-stack", 1),
+            ("wakeup", 1),
+        ]),
+        Driver::Macvlan => both(&[
+            ("sender-stack", 1),
+            ("macvlan", 1),
+            ("backlog", 1),
+            ("receiver-stack", 1),
+            ("wakeup", 1),
+        ]),
+        Driver::Overlay => both(&[
+            ("sender-stack", 1),
+            ("veth", 2),
+            ("backlog", 4),
+            ("bridge", 2),
+            ("vxlan-encap", 1),
+            ("underlay", 1),
+            ("vxlan-decap", 1),
+            ("receiver-stack", 1),
+            ("wakeup", 1),
+        ]),
+        Driver::PublishedNat => both(&[
+            ("sender-stack", 1),
+            ("veth", 1),
+            ("backlog", 1),
+            ("bridge", 1),
+            ("receiver-stack", 1),
+            ("wakeup", 1),
+        ]),
+        // Two connections: client ⇄ docker-proxy over loopback, docker-proxy ⇄ server over the
+        // bridge; the proxy hop joins them.
+        Driver::PublishedProxy => both(&[
+            ("sender-stack", 2),
+            ("loopback", 1),
+            ("veth", 1),
+            ("backlog", 2),
+            ("bridge", 1),
+            ("proxy", 1),
+            ("receiver-stack", 2),
+            ("wakeup", 1),
+        ]),
+        Driver::Bridge => both(&[
+            ("sender-stack", 1),
+            ("veth", 2),
+            ("backlog", 2),
+            ("bridge", 1),
+            ("receiver-stack", 1),
+            ("wakeup", 1),
+        ]),
+    }
+}
+
+#[test]
+fn every_driver_crosses_its_hops() {
+    let _g = serial();
+    for driver in [
+        Driver::None,
+        Driver::Macvlan,
+        Driver::Overlay,
+        Driver::PublishedNat,
+        Driver::PublishedProxy,
+    ] {
+        let r = run(driver);
+        assert_no_loss(&r);
+        assert_counts(&r);
+        let mut got: Vec<(&str, &str, u64)> =
+            r.hops.iter().map(|h| (h.dir, h.hop, h.crossings)).collect();
+        let mut want: Vec<(&str, &str, u64)> = expected(driver)
+            .into_iter()
+            .map(|(d, h, k)| (d, h, k * N))
+            .collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{driver} crossings");
+        if driver == Driver::Overlay {
+            let c = r.context.as_ref().map(|c| c.client_mtu);
+            let eth0 = r.devices.iter().find(|d| d.name == "eth0").unwrap();
+            assert_eq!(eth0.mtu, 1450, "overlay inner MTU {c:?}");
+        }
+        assert!(lab::list_netpath_netns().unwrap().is_empty());
+    }
+}

@@ -176,3 +176,19 @@ pub fn sk_dest(sk: u64) -> Result<(u32, u16), i64> {
     let p = unsafe { read::<u16>(sk, g32(&OFF_SK_DPORT))? };
     Ok((a, p))
 }
+
+/// TCP payload bytes of an IPv4 skb (0 for a pure ACK or a non-TCP packet).
+#[inline(always)]
+pub fn tcp_payload(skb: u64) -> Result<u32, i64> {
+    let head = unsafe { read::<u64>(skb, g32(&OFF_SKB_HEAD))? };
+    let nh = unsafe { read::<u16>(skb, g32(&OFF_SKB_NETWORK_HEADER))? } as u64;
+    let ip = head + nh;
+    let vihl = unsafe { read::<u8>(ip, 0)? };
+    if vihl >> 4 != 4 || unsafe { read::<u8>(ip, 9)? } != 6 {
+        return Ok(0);
+    }
+    let ihl = ((vihl & 0x0f) as u32) * 4;
+    let tot = u16::from_be(unsafe { read::<u16>(ip, 2)? }) as u32;
+    let doff = ((unsafe { read::<u8>(ip + ihl as u64, 12)? } >> 4) as u32) * 4;
+    Ok(tot.saturating_sub(ihl + doff))
+}

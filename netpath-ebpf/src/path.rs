@@ -4,7 +4,7 @@
 //! per-CPU maps. Only sampled packets keep a full timeline and produce a ring-buffer record.
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns};
 use netpath_common::{
-    DevInfo, DevKey, DropRecord, FLIGHT_ANY, Flight, Hop, MAX_POINTS, Point, ROLE_RELAY,
+    DevInfo, DevKey, DevKind, DropRecord, FLIGHT_ANY, Flight, Hop, MAX_POINTS, Point, ROLE_RELAY,
     ROLE_SERVER, RelayHold, TidState, TimelinePoint, counter, hist, hop,
 };
 
@@ -228,7 +228,18 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
     let mut f = SKBS.get_ptr_mut(skb);
     if let Some(old) = f {
         let lp = unsafe { (*old).last_point };
-        if lp == Point::SockReady as u16 || lp == Point::Copy as u16 {
+        let lk = unsafe { (*old).last_kind };
+        // A veth, loopback or bridge-port transmit always ends in the peer's netif_rx: a
+        // second queue right after it is a new packet at a recycled address (TCP reuses the
+        // fclone companion's address for its next segment).
+        // Likewise a packet waiting in the backlog (netif_rx) is received before anything else.
+        let requeued = point == Point::DevQueue
+            && (lp == Point::NetifRx as u16
+                || lp == Point::DevQueue as u16
+                    && (lk == DevKind::Veth as u16
+                        || lk == DevKind::Loopback as u16
+                        || lk == DevKind::BridgePort as u16));
+        if lp == Point::SockReady as u16 || lp == Point::Copy as u16 || requeued {
             // A packet delivered to a socket never returns to a device: this address was freed
             // unseen (splice, deferred free) and reused. New generation.
             bump(counter::REUSED);
@@ -283,6 +294,10 @@ fn start_any(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
     let dev = if dev != 0 { dev } else { kernel::skb_dev(skb)? };
     let info = dev_info(dev)?;
     if info.kind == 0 || !kernel::filter_pass(skb, &info.key) {
+        return Ok(());
+    }
+    // Pure ACKs never wake a reader: they would never end, so only data is followed.
+    if kernel::tcp_payload(skb).unwrap_or(0) == 0 {
         return Ok(());
     }
     let t = now();
@@ -443,6 +458,15 @@ pub fn on_copy(skb: u64) -> Result<(), i64> {
         Some(f) => f,
         None => return Ok(()),
     };
+    if unsafe { (*f).flags } & FLIGHT_ANY != 0 {
+        // Kernels without sock:sk_data_ready (before 6.7): a device-started journey ends at
+        // the copy to the receiving process instead.
+        let t = now();
+        advance(f, skb, Point::Copy as u16, 0, DevKey::default(), t);
+        note_end_tuple(skb);
+        finish_any(skb, f, t);
+        return Ok(());
+    }
     let ts = match traced(current_tid()) {
         Some(ts) => ts,
         None => return Ok(()),
@@ -675,6 +699,11 @@ pub fn on_free(skb: u64, location: u64, reason: u32, dropped: bool) -> Result<()
     };
     if f.last_point == Point::Copy as u16 || f.last_point == Point::RecvExit as u16 {
         // Freed after delivery: the receive exit completes it.
+        return Ok(());
+    }
+    if !dropped && f.last_point == Point::SockReady as u16 {
+        // Consumed after it reached the socket (a splicing relay takes it this way): the
+        // journey is delivered; the relay's send or the copy continues it.
         return Ok(());
     }
     if dropped {

@@ -148,6 +148,7 @@ pub fn probe() -> Result<Capabilities> {
             // Attach on the loopback of a namespace of our own, never on a host device.
             let ns = crate::lab::Netns::create(&format!("np{}-doctor", crate::lab::new_run_id()?))?;
             let r = ns.run(|| {
+                crate::tracer::add_clsact("lo")?;
                 let id = p.attach("lo", TcAttachType::Ingress)?;
                 p.detach(id)?;
                 Ok(())

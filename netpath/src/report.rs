@@ -619,7 +619,7 @@ pub fn print(r: &DriverReport) {
             .filter(|d| {
                 d.rps_cpus
                     .iter()
-                    .any(|m| m.trim_start_matches(['0', ','].as_ref()) != "")
+                    .any(|m| !m.trim_start_matches(['0', ','].as_ref()).is_empty())
             })
             .map(|d| format!("{}@{}={}", d.name, d.netns, d.rps_cpus.join("/")))
             .collect();

@@ -185,6 +185,9 @@ pub fn run_passive(
         netpath_common::counter::SKB_MAP_FULL,
         netpath_common::counter::STALE,
         netpath_common::counter::TRUNCATED,
+        netpath_common::counter::STARTED,
+        netpath_common::counter::COMPLETED,
+        netpath_common::counter::SAMPLES,
     ]
     .iter()
     .map(|&c| {

@@ -380,6 +380,7 @@ impl Tracer {
     /// Attaches the TC counters to one device. Must run on a thread inside the device's netns
     /// (the interface name and TCX link resolve there).
     pub fn attach_tc_here(&mut self, ifname: &str) -> Result<()> {
+        add_clsact(ifname)?;
         for (prog, ty) in [
             ("tc_ingress", TcAttachType::Ingress),
             ("tc_egress", TcAttachType::Egress),
@@ -611,6 +612,24 @@ fn load_fn_probes(ebpf: &mut Ebpf, btf: &btf_rs::Btf, want_fentry: bool) -> Resu
         );
     }
     Ok(out)
+}
+
+/// Before 6.6 (no TCX) TC programs attach through a clsact qdisc, which must exist. Only ever
+/// called for devices netpath created (lab devices, a doctor netns loopback).
+pub fn add_clsact(ifname: &str) -> Result<()> {
+    if aya::util::KernelVersion::current()
+        .is_ok_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0))
+    {
+        return Ok(());
+    }
+    match aya::programs::tc::qdisc_add_clsact(ifname) {
+        Ok(()) => Ok(()),
+        Err(e) if crate::error_chain(&e).contains("exists") => Ok(()),
+        Err(e) => Err(anyhow!(
+            "adding a clsact qdisc to {ifname}: {}",
+            crate::error_chain(&e)
+        )),
+    }
 }
 
 /// Empties a hash map keyed by u64 (skb or device addresses).

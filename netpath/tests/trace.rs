@@ -14,6 +14,16 @@ use netpath::{
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// Netpath namespaces that exist now but did not before: what a test left behind. (Other
+/// processes on a developer machine may run labs of their own meanwhile; CI runs alone.)
+fn leftovers(before: &[String]) -> Vec<String> {
+    lab::list_netpath_netns()
+        .unwrap()
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect()
+}
+
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     assert!(
@@ -52,52 +62,81 @@ fn run(driver: Driver) -> DriverReport {
     compare::run_driver(&mut tracer, driver, &opts).expect("run")
 }
 
-fn crossings(r: &DriverReport, dir: &str) -> BTreeMap<&'static str, u64> {
-    r.hops
-        .iter()
-        .filter(|h| h.dir == dir)
-        .map(|h| (h.hop, h.crossings))
+/// Nothing is lost silently: ring buffer and maps had room, and every journey that did not
+/// complete is one the kernel counted (an skb merged or freed early, e.g. by GRO under load).
+/// Returns the journeys completed per direction.
+fn assert_accounted(r: &DriverReport) -> BTreeMap<&'static str, u64> {
+    for k in ["ringbuf_lost", "skb_map_full", "dropped"] {
+        assert_eq!(r.lost[k], 0, "{k} in {:?}", r.lost);
+    }
+    // A relay (docker-proxy) starts each journey's second leg: two starts per journey.
+    let legs = if r.driver == "published-proxy" { 2 } else { 1 };
+    let completed = r.lost["completed"];
+    let counted = r.lost["consumed_early"] + r.lost["stale"] + r.lost["reused"];
+    assert!(
+        r.lost["started"] <= 2 * N * legs && r.lost["started"] + counted >= 2 * N * legs,
+        "{:?}",
+        r.lost
+    );
+    assert!(2 * N - completed <= counted, "uncounted loss: {:?}", r.lost);
+    assert!(
+        completed * 100 >= 2 * N * 99,
+        "more than 1% lost: {:?}",
+        r.lost
+    );
+    ["request", "response"]
+        .into_iter()
+        .map(|d| (d, r.one_way.get(d).map_or(0, |o| o.count)))
         .collect()
 }
 
-fn assert_no_loss(r: &DriverReport) {
-    for k in ["ringbuf_lost", "skb_map_full", "recv_unmatched", "dropped"] {
-        assert_eq!(r.lost[k], 0, "{k} in {:?}", r.lost);
-    }
-}
-
-fn assert_counts(r: &DriverReport) {
+fn assert_counts(r: &DriverReport) -> BTreeMap<&'static str, u64> {
+    let done = assert_accounted(r);
     assert_eq!(r.traced.count, N);
-    for dir in ["request", "response"] {
-        assert_eq!(r.one_way[dir].count, N, "{dir} journeys");
-    }
-    assert_eq!(r.turnaround.as_ref().unwrap().count, N);
+    assert_eq!(done.values().sum::<u64>(), r.lost["completed"]);
+    let turn = r.turnaround.as_ref().unwrap().count;
+    assert!(
+        turn <= N && turn >= done["request"].min(done["response"]) - 1,
+        "{turn}"
+    );
     // Journeys lie inside the round trips the harness timed: means cannot exceed the RTT.
     assert!(
         r.attributed_us > 0.0 && r.attributed_us <= r.rtt_mean_us,
         "{r:#?}"
     );
+    done
+}
+
+/// Exactly these hops, each crossed `k` times per journey: between k × completed journeys and
+/// k × started ones (a journey counted as lost may have crossed its first hops).
+fn assert_crossings(r: &DriverReport, done: &BTreeMap<&str, u64>, want: &[(&str, &str, u64)]) {
+    let got: std::collections::BTreeSet<(&str, &str)> =
+        r.hops.iter().map(|h| (h.dir, h.hop)).collect();
+    let names: std::collections::BTreeSet<(&str, &str)> =
+        want.iter().map(|(d, h, _)| (*d, *h)).collect();
+    assert_eq!(got, names, "{} hops", r.driver);
+    for (d, h, k) in want {
+        let c = r
+            .hops
+            .iter()
+            .find(|x| x.dir == *d && x.hop == *h)
+            .unwrap()
+            .crossings;
+        assert!(
+            c >= k * done[d] && c <= k * N,
+            "{} {d} {h}: {c} crossings for {} journeys × {k}",
+            r.driver,
+            done[d]
+        );
+    }
 }
 
 #[test]
 fn bridge_path_hops_and_counts() {
     let _g = serial();
     let r = run(Driver::Bridge);
-    assert_no_loss(&r);
-    assert_counts(&r);
-    for dir in ["request", "response"] {
-        let c = crossings(&r, dir);
-        let want: BTreeMap<&str, u64> = [
-            ("sender-stack", N),
-            ("veth", 2 * N),
-            ("backlog", 2 * N),
-            ("bridge", N),
-            ("receiver-stack", N),
-            ("wakeup", N),
-        ]
-        .into();
-        assert_eq!(c, want, "{dir} crossings");
-    }
+    let done = assert_counts(&r);
+    assert_crossings(&r, &done, &expected(Driver::Bridge));
     // Two receive passes (bridge port, then the server's eth0) per packet.
     assert!(r.passes.iter().all(|p| p.rx_passes == 2), "{:?}", r.passes);
     // Every timeline crosses the same points in the same order on the same kinds of device.
@@ -124,7 +163,11 @@ fn bridge_path_hops_and_counts() {
         .into_iter()
         .filter(|(p, _)| !(no_ready && *p == "sk_data_ready"))
         .collect();
-    assert_eq!(r.timelines.len() as u64, 2 * N, "one sample per packet");
+    assert_eq!(
+        r.timelines.len() as u64,
+        r.lost["completed"],
+        "one sample per packet"
+    );
     // Function probes add points inside hops (veth_xmit, br_forward, ip_rcv, tcp_v4_rcv); the
     // tracepoint points and their order stay the same with every backend.
     let fn_points = [
@@ -190,23 +233,15 @@ fn bridge_path_hops_and_counts() {
 fn host_path_has_no_veth_and_no_bridge() {
     let _g = serial();
     let r = run(Driver::Host);
-    assert_no_loss(&r);
-    assert_counts(&r);
-    for dir in ["request", "response"] {
-        let c = crossings(&r, dir);
-        assert!(
-            !c.contains_key("veth") && !c.contains_key("bridge"),
-            "{c:?}"
-        );
-        assert_eq!(c["loopback"], N);
-        assert_eq!(c["sender-stack"], N);
-    }
+    let done = assert_counts(&r);
+    assert_crossings(&r, &done, &expected(Driver::Host));
     assert!(r.passes.iter().all(|p| p.rx_passes == 1), "{:?}", r.passes);
 }
 
 #[test]
 fn nothing_of_netpath_remains_after_compare() {
     let _g = serial();
+    let before = lab::list_netpath_netns().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
         .args([
             "compare",
@@ -246,7 +281,7 @@ fn nothing_of_netpath_remains_after_compare() {
         assert!(burst.iter().all(|b| b["completed"] == b["sent"]));
         assert!(d["context"]["client_mtu"].as_u64().unwrap() > 0);
     }
-    assert!(lab::list_netpath_netns().unwrap().is_empty());
+    assert_eq!(leftovers(&before), Vec::<String>::new());
 }
 
 #[test]
@@ -281,6 +316,7 @@ fn one_line_error(args: &[&str]) -> String {
 #[test]
 fn bad_input_gets_one_clear_line() {
     let _g = serial();
+    let before = lab::list_netpath_netns().unwrap();
     let e = one_line_error(&["compare", "--driver", "nosuch"]);
     assert!(e.contains("nosuch"), "{e}");
     let caps = doctor::probe().unwrap();
@@ -288,7 +324,7 @@ fn bad_input_gets_one_clear_line() {
         let e = one_line_error(&["compare", "--backend", "kprobe", "-n", "10"]);
         assert!(e.contains("kprobe"), "{e}");
     }
-    assert!(lab::list_netpath_netns().unwrap().is_empty());
+    assert_eq!(leftovers(&before), Vec::<String>::new());
 }
 
 #[test]
@@ -355,19 +391,30 @@ fn passive_trace_follows_traffic_netpath_does_not_trace() {
     let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).unwrap();
     let lab = lab::Lab::build(Driver::Bridge).unwrap();
     let port = lab.server_bind.port();
-    // Traffic from threads the tracer knows nothing about, started once the probes are on.
-    let traffic = std::thread::scope(|s| {
+    // Traffic from threads the tracer knows nothing about, repeated until the tracer has what
+    // it asked for (loading the programs takes a while on a busy machine).
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (runs, out) = std::thread::scope(|s| {
         let h = s.spawn(|| {
-            std::thread::sleep(std::time::Duration::from_millis(500));
-            netpath::harness::run_rr(
-                &lab,
-                &RrConfig {
-                    requests: 50,
-                    warmup: 0,
-                    ..RrConfig::default()
-                },
-                &netpath::harness::NoPhases,
-            )
+            let mut runs = Vec::new();
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while !done.load(std::sync::atomic::Ordering::Relaxed)
+                && std::time::Instant::now() < until
+            {
+                runs.push(
+                    netpath::harness::run_rr(
+                        &lab,
+                        &RrConfig {
+                            requests: 50,
+                            warmup: 0,
+                            ..RrConfig::default()
+                        },
+                        &netpath::harness::NoPhases,
+                    )
+                    .map(|r| r.count),
+                );
+            }
+            runs
         });
         let out = netpath::trace::run_passive(
             backend,
@@ -378,21 +425,40 @@ fn passive_trace_follows_traffic_netpath_does_not_trace() {
                 proto: Some(6),
                 ..Default::default()
             },
-            10,
-            std::time::Duration::from_secs(10),
+            40,
+            std::time::Duration::from_secs(20),
         );
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
         (h.join().unwrap(), out)
     });
     lab.teardown().unwrap();
-    let (rr, out) = traffic;
-    assert_eq!(rr.unwrap().count, 50);
+    assert!(!runs.is_empty());
+    for r in runs {
+        assert_eq!(r.unwrap(), 50);
+    }
     let out = out.unwrap();
-    assert_eq!(out.timelines.len(), 10, "{:?}", out.lost);
-    for t in &out.timelines {
-        // Starts on the sender's eth0, ends when the receiver's socket is woken.
+    // Device-started journeys of traffic netpath does not follow end when a socket is woken
+    // (or, on kernels without sk_data_ready, at the copy to the reader). On a busy machine a
+    // few addresses are recycled mid-way; those are cut and counted, the rest are complete.
+    let complete: Vec<_> = out
+        .timelines
+        .iter()
+        .filter(|t| {
+            let last = t.points.last().map(|p| p.point);
+            last == Some("sk_data_ready") || last == Some("copy_to_user")
+        })
+        .collect();
+    assert!(
+        complete.len() >= 10,
+        "{} complete of {}: {:?}",
+        complete.len(),
+        out.timelines.len(),
+        out.lost
+    );
+    for t in complete {
         let names: Vec<&str> = t.points.iter().map(|p| p.point).collect();
         assert_eq!(names.first(), Some(&"dev_queue"), "{names:?}");
-        assert_eq!(names.last(), Some(&"sk_data_ready"), "{names:?}");
+        assert!(t.points[0].device.starts_with("eth0@"), "{:?}", t.points[0]);
         assert!(t.tuple.contains(&format!(":{port}")), "{}", t.tuple);
         let hops: Vec<&str> = t.points.iter().map(|p| p.hop).collect();
         assert!(
@@ -405,6 +471,7 @@ fn passive_trace_follows_traffic_netpath_does_not_trace() {
 #[test]
 fn nat_rewrite_shows_in_trace() {
     let _g = serial();
+    let before = lab::list_netpath_netns().unwrap();
     let caps = doctor::probe().unwrap();
     let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).unwrap();
     let out = netpath::trace::run(
@@ -423,7 +490,14 @@ fn nat_rewrite_shows_in_trace() {
     assert_eq!(out.timelines.len(), 4);
     let published = format!(":{}", lab::PUBLISHED_PORT);
     let server = format!(":{}", lab::LAB_PORT);
+    // The sending socket's destination comes from tcp:tcp_sendmsg_locked (6.10+); older kernels
+    // bound journeys with syscall tracepoints, which do not carry the socket.
+    let sock_point =
+        std::path::Path::new("/sys/kernel/tracing/events/tcp/tcp_sendmsg_locked").exists();
     for t in &out.timelines {
+        if t.dir == "request" && !sock_point {
+            continue;
+        }
         let x = t
             .translated
             .as_deref()
@@ -438,7 +512,7 @@ fn nat_rewrite_shows_in_trace() {
             _ => assert!(x.starts_with("src") && x.contains(&published), "{x}"),
         }
     }
-    assert!(lab::list_netpath_netns().unwrap().is_empty());
+    assert_eq!(leftovers(&before), Vec::<String>::new());
 }
 
 /// Per-direction crossings expected for N requests on each driver: the hop sequence of the
@@ -510,6 +584,7 @@ fn expected(driver: Driver) -> Vec<(&'static str, &'static str, u64)> {
 #[test]
 fn every_driver_crosses_its_hops() {
     let _g = serial();
+    let before = lab::list_netpath_netns().unwrap();
     for driver in [
         Driver::None,
         Driver::Macvlan,
@@ -518,22 +593,13 @@ fn every_driver_crosses_its_hops() {
         Driver::PublishedProxy,
     ] {
         let r = run(driver);
-        assert_no_loss(&r);
-        assert_counts(&r);
-        let mut got: Vec<(&str, &str, u64)> =
-            r.hops.iter().map(|h| (h.dir, h.hop, h.crossings)).collect();
-        let mut want: Vec<(&str, &str, u64)> = expected(driver)
-            .into_iter()
-            .map(|(d, h, k)| (d, h, k * N))
-            .collect();
-        got.sort();
-        want.sort();
-        assert_eq!(got, want, "{driver} crossings");
+        let done = assert_counts(&r);
+        assert_crossings(&r, &done, &expected(driver));
         if driver == Driver::Overlay {
             let c = r.context.as_ref().map(|c| c.client_mtu);
             let eth0 = r.devices.iter().find(|d| d.name == "eth0").unwrap();
             assert_eq!(eth0.mtu, 1450, "overlay inner MTU {c:?}");
         }
-        assert!(lab::list_netpath_netns().unwrap().is_empty());
+        assert_eq!(leftovers(&before), Vec::<String>::new());
     }
 }

@@ -167,15 +167,18 @@ fn private_sysfs() -> Result<()> {
         None::<&str>,
     )
     .context("making / rslave in the private mount namespace")?;
-    mount(
+    match mount(
         Some("sysfs"),
         "/sys",
         Some("sysfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
         None::<&str>,
-    )
-    .context("mounting a private sysfs")?;
-    Ok(())
+    ) {
+        // EBUSY: the sysfs of this netns is the one already on /sys (the host's own
+        // namespace, e.g. Docker's host network): read it as it is.
+        Ok(()) | Err(nix::errno::Errno::EBUSY) => Ok(()),
+        Err(e) => Err(e).context("mounting a private sysfs"),
+    }
 }
 
 /// MTU (if readable) and RPS masks of `dev` from the private sysfs.

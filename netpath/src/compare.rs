@@ -220,3 +220,42 @@ pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>>
     }
     Ok(out)
 }
+
+/// `compare --docker`: the same measurement on real Docker networks and containers, and with
+/// `with_lab` the embedded lab's version of each driver right after it, so both rows come from
+/// one run. Docker rows are named `docker:<driver>`.
+pub fn run_docker(
+    backend: Backend,
+    opts: &CompareOptions,
+    engine: &crate::docker::Engine,
+    with_lab: bool,
+) -> Result<Vec<DriverReport>> {
+    let mut tracer = Tracer::load(backend, &opts.tracer)?;
+    let mut out = Vec::new();
+    for d in &opts.drivers {
+        let dl = crate::docker::DockerLab::build(engine, *d, &Default::default())
+            .with_context(|| format!("building the Docker {d} network"))?;
+        let r = dl.to_lab().and_then(|lab| measure(&mut tracer, &lab, opts));
+        let torn = dl.teardown();
+        let mut r = r.with_context(|| format!("measuring Docker {d}"))?;
+        torn?;
+        r.driver = format!("docker:{}", d.name());
+        if opts.print {
+            report::print(&r);
+            println!();
+        }
+        out.push(r);
+        if with_lab {
+            let r = run_driver(&mut tracer, *d, opts)?;
+            if opts.print {
+                report::print(&r);
+                println!();
+            }
+            out.push(r);
+        }
+    }
+    if opts.print && out.len() > 1 {
+        report::print_summary(&out);
+    }
+    Ok(out)
+}

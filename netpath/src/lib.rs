@@ -3,8 +3,10 @@
 //! The binary is a thin CLI over this library so integration tests drive the same code.
 
 pub mod backend;
+pub mod bench;
 pub mod btf;
 pub mod compare;
+pub mod docker;
 pub mod doctor;
 pub mod harness;
 pub mod lab;

@@ -26,6 +26,10 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath compare --driver bridge -n 50000 --json > bridge.json
     netpath trace --port 11111 --count 5  five complete packet timelines on the bridge lab
     netpath trace --netns srv --iface eth0 --json
+    netpath bench --rounds 5             netpath's own cost, as ratios against sockperf and iperf3
+    netpath compare --docker --lab       real Docker networks next to the lab, one run
+    netpath trace --container web --container db --port 5432
+    netpath inspect web
     netpath cleanup                      remove what a killed run left behind";
 
 #[derive(Subcommand)]
@@ -78,6 +82,12 @@ enum Cmd {
         /// Attach TC ingress/egress packet counters to every lab device as a cross-check.
         #[arg(long)]
         tc_counters: bool,
+        /// Measure real Docker networks and containers (a daemon must answer) instead of the lab.
+        #[arg(long)]
+        docker: bool,
+        /// With --docker: also measure the lab's version of each driver, side by side.
+        #[arg(long)]
+        lab: bool,
         /// Report each kernel program's run count and mean cost (BPF run-time stats).
         #[arg(long)]
         prog_stats: bool,
@@ -109,8 +119,40 @@ enum Cmd {
         /// Only packets first seen on this lab interface.
         #[arg(long)]
         iface: Option<String>,
+        /// Trace the traffic of running Docker containers (by name or id; repeat for several)
+        /// instead of building a lab: attaches to their interfaces and host-side peers only.
+        #[arg(long)]
+        container: Vec<String>,
+        /// With --container: stop after this many seconds even if fewer packets came.
+        #[arg(long, default_value_t = 10.0)]
+        duration: f64,
         #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
         backend: BackendChoice,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Benchmark netpath itself, as ratios from one run: harness vs sockperf and iperf3, traced
+    /// vs untraced latency and throughput, kernel cost per round trip, memory.
+    Bench {
+        /// Rounds per driver (figures are medians over rounds).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Seconds per sockperf, iperf3 and bulk run.
+        #[arg(long, default_value_t = 3)]
+        secs: u64,
+        /// Measured requests per request/response run.
+        #[arg(long, short = 'n', default_value_t = 20_000)]
+        requests: u64,
+        /// Drivers, comma-separated (default: bridge,host).
+        #[arg(long, short = 'd', value_delimiter = ',')]
+        driver: Vec<Driver>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The thirty-second check of a container's network: mode, MTU, veth peer and bridge on the
+    /// host, published ports and the docker-proxy serving them, NAT rules touching it, RPS.
+    Inspect {
+        container: String,
         #[arg(long)]
         json: bool,
     },
@@ -156,6 +198,8 @@ fn run(cli: Cli) -> Result<()> {
             backend: choice,
             prog_stats,
             tc_counters,
+            docker,
+            lab: with_lab,
             json,
         } => {
             lab::install_signal_cleanup();
@@ -213,7 +257,12 @@ fn run(cli: Cli) -> Result<()> {
                 tc_counters,
                 keep_timelines: 4,
             };
-            let reports = compare::run(backend, &opts)?;
+            let reports = if docker {
+                let engine = netpath::docker::Engine::connect()?;
+                compare::run_docker(backend, &opts, &engine, with_lab)?
+            } else {
+                compare::run(backend, &opts)?
+            };
             if json {
                 let v = serde_json::json!({ "backend": backend, "drivers": reports });
                 println!("{}", serde_json::to_string_pretty(&v)?);
@@ -227,24 +276,63 @@ fn run(cli: Cli) -> Result<()> {
             port,
             netns,
             iface,
+            container,
+            duration,
             backend: choice,
             json,
         } => {
             lab::install_signal_cleanup();
             let caps = doctor::probe()?;
             let backend = backend::select(choice, &caps)?;
-            let out = netpath::trace::run(
-                backend,
-                &netpath::trace::TraceOptions {
-                    driver,
+            let out = if !container.is_empty() {
+                let engine = netpath::docker::Engine::connect()?;
+                let mut devices = Vec::new();
+                for c in &container {
+                    let net = netpath::docker::resolve_container(&engine, c)?;
+                    for d in net.devices() {
+                        if !devices.contains(&d) {
+                            devices.push(d);
+                        }
+                    }
+                }
+                let proto = proto
+                    .as_deref()
+                    .map(|p| match p {
+                        "tcp" => Ok(6),
+                        "udp" => Ok(17),
+                        "icmp" => Ok(1),
+                        n => n
+                            .parse::<u8>()
+                            .map_err(|_| anyhow::anyhow!("unknown protocol {n:?}")),
+                    })
+                    .transpose()?;
+                netpath::trace::run_passive(
+                    backend,
+                    &container.join(","),
+                    &devices,
+                    netpath::tracer::Filter {
+                        port,
+                        addr: host,
+                        proto,
+                        ..Default::default()
+                    },
                     count,
-                    proto,
-                    host,
-                    port,
-                    netns,
-                    iface,
-                },
-            )?;
+                    std::time::Duration::from_secs_f64(duration.max(0.1)),
+                )?
+            } else {
+                netpath::trace::run(
+                    backend,
+                    &netpath::trace::TraceOptions {
+                        driver,
+                        count,
+                        proto,
+                        host,
+                        port,
+                        netns,
+                        iface,
+                    },
+                )?
+            };
             if json {
                 println!("{}", serde_json::to_string_pretty(&out)?);
             } else {
@@ -254,8 +342,49 @@ fn run(cli: Cli) -> Result<()> {
                 bail!("no packet matched the filters");
             }
         }
+        Cmd::Bench {
+            rounds,
+            secs,
+            requests,
+            driver,
+            json,
+        } => {
+            lab::install_signal_cleanup();
+            let mut opts = netpath::bench::BenchOptions {
+                rounds,
+                secs,
+                requests,
+                ..Default::default()
+            };
+            if !driver.is_empty() {
+                opts.drivers = driver;
+            }
+            let r = netpath::bench::run(&opts)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                netpath::bench::print(&r);
+            }
+        }
+        Cmd::Inspect { container, json } => {
+            let engine = netpath::docker::Engine::connect()?;
+            let r = netpath::docker::inspect(&engine, &container)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                r.print();
+            }
+        }
         Cmd::Cleanup => {
-            let removed = lab::cleanup_leftovers()?;
+            let mut removed = lab::cleanup_leftovers()?;
+            // Docker objects: through the daemon when one answers, else what can be removed
+            // without it (macvlan parents, state files, a second daemon netpath started).
+            match netpath::docker::Engine::connect() {
+                Ok(engine) => removed.extend(netpath::docker::cleanup_docker(&engine)?),
+                Err(_) => removed.extend(netpath::docker::cleanup_docker_host(
+                    std::path::Path::new("/proc/self/ns/net"),
+                )?),
+            }
             if removed.is_empty() {
                 println!("nothing of netpath's was left");
             } else {
@@ -270,6 +399,17 @@ fn run(cli: Cli) -> Result<()> {
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    // Inside netpath's agent image the binary is the container's traffic agent.
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("agent") {
+        return match netpath::docker::agent_main(&args[2..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("netpath agent: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {

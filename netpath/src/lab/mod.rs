@@ -214,12 +214,58 @@ impl Lab {
         self.nss.list.iter().map(|(n, _)| n.clone()).collect()
     }
 
+    /// A lab whose namespaces and devices something else built and tears down (real
+    /// Docker containers, see `docker::DockerLab::to_lab`). The lab only holds the fds in
+    /// `parts.namespaces` (which keep those namespaces alive while it exists, and which
+    /// the `Netns` paths may refer to as `/proc/self/fd/N`); `teardown` and drop remove
+    /// nothing.
+    pub fn from_parts(parts: LabParts) -> Lab {
+        Lab {
+            driver: parts.driver,
+            run_id: parts.run_id.clone(),
+            client_ns: parts.client_ns,
+            server_ns: parts.server_ns,
+            server_bind: parts.server_bind,
+            connect_to: parts.connect_to,
+            devices: parts.devices,
+            node_ns: parts.node_ns,
+            published: parts.published,
+            subnet: None,
+            nft_table: None,
+            proxy_pid: parts.proxy_pid,
+            nss: LabNamespaces {
+                run_id: parts.run_id,
+                list: parts.namespaces,
+                procs: Vec::new(),
+                done: true,
+            },
+        }
+    }
+
     /// The device with this name in this namespace.
     pub fn device(&self, netns: &str, name: &str) -> Option<&LabDevice> {
         self.devices
             .iter()
             .find(|d| d.netns == netns && d.name == name)
     }
+}
+
+/// What [`Lab::from_parts`] needs: a lab built by something else (real Docker).
+pub struct LabParts {
+    pub driver: Driver,
+    pub run_id: String,
+    pub client_ns: Netns,
+    pub server_ns: Netns,
+    pub server_bind: SocketAddrV4,
+    pub connect_to: SocketAddrV4,
+    pub devices: Vec<LabDevice>,
+    /// The Docker host's namespace, if the lab uses it.
+    pub node_ns: Option<Netns>,
+    pub published: Option<SocketAddrV4>,
+    /// docker-proxy serving the published port (not the lab's to stop).
+    pub proxy_pid: Option<u32>,
+    /// Every namespace of the lab with an fd on it (client, server and every device's).
+    pub namespaces: Vec<(Netns, OwnedFd)>,
 }
 
 /// Namespaces (and helper processes) of one lab, deleted on drop unless torn down

@@ -1,0 +1,199 @@
+//! `cleanup_docker`: remove what netpath made in Docker and a killed run left behind.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use bollard::query_parameters::{
+    ListContainersOptions, ListImagesOptions, ListNetworksOptions, RemoveContainerOptions,
+    RemoveImageOptions,
+};
+
+use super::engine::is_not_found;
+use super::lab::{in_netns, leave_swarm_if_unused};
+use super::state::{self, run_in_use};
+use super::{Engine, LABEL, LABEL_KEEP, LABEL_RUN};
+use crate::lab::{Netns, PREFIX, RUN_ID_LEN, is_run_id, netns_name, nl::Nl};
+
+/// Remove every netpath-labelled container and network of `engine` (except those of a
+/// Docker lab another live process is running), every netpath image not labelled
+/// `netpath.keep`, the swarm if netpath initialised it and nothing of netpath's uses it
+/// any more, the macvlan parents (`np<id>mp` and netns `np<id>-mvp`) and the second
+/// daemons (`published-nat`) of runs that are gone. Returns what was removed.
+pub fn cleanup_docker(engine: &Engine) -> Result<Vec<String>> {
+    let mut removed = Vec::new();
+    let busy = |labels: &Option<HashMap<String, String>>| {
+        labels
+            .as_ref()
+            .and_then(|l| l.get(LABEL_RUN))
+            .is_some_and(|id| run_in_use(id))
+    };
+    let label_filter = || {
+        Some(HashMap::from([(
+            "label".to_string(),
+            vec![LABEL.to_string()],
+        )]))
+    };
+
+    let ctrs = engine
+        .block_on(engine.docker().list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: label_filter(),
+            ..Default::default()
+        })))
+        .map_err(|e| engine.err(e, "listing netpath containers"))?;
+    for c in ctrs {
+        if busy(&c.labels) {
+            continue;
+        }
+        let Some(id) = c.id else { continue };
+        let name = c
+            .names
+            .and_then(|n| n.first().cloned())
+            .unwrap_or_else(|| id.clone())
+            .trim_start_matches('/')
+            .to_string();
+        match engine.block_on(engine.docker().remove_container(
+            &id,
+            Some(RemoveContainerOptions {
+                force: true,
+                v: true,
+                ..Default::default()
+            }),
+        )) {
+            Ok(()) => removed.push(format!("container {name}")),
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => return Err(engine.err(e, &format!("removing container {name}"))),
+        }
+    }
+
+    let nets = engine
+        .block_on(engine.docker().list_networks(Some(ListNetworksOptions {
+            filters: label_filter(),
+        })))
+        .map_err(|e| engine.err(e, "listing netpath networks"))?;
+    let mut gone_nets = Vec::new();
+    for n in nets {
+        if busy(&n.labels) {
+            continue;
+        }
+        let Some(name) = n.name else { continue };
+        match engine.block_on(engine.docker().remove_network(&name)) {
+            Ok(()) => {
+                removed.push(format!("network {name}"));
+                gone_nets.push(name);
+            }
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => return Err(engine.err(e, &format!("removing network {name}"))),
+        }
+    }
+
+    let imgs = engine
+        .block_on(engine.docker().list_images(Some(ListImagesOptions {
+            filters: label_filter(),
+            ..Default::default()
+        })))
+        .map_err(|e| engine.err(e, "listing netpath images"))?;
+    for i in imgs {
+        if i.labels.contains_key(LABEL_KEEP) {
+            continue;
+        }
+        let name = i.repo_tags.first().cloned().unwrap_or_else(|| i.id.clone());
+        // In use by a busy run's container: it stays (no force).
+        match engine.block_on(engine.docker().remove_image(
+            &i.id,
+            Some(RemoveImageOptions {
+                force: false,
+                noprune: false,
+            }),
+            None,
+        )) {
+            Ok(_) => removed.push(format!("image {name}")),
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => log::info!("leaving image {name}: {}", engine.err(e, "removing it")),
+        }
+    }
+
+    if leave_swarm_if_unused(engine, &gone_nets)? {
+        removed.push("swarm (initialised by netpath)".to_string());
+    }
+
+    removed.extend(cleanup_docker_host(&engine.host_netns)?);
+    Ok(removed)
+}
+
+/// The part of [`cleanup_docker`] that needs no engine (for when no daemon answers):
+/// second daemons of runs that are gone (stopped, their namespace and directories
+/// removed), macvlan parents `np<id>mp` in the Docker host's namespace `host_netns`
+/// (`/proc/self/ns/net` for the system daemon), their `np<id>-mvp` namespaces, stale
+/// run locks.
+pub fn cleanup_docker_host(host_netns: &Path) -> Result<Vec<String>> {
+    let mut removed = Vec::new();
+    for d in state::daemons() {
+        if run_in_use(&d.run_id) {
+            continue;
+        }
+        super::daemon::stop_recorded(&d)
+            .with_context(|| format!("stopping the second dockerd of run {}", d.run_id))?;
+        removed.push(format!(
+            "dockerd of run {} ({})",
+            d.run_id,
+            d.socket.display()
+        ));
+    }
+
+    // Macvlan parents in the Docker host's namespace, then their peers' namespaces.
+    let parents: Vec<(String, u32)> = in_netns(host_netns, || {
+        Ok(Nl::new()?
+            .links()?
+            .into_iter()
+            .filter_map(|l| {
+                let id = macvlan_parent_run(&l.name)?;
+                (!run_in_use(id)).then(|| (l.name.clone(), l.ifindex))
+            })
+            .collect())
+    })?;
+    if !parents.is_empty() {
+        let names: Vec<String> = parents.iter().map(|(n, _)| n.clone()).collect();
+        in_netns(host_netns, || {
+            let nl = Nl::new()?;
+            for (_, i) in &parents {
+                nl.del_link(*i)?;
+            }
+            Ok(())
+        })?;
+        removed.extend(names.into_iter().map(|n| format!("link {n}")));
+    }
+    for id in state::mvp_markers() {
+        if run_in_use(&id) {
+            continue;
+        }
+        if let Ok(ns) = Netns::open_existing(&netns_name(&id, "mvp")) {
+            ns.delete()?;
+            removed.push(format!("netns {}", ns.name));
+        }
+        state::remove_mvp_marker(&id);
+    }
+    state::remove_stale_locks();
+    Ok(removed)
+}
+
+/// If `name` is a macvlan parent netpath makes (`np<6 hex>mp`), its run id.
+fn macvlan_parent_run(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix(PREFIX)?;
+    let id = rest.get(..RUN_ID_LEN)?;
+    (rest.get(RUN_ID_LEN..) == Some("mp") && is_run_id(id)).then_some(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn macvlan_parent_names() {
+        assert_eq!(macvlan_parent_run("np1a2b3cmp"), Some("1a2b3c"));
+        assert_eq!(macvlan_parent_run("np1a2b3cpp"), None);
+        assert_eq!(macvlan_parent_run("eth0"), None);
+        assert_eq!(macvlan_parent_run("npzzzzzzmp"), None);
+    }
+}

@@ -1,0 +1,392 @@
+//! The network side of one running container, netpath's or anybody's: its namespace, its
+//! interfaces, and where each interface's other end is on the host (the bridge port of a
+//! veth, the bridge, an overlay's VXLAN device, a macvlan's parent).
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use bollard::models::ContainerInspectResponse;
+use bollard::query_parameters::InspectContainerOptions;
+use netpath_common::DevKind;
+
+use super::Engine;
+use super::netlink::{Link, links_at};
+use crate::lab::{LabDevice, ns_inum};
+
+/// A Docker network a container is attached to.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct NetAttachment {
+    pub name: String,
+    pub network_id: String,
+    pub ip: Option<Ipv4Addr>,
+    pub prefix_len: Option<u8>,
+    pub gateway: Option<Ipv4Addr>,
+    pub mac: Option<String>,
+}
+
+/// The far end of a container interface, outside the container.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PeerLink {
+    /// Name netpath uses for that namespace: `host` for the daemon's own, the file name
+    /// under Docker's netns directory (`1-<netid>` for an overlay) otherwise.
+    pub netns: String,
+    pub netns_path: PathBuf,
+    pub netns_inum: u32,
+    /// The link itself: the host end of a veth, or a macvlan's parent.
+    pub link: Link,
+    /// The bridge it is a port of (`docker0`, `br-…`, an overlay's `br0`).
+    pub bridge: Option<Link>,
+    /// VXLAN devices on that bridge (overlay networks).
+    pub vxlans: Vec<Link>,
+}
+
+/// One interface inside the container.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Interface {
+    pub link: Link,
+    /// The Docker network this interface belongs to (matched by address).
+    pub network: Option<String>,
+    pub peer: Option<PeerLink>,
+}
+
+/// One published port (`-p host_ip:host_port:container_port/proto`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PortMapping {
+    pub container_port: u16,
+    pub proto: String,
+    pub host_ip: String,
+    pub host_port: u16,
+}
+
+/// The network view of a running container.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ContainerNet {
+    pub id: String,
+    /// Container name without the leading `/`; also the name netpath gives its netns.
+    pub name: String,
+    pub pid: u32,
+    /// `HostConfig.NetworkMode`: `bridge`, `host`, `none`, `container:…` or a network name.
+    pub network_mode: String,
+    /// True if the container shares the daemon's namespace (`--network host`).
+    pub host_network: bool,
+    /// `/proc/PID/ns/net`.
+    pub netns_path: PathBuf,
+    pub netns_inum: u32,
+    /// Docker's bind mount of the namespace (`/var/run/docker/netns/…`), if any.
+    pub sandbox_key: Option<String>,
+    pub networks: Vec<NetAttachment>,
+    pub interfaces: Vec<Interface>,
+    pub ports: Vec<PortMapping>,
+    /// Name of the daemon's namespace in [`LabDevice::netns`] (`host`).
+    pub host_netns: String,
+}
+
+impl ContainerNet {
+    /// The netns name used for this container's devices.
+    pub fn netns_name(&self) -> String {
+        if self.host_network {
+            self.host_netns.clone()
+        } else {
+            self.name.clone()
+        }
+    }
+
+    /// First IPv4 address on a Docker network.
+    pub fn ip(&self) -> Option<Ipv4Addr> {
+        self.networks.iter().find_map(|n| n.ip)
+    }
+
+    /// IPv4 address on network `name`.
+    pub fn ip_on(&self, name: &str) -> Option<Ipv4Addr> {
+        self.networks
+            .iter()
+            .find(|n| n.name == name || n.network_id.starts_with(name))
+            .and_then(|n| n.ip)
+    }
+
+    /// Every device on this container's paths, for the tracer: `lo` and the interfaces
+    /// inside (`Veth` or `Macvlan`), the host ends of the veths (`BridgePort`), their
+    /// bridges (`Bridge`), an overlay's VXLAN devices (`Vxlan`), a macvlan's parent
+    /// (`Underlay`). For `--network host` only the host's `lo`.
+    pub fn devices(&self) -> Vec<LabDevice> {
+        let mut v: Vec<LabDevice> = Vec::new();
+        let mut push = |ns: &str, inum: u32, l: &Link, kind: DevKind| {
+            if !v
+                .iter()
+                .any(|d| d.netns_inum == inum && d.ifindex == l.ifindex)
+            {
+                v.push(LabDevice {
+                    name: l.name.clone(),
+                    netns: ns.to_string(),
+                    netns_inum: inum,
+                    ifindex: l.ifindex,
+                    kind,
+                    mtu: l.mtu,
+                });
+            }
+        };
+        let me = self.netns_name();
+        for i in &self.interfaces {
+            let kind = match i.link.kind.as_str() {
+                _ if i.link.name == "lo" => DevKind::Loopback,
+                "veth" => DevKind::Veth,
+                "macvlan" | "ipvlan" => DevKind::Macvlan,
+                _ => continue,
+            };
+            if self.host_network && kind != DevKind::Loopback {
+                continue;
+            }
+            push(&me, self.netns_inum, &i.link, kind);
+            let Some(p) = &i.peer else { continue };
+            let pk = if kind == DevKind::Macvlan {
+                DevKind::Underlay
+            } else if p.bridge.is_some() {
+                DevKind::BridgePort
+            } else {
+                DevKind::Veth
+            };
+            push(&p.netns, p.netns_inum, &p.link, pk);
+            if let Some(b) = &p.bridge {
+                push(&p.netns, p.netns_inum, b, DevKind::Bridge);
+            }
+            for x in &p.vxlans {
+                push(&p.netns, p.netns_inum, x, DevKind::Vxlan);
+            }
+        }
+        v
+    }
+
+    /// Distinct namespaces of [`devices`](Self::devices): `(name, path, inum)`.
+    pub fn namespaces(&self) -> Vec<(String, PathBuf, u32)> {
+        let mut v: Vec<(String, PathBuf, u32)> = Vec::new();
+        if !self.host_network {
+            v.push((self.name.clone(), self.netns_path.clone(), self.netns_inum));
+        }
+        for p in self.interfaces.iter().filter_map(|i| i.peer.as_ref()) {
+            if !v.iter().any(|(_, _, i)| *i == p.netns_inum) {
+                v.push((p.netns.clone(), p.netns_path.clone(), p.netns_inum));
+            }
+        }
+        v
+    }
+}
+
+/// Look up a running container (name or id) and everything about its network.
+pub fn resolve_container(engine: &Engine, name: &str) -> Result<ContainerNet> {
+    let c = engine
+        .block_on(
+            engine
+                .docker()
+                .inspect_container(name, None::<InspectContainerOptions>),
+        )
+        .map_err(|e| engine.err(e, &format!("inspecting container {name}")))?;
+    from_inspect(engine, &c).with_context(|| format!("resolving the network of container {name}"))
+}
+
+pub(crate) fn from_inspect(engine: &Engine, c: &ContainerInspectResponse) -> Result<ContainerNet> {
+    let cname = c
+        .name
+        .clone()
+        .unwrap_or_default()
+        .trim_start_matches('/')
+        .to_string();
+    let state = c.state.clone().unwrap_or_default();
+    let pid = state.pid.unwrap_or(0);
+    if !state.running.unwrap_or(false) || pid <= 0 {
+        bail!("container {cname} is not running");
+    }
+    let pid = pid as u32;
+    let network_mode = c
+        .host_config
+        .as_ref()
+        .and_then(|h| h.network_mode.clone())
+        .unwrap_or_default();
+    let netns_path = PathBuf::from(format!("/proc/{pid}/ns/net"));
+    let netns_inum = ns_inum(&netns_path)?;
+    let host_inum = ns_inum(&engine.host_netns)?;
+    let host_network = netns_inum == host_inum;
+    let ns = c.network_settings.clone().unwrap_or_default();
+    let sandbox_key = ns.sandbox_key.clone().filter(|s| !s.is_empty());
+
+    let mut networks: Vec<NetAttachment> = ns
+        .networks
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, e)| NetAttachment {
+            name,
+            network_id: e.network_id.unwrap_or_default(),
+            ip: e.ip_address.as_deref().and_then(|s| s.parse().ok()),
+            prefix_len: e.ip_prefix_len.and_then(|p| u8::try_from(p).ok()),
+            gateway: e.gateway.as_deref().and_then(|s| s.parse().ok()),
+            mac: e.mac_address.filter(|m| !m.is_empty()),
+        })
+        .collect();
+    networks.sort_by(|a, b| a.name.cmp(&b.name));
+
+    let mut ports = Vec::new();
+    for (k, v) in ns.ports.clone().unwrap_or_default() {
+        let (port, proto) = k.split_once('/').unwrap_or((k.as_str(), "tcp"));
+        let Ok(port) = port.parse::<u16>() else {
+            continue;
+        };
+        for b in v.unwrap_or_default() {
+            ports.push(PortMapping {
+                container_port: port,
+                proto: proto.to_string(),
+                host_ip: b.host_ip.unwrap_or_default(),
+                host_port: b.host_port.and_then(|p| p.parse().ok()).unwrap_or(0),
+            });
+        }
+    }
+    ports.sort_by(|a, b| (a.container_port, &a.host_ip).cmp(&(b.container_port, &b.host_ip)));
+
+    let links = links_at(&netns_path)?;
+    let host_name = engine.host_netns_name.clone();
+    let mut interfaces = Vec::new();
+    if host_network {
+        // Same stack as the daemon: no peers to find; keep lo only.
+        for l in links.into_iter().filter(|l| l.name == "lo") {
+            interfaces.push(Interface {
+                link: l,
+                network: None,
+                peer: None,
+            });
+        }
+    } else {
+        let mut cands = Candidates::new(engine, sandbox_key.as_deref(), netns_inum);
+        for l in links {
+            let network = networks
+                .iter()
+                .find(|n| n.ip.is_some_and(|ip| l.addrs.iter().any(|(a, _)| *a == ip)))
+                .map(|n| n.name.clone());
+            let peer = if l.link_netnsid.is_some() {
+                cands.find_peer(&l)?
+            } else {
+                None
+            };
+            interfaces.push(Interface {
+                link: l,
+                network,
+                peer,
+            });
+        }
+    }
+
+    Ok(ContainerNet {
+        id: c.id.clone().unwrap_or_default(),
+        name: cname,
+        pid,
+        network_mode,
+        host_network,
+        netns_path,
+        netns_inum,
+        sandbox_key,
+        networks,
+        interfaces,
+        ports,
+        host_netns: host_name,
+    })
+}
+
+/// Namespaces where a container interface's other end may be: the daemon's own, then
+/// every namespace in Docker's netns directory (overlay networks' `1-<id>`), listed
+/// lazily and once.
+struct Candidates {
+    list: Vec<(String, PathBuf, Option<u32>)>,
+    links: HashMap<usize, Vec<Link>>,
+}
+
+impl Candidates {
+    fn new(engine: &Engine, sandbox_key: Option<&str>, own_inum: u32) -> Candidates {
+        let mut list = vec![(
+            engine.host_netns_name.clone(),
+            engine.host_netns.clone(),
+            ns_inum(&engine.host_netns).ok(),
+        )];
+        let dir = sandbox_key
+            .and_then(|k| Path::new(k).parent().map(Path::to_path_buf))
+            .unwrap_or_else(|| engine.exec_root.join("netns"));
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            let mut more: Vec<(String, PathBuf, Option<u32>)> = rd
+                .filter_map(|e| e.ok())
+                .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+                // Only live namespaces (a stale mount point is an empty file on tmpfs).
+                .filter_map(|(n, p)| {
+                    if !is_nsfs(&p) {
+                        return None;
+                    }
+                    let i = ns_inum(&p).ok()?;
+                    (i != own_inum).then_some((n, p, Some(i)))
+                })
+                .collect();
+            // Overlay sandboxes first: that is where a veth's other end usually is.
+            more.sort_by_key(|(n, _, _)| (!n.starts_with("1-"), n.clone()));
+            list.extend(more);
+        }
+        Candidates {
+            list,
+            links: HashMap::new(),
+        }
+    }
+
+    fn links(&mut self, i: usize) -> &[Link] {
+        let path = self.list[i].1.clone();
+        self.links
+            .entry(i)
+            .or_insert_with(|| links_at(&path).unwrap_or_default())
+    }
+
+    /// The other end of `l` (a veth: the link whose ifindex is `l`'s iflink and whose
+    /// iflink is `l`'s ifindex; a macvlan/ipvlan: its parent in the daemon's namespace).
+    fn find_peer(&mut self, l: &Link) -> Result<Option<PeerLink>> {
+        let Some(iflink) = l.iflink else {
+            return Ok(None);
+        };
+        let parent_only = matches!(l.kind.as_str(), "macvlan" | "ipvlan");
+        for i in 0..self.list.len() {
+            if parent_only && i > 0 {
+                break;
+            }
+            let links = self.links(i).to_vec();
+            let found = links.iter().find(|p| {
+                p.ifindex == iflink
+                    && (parent_only || (p.kind == "veth" && p.iflink == Some(l.ifindex)))
+            });
+            let Some(p) = found else { continue };
+            let bridge = p
+                .master
+                .and_then(|m| links.iter().find(|b| b.ifindex == m && b.kind == "bridge"))
+                .cloned();
+            let vxlans = match &bridge {
+                Some(b) => links
+                    .iter()
+                    .filter(|x| x.kind == "vxlan" && x.master == Some(b.ifindex))
+                    .cloned()
+                    .collect(),
+                None => Vec::new(),
+            };
+            let (name, path, inum) = self.list[i].clone();
+            let inum = match inum {
+                Some(i) => i,
+                None => ns_inum(&path)?,
+            };
+            return Ok(Some(PeerLink {
+                netns: name,
+                netns_path: path,
+                netns_inum: inum,
+                link: p.clone(),
+                bridge,
+                vxlans,
+            }));
+        }
+        Ok(None)
+    }
+}
+
+/// True if `p` is a namespace file (nsfs), i.e. a live bind mount of a namespace.
+fn is_nsfs(p: &Path) -> bool {
+    nix::sys::statfs::statfs(p).is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::NSFS_MAGIC)
+}

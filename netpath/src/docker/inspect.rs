@@ -1,0 +1,489 @@
+//! `inspect`: what a container's packets go through, read from the kernel and the
+//! engine: network mode, MTU (inside the container's namespace), the host end of each
+//! veth and its bridge, VXLAN devices, published ports and the docker-proxy processes
+//! serving them, the NAT rules that mention the container, RPS masks.
+
+use std::net::Ipv4Addr;
+use std::process::Command;
+
+use anyhow::{Context, Result};
+
+use super::Engine;
+use super::container::{ContainerNet, NetAttachment, PortMapping, resolve_container};
+use super::lab::in_netns;
+use crate::harness::DevContext;
+
+/// A docker-proxy process and what it forwards.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ProxyProcess {
+    pub pid: u32,
+    pub proto: String,
+    pub host_ip: String,
+    pub host_port: u16,
+    pub container_ip: String,
+    pub container_port: u16,
+}
+
+/// One interface of the container and its other end.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct InterfaceReport {
+    pub name: String,
+    pub kind: String,
+    pub ifindex: u32,
+    pub mtu: u32,
+    pub addrs: Vec<String>,
+    pub network: Option<String>,
+    /// Host end: `netns/name (ifindex)`.
+    pub peer: Option<String>,
+    pub peer_kind: Option<String>,
+    pub peer_mtu: Option<u32>,
+    pub bridge: Option<String>,
+    pub bridge_mtu: Option<u32>,
+    pub vxlans: Vec<String>,
+}
+
+/// Everything `netpath docker inspect` prints.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct InspectReport {
+    pub container: String,
+    pub id: String,
+    pub pid: u32,
+    pub network_mode: String,
+    pub netns: String,
+    pub netns_inum: u32,
+    /// MTU of the container's first non-loopback interface (read in its namespace).
+    pub mtu: Option<u32>,
+    pub networks: Vec<NetAttachment>,
+    pub interfaces: Vec<InterfaceReport>,
+    pub ports: Vec<PortMapping>,
+    /// docker-proxy processes forwarding to this container.
+    pub proxies: Vec<ProxyProcess>,
+    /// NAT rules (`iptables-save -t nat`, `nft list ruleset`) of the Docker host that
+    /// mention the container's addresses or its published ports.
+    pub nat_rules: Vec<String>,
+    /// MTU and RPS masks of every device on the container's paths.
+    pub devices: Vec<DevContext>,
+    /// The resolved container (namespaces, links, peers).
+    #[serde(skip)]
+    pub net: Option<ContainerNet>,
+}
+
+/// Inspect container `name` (netpath's or not).
+pub fn inspect(engine: &Engine, name: &str) -> Result<InspectReport> {
+    let c = resolve_container(engine, name)?;
+    let ips: Vec<Ipv4Addr> = c.networks.iter().filter_map(|n| n.ip).collect();
+    let host_ports: Vec<u16> = c.ports.iter().map(|p| p.host_port).collect();
+    let proxies: Vec<ProxyProcess> = proxy_processes()
+        .into_iter()
+        .filter(|p| {
+            ips.iter().any(|ip| p.container_ip == ip.to_string())
+                || (host_ports.contains(&p.host_port)
+                    && c.ports.iter().any(|m| m.container_port == p.container_port))
+        })
+        .collect();
+    let nat_rules = nat_rules(engine, &ips, &host_ports)
+        .unwrap_or_else(|e| vec![format!("(cannot read NAT rules: {e:#})")]);
+    let devices = match dev_context(&c) {
+        Ok(d) => d,
+        Err(e) => {
+            log::warn!("reading device settings of {}: {e:#}", c.name);
+            Vec::new()
+        }
+    };
+    let interfaces = c
+        .interfaces
+        .iter()
+        .map(|i| InterfaceReport {
+            name: i.link.name.clone(),
+            kind: if i.link.kind.is_empty() {
+                "loopback".into()
+            } else {
+                i.link.kind.clone()
+            },
+            ifindex: i.link.ifindex,
+            mtu: i.link.mtu,
+            addrs: i
+                .link
+                .addrs
+                .iter()
+                .map(|(a, p)| format!("{a}/{p}"))
+                .collect(),
+            network: i.network.clone(),
+            peer: i
+                .peer
+                .as_ref()
+                .map(|p| format!("{}/{} ({})", p.netns, p.link.name, p.link.ifindex)),
+            peer_kind: i.peer.as_ref().map(|p| p.link.kind.clone()),
+            peer_mtu: i.peer.as_ref().map(|p| p.link.mtu),
+            bridge: i
+                .peer
+                .as_ref()
+                .and_then(|p| p.bridge.as_ref().map(|b| b.name.clone())),
+            bridge_mtu: i
+                .peer
+                .as_ref()
+                .and_then(|p| p.bridge.as_ref().map(|b| b.mtu)),
+            vxlans: i
+                .peer
+                .as_ref()
+                .map(|p| p.vxlans.iter().map(|v| v.name.clone()).collect())
+                .unwrap_or_default(),
+        })
+        .collect::<Vec<_>>();
+    let mtu = c
+        .interfaces
+        .iter()
+        .find(|i| i.link.name != "lo")
+        .map(|i| i.link.mtu);
+    Ok(InspectReport {
+        container: c.name.clone(),
+        id: c.id.clone(),
+        pid: c.pid,
+        network_mode: c.network_mode.clone(),
+        netns: c.netns_path.display().to_string(),
+        netns_inum: c.netns_inum,
+        mtu,
+        networks: c.networks.clone(),
+        interfaces,
+        ports: c.ports.clone(),
+        proxies,
+        nat_rules,
+        devices,
+        net: Some(c),
+    })
+}
+
+impl InspectReport {
+    /// Human-readable report.
+    pub fn print(&self) {
+        print!("{}", self.render());
+    }
+
+    pub fn render(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let short = &self.id[..self.id.len().min(12)];
+        let _ = writeln!(
+            s,
+            "container {} ({short}), pid {}",
+            self.container, self.pid
+        );
+        let _ = writeln!(
+            s,
+            "  network mode {}, netns {} (net:[{}]), MTU {}",
+            self.network_mode,
+            self.netns,
+            self.netns_inum,
+            self.mtu
+                .map(|m| m.to_string())
+                .unwrap_or_else(|| "-".into())
+        );
+        for n in &self.networks {
+            let _ = writeln!(
+                s,
+                "  network {}: {}/{} gw {}",
+                n.name,
+                n.ip.map(|i| i.to_string()).unwrap_or_else(|| "-".into()),
+                n.prefix_len.unwrap_or(0),
+                n.gateway
+                    .map(|i| i.to_string())
+                    .unwrap_or_else(|| "-".into())
+            );
+        }
+        for i in &self.interfaces {
+            let _ = write!(
+                s,
+                "  {} ({}, ifindex {}, mtu {}){}",
+                i.name,
+                i.kind,
+                i.ifindex,
+                i.mtu,
+                if i.addrs.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", i.addrs.join(" "))
+                }
+            );
+            if let Some(p) = &i.peer {
+                let _ = write!(s, " <-> {p} {}", i.peer_kind.as_deref().unwrap_or(""));
+            }
+            if let Some(b) = &i.bridge {
+                let _ = write!(s, " on bridge {b} (mtu {})", i.bridge_mtu.unwrap_or(0));
+            }
+            if !i.vxlans.is_empty() {
+                let _ = write!(s, " with {}", i.vxlans.join(", "));
+            }
+            s.push('\n');
+        }
+        for p in &self.ports {
+            let _ = writeln!(
+                s,
+                "  published {}:{} -> {}/{}",
+                p.host_ip, p.host_port, p.container_port, p.proto
+            );
+        }
+        for p in &self.proxies {
+            let _ = writeln!(
+                s,
+                "  docker-proxy pid {}: {} {}:{} -> {}:{}",
+                p.pid, p.proto, p.host_ip, p.host_port, p.container_ip, p.container_port
+            );
+        }
+        if !self.nat_rules.is_empty() {
+            let _ = writeln!(s, "  NAT rules mentioning it:");
+            for r in &self.nat_rules {
+                let _ = writeln!(s, "    {r}");
+            }
+        }
+        for d in &self.devices {
+            let _ = writeln!(
+                s,
+                "  device {}/{}: mtu {}, rps_cpus [{}]",
+                d.netns,
+                d.name,
+                d.mtu,
+                d.rps_cpus.join(" ")
+            );
+        }
+        s
+    }
+}
+
+/// MTU and RPS masks of the container's devices, read from sysfs inside each device's
+/// namespace (sysfs shows the namespace of whoever mounted it, so a thread gets its own
+/// mount namespace and a fresh sysfs; where the sysfs on /sys already is that namespace's
+/// the kernel refuses the mount with EBUSY and /sys is read as it is).
+fn dev_context(c: &ContainerNet) -> Result<Vec<DevContext>> {
+    let devices = c.devices();
+    let mut out = Vec::new();
+    for (name, path, inum) in c.namespaces().into_iter().chain(
+        // --network host: lo of the host.
+        c.host_network
+            .then(|| (c.host_netns.clone(), c.netns_path.clone(), c.netns_inum)),
+    ) {
+        let devs: Vec<String> = devices
+            .iter()
+            .filter(|d| d.netns_inum == inum)
+            .map(|d| d.name.clone())
+            .collect();
+        if devs.is_empty() {
+            continue;
+        }
+        let got = in_netns(&path, || {
+            own_sysfs()?;
+            devs.iter()
+                .map(|d| read_dev(d).map(|(mtu, rps)| (d.clone(), mtu, rps)))
+                .collect::<Result<Vec<_>>>()
+        })
+        .with_context(|| format!("reading device settings in {name}"))?;
+        for (d, mtu, rps_cpus) in got {
+            out.push(DevContext {
+                netns: name.clone(),
+                name: d,
+                mtu,
+                rps_cpus,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// On the calling thread: a private mount namespace with a sysfs of the thread's network
+/// namespace on /sys (or /sys as it is, if it already shows that namespace).
+fn own_sysfs() -> Result<()> {
+    use nix::mount::{MsFlags, mount};
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+        .context("unshare(CLONE_NEWNS) failed")?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_SLAVE,
+        None::<&str>,
+    )
+    .context("making / rslave in the private mount namespace")?;
+    match mount(
+        Some("sysfs"),
+        "/sys",
+        Some("sysfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
+        None::<&str>,
+    ) {
+        Ok(()) | Err(nix::errno::Errno::EBUSY) => Ok(()),
+        Err(e) => Err(e).context("mounting a private sysfs"),
+    }
+}
+
+/// MTU and `rps_cpus` of each rx queue (queue order) of `dev` from /sys.
+fn read_dev(dev: &str) -> Result<(u32, Vec<String>)> {
+    let base = std::path::Path::new("/sys/class/net").join(dev);
+    let mtu = std::fs::read_to_string(base.join("mtu"))
+        .with_context(|| format!("{dev}: no mtu in sysfs"))?
+        .trim()
+        .parse()
+        .with_context(|| format!("{dev}: bad mtu"))?;
+    let mut q: Vec<(u32, String)> = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(base.join("queues")) {
+        for e in rd.filter_map(|e| e.ok()) {
+            let n = e.file_name();
+            let Some(i) = n
+                .to_str()
+                .and_then(|n| n.strip_prefix("rx-"))
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if let Ok(m) = std::fs::read_to_string(e.path().join("rps_cpus")) {
+                q.push((i, m.trim().to_string()));
+            }
+        }
+    }
+    q.sort();
+    Ok((mtu, q.into_iter().map(|(_, m)| m).collect()))
+}
+
+/// Every docker-proxy process on the machine, from /proc (its arguments say what it
+/// forwards: `-proto tcp -host-ip 127.0.0.1 -host-port P -container-ip C -container-port
+/// Q`).
+pub fn proxy_processes() -> Vec<ProxyProcess> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut v: Vec<ProxyProcess> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let args: Vec<String> = raw
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            parse_proxy_args(pid, &args)
+        })
+        .collect();
+    v.sort_by_key(|p| p.pid);
+    v
+}
+
+/// A docker-proxy's arguments, if `args` are those of one.
+pub fn parse_proxy_args(pid: u32, args: &[String]) -> Option<ProxyProcess> {
+    if !args.first()?.ends_with("docker-proxy") {
+        return None;
+    }
+    let get = |k: &str| {
+        args.iter()
+            .position(|a| a == k)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    Some(ProxyProcess {
+        pid,
+        proto: get("-proto").unwrap_or_else(|| "tcp".into()),
+        host_ip: get("-host-ip").unwrap_or_default(),
+        host_port: get("-host-port")?.parse().ok()?,
+        container_ip: get("-container-ip").unwrap_or_default(),
+        container_port: get("-container-port")?.parse().ok()?,
+    })
+}
+
+/// NAT rules of the Docker host's namespace that mention one of `ips` or `ports`.
+fn nat_rules(engine: &Engine, ips: &[Ipv4Addr], ports: &[u16]) -> Result<Vec<String>> {
+    let (ipt, nft) = in_netns(&engine.host_netns, || {
+        let run = |prog: &str, args: &[&str]| -> String {
+            Command::new(prog)
+                .args(args)
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default()
+        };
+        Ok((
+            run("iptables-save", &["-t", "nat"]),
+            run("nft", &["list", "ruleset"]),
+        ))
+    })?;
+    let mut out = Vec::new();
+    for (src, text) in [("iptables", &ipt), ("nft", &nft)] {
+        for line in text.lines() {
+            let l = line.trim();
+            if l.starts_with('#') || l.is_empty() {
+                continue;
+            }
+            if mentions(l, ips, ports) {
+                out.push(format!("{src}: {l}"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// True if `line` mentions one of the addresses (as a whole address) or ports (as
+/// `--dport P`, `dport P` or `:P`).
+pub fn mentions(line: &str, ips: &[Ipv4Addr], ports: &[u16]) -> bool {
+    let bytes = line.as_bytes();
+    let whole = |needle: &str| {
+        let mut start = 0;
+        while let Some(i) = line[start..].find(needle) {
+            let a = start + i;
+            let b = a + needle.len();
+            let before_ok = a == 0 || !(bytes[a - 1].is_ascii_digit() || bytes[a - 1] == b'.');
+            let after_ok = b >= bytes.len() || !(bytes[b].is_ascii_digit() || bytes[b] == b'.');
+            if before_ok && after_ok {
+                return true;
+            }
+            start = b;
+        }
+        false
+    };
+    ips.iter().any(|ip| whole(&ip.to_string()))
+        || ports
+            .iter()
+            .filter(|p| **p != 0)
+            .any(|p| whole(&format!("dport {p}")) || whole(&format!(":{p}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_docker_proxy_cmdline() {
+        let args: Vec<String> = [
+            "/usr/sbin/docker-proxy",
+            "-proto",
+            "tcp",
+            "-host-ip",
+            "127.0.0.1",
+            "-host-port",
+            "40001",
+            "-container-ip",
+            "172.18.0.2",
+            "-container-port",
+            "11111",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let p = parse_proxy_args(7, &args).unwrap();
+        assert_eq!(p.host_port, 40001);
+        assert_eq!(p.container_ip, "172.18.0.2");
+        assert_eq!(p.container_port, 11111);
+        assert!(parse_proxy_args(7, &["/bin/sh".to_string()]).is_none());
+    }
+
+    #[test]
+    fn matches_whole_addresses_and_ports() {
+        let ip: Ipv4Addr = "172.18.0.2".parse().unwrap();
+        assert!(mentions(
+            "-A DOCKER -d 127.0.0.1/32 ! -i br-1 -p tcp -m tcp --dport 40001 -j DNAT --to-destination 172.18.0.2:11111",
+            &[ip],
+            &[]
+        ));
+        assert!(!mentions("-A X -d 172.18.0.20/32 -j ACCEPT", &[ip], &[]));
+        assert!(!mentions("-A X -d 172.18.0.21/32 -j ACCEPT", &[ip], &[]));
+        assert!(mentions("-A X --dport 40001 -j DNAT", &[], &[40001]));
+        assert!(!mentions("-A X --dport 400011 -j DNAT", &[], &[40001]));
+    }
+}

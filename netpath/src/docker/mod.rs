@@ -1,0 +1,53 @@
+//! Real Docker: the same data paths as the netns lab, built by a Docker engine.
+//!
+//! * [`Engine`]: a bollard connection (unix socket, `DOCKER_HOST` honoured, API version
+//!   negotiated: Debian's docker.io 20.10 speaks API 1.41) with one-line errors.
+//! * [`image::ensure_agent_image`]: the `netpath-agent:<version>` image, built `FROM
+//!   scratch` through the API from the running netpath binary and its shared libraries
+//!   (no registry needed).
+//! * [`agent::agent_main`]: what runs inside those containers (`serve`, `hold`).
+//! * [`DockerLab`]: client and server containers on a real Docker network per
+//!   [`Driver`](crate::lab::Driver), convertible to a [`Lab`](crate::lab::Lab) so the
+//!   harness and the tracer run unchanged.
+//! * [`resolve_container`] / [`inspect()`]: the network side of containers netpath did
+//!   not start.
+//! * [`cleanup_docker`]: removes everything netpath made in Docker.
+//!
+//! Everything netpath creates carries the label `netpath` and a name starting with
+//! `np<runid>-`. Published ports bind 127.0.0.1 only, a swarm netpath initialises
+//! advertises and listens on 127.0.0.1, and no traffic leaves the machine.
+
+pub mod agent;
+mod cleanup;
+mod container;
+mod daemon;
+mod engine;
+pub mod image;
+mod inspect;
+mod lab;
+mod netlink;
+mod state;
+
+pub use agent::agent_main;
+pub use cleanup::{cleanup_docker, cleanup_docker_host};
+pub use container::{
+    ContainerNet, Interface, NetAttachment, PeerLink, PortMapping, resolve_container,
+};
+pub use daemon::SecondDaemon;
+pub use engine::Engine;
+pub use inspect::{InspectReport, ProxyProcess, inspect};
+pub use lab::{DockerLab, DockerLabOptions};
+pub use netlink::{Link, links_at};
+
+/// Label on every container, network and image netpath creates (value `1`).
+pub const LABEL: &str = "netpath";
+/// Label on an agent image that cleanup must leave alone (`--keep-image`).
+pub const LABEL_KEEP: &str = "netpath.keep";
+/// Label carrying the run id of a container or network.
+pub const LABEL_RUN: &str = "netpath.run";
+/// Port the harness server listens on inside the server container (and the port `-p`
+/// publishes).
+pub const AGENT_PORT: u16 = crate::lab::LAB_PORT;
+/// Where netpath keeps what it must remember across runs (swarm it created, second
+/// daemons it started).
+pub const STATE_DIR: &str = "/run/netpath";

@@ -1,0 +1,722 @@
+//! Privileged integration tests against a real Docker engine (docker.io 20.10, API 1.41).
+//! They build the agent image, real networks and containers, so they need root and
+//! dockerd; a dockerd is started (in the background, stopped when the tests exit) if
+//! none answers:
+//!
+//!     sudo -E cargo test -p netpath --test docker -- --test-threads=1
+//!
+//! Without root or without a dockerd that can be started they FAIL with a message saying
+//! so (no silent skips). The agent image needs a netpath binary that routes
+//! `netpath agent …`: `CARGO_BIN_EXE_netpath`, or `NETPATH_AGENT_EXE` to override.
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use netpath::docker::{self, DockerLab, DockerLabOptions, Engine};
+use netpath::harness::{NoPhases, RrConfig, run_rr};
+use netpath::lab::{self, Driver, LabDevice};
+use netpath_common::DevKind;
+
+/// Tests share the engine, /run/netns and the swarm: one at a time even without
+/// `--test-threads=1`.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn agent_exe() -> PathBuf {
+    std::env::var_os("NETPATH_AGENT_EXE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_netpath")))
+}
+
+/// Root, a daemon (started here if needed), and a netpath binary that has the agent.
+fn setup() -> (std::sync::MutexGuard<'static, ()>, Engine) {
+    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root (it runs Docker containers and enters their namespaces): run `sudo -E cargo test -p netpath --test docker -- --test-threads=1`"
+    );
+    let engine = ensure_daemon();
+    static AGENT_OK: OnceLock<Result<(), String>> = OnceLock::new();
+    let ok = AGENT_OK.get_or_init(|| {
+        let exe = agent_exe();
+        let out = Command::new(&exe)
+            .args(["agent", "help"])
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} does not route `netpath agent …` to netpath::docker::agent_main ({}); wire the hidden `agent` subcommand or set NETPATH_AGENT_EXE",
+                exe.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    });
+    if let Err(e) = ok {
+        panic!("{e}");
+    }
+    (g, engine)
+}
+
+/// Connect to the default engine; if nothing answers, start `dockerd` from a thread that
+/// lives as long as the test process (its death signal stops the daemon when the tests
+/// end) and wait up to 60 s.
+fn ensure_daemon() -> Engine {
+    static STARTED: OnceLock<Result<(), String>> = OnceLock::new();
+    if let Ok(e) = Engine::connect() {
+        return e;
+    }
+    let r = STARTED.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::os::unix::process::CommandExt;
+            let log = std::fs::File::create("/tmp/netpath-test-dockerd.log");
+            let mut cmd = Command::new("dockerd");
+            cmd.stdin(Stdio::null());
+            if let Ok(l) = log {
+                cmd.stdout(l.try_clone().unwrap()).stderr(l);
+            }
+            // SAFETY: prctl is async-signal-safe.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                    Ok(())
+                });
+            }
+            match cmd.spawn() {
+                Ok(mut c) => {
+                    let _ = tx.send(Ok(()));
+                    let _ = c.wait();
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(format!("cannot start dockerd: {e}")));
+                }
+            }
+        });
+        rx.recv().map_err(|e| e.to_string())??;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if Engine::connect().is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        Err(
+            "dockerd started but did not answer within 60 s (see /tmp/netpath-test-dockerd.log)"
+                .into(),
+        )
+    });
+    if let Err(e) = r {
+        panic!("no Docker daemon and none could be started: {e}");
+    }
+    Engine::connect().unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+fn opts() -> DockerLabOptions {
+    DockerLabOptions {
+        exe: Some(agent_exe()),
+        reuse_image: true,
+        ..Default::default()
+    }
+}
+
+fn small_rr() -> RrConfig {
+    RrConfig {
+        requests: 200,
+        warmup: 20,
+        req_size: 1024,
+        resp_size: 1024,
+        timeout: Duration::from_secs(30),
+    }
+}
+
+fn docker_cli(args: &[&str]) -> String {
+    let out = Command::new("docker")
+        .args(args)
+        .output()
+        .expect("docker CLI");
+    assert!(
+        out.status.success(),
+        "docker {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Names of netpath-labelled containers and networks of run `id` (or of any run).
+fn labelled(kind: &str, run: Option<&str>) -> Vec<String> {
+    let filter = match run {
+        Some(id) => format!("label=netpath.run={id}"),
+        None => "label=netpath".to_string(),
+    };
+    let mut args = vec![kind, "ls", "-q", "--filter", filter.as_str()];
+    if kind == "container" {
+        args.push("-a");
+    }
+    docker_cli(&args)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+fn root_links() -> HashSet<String> {
+    std::thread::spawn(|| {
+        lab::nl::Nl::new()
+            .unwrap()
+            .links()
+            .unwrap()
+            .into_iter()
+            .map(|l| l.name)
+            .collect()
+    })
+    .join()
+    .unwrap()
+}
+
+fn assert_run_gone(id: &str) {
+    assert!(
+        labelled("container", Some(id)).is_empty(),
+        "containers of run {id} left"
+    );
+    assert!(
+        labelled("network", Some(id)).is_empty(),
+        "networks of run {id} left"
+    );
+    let nss: Vec<String> = lab::list_netpath_netns()
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with(&format!("np{id}")))
+        .collect();
+    assert!(nss.is_empty(), "namespaces of run {id} left: {nss:?}");
+    let links: Vec<String> = root_links()
+        .into_iter()
+        .filter(|l| l.starts_with(&format!("np{id}")))
+        .collect();
+    assert!(links.is_empty(), "links of run {id} left: {links:?}");
+    assert!(
+        !Path::new(&format!("/run/netpath/docker-run-{id}.lock")).exists(),
+        "lock of run {id} left"
+    );
+    assert!(
+        !Path::new(&format!("/run/netpath/docker-mvp-{id}")).exists(),
+        "macvlan marker of run {id} left"
+    );
+}
+
+fn has(devs: &[LabDevice], kind: DevKind, name_prefix: &str) -> bool {
+    devs.iter()
+        .any(|d| d.kind == kind && d.name.starts_with(name_prefix))
+}
+
+/// Build, run 200 requests through the harness, tear down, check nothing is left.
+fn rr_on(engine: &Engine, driver: Driver, o: &DockerLabOptions) -> DockerLab {
+    let t0 = Instant::now();
+    let dl = DockerLab::build(engine, driver, o)
+        .unwrap_or_else(|e| panic!("building the Docker {driver} lab: {e:#}"));
+    eprintln!("{driver}: built in {:?}: {dl:?}", t0.elapsed());
+    let lab = dl.to_lab().unwrap();
+    let r = run_rr(&lab, &small_rr(), &NoPhases)
+        .unwrap_or_else(|e| panic!("request/response on the Docker {driver} lab: {e:#}"));
+    assert_eq!(r.count, 200, "{driver}");
+    assert_eq!(r.hist.len(), 200, "{driver}");
+    eprintln!("{driver}: p50 {} us", r.percentile_ns(50.0) as f64 / 1000.0);
+    // Every device exists where the lab says, with its ifindex.
+    for d in &lab.devices {
+        let ns = lab
+            .namespaces()
+            .into_iter()
+            .find(|n| n.name == d.netns)
+            .unwrap_or_else(|| panic!("no namespace {} for {}", d.netns, d.name));
+        assert_eq!(ns.inum, d.netns_inum, "{d:?}");
+        let name = d.name.clone();
+        let idx = ns
+            .run(move || Ok(nix::net::if_::if_nametoindex(name.as_str()).unwrap_or(0)))
+            .unwrap();
+        assert_eq!(idx, d.ifindex, "{d:?}");
+    }
+    drop(lab);
+    dl
+}
+
+#[test]
+fn agent_image_builds_and_bridge_container_is_inspected() {
+    let (_g, engine) = setup();
+    let t0 = Instant::now();
+    let tag = docker::image::ensure_agent_image_from(&engine, &agent_exe(), false).unwrap();
+    eprintln!("image {tag} ready in {:?}", t0.elapsed());
+    assert!(tag.starts_with("netpath-agent:"));
+    // A second call reuses it.
+    let t1 = Instant::now();
+    docker::image::ensure_agent_image_from(&engine, &agent_exe(), false).unwrap();
+    assert!(t1.elapsed() < Duration::from_secs(5));
+
+    let o = DockerLabOptions {
+        default_bridge: true,
+        ..opts()
+    };
+    let dl = DockerLab::build(&engine, Driver::Bridge, &o).unwrap();
+    let id = dl.run_id.clone();
+    // The containers run `hold`.
+    let cmd = docker_cli(&[
+        "inspect",
+        "-f",
+        "{{json .Config.Cmd}} {{.State.Running}}",
+        &dl.server.name,
+    ]);
+    assert_eq!(cmd, "[\"hold\"] true");
+
+    let rep = docker::inspect(&engine, &dl.server.name).unwrap();
+    eprintln!("{}", rep.render());
+    assert_eq!(rep.mtu, Some(1500));
+    assert_eq!(rep.network_mode, "bridge");
+    let eth0 = rep.interfaces.iter().find(|i| i.name == "eth0").unwrap();
+    assert_eq!(eth0.kind, "veth");
+    let peer = eth0.peer.as_deref().unwrap();
+    assert!(peer.starts_with("host/veth"), "{peer}");
+    assert_eq!(eth0.bridge.as_deref(), Some("docker0"));
+    assert_eq!(eth0.network.as_deref(), Some("bridge"));
+    assert!(
+        rep.devices
+            .iter()
+            .any(|d| d.name == "docker0" && d.mtu == 1500)
+    );
+    assert!(
+        serde_json::to_string(&rep)
+            .unwrap()
+            .contains("\"mtu\":1500")
+    );
+    dl.teardown().unwrap();
+    assert_run_gone(&id);
+}
+
+#[test]
+fn bridge_lab_runs_rr_and_cleans_up() {
+    let (_g, engine) = setup();
+    let dl = rr_on(&engine, Driver::Bridge, &opts());
+    let id = dl.run_id.clone();
+    let br = format!("np{id}br");
+    assert!(has(&dl.devices, DevKind::Bridge, &br), "{:?}", dl.devices);
+    assert!(has(&dl.devices, DevKind::BridgePort, "veth"));
+    assert_eq!(
+        dl.devices
+            .iter()
+            .filter(|d| d.kind == DevKind::Veth)
+            .count(),
+        2
+    );
+    assert!(root_links().contains(&br));
+    dl.teardown().unwrap();
+    assert_run_gone(&id);
+    assert!(!root_links().contains(&br));
+}
+
+#[test]
+fn host_lab_runs_rr() {
+    let (_g, engine) = setup();
+    let dl = rr_on(&engine, Driver::Host, &opts());
+    let id = dl.run_id.clone();
+    assert_eq!(dl.client_ns.inum, dl.server_ns.inum);
+    assert_eq!(dl.server_bind.ip(), &Ipv4Addr::LOCALHOST);
+    assert_eq!(dl.devices.len(), 1);
+    assert_eq!(dl.devices[0].kind, DevKind::Loopback);
+    dl.teardown().unwrap();
+    assert_run_gone(&id);
+}
+
+#[test]
+fn none_lab_runs_rr() {
+    let (_g, engine) = setup();
+    let dl = rr_on(&engine, Driver::None, &opts());
+    let id = dl.run_id.clone();
+    assert_eq!(dl.client_ns.inum, dl.server_ns.inum);
+    dl.teardown().unwrap();
+    assert_run_gone(&id);
+}
+
+#[test]
+fn overlay_lab_runs_rr_and_inspect_reports_mtu_1450() {
+    let (_g, engine) = setup();
+    let (state_before, _) = engine.swarm_state().unwrap();
+    let dl = rr_on(&engine, Driver::Overlay, &opts());
+    let id = dl.run_id.clone();
+    assert!(
+        has(&dl.devices, DevKind::Vxlan, "vxlan"),
+        "{:?}",
+        dl.devices
+    );
+    assert!(has(&dl.devices, DevKind::Bridge, "br0"));
+    let rep = docker::inspect(&engine, &dl.server.name).unwrap();
+    eprintln!("{}", rep.render());
+    assert_eq!(rep.mtu, Some(1450));
+    let eth0 = rep.interfaces.iter().find(|i| i.name == "eth0").unwrap();
+    assert_eq!(eth0.bridge.as_deref(), Some("br0"));
+    assert!(!eth0.vxlans.is_empty());
+    assert!(eth0.peer.as_deref().unwrap().starts_with("1-"), "{eth0:?}");
+    dl.teardown().unwrap();
+    assert_run_gone(&id);
+    // A swarm netpath initialised is gone again; one that was there stays.
+    let (state_after, _) = engine.swarm_state().unwrap();
+    assert_eq!(state_before, state_after);
+}
+
+#[test]
+fn macvlan_lab_runs_rr() {
+    let (_g, engine) = setup();
+    let dl = rr_on(&engine, Driver::Macvlan, &opts());
+    let id = dl.run_id.clone();
+    assert_eq!(
+        dl.devices
+            .iter()
+            .filter(|d| d.kind == DevKind::Macvlan)
+            .count(),
+        2,
+        "{:?}",
+        dl.devices
+    );
+    assert!(has(&dl.devices, DevKind::Underlay, &format!("np{id}mp")));
+    dl.teardown().unwrap();
+    assert_run_gone(&id);
+}
+
+#[test]
+fn published_proxy_lab_goes_through_docker_proxy() {
+    let (_g, engine) = setup();
+    let dl = rr_on(&engine, Driver::PublishedProxy, &opts());
+    let id = dl.run_id.clone();
+    let pid = dl.proxy_pid.expect("docker-proxy pid");
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    assert!(exe.to_string_lossy().contains("docker-proxy"), "{exe:?}");
+    let p = dl.published.unwrap();
+    assert_eq!(p.ip(), &Ipv4Addr::LOCALHOST);
+    let rep = docker::inspect(&engine, &dl.server.name).unwrap();
+    eprintln!("{}", rep.render());
+    assert!(
+        rep.proxies
+            .iter()
+            .any(|x| x.pid == pid && x.host_port == p.port())
+    );
+    assert!(rep.ports.iter().all(|m| m.host_ip == "127.0.0.1"));
+    dl.teardown().unwrap();
+    assert_run_gone(&id);
+}
+
+#[test]
+fn published_nat_lab_uses_a_second_daemon_in_its_own_netns() {
+    let (_g, engine) = setup();
+    let before = docker_cli(&["info", "-f", "{{.ContainersRunning}}"]);
+    let dl = rr_on(&engine, Driver::PublishedNat, &opts());
+    let id = dl.run_id.clone();
+    assert!(dl.proxy_pid.is_none());
+    assert_eq!(dl.client_ns.name, format!("np{id}-dkr"));
+    let sock = dl.daemon_socket().unwrap().to_path_buf();
+    assert!(sock.exists());
+    // The second daemon's NAT rule is in its own namespace, not the host's.
+    let e2 = Engine::connect_to(&format!("unix://{}", sock.display())).unwrap();
+    assert!(e2.api_version.starts_with("1."));
+    let host_nat = Command::new("iptables-save")
+        .args(["-t", "nat"])
+        .output()
+        .unwrap();
+    let p = dl.published.unwrap().port().to_string();
+    assert!(
+        !String::from_utf8_lossy(&host_nat.stdout).contains(&format!("--dport {p} ")),
+        "published-nat rule leaked into the host namespace"
+    );
+    // The main daemon did not see any of it.
+    assert_eq!(
+        docker_cli(&["info", "-f", "{{.ContainersRunning}}"]),
+        before
+    );
+    dl.teardown().unwrap();
+    assert_run_gone(&id);
+    assert!(!sock.exists());
+    assert!(!Path::new(&format!("/var/lib/netpath-docker-{id}")).exists());
+}
+
+#[test]
+fn containers_started_with_the_docker_cli_are_resolved() {
+    let (_g, engine) = setup();
+    let tag = docker::image::ensure_agent_image_from(&engine, &agent_exe(), false).unwrap();
+    let id = lab::new_run_id().unwrap();
+    let k = u8::from_str_radix(&id[..2], 16).unwrap() % 254 + 1;
+    let net = format!("np-test-{id}-net");
+    let (srv, cli) = (format!("np-test-{id}-srv"), format!("np-test-{id}-cli"));
+    let srv_ip = format!("10.218.{k}.10");
+    docker_cli(&[
+        "network",
+        "create",
+        "--label",
+        "netpath",
+        "--subnet",
+        &format!("10.218.{k}.0/24"),
+        &net,
+    ]);
+    docker_cli(&[
+        "run",
+        "-d",
+        "--name",
+        &srv,
+        "--label",
+        "netpath",
+        "--network",
+        &net,
+        "--ip",
+        &srv_ip,
+        &tag,
+        "serve",
+        "--bind",
+        &format!("{srv_ip}:11111"),
+        "--req",
+        "64",
+        "--resp",
+        "32",
+    ]);
+    docker_cli(&[
+        "run",
+        "-d",
+        "--name",
+        &cli,
+        "--label",
+        "netpath",
+        "--network",
+        &net,
+        &tag,
+        "hold",
+    ]);
+
+    let s = docker::resolve_container(&engine, &srv).unwrap();
+    let c = docker::resolve_container(&engine, &cli).unwrap();
+    assert_eq!(s.ip(), Some(srv_ip.parse().unwrap()));
+    let bridge_of = |cn: &docker::ContainerNet| {
+        cn.interfaces
+            .iter()
+            .find(|i| i.link.name == "eth0")
+            .and_then(|i| i.peer.as_ref())
+            .and_then(|p| p.bridge.as_ref())
+            .map(|b| b.name.clone())
+    };
+    let br = bridge_of(&s).expect("server bridge");
+    assert!(br.starts_with("br-"), "{br}");
+    assert_eq!(bridge_of(&c).as_deref(), Some(br.as_str()));
+    for cn in [&s, &c] {
+        let devs = cn.devices();
+        eprintln!("{}: {devs:?}", cn.name);
+        let eth0 = devs
+            .iter()
+            .find(|d| d.name == "eth0" && d.kind == DevKind::Veth)
+            .expect("eth0");
+        assert_eq!(eth0.netns, cn.name);
+        assert_eq!(eth0.netns_inum, cn.netns_inum);
+        let peer = devs
+            .iter()
+            .find(|d| d.kind == DevKind::BridgePort)
+            .expect("host veth");
+        assert!(peer.name.starts_with("veth"));
+        assert_eq!(peer.netns, "host");
+        assert_eq!(
+            std::fs::read_to_string(format!("/sys/class/net/{}/ifindex", peer.name))
+                .unwrap()
+                .trim(),
+            peer.ifindex.to_string()
+        );
+        let iflink = cn
+            .interfaces
+            .iter()
+            .find(|i| i.link.name == "eth0")
+            .unwrap();
+        assert_eq!(iflink.link.iflink, Some(peer.ifindex));
+        assert!(
+            devs.iter()
+                .any(|d| d.kind == DevKind::Bridge && d.name == br)
+        );
+    }
+
+    // The agent server in the foreign container answers a client in the other one.
+    let ns = netns_of(&c);
+    let addr: SocketAddr = format!("{srv_ip}:11111").parse().unwrap();
+    let n = ns
+        .run(move || {
+            let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+            let mut resp = [0u8; 32];
+            for _ in 0..50 {
+                conn.write_all(&[7u8; 64])?;
+                conn.read_exact(&mut resp)?;
+                assert_eq!(resp, [0x5a; 32]);
+            }
+            Ok(50)
+        })
+        .unwrap();
+    assert_eq!(n, 50);
+
+    // cleanup_docker removes containers and networks nobody holds.
+    let removed = docker::cleanup_docker(&engine).unwrap();
+    eprintln!("cleanup: {removed:?}");
+    assert!(removed.iter().any(|r| r.contains(&srv)), "{removed:?}");
+    assert!(removed.iter().any(|r| r.contains(&net)), "{removed:?}");
+    assert!(labelled("container", None).is_empty());
+    assert!(labelled("network", None).is_empty());
+}
+
+fn netns_of(c: &docker::ContainerNet) -> lab::Netns {
+    lab::Netns {
+        name: c.name.clone(),
+        path: c.netns_path.clone(),
+        inum: c.netns_inum,
+    }
+}
+
+#[test]
+fn unknown_container_is_a_clear_error() {
+    let (_g, engine) = setup();
+    let e = docker::resolve_container(&engine, "np-no-such-container-xyz").unwrap_err();
+    let s = format!("{e:#}");
+    assert!(s.contains("unknown container"), "{s}");
+}
+
+/// The tracer runs unchanged on a real Docker bridge: every request and response is a
+/// complete journey through veth → bridge → veth, as on the netns lab.
+#[test]
+fn traced_run_on_a_docker_bridge() {
+    use netpath::backend::{self, BackendChoice};
+    use netpath::compare::{self, CompareOptions};
+    use netpath::tracer::{Tracer, TracerOptions};
+    let (_g, engine) = setup();
+    const N: u64 = 300;
+    let dl = DockerLab::build(&engine, Driver::Bridge, &opts()).unwrap();
+    let lab = dl.to_lab().unwrap();
+    let caps = netpath::doctor::probe().expect("doctor");
+    let backend = backend::select(BackendChoice::Auto, &caps).expect("a backend");
+    let o = CompareOptions {
+        drivers: vec![Driver::Bridge],
+        rr: RrConfig {
+            requests: N,
+            warmup: 50,
+            ..RrConfig::default()
+        },
+        untraced: false,
+        tracer: TracerOptions {
+            sample_every: 1,
+            ..TracerOptions::default()
+        },
+        print: false,
+        tc_counters: false,
+        keep_timelines: 0,
+        rounds: 1,
+        bulk: None,
+        burst: None,
+    };
+    let mut tracer = Tracer::load(backend, &o.tracer).expect("load programs");
+    let r = compare::measure(&mut tracer, &lab, &o).unwrap();
+    drop(lab);
+    dl.teardown().unwrap();
+    assert_eq!(r.traced.count, N);
+    for dir in ["request", "response"] {
+        assert_eq!(r.one_way[dir].count, N, "{dir} journeys: {r:#?}");
+        let c: std::collections::BTreeMap<&str, u64> = r
+            .hops
+            .iter()
+            .filter(|h| h.dir == dir)
+            .map(|h| (h.hop, h.crossings))
+            .collect();
+        assert_eq!(c.get("veth"), Some(&(2 * N)), "{dir}: {c:?}");
+        assert_eq!(c.get("bridge"), Some(&N), "{dir}: {c:?}");
+    }
+}
+
+const CHILD_ENV: &str = "NETPATH_DOCKER_TEST_CHILD";
+
+/// Child side (ignored in normal runs): builds a macvlan and a published-nat lab, prints
+/// their run ids, then waits to be killed (nothing is torn down).
+#[test]
+#[ignore = "helper run as a child process by the killed-run test"]
+fn child_docker_labs_process() {
+    if std::env::var(CHILD_ENV).is_err() {
+        return;
+    }
+    let engine = Engine::connect().unwrap();
+    let a = DockerLab::build(&engine, Driver::Macvlan, &opts()).unwrap();
+    let b = DockerLab::build(&engine, Driver::PublishedNat, &opts()).unwrap();
+    println!("RUNIDS={} {}", a.run_id, b.run_id);
+    std::mem::forget(a);
+    std::mem::forget(b);
+    std::thread::sleep(Duration::from_secs(120));
+    panic!("child was not killed");
+}
+
+#[test]
+fn cleanup_docker_removes_what_a_killed_run_left() {
+    let (_g, engine) = setup();
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(exe)
+        .args([
+            "--exact",
+            "child_docker_labs_process",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if let Some((_, v)) = line.split_once("RUNIDS=") {
+                let _ = tx.send(v.trim().to_string());
+            }
+        }
+    });
+    let ids = rx.recv_timeout(Duration::from_secs(120));
+    let Ok(ids) = ids else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("child printed no run ids");
+    };
+    let ids: Vec<String> = ids.split_whitespace().map(String::from).collect();
+    assert_eq!(ids.len(), 2);
+    // While the child lives, cleanup leaves its runs alone.
+    let removed = docker::cleanup_docker(&engine).unwrap();
+    assert!(
+        removed
+            .iter()
+            .all(|r| ids.iter().all(|id| !r.contains(id.as_str()))),
+        "{removed:?}"
+    );
+    assert!(!labelled("container", Some(&ids[0])).is_empty());
+    let _ = child.kill();
+    let _ = child.wait();
+    // The second daemon outlives its parent (own process group) until cleanup stops it.
+    let sock = format!("/run/netpath/dockerd-{}.sock", ids[1]);
+    assert!(Path::new(&sock).exists());
+    let removed = docker::cleanup_docker(&engine).unwrap();
+    eprintln!("cleanup: {removed:?}");
+    for id in &ids {
+        assert_run_gone(id);
+    }
+    assert!(!Path::new(&sock).exists());
+    assert!(!Path::new(&format!("/var/lib/netpath-docker-{}", ids[1])).exists());
+    assert!(!Path::new(&format!("/run/netpath/dockerd-{}.json", ids[1])).exists());
+}
+
+#[test]
+fn zz_cleanup_docker_leaves_nothing() {
+    let (_g, engine) = setup();
+    docker::cleanup_docker(&engine).unwrap();
+    assert!(labelled("container", None).is_empty());
+    assert!(labelled("network", None).is_empty());
+    let imgs = docker_cli(&["image", "ls", "-q", "--filter", "label=netpath"]);
+    assert!(imgs.is_empty(), "images left: {imgs}");
+    assert!(docker::image::agent_tag().starts_with("netpath-agent:"));
+}

@@ -1,12 +1,15 @@
-//! Developer tasks for netpath: `cargo xtask setup | test | run -- <netpath args>`.
+//! Developer tasks for netpath: `cargo xtask setup | test | vm-test | run -- <netpath args> | bench`.
 //!
 //! Everything here runs plain commands with `std::process::Command` and prints each one
 //! before it runs, so a failing step can be repeated by hand.
 
+mod bench;
 mod cmd;
+mod dockerd;
 mod run;
 mod setup;
 mod test;
+mod vm;
 
 use std::{env, path::PathBuf, process::ExitCode};
 
@@ -25,8 +28,12 @@ enum Command {
     Setup(setup::SetupArgs),
     /// Set up, then build, lint, check formatting and run every test.
     Test(test::TestArgs),
+    /// Run netpath's privileged tests in a qemu VM on Debian's cloud kernel (kprobes, fentry).
+    VmTest(vm::VmArgs),
     /// Set up, build netpath in release mode and run it with the given arguments.
     Run(run::RunArgs),
+    /// Set up, build in release mode and run `netpath bench` (netpath's own cost, as ratios).
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,7 +42,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Setup(args) => setup::run(&args),
         Command::Test(args) => test::run(&args),
+        Command::VmTest(args) => vm::run(&args),
         Command::Run(args) => run::run(&args),
+        Command::Bench(args) => bench::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,6 +7,9 @@
 //! test binary that does not compile or crashes) adds one to the failures, so `0 failed`
 //! means everything passed. Later steps (a qemu kernel, real Docker networks) are more
 //! calls into [`Report`] from [`run`].
+//!
+//! The last step runs the same privileged tests again inside a qemu VM on Debian's cloud
+//! kernel (see `vm.rs`); `--no-vm` leaves it out.
 
 use std::{
     io::{BufRead as _, BufReader},
@@ -18,7 +21,7 @@ use anyhow::Context as _;
 use cargo_metadata::{Message, TargetKind};
 use clap::Args;
 
-use crate::{cmd, setup, workspace_root};
+use crate::{cmd, dockerd, setup, vm, workspace_root};
 
 /// The package whose tests need root and run one thread at a time.
 const PRIVILEGED_PACKAGE: &str = "netpath";
@@ -26,11 +29,18 @@ const PRIVILEGED_PACKAGE: &str = "netpath";
 const EBPF_PACKAGE: &str = "netpath-ebpf";
 
 #[derive(Args, Debug, Default)]
-pub struct TestArgs {}
+pub struct TestArgs {
+    /// Skip the tests on a second kernel under qemu (`cargo xtask vm-test`).
+    #[arg(long)]
+    pub no_vm: bool,
+}
 
-pub fn run(_args: &TestArgs) -> anyhow::Result<()> {
+pub fn run(args: &TestArgs) -> anyhow::Result<()> {
     step("setup");
-    setup::run(&setup::SetupArgs::default())?;
+    setup::run(&setup::SetupArgs {
+        vm: !args.no_vm,
+        ..Default::default()
+    })?;
 
     let root = workspace_root();
     let cargo = |args: &[&str]| {
@@ -75,7 +85,16 @@ pub fn run(_args: &TestArgs) -> anyhow::Result<()> {
             "unit tests",
             &mut host("test", &["--exclude", PRIVILEGED_PACKAGE, "--no-fail-fast"]),
         );
+        // tests/docker.rs needs a daemon: started here if none answers, stopped after.
+        let dockerd = dockerd::ensure_dockerd()
+            .inspect_err(|e| eprintln!("no Docker daemon for the docker tests: {e:#}"));
         report.privileged_tests(&root, host("test", &["--no-run"]), PRIVILEGED_PACKAGE);
+        drop(dockerd);
+        if args.no_vm {
+            report.skipped.push("tests in the VM (--no-vm)".into());
+        } else {
+            report.vm(&vm::VmArgs::default());
+        }
     } else {
         report
             .skipped
@@ -173,6 +192,27 @@ impl Report {
         }
     }
 
+    /// Runs the privileged tests in the VM and counts them like the host's.
+    fn vm(&mut self, args: &vm::VmArgs) {
+        step("tests in a VM (qemu, Debian cloud kernel)");
+        match vm::run_tests(args) {
+            Ok(outcome) => {
+                self.passed += outcome.counts.passed;
+                self.failed += outcome.counts.failed;
+                // No result line, a timeout or a failing rc without a libtest count.
+                if !outcome.ok() && outcome.counts.failed == 0 {
+                    self.failed += 1;
+                }
+                self.steps.extend(outcome.summary_lines());
+            }
+            Err(e) => {
+                eprintln!("{e:#}");
+                self.failed += 1;
+                self.steps.push("FAILED  tests in a VM".into());
+            }
+        }
+    }
+
     fn print_summary(&self) {
         step("summary");
         for s in &self.steps {
@@ -186,15 +226,15 @@ impl Report {
 }
 
 #[derive(Debug, Default, PartialEq)]
-struct Counts {
-    passed: u64,
-    failed: u64,
+pub struct Counts {
+    pub passed: u64,
+    pub failed: u64,
 }
 
 impl Counts {
     /// Adds the counts of a libtest line such as
     /// `test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; ...`.
-    fn add_line(&mut self, line: &str) {
+    pub fn add_line(&mut self, line: &str) {
         let Some(rest) = line.trim().strip_prefix("test result:") else {
             return;
         };

@@ -1,0 +1,50 @@
+//! `cargo xtask bench [netpath bench args]`: setup, release build, then `netpath bench`.
+//!
+//! The bench measures netpath's own cost as ratios (harness vs sockperf and iperf3, traced vs
+//! untraced, kernel ns per round trip, memory) on this machine. Timing never belongs in
+//! `cargo xtask test`, so it is only ever run from here or by hand.
+
+use clap::Args;
+
+use crate::run;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Arguments for `netpath bench`, e.g. `--rounds 5 --json` (see `netpath bench --help`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    run::run(&run::RunArgs {
+        args: netpath_args(args),
+    })
+}
+
+fn netpath_args(args: &BenchArgs) -> Vec<String> {
+    std::iter::once("bench".to_string())
+        .chain(args.args.iter().cloned())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    #[test]
+    fn bench_passes_its_arguments_to_netpath_bench() {
+        let cli = crate::Cli::parse_from(["xtask", "bench", "--rounds", "5", "--json"]);
+        let crate::Command::Bench(args) = cli.command else {
+            panic!("not bench")
+        };
+        assert_eq!(
+            super::netpath_args(&args),
+            ["bench", "--rounds", "5", "--json"]
+        );
+        let cli = crate::Cli::parse_from(["xtask", "bench"]);
+        let crate::Command::Bench(args) = cli.command else {
+            panic!("not bench")
+        };
+        assert_eq!(super::netpath_args(&args), ["bench"]);
+    }
+}

@@ -148,10 +148,11 @@ fn start(
         last_softirq: u32::MAX,
     };
     if sampled {
-        start_timeline(tid, skb, &f, send_ts, ts.role == ROLE_RELAY)?;
+        // A record that does not fit is counted; the packet is still followed.
+        let _ = start_timeline(tid, skb, &f, send_ts, ts.role == ROLE_RELAY);
         append_point(
             skb,
-            Point::DevQueue as u16,
+            point as u16,
             dev.kind as u16,
             dev.key,
             h as u32,
@@ -171,6 +172,33 @@ fn start(
 /// The full record of a sampled packet, built in per-CPU scratch (it exceeds the BPF stack).
 #[inline(always)]
 fn start_timeline(tid: u32, skb: u64, f: &Flight, send_ts: u64, relay: bool) -> Result<(), i64> {
+    let (sock_daddr, sock_dport) =
+        traced(tid).map_or((0, 0), |ts| (ts.dst_addr, ts.dst_port as u16));
+    // A relayed journey's record starts at the relay's send: the time before it (the first
+    // connection and the proxy hop) is in the record of the first connection.
+    let first = TimelinePoint {
+        ts: send_ts,
+        netns: 0,
+        ifindex: 0,
+        point: Point::SendEnter as u16,
+        kind: 0,
+        hop: if relay { Hop::Proxy } else { Hop::SenderStack } as u16,
+        cpu: unsafe { bpf_get_smp_processor_id() } as u16,
+    };
+    new_record(skb, tid, f, first, sock_daddr, sock_dport)
+}
+
+/// Creates the full record of a sampled packet in `TIMELINES`, built in per-CPU scratch (it
+/// exceeds the BPF stack), with the packet's tuple and its first point.
+#[inline(always)]
+fn new_record(
+    skb: u64,
+    tid: u32,
+    f: &Flight,
+    first: TimelinePoint,
+    sock_daddr: u32,
+    sock_dport: u16,
+) -> Result<(), i64> {
     let st = SCRATCH.get_ptr_mut(0).ok_or(-1i64)?;
     let (saddr, daddr, sport, dport, _) = kernel::skb_tuple(skb).unwrap_or((0, 0, 0, 0, 0));
     let s = unsafe { &mut *st };
@@ -180,8 +208,8 @@ fn start_timeline(tid: u32, skb: u64, f: &Flight, send_ts: u64, relay: bool) -> 
     s.skb = skb;
     s.cur_hop = NO_HOP;
     s.dir = f.dir;
-    s.last_point = Point::SendEnter as u16;
-    s.last_kind = 0;
+    s.last_point = first.point;
+    s.last_kind = first.kind;
     s.sampled = 1;
     s.saddr = saddr;
     s.daddr = daddr;
@@ -195,26 +223,13 @@ fn start_timeline(tid: u32, skb: u64, f: &Flight, send_ts: u64, relay: bool) -> 
     s.end_daddr = 0;
     s.end_sport = 0;
     s.end_dport = 0;
-    s.sock_daddr = 0;
-    s.sock_dport = 0;
-    if let Some(ts) = traced(tid) {
-        s.sock_daddr = ts.dst_addr;
-        s.sock_dport = ts.dst_port as u16;
-    }
-    // A relayed journey's record starts at the relay's send: the time before it (the first
-    // connection and the proxy hop) is in the record of the first connection.
-    s.points[0] = TimelinePoint {
-        ts: send_ts,
-        netns: 0,
-        ifindex: 0,
-        point: Point::SendEnter as u16,
-        kind: 0,
-        hop: if relay { Hop::Proxy } else { Hop::SenderStack } as u16,
-        cpu: unsafe { bpf_get_smp_processor_id() } as u16,
-    };
+    s.sock_daddr = sock_daddr;
+    s.sock_dport = sock_dport;
+    s.points[0] = first;
     s.npoints = 1;
     if TIMELINES.insert(skb, s, 0).is_err() {
         bump(counter::RINGBUF_LOST);
+        return Err(-1);
     }
     Ok(())
 }
@@ -317,33 +332,7 @@ fn start_any(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
         flags: FLIGHT_ANY,
         last_softirq: u32::MAX,
     };
-    let st = SCRATCH.get_ptr_mut(0).ok_or(-1i64)?;
-    let (saddr, daddr, sport, dport, _) = kernel::skb_tuple(skb).unwrap_or((0, 0, 0, 0, 0));
-    let s = unsafe { &mut *st };
-    s.first_ts = t;
-    s.last_ts = t;
-    s.hop_start = t;
-    s.skb = skb;
-    s.cur_hop = NO_HOP;
-    s.dir = 0;
-    s.last_point = point as u16;
-    s.last_kind = info.kind as u16;
-    s.sampled = 1;
-    s.saddr = saddr;
-    s.daddr = daddr;
-    s.sport = sport;
-    s.dport = dport;
-    s.tid = 0;
-    s.softirqs = 0;
-    s.rx_passes = 0;
-    s.last_softirq = 0;
-    s.end_saddr = 0;
-    s.end_daddr = 0;
-    s.end_sport = 0;
-    s.end_dport = 0;
-    s.sock_daddr = 0;
-    s.sock_dport = 0;
-    s.points[0] = TimelinePoint {
+    let first = TimelinePoint {
         ts: t,
         netns: info.key.netns,
         ifindex: info.key.ifindex,
@@ -352,9 +341,7 @@ fn start_any(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
         hop: Hop::Other as u16,
         cpu: unsafe { bpf_get_smp_processor_id() } as u16,
     };
-    s.npoints = 1;
-    if TIMELINES.insert(skb, s, 0).is_err() {
-        bump(counter::RINGBUF_LOST);
+    if new_record(skb, 0, &f, first, 0, 0).is_err() {
         return Ok(());
     }
     if SKBS.insert(skb, f, 0).is_err() {

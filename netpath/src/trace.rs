@@ -120,21 +120,7 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
             .take(o.count)
             .map(|s| report::timeline(s, &lab.devices))
             .collect();
-        let lost = [
-            netpath_common::counter::RINGBUF_LOST,
-            netpath_common::counter::SKB_MAP_FULL,
-            netpath_common::counter::STALE,
-            netpath_common::counter::RECV_UNMATCHED,
-            netpath_common::counter::TRUNCATED,
-        ]
-        .iter()
-        .map(|&c| {
-            (
-                netpath_common::counter::NAMES[c as usize],
-                snap.counters[c as usize],
-            )
-        })
-        .collect();
+        let lost = lost_counters(&snap);
         Ok(TraceOutput {
             driver: o.driver.to_string(),
             backend: backend.name(),
@@ -180,23 +166,7 @@ pub fn run_passive(
     tracer.detach()?;
     samples.extend(tracer.drain_samples());
     let snap = tracer.snapshot()?;
-    let lost = [
-        netpath_common::counter::RINGBUF_LOST,
-        netpath_common::counter::SKB_MAP_FULL,
-        netpath_common::counter::STALE,
-        netpath_common::counter::TRUNCATED,
-        netpath_common::counter::STARTED,
-        netpath_common::counter::COMPLETED,
-        netpath_common::counter::SAMPLES,
-    ]
-    .iter()
-    .map(|&c| {
-        (
-            netpath_common::counter::NAMES[c as usize],
-            snap.counters[c as usize],
-        )
-    })
-    .collect();
+    let lost = lost_counters(&snap);
     Ok(TraceOutput {
         driver: label.to_string(),
         backend: backend.name(),
@@ -207,6 +177,25 @@ pub fn run_passive(
             .collect(),
         lost,
     })
+}
+
+/// The loss and bookkeeping counters a trace reports.
+fn lost_counters(snap: &crate::tracer::Snapshot) -> std::collections::BTreeMap<&'static str, u64> {
+    use netpath_common::counter::*;
+    [
+        RINGBUF_LOST,
+        SKB_MAP_FULL,
+        STALE,
+        REUSED,
+        RECV_UNMATCHED,
+        TRUNCATED,
+        STARTED,
+        COMPLETED,
+        SAMPLES,
+    ]
+    .iter()
+    .map(|&c| (NAMES[c as usize], snap.counters[c as usize]))
+    .collect()
 }
 
 pub fn print(out: &TraceOutput) {

@@ -270,9 +270,14 @@ fn dev_context(c: &ContainerNet) -> Result<Vec<DevContext>> {
             continue;
         }
         let got = in_netns(&path, || {
-            own_sysfs()?;
+            // Same reader as the run context of `compare` (harness/context.rs).
+            crate::harness::context::private_sysfs()?;
             devs.iter()
-                .map(|d| read_dev(d).map(|(mtu, rps)| (d.clone(), mtu, rps)))
+                .map(|d| {
+                    let (mtu, rps) = crate::harness::context::read_dev(d)?;
+                    let mtu = mtu.with_context(|| format!("{d}: no mtu in sysfs"))?;
+                    Ok((d.clone(), mtu, rps))
+                })
                 .collect::<Result<Vec<_>>>()
         })
         .with_context(|| format!("reading device settings in {name}"))?;
@@ -286,60 +291,6 @@ fn dev_context(c: &ContainerNet) -> Result<Vec<DevContext>> {
         }
     }
     Ok(out)
-}
-
-/// On the calling thread: a private mount namespace with a sysfs of the thread's network
-/// namespace on /sys (or /sys as it is, if it already shows that namespace).
-fn own_sysfs() -> Result<()> {
-    use nix::mount::{MsFlags, mount};
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
-        .context("unshare(CLONE_NEWNS) failed")?;
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_SLAVE,
-        None::<&str>,
-    )
-    .context("making / rslave in the private mount namespace")?;
-    match mount(
-        Some("sysfs"),
-        "/sys",
-        Some("sysfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
-        None::<&str>,
-    ) {
-        Ok(()) | Err(nix::errno::Errno::EBUSY) => Ok(()),
-        Err(e) => Err(e).context("mounting a private sysfs"),
-    }
-}
-
-/// MTU and `rps_cpus` of each rx queue (queue order) of `dev` from /sys.
-fn read_dev(dev: &str) -> Result<(u32, Vec<String>)> {
-    let base = std::path::Path::new("/sys/class/net").join(dev);
-    let mtu = std::fs::read_to_string(base.join("mtu"))
-        .with_context(|| format!("{dev}: no mtu in sysfs"))?
-        .trim()
-        .parse()
-        .with_context(|| format!("{dev}: bad mtu"))?;
-    let mut q: Vec<(u32, String)> = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(base.join("queues")) {
-        for e in rd.filter_map(|e| e.ok()) {
-            let n = e.file_name();
-            let Some(i) = n
-                .to_str()
-                .and_then(|n| n.strip_prefix("rx-"))
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if let Ok(m) = std::fs::read_to_string(e.path().join("rps_cpus")) {
-                q.push((i, m.trim().to_string()));
-            }
-        }
-    }
-    q.sort();
-    Ok((mtu, q.into_iter().map(|(_, m)| m).collect()))
 }
 
 /// Every docker-proxy process on the machine, from /proc (its arguments say what it

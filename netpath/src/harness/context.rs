@@ -157,7 +157,7 @@ pub fn device_context(lab: &Lab) -> Result<Vec<DevContext>> {
 /// `CLONE_FS`, so other threads keep theirs), nothing propagating back to the host's
 /// mounts, and a fresh sysfs on `/sys` for the thread's current network namespace.
 /// All of it goes away when the thread exits.
-fn private_sysfs() -> Result<()> {
+pub(crate) fn private_sysfs() -> Result<()> {
     unshare(CloneFlags::CLONE_NEWNS).context("unshare(CLONE_NEWNS) failed")?;
     mount(
         None::<&str>,
@@ -182,7 +182,7 @@ fn private_sysfs() -> Result<()> {
 }
 
 /// MTU (if readable) and RPS masks of `dev` from the private sysfs.
-fn read_dev(dev: &str) -> Result<(Option<u32>, Vec<String>)> {
+pub(crate) fn read_dev(dev: &str) -> Result<(Option<u32>, Vec<String>)> {
     let base = Path::new("/sys/class/net").join(dev);
     if !base.exists() {
         bail!("{} does not exist", base.display());

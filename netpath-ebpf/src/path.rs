@@ -127,12 +127,7 @@ fn start(
     let every = kernel::sample_every();
     let sampled = every != 0 && n % every as u64 == 0;
     // The packet is born at its first device queue: the sender-stack hop is already open.
-    let h = hop::hop_between(
-        Point::SendEnter as u16,
-        0,
-        Point::DevQueue as u16,
-        dev.kind as u16,
-    );
+    let h = hop::hop_between(Point::SendEnter as u16, 0, point as u16, dev.kind as u16);
     let f = Flight {
         first_ts,
         last_ts: t,
@@ -150,14 +145,7 @@ fn start(
     if sampled {
         // A record that does not fit is counted; the packet is still followed.
         let _ = start_timeline(tid, skb, &f, send_ts, ts.role == ROLE_RELAY);
-        append_point(
-            skb,
-            point as u16,
-            dev.kind as u16,
-            dev.key,
-            h as u32,
-            t,
-        );
+        append_point(skb, point as u16, dev.kind as u16, dev.key, h as u32, t);
     }
     if SKBS.insert(skb, f, BPF_NOEXIST).is_err() {
         // The address came back without a free we saw (deferred free): new generation.

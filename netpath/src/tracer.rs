@@ -386,9 +386,22 @@ impl Tracer {
             ("tc_egress", TcAttachType::Egress),
         ] {
             let p: &mut SchedClassifier = self.ebpf.program_mut(prog).unwrap().try_into()?;
-            let id = p
-                .attach(ifname, ty)
-                .with_context(|| format!("attaching TC {prog} to {ifname}"))?;
+            let id = if tcx() {
+                p.attach(ifname, ty)
+            } else {
+                // Netlink TC: links are told apart by (ifindex, priority, handle), and lab
+                // devices in different namespaces share ifindexes: give each its own priority.
+                let priority = 100 + self.tc_links.len() as u16;
+                p.attach_with_options(
+                    ifname,
+                    ty,
+                    aya::programs::tc::TcAttachOptions::Netlink(aya::programs::tc::NlOptions {
+                        priority,
+                        ..Default::default()
+                    }),
+                )
+            }
+            .with_context(|| format!("attaching TC {prog} to {ifname}"))?;
             self.tc_links.push((prog, id));
         }
         Ok(())
@@ -612,6 +625,11 @@ fn load_fn_probes(ebpf: &mut Ebpf, btf: &btf_rs::Btf, want_fentry: bool) -> Resu
         );
     }
     Ok(out)
+}
+
+/// TCX links (6.6+) rather than netlink TC filters.
+fn tcx() -> bool {
+    aya::util::KernelVersion::current().is_ok_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0))
 }
 
 /// Before 6.6 (no TCX) TC programs attach through a clsact qdisc, which must exist. Only ever

@@ -37,6 +37,15 @@ static FILTER_PROTO: u32 = 0;
 static FILTER_NETNS: u32 = 0;
 #[unsafe(no_mangle)]
 static FILTER_IFINDEX: u32 = 0;
+/// The kernel has no `sock:sk_data_ready`: relays continue from the last receive pass.
+#[unsafe(no_mangle)]
+static READY_FALLBACK: u32 = 0;
+
+#[inline(always)]
+pub fn ready_fallback() -> bool {
+    g32(&READY_FALLBACK) != 0
+}
+
 /// Follow any packet first seen on a watched device (filters apply), not only traced sends.
 #[unsafe(no_mangle)]
 static TRACE_ANY: u32 = 0;

@@ -376,6 +376,13 @@ fn on_receive_pass(f: *mut Flight, skb: u64, t: u64) {
         rx[0] = skb;
         rx[1] = t;
     }
+    // Without sock:sk_data_ready (before 6.7) the last receive pass is the last point a
+    // splicing relay's journey reaches.
+    if kernel::ready_fallback()
+        && let Some(r) = LAST_READY.get_ptr_mut(0)
+    {
+        unsafe { *r = [skb, f.first_ts, f.dir as u64, t] };
+    }
 }
 
 /// A function-probe point (kprobe/fentry backends): same state machine as the device points.
@@ -546,26 +553,45 @@ fn take_last_ready(t: u64) -> Option<RelayHold> {
         return None;
     }
     unsafe { (*r)[0] = 0 };
-    let f = SKBS.get_ptr_mut(skb)?;
-    let f = unsafe { &*f };
-    if f.first_ts != origin_ts || f.last_point != Point::SockReady as u16 {
-        return None;
-    }
     if t.wrapping_sub(ready_ts) > kernel::max_gap_ns() {
-        forget(skb, f.sampled);
         return None;
     }
-    record(f.dir, f.cur_hop, ready_ts - f.hop_start);
-    if f.sampled != 0 {
-        emit_timeline(skb, f, ready_ts);
+    // Close the first leg if its state is still there (a splice may have freed the skb).
+    if let Some(f) = SKBS.get_ptr_mut(skb) {
+        let f = unsafe { &*f };
+        let at_socket = f.last_point == Point::SockReady as u16
+            || kernel::ready_fallback()
+                && (f.last_point == Point::NetifReceive as u16
+                    || f.last_point == Point::IpRcv as u16
+                    || f.last_point == Point::TcpRcv as u16);
+        if f.first_ts == origin_ts && at_socket {
+            record(f.dir, f.cur_hop, ready_ts.saturating_sub(f.hop_start));
+            if f.sampled != 0 {
+                emit_timeline(skb, f, ready_ts);
+            }
+            forget(skb, f.sampled);
+        }
     }
-    forget(skb, f.sampled);
     Some(RelayHold {
         origin_ts,
         recv_ts: ready_ts,
         dir: dir as u32,
         _pad: 0,
     })
+}
+
+/// splice(2) entry (syscall-bounded kernels): for a relay thread holding a journey, the start
+/// of its send; ignored for everyone else.
+#[inline(always)]
+pub fn on_relay_splice() -> Result<(), i64> {
+    match traced(current_tid()) {
+        Some(ts) if ts.role == ROLE_RELAY => on_send_enter(),
+        None => {
+            // Relay threads not yet known are adopted by on_send_enter.
+            on_send_enter()
+        }
+        _ => Ok(()),
+    }
 }
 
 #[inline(always)]

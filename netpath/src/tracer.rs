@@ -59,6 +59,7 @@ pub const TPS: &[(&str, &str, &str)] = &[
     ("sys_enter_sendto", "syscalls", "sys_enter_sendto"),
     ("sys_exit_sendto", "syscalls", "sys_exit_sendto"),
     ("sys_exit_recvfrom", "syscalls", "sys_exit_recvfrom"),
+    ("sys_enter_splice", "syscalls", "sys_enter_splice"),
 ];
 
 #[derive(Clone, Debug)]
@@ -209,8 +210,11 @@ impl Tracer {
         let netns = f.netns.unwrap_or(0);
         let ifindex = f.ifindex.unwrap_or(0);
         let any = opts.trace_any as u32;
+        // Known before load (globals are fixed then): does this kernel have sock:sk_data_ready?
+        let ready_fallback = (!tracepoint_exists("sock", "sk_data_ready")) as u32;
         loader
             .override_global("TRACE_ANY", &any, true)
+            .override_global("READY_FALLBACK", &ready_fallback, true)
             .override_global("FILTER_ON", &on, true)
             .override_global("FILTER_PORT", &port, true)
             .override_global("FILTER_ADDR", &addr, true)
@@ -625,6 +629,16 @@ fn load_fn_probes(ebpf: &mut Ebpf, btf: &btf_rs::Btf, want_fentry: bool) -> Resu
         );
     }
     Ok(out)
+}
+
+/// Whether tracefs lists `category:name` on this kernel.
+fn tracepoint_exists(category: &str, name: &str) -> bool {
+    [
+        "/sys/kernel/tracing/events",
+        "/sys/kernel/debug/tracing/events",
+    ]
+    .iter()
+    .any(|d| std::path::Path::new(d).join(category).join(name).exists())
 }
 
 /// TCX links (6.6+) rather than netlink TC filters.

@@ -25,3 +25,11 @@ pub fn sys_exit_recvfrom(ctx: TracePointContext) -> u32 {
     let _ = path::on_recv_exit(ret);
     0
 }
+
+/// A relay that splices (docker-proxy) sends with splice(2): on kernels without
+/// `tcp:tcp_sendmsg_locked` this is where its send starts. Only relay threads act on it.
+#[tracepoint(category = "syscalls", name = "sys_enter_splice")]
+pub fn sys_enter_splice(_ctx: TracePointContext) -> u32 {
+    let _ = path::on_relay_splice();
+    0
+}

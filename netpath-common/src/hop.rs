@@ -104,8 +104,11 @@ pub enum DevKind {
     Bridge = 4,
     Vxlan = 5,
     Macvlan = 6,
-    /// The link between two nodes that carries VXLAN (or a macvlan parent).
+    /// The link between two nodes that carries VXLAN.
     Underlay = 7,
+    /// The lower device of macvlan children. Bridge-mode frames between children pass through
+    /// it ("to lowerdev first for its taps"), then its rx handler hands them to the child.
+    MacvlanParent = 8,
 }
 
 impl DevKind {
@@ -118,6 +121,7 @@ impl DevKind {
             5 => DevKind::Vxlan,
             6 => DevKind::Macvlan,
             7 => DevKind::Underlay,
+            8 => DevKind::MacvlanParent,
             _ => DevKind::Unknown,
         }
     }
@@ -132,6 +136,7 @@ impl DevKind {
             DevKind::Vxlan => "vxlan",
             DevKind::Macvlan => "macvlan",
             DevKind::Underlay => "underlay",
+            DevKind::MacvlanParent => "mv-parent",
         }
     }
 }
@@ -275,7 +280,7 @@ fn xmit_hop(kind: u16) -> Hop {
         2 | 3 => Hop::Veth,
         4 => Hop::Bridge,
         5 => Hop::VxlanEncap,
-        6 => Hop::Macvlan,
+        6 | 8 => Hop::Macvlan,
         7 => Hop::Underlay,
         _ => Hop::Other,
     }
@@ -468,6 +473,12 @@ mod tests {
         use Point::*;
         assert_eq!(h(DevQueue, Macvlan, NetifRx, Macvlan), Hop::Macvlan);
         assert_eq!(h(SendEnter, Unknown, DevQueue, Macvlan), Hop::SenderStack);
+        // Bridge mode goes through the lower device first; its rx handler hands the frame
+        // to the child: with function probes the next point is the child's ip_rcv.
+        assert_eq!(h(DevQueue, Macvlan, NetifRx, MacvlanParent), Hop::Macvlan);
+        assert_eq!(h(NetifRx, MacvlanParent, NetifReceive, MacvlanParent), Hop::Backlog);
+        assert_eq!(h(NetifReceive, MacvlanParent, IpRcv, Macvlan), Hop::ReceiverStack);
+        assert_eq!(h(NetifReceive, MacvlanParent, SockReady, Unknown), Hop::ReceiverStack);
     }
 
     #[test]

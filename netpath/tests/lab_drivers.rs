@@ -406,8 +406,8 @@ fn macvlan_driver_builds_runs_and_tears_down() {
     for (ns, name, kind, mtu) in [
         (&cli, "eth0", DevKind::Macvlan, 1500),
         (&srv, "eth0", DevKind::Macvlan, 1500),
-        (&node, parent.as_str(), DevKind::Underlay, 1500),
-        (&mvp, peer.as_str(), DevKind::Underlay, 1500),
+        (&node, parent.as_str(), DevKind::MacvlanParent, 1500),
+        (&mvp, peer.as_str(), DevKind::MacvlanParent, 1500),
         (&cli, "lo", DevKind::Loopback, 65536),
         (&srv, "lo", DevKind::Loopback, 65536),
         (&node, "lo", DevKind::Loopback, 65536),

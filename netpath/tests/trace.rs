@@ -593,6 +593,28 @@ fn every_driver_crosses_its_hops() {
         Driver::PublishedProxy,
     ] {
         let r = run(driver);
+        let sock_point =
+            std::path::Path::new("/sys/kernel/tracing/events/tcp/tcp_sendmsg_locked").exists();
+        if driver == Driver::PublishedProxy && !sock_point {
+            // Before 6.10 journeys are bounded by syscall tracepoints, and docker-proxy relays
+            // with splice(2): its legs are joined only from the last receive pass, and many are
+            // not. Here the test checks only that nothing is lost silently.
+            eprintln!(
+                "published-proxy: relay joining needs tcp:tcp_sendmsg_locked (6.10+); checking loss accounting only"
+            );
+            assert_eq!(r.traced.count, N);
+            let l = &r.lost;
+            assert!(
+                l["completed"]
+                    + l["consumed_early"]
+                    + l["recv_unmatched"]
+                    + l["stale"]
+                    + l["reused"]
+                    >= 2 * N,
+                "{l:?}"
+            );
+            continue;
+        }
         let done = assert_counts(&r);
         assert_crossings(&r, &done, &expected(driver));
         if driver == Driver::Overlay {

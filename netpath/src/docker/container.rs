@@ -109,7 +109,7 @@ impl ContainerNet {
     /// Every device on this container's paths, for the tracer: `lo` and the interfaces
     /// inside (`Veth` or `Macvlan`), the host ends of the veths (`BridgePort`), their
     /// bridges (`Bridge`), an overlay's VXLAN devices (`Vxlan`), a macvlan's parent
-    /// (`Underlay`). For `--network host` only the host's `lo`.
+    /// (`MacvlanParent`). For `--network host` only the host's `lo`.
     pub fn devices(&self) -> Vec<LabDevice> {
         let mut v: Vec<LabDevice> = Vec::new();
         let mut push = |ns: &str, inum: u32, l: &Link, kind: DevKind| {
@@ -141,7 +141,7 @@ impl ContainerNet {
             push(&me, self.netns_inum, &i.link, kind);
             let Some(p) = &i.peer else { continue };
             let pk = if kind == DevKind::Macvlan {
-                DevKind::Underlay
+                DevKind::MacvlanParent
             } else if p.bridge.is_some() {
                 DevKind::BridgePort
             } else {

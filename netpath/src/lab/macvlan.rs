@@ -84,11 +84,11 @@ pub(super) fn build(run_id: &str) -> Result<Lab> {
     let devices = vec![
         device_named(&cli, &cl, "lo", DevKind::Loopback)?,
         device_named(&cli, &cl, "eth0", DevKind::Macvlan)?,
-        device_named(&node, &nl, &parent, DevKind::Underlay)?,
+        device_named(&node, &nl, &parent, DevKind::MacvlanParent)?,
         device_named(&srv, &sl, "eth0", DevKind::Macvlan)?,
         device_named(&srv, &sl, "lo", DevKind::Loopback)?,
         // Off the unicast path (broadcasts only), listed so every link the lab made is.
-        device_named(&mvp, &ml, &peer, DevKind::Underlay)?,
+        device_named(&mvp, &ml, &peer, DevKind::MacvlanParent)?,
         device_named(&node, &nl, "lo", DevKind::Loopback)?,
         device_named(&mvp, &ml, "lo", DevKind::Loopback)?,
     ];

@@ -380,7 +380,11 @@ fn macvlan_lab_runs_rr() {
         "{:?}",
         dl.devices
     );
-    assert!(has(&dl.devices, DevKind::MacvlanParent, &format!("np{id}mp")));
+    assert!(has(
+        &dl.devices,
+        DevKind::MacvlanParent,
+        &format!("np{id}mp")
+    ));
     dl.teardown().unwrap();
     assert_run_gone(&id);
 }

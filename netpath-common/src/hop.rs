@@ -331,6 +331,8 @@ pub fn hop_between(from: u16, from_kind: u16, to: u16, to_kind: u16) -> Hop {
             Hop::Bridge
         }
         (RECV, BR_FWD) => Hop::Bridge,
+        // The bridge device's own transmit (local traffic out through br0) forwards too.
+        (QUEUE | XMIT, BR_FWD) => Hop::Bridge,
         // NAT (function probes): the segment that ends at the rewrite is the netfilter hook
         // processing up to it (conntrack, NAT lookup); after it, the packet is routed on or
         // delivered.
@@ -476,9 +478,18 @@ mod tests {
         // Bridge mode goes through the lower device first; its rx handler hands the frame
         // to the child: with function probes the next point is the child's ip_rcv.
         assert_eq!(h(DevQueue, Macvlan, NetifRx, MacvlanParent), Hop::Macvlan);
-        assert_eq!(h(NetifRx, MacvlanParent, NetifReceive, MacvlanParent), Hop::Backlog);
-        assert_eq!(h(NetifReceive, MacvlanParent, IpRcv, Macvlan), Hop::ReceiverStack);
-        assert_eq!(h(NetifReceive, MacvlanParent, SockReady, Unknown), Hop::ReceiverStack);
+        assert_eq!(
+            h(NetifRx, MacvlanParent, NetifReceive, MacvlanParent),
+            Hop::Backlog
+        );
+        assert_eq!(
+            h(NetifReceive, MacvlanParent, IpRcv, Macvlan),
+            Hop::ReceiverStack
+        );
+        assert_eq!(
+            h(NetifReceive, MacvlanParent, SockReady, Unknown),
+            Hop::ReceiverStack
+        );
     }
 
     #[test]
@@ -542,6 +553,8 @@ mod tests {
         assert_eq!(h(NatManip, Underlay, DevQueue, Bridge), Hop::Forward);
         // A send rewritten by OUTPUT DNAT starts at the rewrite.
         assert_eq!(h(SendEnter, Unknown, NatManip, Unknown), Hop::SenderStack);
+        assert_eq!(h(NatManip, Unknown, DevQueue, Bridge), Hop::Forward);
+        assert_eq!(h(DevQueue, Bridge, BridgeForward, Bridge), Hop::Bridge);
         // VXLAN with function probes.
         assert_eq!(h(DevQueue, Vxlan, VxlanXmit, Vxlan), Hop::VxlanEncap);
         assert_eq!(h(VxlanXmit, Vxlan, UdpTunnelXmit, Vxlan), Hop::VxlanEncap);

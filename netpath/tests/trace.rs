@@ -66,13 +66,20 @@ fn run(driver: Driver) -> DriverReport {
 /// complete is one the kernel counted (an skb merged or freed early, e.g. by GRO under load).
 /// Returns the journeys completed per direction.
 fn assert_accounted(r: &DriverReport) -> BTreeMap<&'static str, u64> {
-    for k in ["ringbuf_lost", "skb_map_full", "dropped"] {
+    for k in ["ringbuf_lost", "skb_map_full"] {
         assert_eq!(r.lost[k], 0, "{k} in {:?}", r.lost);
     }
+    // A real drop (a slow VM retransmits) is allowed, but each one is reported with its reason.
+    assert_eq!(
+        r.drops.iter().map(|d| d.count).sum::<u64>(),
+        r.lost["dropped"],
+        "{:?}",
+        r.drops
+    );
     // A relay (docker-proxy) starts each journey's second leg: two starts per journey.
     let legs = if r.driver == "published-proxy" { 2 } else { 1 };
     let completed = r.lost["completed"];
-    let counted = r.lost["consumed_early"] + r.lost["stale"] + r.lost["reused"];
+    let counted = r.lost["consumed_early"] + r.lost["stale"] + r.lost["reused"] + r.lost["dropped"];
     assert!(
         r.lost["started"] <= 2 * N * legs && r.lost["started"] + counted >= 2 * N * legs,
         "{:?}",
@@ -616,7 +623,20 @@ fn every_driver_crosses_its_hops() {
             continue;
         }
         let done = assert_counts(&r);
-        assert_crossings(&r, &done, &expected(driver));
+        let mut want = expected(driver);
+        if driver == Driver::PublishedNat && r.backend != "tracepoint" {
+            // Function probes see the rewrite: OUTPUT DNAT starts the request, which is then
+            // routed (forward) to br0; the reply's de-NAT splits its receive into nat and two
+            // receiver-stack segments.
+            want.push(("request", "forward", 1));
+            want.push(("response", "nat", 1));
+            for w in want.iter_mut() {
+                if *w == ("response", "receiver-stack", 1) {
+                    w.2 = 2;
+                }
+            }
+        }
+        assert_crossings(&r, &done, &want);
         if driver == Driver::Overlay {
             let c = r.context.as_ref().map(|c| c.client_mtu);
             let eth0 = r.devices.iter().find(|d| d.name == "eth0").unwrap();

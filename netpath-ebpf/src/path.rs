@@ -85,6 +85,17 @@ fn append_point(skb: u64, point: u16, kind: u16, key: DevKey, h: u32, t: u64) {
     }
 }
 
+/// The device a point happened on: the probe's, else `skb->dev`; none yet (a NAT rewrite in
+/// netfilter OUTPUT, before routing set it) is a point without a device, not an error.
+#[inline(always)]
+fn point_dev(skb: u64, dev: u64) -> Result<DevInfo, i64> {
+    let dev = if dev != 0 { dev } else { kernel::skb_dev(skb)? };
+    if dev == 0 {
+        return Ok(DevInfo::default());
+    }
+    dev_info(dev)
+}
+
 /// Key and kind of a device, through the per-pointer cache.
 #[inline(always)]
 fn dev_info(dev: u64) -> Result<DevInfo, i64> {
@@ -262,7 +273,7 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
                 _ => return Ok(()),
             };
             let t = now();
-            let info = dev_info(kernel::skb_dev(skb)?)?;
+            let info = point_dev(skb, 0)?;
             if !kernel::filter_pass(skb, &info.key) {
                 ts.send_ts = 0;
                 return Ok(());
@@ -278,8 +289,7 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
         forget(skb, unsafe { (*f).sampled });
         return Ok(());
     }
-    let dev = if dev != 0 { dev } else { kernel::skb_dev(skb)? };
-    let info = dev_info(dev)?;
+    let info = point_dev(skb, dev)?;
     if point == Point::NetifReceive {
         on_receive_pass(f, skb, t);
     }
@@ -294,8 +304,7 @@ fn start_any(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
     if point == Point::SockReady || point == Point::Copy {
         return Ok(());
     }
-    let dev = if dev != 0 { dev } else { kernel::skb_dev(skb)? };
-    let info = dev_info(dev)?;
+    let info = point_dev(skb, dev)?;
     if info.kind == 0 || !kernel::filter_pass(skb, &info.key) {
         return Ok(());
     }

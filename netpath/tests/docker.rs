@@ -559,6 +559,75 @@ fn containers_started_with_the_docker_cli_are_resolved() {
         .unwrap();
     assert_eq!(n, 50);
 
+    // `netpath trace --container` on these two containers it did not start: timelines of the
+    // agent traffic, from a container's eth0 across the host veth and Docker's bridge.
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let out = std::thread::scope(|sc| {
+        let traffic = sc.spawn(|| {
+            ns.run(|| {
+                let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+                let mut resp = [0u8; 32];
+                let until = std::time::Instant::now() + Duration::from_secs(40);
+                while !done.load(std::sync::atomic::Ordering::Relaxed)
+                    && std::time::Instant::now() < until
+                {
+                    conn.write_all(&[7u8; 64])?;
+                    conn.read_exact(&mut resp)?;
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Ok(())
+            })
+        });
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_netpath"))
+            .args([
+                "trace",
+                "--container",
+                &cli,
+                "--container",
+                &srv,
+                "--port",
+                "11111",
+                "-c",
+                "20",
+                "--duration",
+                "30",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        traffic.join().unwrap().unwrap();
+        out
+    });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let timelines = v["timelines"].as_array().unwrap();
+    assert_eq!(timelines.len(), 20, "{v}");
+    let complete: Vec<&serde_json::Value> = timelines
+        .iter()
+        .filter(|t| {
+            let p = t["points"].as_array().unwrap();
+            p[0]["point"] == "dev_queue" && p[0]["device"].as_str().unwrap().starts_with("eth0@")
+        })
+        .collect();
+    assert!(complete.len() >= 5, "{v}");
+    for t in complete {
+        let hops: Vec<&str> = t["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["hop"].as_str().unwrap())
+            .collect();
+        assert!(
+            hops.contains(&"veth") && hops.contains(&"bridge"),
+            "{hops:?}"
+        );
+    }
+
     // cleanup_docker removes containers and networks nobody holds.
     let removed = docker::cleanup_docker(&engine).unwrap();
     eprintln!("cleanup: {removed:?}");

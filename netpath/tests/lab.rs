@@ -5,7 +5,6 @@
 //!
 //! Without root they fail with a message saying so (no silent skips).
 
-use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::AsFd;
@@ -20,62 +19,8 @@ use netpath::lab::{
 };
 use netpath_common::DevKind;
 
-/// Tests share /run/netns and `cleanup_leftovers` removes every lab not held by another
-/// process, so they run one at a time even without `--test-threads=1`.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn need_root() -> std::sync::MutexGuard<'static, ()> {
-    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "this test needs root (it creates network namespaces): run `sudo -E cargo test -p netpath --test lab -- --test-threads=1`"
-    );
-    g
-}
-
-fn small_rr() -> RrConfig {
-    RrConfig {
-        requests: 200,
-        warmup: 20,
-        req_size: 1024,
-        resp_size: 1024,
-        timeout: Duration::from_secs(20),
-    }
-}
-
-/// /run/netns entries of a run id.
-fn netns_files(run_id: &str) -> Vec<String> {
-    let Ok(rd) = std::fs::read_dir("/run/netns") else {
-        return Vec::new();
-    };
-    rd.filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&format!("np{run_id}")))
-        .collect()
-}
-
-/// Names of links in the root namespace (read via netlink from a fresh thread, which
-/// starts in the process's namespace).
-fn root_links() -> HashSet<String> {
-    std::thread::spawn(|| {
-        lab::nl::Nl::new()
-            .unwrap()
-            .links()
-            .unwrap()
-            .into_iter()
-            .map(|l| l.name)
-            .collect()
-    })
-    .join()
-    .unwrap()
-}
-
-/// if_nametoindex run inside the namespace.
-fn ifindex_in(ns: &Netns, name: &str) -> u32 {
-    let name = name.to_string();
-    ns.run(move || Ok(nix::net::if_::if_nametoindex(name.as_str()).unwrap_or(0)))
-        .unwrap()
-}
+mod common;
+use common::{ifindex_in, need_root, netns_files, root_links, small_rr};
 
 /// Every device must exist in its namespace with the reported ifindex, inum, MTU.
 fn check_devices(lab: &Lab) {

@@ -10,8 +10,8 @@
 //! SIGTERM (what `docker stop` sends to PID 1) ends either at once: PID 1 in a container
 //! has no default signal dispositions, so they are installed explicitly.
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::ErrorKind;
+use std::net::{SocketAddr, TcpListener};
 
 use anyhow::{Context, Result, bail};
 
@@ -118,33 +118,7 @@ fn serve(o: &ServeOpts) -> Result<()> {
     }
 }
 
-/// One connection: a `resp`-byte answer per `req`-byte request, until EOF.
-pub fn echo(mut conn: TcpStream, req: usize, resp: usize) -> Result<()> {
-    conn.set_nodelay(true)?;
-    let mut rbuf = vec![0u8; req];
-    let wbuf = vec![0x5au8; resp];
-    loop {
-        match conn.read_exact(&mut rbuf) {
-            Ok(()) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset
-                ) =>
-            {
-                return Ok(());
-            }
-            Err(e) => return Err(e).context("reading a request"),
-        }
-        match conn.write_all(&wbuf) {
-            Ok(()) => {}
-            Err(e) if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) => {
-                return Ok(());
-            }
-            Err(e) => return Err(e).context("writing a response"),
-        }
-    }
-}
+pub use crate::harness::echo;
 
 extern "C" fn on_term(_: libc::c_int) {
     // SAFETY: _exit is async-signal-safe.
@@ -185,6 +159,8 @@ mod tests {
 
     #[test]
     fn echo_server_answers() {
+        use std::io::{Read, Write};
+        use std::net::TcpStream;
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let t = std::thread::spawn(move || {

@@ -186,7 +186,7 @@ pub fn run_burst_to(
     let (conns, _) = run_pairs(
         &plan,
         |c, conn, start| client(c, conn, start, cfg, scheduled),
-        |_, conn| echo(conn, cfg),
+        |_, conn| super::echo(conn, cfg.req_size, cfg.resp_size),
     )?;
 
     let mut hist = new_hist()?;
@@ -296,34 +296,6 @@ fn client(
     let _ = conn.shutdown(Shutdown::Write);
     drop(conn);
     res.map(|()| r)
-}
-
-fn echo(mut conn: TcpStream, cfg: &BurstConfig) -> Result<()> {
-    conn.set_nodelay(true)?;
-    // No read timeout: the clients always close their end (EOF), even on error.
-    let mut req = vec![0u8; cfg.req_size];
-    let resp = vec![0x5au8; cfg.resp_size];
-    loop {
-        match conn.read_exact(&mut req) {
-            Ok(()) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset
-                ) =>
-            {
-                return Ok(());
-            }
-            Err(e) => return Err(e).context("server: reading a request"),
-        }
-        match conn.write_all(&resp) {
-            Ok(()) => {}
-            Err(e) if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) => {
-                return Ok(());
-            }
-            Err(e) => return Err(e).context("server: writing a response"),
-        }
-    }
 }
 
 #[cfg(test)]

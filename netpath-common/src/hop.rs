@@ -359,6 +359,13 @@ pub fn hop_between(from: u16, from_kind: u16, to: u16, to_kind: u16) -> Hop {
 mod tests {
     use super::*;
 
+    /// The hop of each segment of a sequence of (point, device kind).
+    fn segments(path: &[(Point, DevKind)]) -> std::vec::Vec<Hop> {
+        path.windows(2)
+            .map(|w| h(w[0].0, w[0].1, w[1].0, w[1].1))
+            .collect()
+    }
+
     fn h(a: Point, ak: DevKind, b: Point, bk: DevKind) -> Hop {
         hop_between(a as u16, ak as u16, b as u16, bk as u16)
     }
@@ -382,10 +389,7 @@ mod tests {
             (Copy, Unknown),
             (RecvExit, Unknown),
         ];
-        let hops: std::vec::Vec<Hop> = path
-            .windows(2)
-            .map(|w| h(w[0].0, w[0].1, w[1].0, w[1].1))
-            .collect();
+        let hops = segments(&path);
         assert_eq!(
             hops,
             [
@@ -446,10 +450,7 @@ mod tests {
             (NetifReceive, Veth),
             (SockReady, Unknown),
         ];
-        let hops: std::vec::Vec<Hop> = path
-            .windows(2)
-            .map(|w| h(w[0].0, w[0].1, w[1].0, w[1].1))
-            .collect();
+        let hops = segments(&path);
         assert_eq!(
             hops,
             [
@@ -524,10 +525,7 @@ mod tests {
             (TcpRcv, Veth),
             (SockReady, Unknown),
         ];
-        let hops: std::vec::Vec<Hop> = path
-            .windows(2)
-            .map(|w| h(w[0].0, w[0].1, w[1].0, w[1].1))
-            .collect();
+        let hops = segments(&path);
         assert_eq!(
             hops,
             [

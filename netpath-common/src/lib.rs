@@ -39,6 +39,9 @@ pub mod counter {
     pub const REUSED: u32 = 3;
     /// A receive returned data but no tracked skb was copied in it.
     pub const RECV_UNMATCHED: u32 = 4;
+    /// A relay (docker-proxy) sent, but no journey was waiting at its socket: the first leg's
+    /// wakeup was not seen (e.g. delivered from the socket backlog), so the second leg is lost.
+    pub const RELAY_UNMATCHED: u32 = 5;
     /// One-way journeys completed (send syscall entry to receive syscall exit).
     pub const COMPLETED: u32 = 6;
     /// Packets tracked from a send.
@@ -62,7 +65,7 @@ pub mod counter {
         "stale",
         "reused",
         "recv_unmatched",
-        "",
+        "relay_unmatched",
         "completed",
         "started",
         "dropped",

@@ -468,6 +468,13 @@ pub fn on_copy(skb: u64) -> Result<(), i64> {
             note_end_tuple(skb);
         }
     }
+    // Delivered to a process: no relay may continue this journey (a relay whose own wakeup
+    // went unseen would otherwise take the last delivery, often the other direction's).
+    if let Some(r) = LAST_READY.get_ptr_mut(0)
+        && unsafe { (*r)[0] } == skb
+    {
+        unsafe { (*r)[0] = 0 };
+    }
     ts.pending_skb = skb;
     ts.pending_gen = unsafe { (*f).first_ts };
     Ok(())
@@ -529,7 +536,10 @@ pub fn on_send_enter() -> Result<(), i64> {
             }
             None => match take_last_ready(t) {
                 Some(h) => h,
-                None => return Ok(()),
+                None => {
+                    bump(counter::RELAY_UNMATCHED);
+                    return Ok(());
+                }
             },
         };
         if t.wrapping_sub(hold.recv_ts) > kernel::max_gap_ns() {

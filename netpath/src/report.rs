@@ -433,6 +433,7 @@ pub fn build(
         counter::STALE,
         counter::REUSED,
         counter::RECV_UNMATCHED,
+        counter::RELAY_UNMATCHED,
         counter::CONSUMED_EARLY,
         counter::DROPPED,
         counter::TRUNCATED,

@@ -188,6 +188,7 @@ fn lost_counters(snap: &crate::tracer::Snapshot) -> std::collections::BTreeMap<&
         STALE,
         REUSED,
         RECV_UNMATCHED,
+        RELAY_UNMATCHED,
         TRUNCATED,
         STARTED,
         COMPLETED,

@@ -79,7 +79,11 @@ fn assert_accounted(r: &DriverReport) -> BTreeMap<&'static str, u64> {
     // A relay (docker-proxy) starts each journey's second leg: two starts per journey.
     let legs = if r.driver == "published-proxy" { 2 } else { 1 };
     let completed = r.lost["completed"];
-    let counted = r.lost["consumed_early"] + r.lost["stale"] + r.lost["reused"] + r.lost["dropped"];
+    let counted = r.lost["consumed_early"]
+        + r.lost["stale"]
+        + r.lost["reused"]
+        + r.lost["dropped"]
+        + r.lost["relay_unmatched"];
     assert!(
         r.lost["started"] <= 2 * N * legs && r.lost["started"] + counted >= 2 * N * legs,
         "{:?}",
@@ -621,6 +625,7 @@ fn every_driver_crosses_its_hops() {
                 l["completed"]
                     + l["consumed_early"]
                     + l["recv_unmatched"]
+                    + l["relay_unmatched"]
                     + l["stale"]
                     + l["reused"]
                     >= 2 * N,

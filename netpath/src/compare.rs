@@ -259,3 +259,23 @@ pub fn run_docker(
     }
     Ok(out)
 }
+
+/// `compare --between A B`: the harness between two running containers (client in A, server
+/// in B), traced on their paths only, in one row named after them.
+pub fn run_between(
+    backend: Backend,
+    opts: &CompareOptions,
+    engine: &crate::docker::Engine,
+    client: &str,
+    server: &str,
+) -> Result<DriverReport> {
+    let mut tracer = Tracer::load(backend, &opts.tracer)?;
+    let b = crate::docker::between(engine, client, server)?;
+    let mut r = measure(&mut tracer, &b.lab, opts)
+        .with_context(|| format!("measuring {client} → {server}"))?;
+    r.driver = b.label;
+    if opts.print {
+        report::print(&r);
+    }
+    Ok(r)
+}

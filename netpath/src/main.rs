@@ -28,6 +28,7 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath trace --netns srv --iface eth0 --json
     netpath bench --rounds 5             netpath's own cost, as ratios against sockperf and iperf3
     netpath compare --docker --lab       real Docker networks next to the lab, one run
+    netpath compare --between web db     between two running containers (client web, server db)
     netpath trace --container web --container db --port 5432
     netpath inspect web
     netpath cleanup                      remove what a killed run left behind";
@@ -88,6 +89,10 @@ enum Cmd {
         /// With --docker: also measure the lab's version of each driver, side by side.
         #[arg(long)]
         lab: bool,
+        /// Measure between two running containers instead (client in the first, server in the
+        /// second, on a network they share); nothing is created in Docker.
+        #[arg(long, num_args = 2, value_names = ["CLIENT", "SERVER"], conflicts_with_all = ["docker", "driver"])]
+        between: Vec<String>,
         /// Report each kernel program's run count and mean cost (BPF run-time stats).
         #[arg(long)]
         prog_stats: bool,
@@ -200,6 +205,7 @@ fn run(cli: Cli) -> Result<()> {
             tc_counters,
             docker,
             lab: with_lab,
+            between,
             json,
         } => {
             lab::install_signal_cleanup();
@@ -257,7 +263,12 @@ fn run(cli: Cli) -> Result<()> {
                 tc_counters,
                 keep_timelines: 4,
             };
-            let reports = if docker {
+            let reports = if let [client, server] = between.as_slice() {
+                let engine = netpath::docker::Engine::connect()?;
+                vec![compare::run_between(
+                    backend, &opts, &engine, client, server,
+                )?]
+            } else if docker {
                 let engine = netpath::docker::Engine::connect()?;
                 compare::run_docker(backend, &opts, &engine, with_lab)?
             } else {

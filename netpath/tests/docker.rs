@@ -628,6 +628,75 @@ fn containers_started_with_the_docker_cli_are_resolved() {
         );
     }
 
+    // `netpath compare --between`: netpath's harness between the two containers (client in
+    // one, server in the other), traced on their path; nothing is created, nothing remains.
+    let before_ns = lab::list_netpath_netns().unwrap();
+    let (ctrs, nets) = (labelled("container", None), labelled("network", None));
+    let n = 300u64;
+    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args(["compare", "--between", &cli, &srv, "-n", &n.to_string()])
+        .args([
+            "--warmup",
+            "50",
+            "--no-untraced",
+            "--bulk-secs",
+            "0",
+            "--burst",
+            "0",
+        ])
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v["drivers"][0];
+    assert_eq!(
+        r["driver"],
+        format!("{cli}→{srv} (bridge via {net})"),
+        "{r}"
+    );
+    assert_eq!(r["traced"]["count"], n, "{r}");
+    let completed = r["lost"]["completed"].as_u64().unwrap();
+    assert!(completed * 100 >= 2 * n * 99, "{}", r["lost"]);
+    let crossings = |dir: &str, hop: &str| {
+        r["hops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["dir"] == dir && h["hop"] == hop)
+            .map_or(0, |h| h["crossings"].as_u64().unwrap())
+    };
+    for dir in ["request", "response"] {
+        // Container eth0 → host veth, then the bridge port → the other container's eth0.
+        let done = r["one_way"][dir]["count"].as_u64().unwrap();
+        assert!(crossings(dir, "veth") >= 2 * done, "{dir}: {r}");
+        assert!(crossings(dir, "bridge") >= done, "{dir}: {r}");
+        assert!(crossings(dir, "veth") <= 2 * n && crossings(dir, "bridge") <= n);
+    }
+    assert_eq!(labelled("container", None), ctrs);
+    assert_eq!(labelled("network", None), nets);
+    assert_eq!(lab::list_netpath_netns().unwrap(), before_ns);
+    // One clear line for a container that does not exist, and a non-zero exit.
+    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args([
+            "compare",
+            "--between",
+            &cli,
+            &format!("np-test-{id}-nosuch"),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("nosuch") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+
     // cleanup_docker removes containers and networks nobody holds.
     let removed = docker::cleanup_docker(&engine).unwrap();
     eprintln!("cleanup: {removed:?}");
@@ -781,6 +850,50 @@ fn cleanup_docker_removes_what_a_killed_run_left() {
     assert!(!Path::new(&sock).exists());
     assert!(!Path::new(&format!("/var/lib/netpath-docker-{}", ids[1])).exists());
     assert!(!Path::new(&format!("/run/netpath/dockerd-{}.json", ids[1])).exists());
+}
+
+/// Ctrl-C in the middle of `compare --docker`: the run's containers, networks, macvlan parent
+/// and namespace are removed before netpath exits with 130.
+#[test]
+fn interrupted_compare_docker_removes_its_objects() {
+    let (_g, _engine) = setup();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args(["compare", "--docker", "-d", "macvlan", "-n", "10000000"])
+        .args(["--no-untraced", "--bulk-secs", "0", "--burst", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The run id, once both of its containers run (the harness starts right after).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let id = loop {
+        let names = docker_cli(&["ps", "--format", "{{.Names}}", "--filter", "label=netpath"]);
+        let ids: Vec<&str> = names
+            .lines()
+            .filter_map(|n| n.strip_prefix("np")?.strip_suffix("-srv"))
+            .filter(|id| names.contains(&format!("np{id}-cli")))
+            .collect();
+        if let [id] = ids.as_slice() {
+            break id.to_string();
+        }
+        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "no macvlan containers came up: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(Path::new(&format!("/run/netpath/docker-mvp-{id}")).exists());
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains(&format!("container np{id}-srv")), "{err}");
+    assert_run_gone(&id);
 }
 
 #[test]

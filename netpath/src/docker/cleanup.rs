@@ -122,6 +122,21 @@ pub fn cleanup_docker(engine: &Engine) -> Result<Vec<String>> {
     Ok(removed)
 }
 
+/// On SIGINT/SIGTERM: the Docker labs of this process are released and removed with
+/// everything else [`cleanup_docker`] would remove (their drops never run: the process exits).
+pub(crate) fn interrupted() -> Vec<String> {
+    if state::release_held_locks() == 0 {
+        return Vec::new();
+    }
+    match Engine::connect().and_then(|e| cleanup_docker(&e)) {
+        Ok(removed) => removed,
+        Err(e) => {
+            eprintln!("netpath: Docker cleanup failed ({e:#}); run `netpath cleanup`");
+            Vec::new()
+        }
+    }
+}
+
 /// The part of [`cleanup_docker`] that needs no engine (for when no daemon answers):
 /// second daemons of runs that are gone (stopped, their namespace and directories
 /// removed), macvlan parents `np<id>mp` in the Docker host's namespace `host_netns`

@@ -111,6 +111,7 @@ impl DockerLab {
             None => new_run_id()?,
         };
         let lock = RunLock::acquire(&run_id)?;
+        crate::lab::on_interrupt("docker", super::cleanup::interrupted);
         let mut res = Resources {
             engine: engine.clone(),
             run_id: run_id.clone(),
@@ -450,42 +451,8 @@ fn build_in(res: &mut Resources, driver: Driver, opts: &DockerLabOptions) -> Res
         }
     }
 
-    // Namespaces: the containers', their peers', and the Docker host's if used.
-    let mut wanted: Vec<(String, PathBuf, u32)> = Vec::new();
-    let mut add = |n: (String, PathBuf, u32)| {
-        if !wanted.iter().any(|w| w.2 == n.2) {
-            wanted.push(n);
-        }
-    };
-    for c in client.iter().chain(std::iter::once(&server)) {
-        c.namespaces().into_iter().for_each(&mut add);
-    }
-    let host_inum = ns_inum(&e.host_netns)?;
-    if host_used {
-        add((e.host_netns_name.clone(), e.host_netns.clone(), host_inum));
-    }
-    let mut nss: Vec<(Netns, OwnedFd)> = Vec::new();
-    for (name, path, inum) in wanted {
-        let f = std::fs::File::open(&path)
-            .with_context(|| format!("cannot open network namespace {}", path.display()))?;
-        let fd: OwnedFd = f.into();
-        let p = fd_path(&fd);
-        let got = ns_inum(&p)?;
-        if got != inum {
-            bail!(
-                "namespace {} changed under us ({inum} → {got})",
-                path.display()
-            );
-        }
-        nss.push((
-            Netns {
-                name,
-                path: p,
-                inum,
-            },
-            fd,
-        ));
-    }
+    let cs: Vec<&ContainerNet> = client.iter().chain(std::iter::once(&server)).collect();
+    let (nss, devices) = paths_of(&e, &cs, host_used)?;
     let ns_named = |name: &str| -> Result<Netns> {
         nss.iter()
             .find(|(n, _)| n.name == name)
@@ -503,34 +470,6 @@ fn build_in(res: &mut Resources, driver: Driver, opts: &DockerLabOptions) -> Res
         None if host_used => host_ns.clone().expect("host namespace"),
         None => server_ns.clone(),
     };
-
-    let mut devices: Vec<LabDevice> = Vec::new();
-    let mut push = |d: LabDevice| {
-        if !devices
-            .iter()
-            .any(|x| x.netns_inum == d.netns_inum && x.ifindex == d.ifindex)
-        {
-            devices.push(d);
-        }
-    };
-    if host_used {
-        for l in links_at(&e.host_netns)?
-            .into_iter()
-            .filter(|l| l.name == "lo")
-        {
-            push(LabDevice {
-                name: l.name,
-                netns: e.host_netns_name.clone(),
-                netns_inum: host_inum,
-                ifindex: l.ifindex,
-                kind: DevKind::Loopback,
-                mtu: l.mtu,
-            });
-        }
-    }
-    for c in client.iter().chain(std::iter::once(&server)) {
-        c.devices().into_iter().for_each(&mut push);
-    }
 
     Ok(DockerLab {
         driver,
@@ -896,6 +835,84 @@ pub(crate) fn in_netns<T: Send>(path: &Path, f: impl FnOnce() -> Result<T> + Sen
 }
 
 /// A port free on 127.0.0.1 in this process's namespace right now.
+/// Namespaces with an fd held on each (the fd keeps it alive and names it as
+/// `/proc/self/fd/N`).
+pub(super) type HeldNamespaces = Vec<(Netns, OwnedFd)>;
+
+/// The namespaces on the paths of `containers` (theirs and their peers', plus the Docker
+/// host's when `host_used`), opened and checked against their inode so a container restarted
+/// meanwhile is noticed, and every device on those paths for the tracer.
+pub(super) fn paths_of(
+    e: &Engine,
+    containers: &[&ContainerNet],
+    host_used: bool,
+) -> Result<(HeldNamespaces, Vec<LabDevice>)> {
+    let mut wanted: Vec<(String, PathBuf, u32)> = Vec::new();
+    let mut add = |n: (String, PathBuf, u32)| {
+        if !wanted.iter().any(|w| w.2 == n.2) {
+            wanted.push(n);
+        }
+    };
+    for c in containers {
+        c.namespaces().into_iter().for_each(&mut add);
+    }
+    let host_inum = ns_inum(&e.host_netns)?;
+    if host_used {
+        add((e.host_netns_name.clone(), e.host_netns.clone(), host_inum));
+    }
+    let mut nss: Vec<(Netns, OwnedFd)> = Vec::new();
+    for (name, path, inum) in wanted {
+        let f = std::fs::File::open(&path)
+            .with_context(|| format!("cannot open network namespace {}", path.display()))?;
+        let fd: OwnedFd = f.into();
+        let p = fd_path(&fd);
+        let got = ns_inum(&p)?;
+        if got != inum {
+            bail!(
+                "namespace {} changed under us ({inum} → {got})",
+                path.display()
+            );
+        }
+        nss.push((
+            Netns {
+                name,
+                path: p,
+                inum,
+            },
+            fd,
+        ));
+    }
+
+    let mut devices: Vec<LabDevice> = Vec::new();
+    let mut push = |d: LabDevice| {
+        if !devices
+            .iter()
+            .any(|x| x.netns_inum == d.netns_inum && x.ifindex == d.ifindex)
+        {
+            devices.push(d);
+        }
+    };
+    if host_used {
+        for l in links_at(&e.host_netns)?
+            .into_iter()
+            .filter(|l| l.name == "lo")
+        {
+            push(LabDevice {
+                name: l.name,
+                netns: e.host_netns_name.clone(),
+                netns_inum: host_inum,
+                ifindex: l.ifindex,
+                kind: DevKind::Loopback,
+                mtu: l.mtu,
+            });
+        }
+    }
+    for c in containers {
+        c.devices().into_iter().for_each(&mut push);
+    }
+    Ok((nss, devices))
+}
+
 fn free_port_here() -> Result<u16> {
     let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("finding a free port")?;
     Ok(l.local_addr()?.port())

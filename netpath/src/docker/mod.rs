@@ -10,7 +10,7 @@
 //!   [`Driver`](crate::lab::Driver), convertible to a [`Lab`](crate::lab::Lab) so the
 //!   harness and the tracer run unchanged.
 //! * [`resolve_container`] / [`inspect()`]: the network side of containers netpath did
-//!   not start.
+//!   not start; [`between()`]: two of them as a lab (`compare --between A B`).
 //! * [`cleanup_docker`]: removes everything netpath made in Docker.
 //!
 //! Everything netpath creates carries the label `netpath` and a name starting with
@@ -18,6 +18,7 @@
 //! advertises and listens on 127.0.0.1, and no traffic leaves the machine.
 
 pub mod agent;
+mod between;
 mod cleanup;
 mod container;
 mod daemon;
@@ -29,6 +30,7 @@ mod netlink;
 mod state;
 
 pub use agent::agent_main;
+pub use between::{Between, between};
 pub use cleanup::{cleanup_docker, cleanup_docker_host};
 pub use container::{
     ContainerNet, Interface, NetAttachment, PeerLink, PortMapping, resolve_container,

@@ -27,7 +27,26 @@ fn lock_path(run_id: &str) -> PathBuf {
 /// Held while a Docker lab is alive.
 pub(crate) struct RunLock {
     path: PathBuf,
-    _file: File,
+    file: File,
+}
+
+/// Fds of the run locks this process holds, so an interrupt can release them before it
+/// removes those runs' objects (cleanup skips runs whose lock is held, ours included).
+static HELD: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+fn held() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    HELD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Releases every run lock this process holds (the fds stay open until their labs drop);
+/// returns how many there were.
+pub(crate) fn release_held_locks() -> usize {
+    let fds = held();
+    for &fd in fds.iter() {
+        // SAFETY: flock on an fd a live RunLock owns (removed from HELD before it closes).
+        unsafe { libc::flock(fd, libc::LOCK_UN) };
+    }
+    fds.len()
 }
 
 impl RunLock {
@@ -47,12 +66,15 @@ impl RunLock {
                 path.display()
             );
         }
-        Ok(RunLock { path, _file: f })
+        held().push(f.as_raw_fd());
+        Ok(RunLock { path, file: f })
     }
 }
 
 impl Drop for RunLock {
     fn drop(&mut self) {
+        let fd = self.file.as_raw_fd();
+        held().retain(|&h| h != fd);
         let _ = std::fs::remove_file(&self.path);
     }
 }

@@ -109,24 +109,7 @@ where
         let server = std::thread::Builder::new()
             .name(plan.server_comm.into())
             .spawn_scoped(s, move || -> Result<Vec<S>> {
-                let setup = || -> Result<TcpListener> {
-                    plan.server_ns.enter()?;
-                    TcpListener::bind(plan.bind).with_context(|| {
-                        format!(
-                            "server: cannot listen on {} in {}",
-                            plan.bind, plan.server_ns.name
-                        )
-                    })
-                };
-                let listener = match setup() {
-                    Ok(l) => l,
-                    Err(e) => {
-                        let msg = format!("{e:#}");
-                        let _ = ready_tx.send(Err(e));
-                        return Err(anyhow!(msg));
-                    }
-                };
-                let _ = ready_tx.send(Ok(()));
+                let listener = super::listen_in(plan.server_ns, plan.bind, &ready_tx, || ())?;
                 let conns = accept_n(&listener, n, setup_deadline, stop)?;
                 drop(listener);
                 std::thread::scope(|s2| {

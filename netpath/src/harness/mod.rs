@@ -13,6 +13,34 @@ pub use burst::{
 pub use context::{DevContext, NetCounters, device_context, read_counters};
 pub use rr::{NoPhases, Phases, RrConfig, RrResult, run_rr};
 
+/// A harness server's first step, on its own thread: enter `ns` and listen on `bind`. The
+/// outcome goes to `ready` (`ok()` on success) so the client side waits for it, and is
+/// returned too.
+fn listen_in<T>(
+    ns: &crate::lab::Netns,
+    bind: std::net::SocketAddrV4,
+    ready: &std::sync::mpsc::Sender<anyhow::Result<T>>,
+    ok: impl FnOnce() -> T,
+) -> anyhow::Result<std::net::TcpListener> {
+    use anyhow::Context as _;
+    let setup = || -> anyhow::Result<std::net::TcpListener> {
+        ns.enter()?;
+        std::net::TcpListener::bind(bind)
+            .with_context(|| format!("server: cannot listen on {bind} in {}", ns.name))
+    };
+    match setup() {
+        Ok(l) => {
+            let _ = ready.send(Ok(ok()));
+            Ok(l)
+        }
+        Err(e) => {
+            let msg = format!("{e:#}");
+            let _ = ready.send(Err(e));
+            Err(anyhow::anyhow!(msg))
+        }
+    }
+}
+
 /// Server side of one request/response connection: a `resp`-byte answer (0x5a bytes) per
 /// `req`-byte request, until the client closes. Used by the burst harness and by the Docker
 /// traffic agent.

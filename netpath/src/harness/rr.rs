@@ -6,7 +6,7 @@
 //! `recvfrom`). Only `read_exact` / `write_all` are used, never vectored I/O.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -182,24 +182,7 @@ fn serve(
     deadline: Instant,
     ready: mpsc::Sender<Result<u32>>,
 ) -> Result<()> {
-    let setup = || -> Result<TcpListener> {
-        lab.server_ns.enter()?;
-        TcpListener::bind(lab.server_bind).with_context(|| {
-            format!(
-                "server: cannot listen on {} in {}",
-                lab.server_bind, lab.server_ns.name
-            )
-        })
-    };
-    let listener = match setup() {
-        Ok(l) => l,
-        Err(e) => {
-            let msg = format!("{e:#}");
-            let _ = ready.send(Err(e));
-            return Err(anyhow!(msg));
-        }
-    };
-    let _ = ready.send(Ok(gettid()));
+    let listener = super::listen_in(&lab.server_ns, lab.server_bind, &ready, gettid)?;
 
     // Accept with a bound: poll a non-blocking listener until the deadline.
     listener.set_nonblocking(true)?;

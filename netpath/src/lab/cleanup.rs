@@ -168,6 +168,20 @@ fn cleanup_registered(wait: Duration) -> Vec<String> {
     removed
 }
 
+/// More cleanup to run on SIGINT/SIGTERM after the labs (Docker objects of this process).
+type Hook = (&'static str, fn() -> Vec<String>);
+static HOOKS: Mutex<Vec<Hook>> = Mutex::new(Vec::new());
+
+/// Runs `f` on SIGINT/SIGTERM (after the labs are removed, before the exit) once
+/// [`install_signal_cleanup`] is in place; `f` returns what it removed. A second
+/// registration under the same `name` is ignored.
+pub fn on_interrupt(name: &'static str, f: fn() -> Vec<String>) {
+    let mut h = HOOKS.lock().unwrap_or_else(|e| e.into_inner());
+    if !h.iter().any(|(n, _)| *n == name) {
+        h.push((name, f));
+    }
+}
+
 static PIPE_WR: AtomicI32 = AtomicI32::new(-1);
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
@@ -225,6 +239,13 @@ pub fn install_signal_cleanup() {
                         "netpath: interrupted; removed lab namespaces {}",
                         removed.join(", ")
                     );
+                }
+                let hooks = HOOKS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                for (_, h) in hooks {
+                    let removed = h();
+                    if !removed.is_empty() {
+                        eprintln!("netpath: interrupted; removed {}", removed.join(", "));
+                    }
                 }
                 std::process::exit(128 + sig);
             });

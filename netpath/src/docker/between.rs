@@ -1,0 +1,102 @@
+//! `compare --between A B`: the harness between two running containers netpath did not
+//! start. Its client runs in A's namespace and its server in B's, as threads of netpath (so
+//! the tracer follows them like the lab's), bound to B's address on a network both share.
+//! Nothing is created in Docker or on the host, and nothing is left behind.
+
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+
+use anyhow::{Context, Result, bail};
+
+use super::Engine;
+use super::container::{ContainerNet, resolve_container};
+use super::lab::paths_of;
+use crate::compare::in_netns;
+use crate::lab::{Driver, Lab, LabParts, new_run_id};
+
+/// Two containers as a [`Lab`] (which tears nothing down), and the driver their shared path
+/// is an instance of.
+pub struct Between {
+    pub lab: Lab,
+    /// `A→B (driver via network)`, the row's name in reports.
+    pub label: String,
+}
+
+/// Resolves `client` and `server` and picks the path between them: a Docker network both are
+/// on (the server's address there), or loopback when both share the host's namespace.
+pub fn between(engine: &Engine, client: &str, server: &str) -> Result<Between> {
+    let c = resolve_container(engine, client)?;
+    let s = resolve_container(engine, server)?;
+    let (driver, ip, via) = if c.host_network && s.host_network {
+        (Driver::Host, Ipv4Addr::LOCALHOST, "host".to_string())
+    } else {
+        let net = s
+            .networks
+            .iter()
+            .filter(|n| n.ip.is_some())
+            .find(|n| c.networks.iter().any(|m| m.network_id == n.network_id))
+            .with_context(|| {
+                format!(
+                    "containers {client} and {server} share no Docker network with an IPv4 \
+                     address: connect them first (docker network connect NETWORK {client})"
+                )
+            })?;
+        (
+            driver_of(&s, &net.name),
+            net.ip.expect("filtered"),
+            net.name.clone(),
+        )
+    };
+    let host_used = driver == Driver::Host;
+    let (namespaces, devices) = paths_of(engine, &[&c, &s], host_used)?;
+    let ns = |cn: &ContainerNet| {
+        let name = cn.netns_name();
+        namespaces
+            .iter()
+            .find(|(n, _)| n.name == name)
+            .map(|(n, _)| n.clone())
+            .with_context(|| format!("namespace of container {}", cn.name))
+    };
+    let (client_ns, server_ns) = (ns(&c)?, ns(&s)?);
+    // A port free on the server's address now; the harness binds it right after.
+    let port = in_netns(&server_ns, || {
+        let l = TcpListener::bind((ip, 0))
+            .with_context(|| format!("cannot bind {ip} in container {server}"))?;
+        Ok(l.local_addr()?.port())
+    })?;
+    let addr = SocketAddrV4::new(ip, port);
+    if devices.is_empty() {
+        bail!("no network device found on the path {client} → {server}");
+    }
+    Ok(Between {
+        label: format!("{}→{} ({} via {via})", c.name, s.name, driver.name()),
+        lab: Lab::from_parts(LabParts {
+            driver,
+            run_id: new_run_id()?,
+            client_ns,
+            server_ns,
+            server_bind: addr,
+            connect_to: addr,
+            devices,
+            node_ns: None,
+            published: None,
+            proxy_pid: None,
+            namespaces,
+        }),
+    })
+}
+
+/// The lab driver whose path a container's interface on `network` follows.
+fn driver_of(cn: &ContainerNet, network: &str) -> Driver {
+    let Some(i) = cn
+        .interfaces
+        .iter()
+        .find(|i| i.network.as_deref() == Some(network))
+    else {
+        return Driver::Bridge;
+    };
+    match (i.link.kind.as_str(), &i.peer) {
+        ("macvlan" | "ipvlan", _) => Driver::Macvlan,
+        (_, Some(p)) if !p.vxlans.is_empty() => Driver::Overlay,
+        _ => Driver::Bridge,
+    }
+}

@@ -447,7 +447,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(cli) {
+    let result = run(cli);
+    lab::wait_if_interrupted();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("netpath: {e:#}");

@@ -185,6 +185,18 @@ pub fn on_interrupt(name: &'static str, f: fn() -> Vec<String>) {
 static PIPE_WR: AtomicI32 = AtomicI32::new(-1);
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
+/// After SIGINT/SIGTERM the cleanup thread removes what this process made and exits it with
+/// 128 + signal. The main thread calls this before it returns: if a signal came, it waits for
+/// that exit instead of racing it (its own work may just have failed because the cleanup
+/// removed things under it).
+pub fn wait_if_interrupted() {
+    if SIGNALLED.load(Ordering::SeqCst) && PIPE_WR.load(Ordering::SeqCst) >= 0 {
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
 extern "C" fn on_signal(sig: libc::c_int) {
     // Async-signal-safe only: a second signal while cleaning up exits at once.
     if SIGNALLED.swap(true, Ordering::SeqCst) {

@@ -33,7 +33,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use anyhow::{Context, Result, bail};
 use netpath_common::DevKind;
 
-pub use cleanup::{cleanup_leftovers, install_signal_cleanup, on_interrupt};
+pub use cleanup::{cleanup_leftovers, install_signal_cleanup, on_interrupt, wait_if_interrupted};
 pub use netns::{NETNS_RUN_DIR, Netns, current_inum, ns_inum};
 pub use nl::{LinkSnapshot, links_in};
 

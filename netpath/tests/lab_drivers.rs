@@ -19,7 +19,7 @@ use netpath::lab::{
 use netpath_common::DevKind;
 
 mod common;
-use common::{ifindex_in, need_root, netns_files, root_links, small_rr};
+use common::{ifindex_in, need_root, netns_files, root_links, small_rr, tear_down_cleanly};
 
 fn ns_of(lab: &Lab, name: &str) -> Netns {
     lab.namespaces()
@@ -186,14 +186,7 @@ fn none_driver_builds_runs_and_tears_down() {
     assert_eq!(links.len(), 1, "{links:?}");
 
     rr_200(&lab);
-
-    assert_eq!(
-        root_links(),
-        before,
-        "the lab must not touch the root netns"
-    );
-    lab.teardown().unwrap();
-    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
+    tear_down_cleanly(lab, &before);
 }
 
 #[test]
@@ -313,15 +306,7 @@ fn overlay_driver_builds_runs_and_tears_down() {
         packets(&n2, &u2).0 - u2_rx0 >= 220,
         "underlay did not carry the requests"
     );
-
-    assert_eq!(
-        root_links(),
-        before,
-        "the lab must not touch the root netns"
-    );
-    lab.teardown().unwrap();
-    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
-    assert_eq!(root_links(), before);
+    tear_down_cleanly(lab, &before);
 }
 
 #[test]
@@ -389,14 +374,7 @@ fn macvlan_driver_builds_runs_and_tears_down() {
         via_parent < 10,
         "{via_parent} packets went out of the parent"
     );
-
-    assert_eq!(
-        root_links(),
-        before,
-        "the lab must not touch the root netns"
-    );
-    lab.teardown().unwrap();
-    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
+    tear_down_cleanly(lab, &before);
 }
 
 /// Checks shared by both published drivers: node = client, srv = server, the bridge
@@ -438,7 +416,6 @@ fn published_proxy_driver_runs_docker_proxy_in_the_node() {
     let _serial = need_root();
     let before = root_links();
     let lab = Lab::build(Driver::PublishedProxy).unwrap();
-    let id = lab.run_id.clone();
     assert_eq!(lab.driver.to_string(), "published-proxy");
     let (node, _srv) = check_published(&lab);
     assert_eq!(
@@ -481,18 +458,11 @@ fn published_proxy_driver_runs_docker_proxy_in_the_node() {
     let srv_rx0 = packets(&lab.server_ns, "eth0").0;
     rr_200(&lab);
     assert!(packets(&lab.server_ns, "eth0").0 - srv_rx0 >= 220);
-
-    assert_eq!(
-        root_links(),
-        before,
-        "the lab must not touch the root netns"
-    );
-    lab.teardown().unwrap();
+    tear_down_cleanly(lab, &before);
     assert!(
         exited(pid) && !Path::new(&format!("/proc/{pid}")).exists(),
         "docker-proxy {pid} survived teardown"
     );
-    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
 }
 
 #[test]
@@ -500,7 +470,6 @@ fn published_nat_driver_dnats_the_gateway_address() {
     let _serial = need_root();
     let before = root_links();
     let lab = Lab::build(Driver::PublishedNat).unwrap();
-    let id = lab.run_id.clone();
     assert_eq!(lab.driver.to_string(), "published-nat");
     let (node, _srv) = check_published(&lab);
     let k = lab.subnet.unwrap().0.octets()[2];
@@ -523,14 +492,7 @@ fn published_nat_driver_dnats_the_gateway_address() {
     );
 
     rr_200(&lab);
-
-    assert_eq!(
-        root_links(),
-        before,
-        "the lab must not touch the root netns"
-    );
-    lab.teardown().unwrap();
-    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
+    tear_down_cleanly(lab, &before);
 }
 
 #[test]

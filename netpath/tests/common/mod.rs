@@ -64,3 +64,16 @@ pub fn ifindex_in(ns: &Netns, name: &str) -> u32 {
     ns.run(move || Ok(nix::net::if_::if_nametoindex(name.as_str()).unwrap_or(0)))
         .unwrap()
 }
+
+/// The lab left the root netns as it found it; after teardown none of its namespaces remain.
+pub fn tear_down_cleanly(lab: lab::Lab, before: &HashSet<String>) {
+    assert_eq!(
+        &root_links(),
+        before,
+        "the lab must not touch the root netns"
+    );
+    let id = lab.run_id.clone();
+    lab.teardown().unwrap();
+    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
+    assert_eq!(&root_links(), before);
+}

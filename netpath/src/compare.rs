@@ -208,17 +208,25 @@ pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>>
     let mut tracer = Tracer::load(backend, &opts.tracer)?;
     let mut out = Vec::new();
     for d in &opts.drivers {
-        let r = run_driver(&mut tracer, *d, opts)?;
-        if opts.print {
-            report::print(&r);
-            println!();
-        }
-        out.push(r);
+        emit(opts, &mut out, run_driver(&mut tracer, *d, opts)?);
     }
-    if opts.print && out.len() > 1 {
-        report::print_summary(&out);
-    }
+    summarise(opts, &out);
     Ok(out)
+}
+
+/// One driver's result: printed at once when asked (runs are long), then kept.
+fn emit(opts: &CompareOptions, out: &mut Vec<DriverReport>, r: DriverReport) {
+    if opts.print {
+        report::print(&r);
+        println!();
+    }
+    out.push(r);
+}
+
+fn summarise(opts: &CompareOptions, out: &[DriverReport]) {
+    if opts.print && out.len() > 1 {
+        report::print_summary(out);
+    }
 }
 
 /// `compare --docker`: the same measurement on real Docker networks and containers, and with
@@ -240,23 +248,12 @@ pub fn run_docker(
         let mut r = r.with_context(|| format!("measuring Docker {d}"))?;
         torn?;
         r.driver = format!("docker:{}", d.name());
-        if opts.print {
-            report::print(&r);
-            println!();
-        }
-        out.push(r);
+        emit(opts, &mut out, r);
         if with_lab {
-            let r = run_driver(&mut tracer, *d, opts)?;
-            if opts.print {
-                report::print(&r);
-                println!();
-            }
-            out.push(r);
+            emit(opts, &mut out, run_driver(&mut tracer, *d, opts)?);
         }
     }
-    if opts.print && out.len() > 1 {
-        report::print_summary(&out);
-    }
+    summarise(opts, &out);
     Ok(out)
 }
 
@@ -268,14 +265,13 @@ pub fn run_between(
     engine: &crate::docker::Engine,
     client: &str,
     server: &str,
-) -> Result<DriverReport> {
+) -> Result<Vec<DriverReport>> {
     let mut tracer = Tracer::load(backend, &opts.tracer)?;
     let b = crate::docker::between(engine, client, server)?;
     let mut r = measure(&mut tracer, &b.lab, opts)
         .with_context(|| format!("measuring {client} → {server}"))?;
     r.driver = b.label;
-    if opts.print {
-        report::print(&r);
-    }
-    Ok(r)
+    let mut out = Vec::new();
+    emit(opts, &mut out, r);
+    Ok(out)
 }

@@ -265,9 +265,7 @@ fn run(cli: Cli) -> Result<()> {
             };
             let reports = if let [client, server] = between.as_slice() {
                 let engine = netpath::docker::Engine::connect()?;
-                vec![compare::run_between(
-                    backend, &opts, &engine, client, server,
-                )?]
+                compare::run_between(backend, &opts, &engine, client, server)?
             } else if docker {
                 let engine = netpath::docker::Engine::connect()?;
                 compare::run_docker(backend, &opts, &engine, with_lab)?

@@ -341,12 +341,8 @@ fn build_in(res: &mut Resources, driver: Driver, opts: &DockerLabOptions) -> Res
                 )?;
                 net_name.clone()
             };
-            let s = run(res, &srv_name, &image, &hold, &net, None, None)?;
-            let c = run(res, &cli_name, &image, &hold, &net, None, None)?;
-            let ip = s
-                .ip_on(&net)
-                .context("server container has no IPv4 address")?;
-            server_bind = SocketAddrV4::new(ip, AGENT_PORT);
+            let (s, c);
+            (s, c, server_bind) = pair_on(res, [&srv_name, &cli_name], &image, &net)?;
             connect_to = server_bind;
             (client, server) = (Some(c), s);
             published = None;
@@ -377,12 +373,8 @@ fn build_in(res: &mut Resources, driver: Driver, opts: &DockerLabOptions) -> Res
         Driver::Overlay => {
             res.swarm_created = ensure_swarm(&res.engine)?;
             create_network(res, &net_name, "overlay", HashMap::new(), None, true)?;
-            let s = run(res, &srv_name, &image, &hold, &net_name, None, None)?;
-            let c = run(res, &cli_name, &image, &hold, &net_name, None, None)?;
-            let ip = s
-                .ip_on(&net_name)
-                .context("server container has no IPv4 address on the overlay")?;
-            server_bind = SocketAddrV4::new(ip, AGENT_PORT);
+            let (s, c);
+            (s, c, server_bind) = pair_on(res, [&srv_name, &cli_name], &image, &net_name)?;
             connect_to = server_bind;
             (client, server) = (Some(c), s);
             published = None;
@@ -545,6 +537,22 @@ fn labels(run_id: &str) -> HashMap<String, String> {
 
 /// Create and start a container of the agent image; `publish` maps
 /// `127.0.0.1:publish` to the agent port.
+/// Server and client containers (holding, the harness enters them) on `net`, and the
+/// server's address there on the agent port.
+fn pair_on(
+    res: &mut Resources,
+    [srv, cli]: [&str; 2],
+    image: &str,
+    net: &str,
+) -> Result<(ContainerNet, ContainerNet, SocketAddrV4)> {
+    let s = run(res, srv, image, &["hold"], net, None, None)?;
+    let c = run(res, cli, image, &["hold"], net, None, None)?;
+    let ip = s
+        .ip_on(net)
+        .with_context(|| format!("server container has no IPv4 address on {net}"))?;
+    Ok((s, c, SocketAddrV4::new(ip, AGENT_PORT)))
+}
+
 fn run(
     res: &mut Resources,
     name: &str,

@@ -121,15 +121,7 @@ pub(super) fn build_net(run_id: &str, with_client: bool) -> Result<BridgeNet> {
         .chain([(&srv, srv_ip)])
         .collect::<Vec<_>>();
     for (ns, ip) in containers {
-        ns.run(|| {
-            let nl = Nl::new()?;
-            let eth0 = nl.require_link("eth0")?;
-            nl.add_addr(eth0.ifindex, ip, plen)?;
-            nl.set_up(eth0.ifindex)?;
-            nl.add_default_route(gw)?;
-            Ok(())
-        })
-        .with_context(|| format!("setting up eth0 in {}", ns.name))?;
+        super::address_eth0(ns, ip, plen, Some(gw))?;
     }
 
     let server = SocketAddrV4::new(srv_ip, LAB_PORT);

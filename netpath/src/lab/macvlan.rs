@@ -66,13 +66,7 @@ pub(super) fn build(run_id: &str) -> Result<Lab> {
     .with_context(|| format!("setting up the parent's peer in {}", mvp.name))?;
 
     for (ns, ip) in [(&cli, cli_ip), (&srv, srv_ip)] {
-        ns.run(|| {
-            let nl = Nl::new()?;
-            let eth0 = nl.require_link("eth0")?;
-            nl.add_addr(eth0.ifindex, ip, plen)?;
-            nl.set_up(eth0.ifindex)
-        })
-        .with_context(|| format!("setting up eth0 in {}", ns.name))?;
+        super::address_eth0(ns, ip, plen, None)?;
     }
 
     let (cl, nl, ml, sl) = (

@@ -491,6 +491,22 @@ pub(crate) fn quiet_ipv6() {
 }
 
 /// Build a `LabDevice` from a netlink snapshot.
+/// A container namespace's `eth0`: address `ip/plen`, up, and a default route via `gw` if
+/// given (on-link subnets need none).
+pub(crate) fn address_eth0(ns: &Netns, ip: Ipv4Addr, plen: u8, gw: Option<Ipv4Addr>) -> Result<()> {
+    ns.run(|| {
+        let nl = nl::Nl::new()?;
+        let eth0 = nl.require_link("eth0")?;
+        nl.add_addr(eth0.ifindex, ip, plen)?;
+        nl.set_up(eth0.ifindex)?;
+        if let Some(gw) = gw {
+            nl.add_default_route(gw)?;
+        }
+        Ok(())
+    })
+    .with_context(|| format!("setting up eth0 in {}", ns.name))
+}
+
 pub(crate) fn device(ns: &Netns, l: &LinkSnapshot, kind: DevKind) -> LabDevice {
     LabDevice {
         name: l.name.clone(),

@@ -102,13 +102,7 @@ pub(super) fn build(run_id: &str) -> Result<Lab> {
 
     // Containers: overlay address, up. Both are on-link in the overlay subnet.
     for (ns, ip) in [(&cli, cli_ip), (&srv, srv_ip)] {
-        ns.run(|| {
-            let nl = Nl::new()?;
-            let eth0 = nl.require_link("eth0")?;
-            nl.add_addr(eth0.ifindex, ip, oplen)?;
-            nl.set_up(eth0.ifindex)
-        })
-        .with_context(|| format!("setting up eth0 in {}", ns.name))?;
+        super::address_eth0(ns, ip, oplen, None)?;
     }
 
     let (cl, n1, n2, sl) = (

@@ -211,6 +211,12 @@ fn run(cli: Cli) -> Result<()> {
             lab::install_signal_cleanup();
             let caps = doctor::probe()?;
             let backend = backend::select(choice, &caps)?;
+            // A missing daemon is said before anything else is printed.
+            let engine = if docker || !between.is_empty() {
+                Some(netpath::docker::Engine::connect()?)
+            } else {
+                None
+            };
             if !json {
                 let hops: Vec<&str> = backend.visible_hops().iter().map(|h| h.name()).collect();
                 println!(
@@ -263,14 +269,12 @@ fn run(cli: Cli) -> Result<()> {
                 tc_counters,
                 keep_timelines: 4,
             };
-            let reports = if let [client, server] = between.as_slice() {
-                let engine = netpath::docker::Engine::connect()?;
-                compare::run_between(backend, &opts, &engine, client, server)?
-            } else if docker {
-                let engine = netpath::docker::Engine::connect()?;
-                compare::run_docker(backend, &opts, &engine, with_lab)?
-            } else {
-                compare::run(backend, &opts)?
+            let reports = match (&engine, between.as_slice()) {
+                (Some(e), [client, server]) => {
+                    compare::run_between(backend, &opts, e, client, server)?
+                }
+                (Some(e), _) => compare::run_docker(backend, &opts, e, with_lab)?,
+                (None, _) => compare::run(backend, &opts)?,
             };
             if json {
                 let v = serde_json::json!({ "backend": backend, "drivers": reports });

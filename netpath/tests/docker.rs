@@ -759,16 +759,25 @@ fn traced_run_on_a_docker_bridge() {
     drop(lab);
     dl.teardown().unwrap();
     assert_eq!(r.traced.count, N);
+    // Every journey completes, or the kernel counted why not (an skb merged or freed early).
+    let l = &r.lost;
+    assert_eq!(l["ringbuf_lost"] + l["skb_map_full"], 0, "{l:?}");
+    let counted = l["consumed_early"] + l["stale"] + l["reused"] + l["dropped"];
     for dir in ["request", "response"] {
-        assert_eq!(r.one_way[dir].count, N, "{dir} journeys: {r:#?}");
+        let done = r.one_way[dir].count;
+        assert!(
+            done * 100 >= N * 99 && done + counted >= N,
+            "{dir} journeys: {r:#?}"
+        );
         let c: std::collections::BTreeMap<&str, u64> = r
             .hops
             .iter()
             .filter(|h| h.dir == dir)
             .map(|h| (h.hop, h.crossings))
             .collect();
-        assert_eq!(c.get("veth"), Some(&(2 * N)), "{dir}: {c:?}");
-        assert_eq!(c.get("bridge"), Some(&N), "{dir}: {c:?}");
+        let (veth, bridge) = (c["veth"], c["bridge"]);
+        assert!((2 * done..=2 * N).contains(&veth), "{dir}: {c:?}");
+        assert!((done..=N).contains(&bridge), "{dir}: {c:?}");
     }
 }
 

@@ -162,6 +162,10 @@ pub fn measure(tracer: &mut Tracer, lab: &Lab, opts: &CompareOptions) -> Result<
         );
         rep.function_probes = tracer.fn_probes.clone();
         rep.rr = report::RrRounds::of(&rounds);
+        rep.probe_effect_below_noise = rep
+            .rr
+            .as_ref()
+            .is_some_and(|rr| rep.traced.p50_us < rr.p50_us.min);
         rep.rounds = rounds;
         if !bulk.is_empty() {
             rep.bulk = Some(report::BulkRounds {

@@ -122,6 +122,9 @@ pub struct DriverReport {
     /// Traced vs untraced, percent: positive means tracing made it slower.
     pub probe_effect_mean_pct: Option<f64>,
     pub probe_effect_p50_pct: Option<f64>,
+    /// The traced p50 beat every untraced round: probes only add work, so the machine's noise
+    /// (or a change of its state between the runs) outweighs the effect here.
+    pub probe_effect_below_noise: bool,
     pub hops: Vec<HopRow>,
     pub one_way: BTreeMap<&'static str, Distribution>,
     pub turnaround: Option<Distribution>,
@@ -522,6 +525,7 @@ pub fn build(
             .as_ref()
             .map(|u| pct(traced_s.mean_us, u.mean_us)),
         probe_effect_p50_pct: untraced_s.as_ref().map(|u| pct(traced_s.p50_us, u.p50_us)),
+        probe_effect_below_noise: false,
         rtt_mean_us: traced_s.mean_us,
         unattributed_us: traced_s.mean_us - attributed,
         attributed_pct: if traced_s.mean_us > 0.0 {
@@ -644,9 +648,15 @@ pub fn print(r: &DriverReport) {
     if let Some(u) = &r.untraced {
         rtt("untraced", u);
         println!(
-            "   probe effect: mean {:+.1}%  p50 {:+.1}%",
+            "   probe effect: mean {:+.1}%  p50 {:+.1}%{}",
             r.probe_effect_mean_pct.unwrap_or(0.0),
-            r.probe_effect_p50_pct.unwrap_or(0.0)
+            r.probe_effect_p50_pct.unwrap_or(0.0),
+            if r.probe_effect_below_noise {
+                "  (traced p50 below every untraced round: noise or a change of the machine's \
+                 state between runs outweighs it; not a result)"
+            } else {
+                ""
+            }
         );
     }
     println!(

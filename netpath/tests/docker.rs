@@ -317,6 +317,30 @@ fn bridge_lab_runs_rr_and_cleans_up() {
     assert!(!root_links().contains(&br));
 }
 
+/// `netpath compare --between CLIENT SERVER` (RR only, untraced run skipped): the JSON
+/// report, or the one-line error.
+fn compare_between(client: &str, server: &str, n: u64) -> Result<serde_json::Value, String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args(["compare", "--between", client, server, "-n", &n.to_string()])
+        .args([
+            "--warmup",
+            "50",
+            "--no-untraced",
+            "--bulk-secs",
+            "0",
+            "--burst",
+            "0",
+        ])
+        .arg("--json")
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["drivers"][0].clone())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
 #[test]
 fn host_lab_runs_rr() {
     let (_g, engine) = setup();
@@ -326,6 +350,20 @@ fn host_lab_runs_rr() {
     assert_eq!(dl.server_bind.ip(), &Ipv4Addr::LOCALHOST);
     assert_eq!(dl.devices.len(), 1);
     assert_eq!(dl.devices[0].kind, DevKind::Loopback);
+    // Two --network host containers: --between measures over the host's loopback.
+    let (cli, srv) = (format!("np{id}-cli"), format!("np{id}-srv"));
+    let r = compare_between(&cli, &srv, 200).unwrap();
+    assert_eq!(r["driver"], format!("{cli}→{srv} (host via host)"), "{r}");
+    let hops: Vec<&str> = r["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["hop"].as_str().unwrap())
+        .collect();
+    assert!(
+        hops.contains(&"loopback") && !hops.contains(&"veth"),
+        "{hops:?}"
+    );
     dl.teardown().unwrap();
     assert_run_gone(&id);
 }
@@ -336,6 +374,13 @@ fn none_lab_runs_rr() {
     let dl = rr_on(&engine, Driver::None, &opts());
     let id = dl.run_id.clone();
     assert_eq!(dl.client_ns.inum, dl.server_ns.inum);
+    // A --network none container shares no network with anyone: one clear line.
+    let srv = format!("np{id}-srv");
+    let err = compare_between(&srv, &srv, 10).unwrap_err();
+    assert!(
+        err.contains("share no Docker network") && err.trim().lines().count() == 1,
+        "{err}"
+    );
     dl.teardown().unwrap();
     assert_run_gone(&id);
 }
@@ -633,27 +678,7 @@ fn containers_started_with_the_docker_cli_are_resolved() {
     let before_ns = lab::list_netpath_netns().unwrap();
     let (ctrs, nets) = (labelled("container", None), labelled("network", None));
     let n = 300u64;
-    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
-        .args(["compare", "--between", &cli, &srv, "-n", &n.to_string()])
-        .args([
-            "--warmup",
-            "50",
-            "--no-untraced",
-            "--bulk-secs",
-            "0",
-            "--burst",
-            "0",
-        ])
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let r = &v["drivers"][0];
+    let r = &compare_between(&cli, &srv, n).unwrap();
     assert_eq!(
         r["driver"],
         format!("{cli}→{srv} (bridge via {net})"),
@@ -681,17 +706,7 @@ fn containers_started_with_the_docker_cli_are_resolved() {
     assert_eq!(labelled("network", None), nets);
     assert_eq!(lab::list_netpath_netns().unwrap(), before_ns);
     // One clear line for a container that does not exist, and a non-zero exit.
-    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
-        .args([
-            "compare",
-            "--between",
-            &cli,
-            &format!("np-test-{id}-nosuch"),
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = compare_between(&cli, &format!("np-test-{id}-nosuch"), 10).unwrap_err();
     assert!(
         err.contains("nosuch") && err.trim().lines().count() == 1,
         "{err}"

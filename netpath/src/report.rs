@@ -629,10 +629,11 @@ pub fn print(r: &DriverReport) {
             .map(|d| format!("{}@{}={}", d.name, d.netns, d.rps_cpus.join("/")))
             .collect();
         println!(
-            "   context: MTU client {} server {}; client TCP retrans {} ofo {} sack-reorder {}; server retrans {} ofo {}; RPS {}",
+            "   context: MTU client {} server {}; client TCP retrans {} (spurious by DSACK {}) ofo {} sack-reorder {}; server retrans {} ofo {}; RPS {}",
             c.client_mtu,
             c.server_mtu,
             c.client_counters.retrans_segs,
+            c.client_counters.tcp_dsack_recv,
             c.client_counters.tcp_ofo_queue,
             c.client_counters.tcp_sack_reorder,
             c.server_counters.retrans_segs,

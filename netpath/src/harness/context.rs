@@ -24,6 +24,10 @@ pub struct NetCounters {
     pub tcp_sack_reorder: u64,
     /// `Tcp: RetransSegs`.
     pub retrans_segs: u64,
+    /// `TcpExt: TCPDSACKRecvSegs` (`TCPDSACKRecv` before 5.8): segments the peer reported
+    /// with DSACK as already received, i.e. retransmitted spuriously (reordering or a hasty
+    /// timer, not loss). Segments, like `RetransSegs`: one GSO retransmission counts many.
+    pub tcp_dsack_recv: u64,
     /// `Tcp: InSegs`.
     pub in_segs: u64,
     /// `Tcp: OutSegs`.
@@ -39,6 +43,7 @@ impl NetCounters {
                 .tcp_sack_reorder
                 .saturating_sub(before.tcp_sack_reorder),
             retrans_segs: self.retrans_segs.saturating_sub(before.retrans_segs),
+            tcp_dsack_recv: self.tcp_dsack_recv.saturating_sub(before.tcp_dsack_recv),
             in_segs: self.in_segs.saturating_sub(before.in_segs),
             out_segs: self.out_segs.saturating_sub(before.out_segs),
         }
@@ -57,6 +62,8 @@ impl NetCounters {
             tcp_ofo_queue: get(&ext, "TcpExt", "TCPOFOQueue")?,
             tcp_sack_reorder: get(&ext, "TcpExt", "TCPSACKReorder")?,
             retrans_segs: get(&tcp, "Tcp", "RetransSegs")?,
+            tcp_dsack_recv: get(&ext, "TcpExt", "TCPDSACKRecvSegs")
+                .or_else(|_| get(&ext, "TcpExt", "TCPDSACKRecv"))?,
             in_segs: get(&tcp, "Tcp", "InSegs")?,
             out_segs: get(&tcp, "Tcp", "OutSegs")?,
         })
@@ -224,8 +231,8 @@ pub(crate) fn read_dev(dev: &str) -> Result<(Option<u32>, Vec<String>)> {
 mod tests {
     use super::*;
 
-    const NETSTAT: &str = "TcpExt: SyncookiesSent TCPOFOQueue TCPSACKReorder\n\
-                           TcpExt: 0 17 3\n\
+    const NETSTAT: &str = "TcpExt: SyncookiesSent TCPOFOQueue TCPSACKReorder TCPDSACKRecv\n\
+                           TcpExt: 0 17 3 1\n\
                            IpExt: InNoRoutes InOctets\n\
                            IpExt: 0 123\n";
     const SNMP: &str = "Ip: Forwarding DefaultTTL\n\
@@ -236,6 +243,16 @@ mod tests {
                         Udp: 0\n";
 
     #[test]
+    fn dsack_segments_are_preferred_to_dsack_blocks() {
+        let netstat = "TcpExt: TCPOFOQueue TCPSACKReorder TCPDSACKRecv TCPDSACKRecvSegs\n\
+                       TcpExt: 0 0 4 130\n";
+        assert_eq!(
+            NetCounters::parse(netstat, SNMP).unwrap().tcp_dsack_recv,
+            130
+        );
+    }
+
+    #[test]
     fn parses_counters() {
         let c = NetCounters::parse(NETSTAT, SNMP).unwrap();
         assert_eq!(
@@ -244,6 +261,7 @@ mod tests {
                 tcp_ofo_queue: 17,
                 tcp_sack_reorder: 3,
                 retrans_segs: 2,
+                tcp_dsack_recv: 1,
                 in_segs: 100,
                 out_segs: 120,
             }

@@ -48,6 +48,9 @@ pub fn between(engine: &Engine, client: &str, server: &str) -> Result<Between> {
     };
     let host_used = driver == Driver::Host;
     let (namespaces, devices) = paths_of(engine, &[&c, &s], host_used)?;
+    if devices.is_empty() {
+        bail!("no network device found on the path {client} → {server}");
+    }
     let ns = |cn: &ContainerNet| {
         let name = cn.netns_name();
         namespaces
@@ -64,9 +67,6 @@ pub fn between(engine: &Engine, client: &str, server: &str) -> Result<Between> {
         Ok(l.local_addr()?.port())
     })?;
     let addr = SocketAddrV4::new(ip, port);
-    if devices.is_empty() {
-        bail!("no network device found on the path {client} → {server}");
-    }
     Ok(Between {
         label: format!("{}→{} ({} via {via})", c.name, s.name, driver.name()),
         lab: Lab::from_parts(LabParts {

@@ -40,7 +40,8 @@ pub mod counter {
     /// A receive returned data but no tracked skb was copied in it.
     pub const RECV_UNMATCHED: u32 = 4;
     /// A relay (docker-proxy) sent, but no journey was waiting at its socket: the first leg's
-    /// wakeup was not seen (e.g. delivered from the socket backlog), so the second leg is lost.
+    /// wakeup was not seen (e.g. its skb was merged away), so the second leg is lost. Counted
+    /// where sends are seen as sends (`tcp_sendmsg_locked`, send syscalls), not at splice(2).
     pub const RELAY_UNMATCHED: u32 = 5;
     /// One-way journeys completed (send syscall entry to receive syscall exit).
     pub const COMPLETED: u32 = 6;
@@ -255,6 +256,8 @@ pub struct KernelOffsets {
     pub dev_ifindex: u32,
     pub dev_nd_net: u32,
     pub net_ns_inum: u32,
+    /// `sock.sk_receive_queue.prev`: the skb TCP queued last, the one `sk_data_ready` is about.
+    pub sk_rcvq_tail: u32,
 }
 
 #[cfg(feature = "user")]

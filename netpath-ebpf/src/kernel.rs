@@ -21,6 +21,8 @@ static OFF_NET_NS_INUM: u32 = 0;
 static OFF_SK_DADDR: u32 = 0;
 #[unsafe(no_mangle)]
 static OFF_SK_DPORT: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_SK_RCVQ_TAIL: u32 = 0;
 /// Kernel-side packet filter of `netpath trace`: bit set of the filters below that apply.
 #[unsafe(no_mangle)]
 static FILTER_ON: u32 = 0;
@@ -173,6 +175,15 @@ pub fn skb_tuple(skb: u64) -> Result<(u32, u32, u16, u16, u8), i64> {
     };
     let ports = unsafe { read::<[u16; 2]>(l4, 0)? };
     Ok((saddr, daddr, ports[0], ports[1], proto))
+}
+
+/// The skb at the tail of a socket's receive queue (0 if empty or unreadable).
+#[inline(always)]
+pub fn sk_rcvq_tail(sk: u64) -> u64 {
+    if sk == 0 {
+        return 0;
+    }
+    unsafe { read::<u64>(sk, g32(&OFF_SK_RCVQ_TAIL)) }.unwrap_or(0)
 }
 
 /// Destination (address, port) a socket is connected to, network byte order.

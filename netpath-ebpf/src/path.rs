@@ -411,17 +411,34 @@ pub fn on_net_rx_softirq() {
     }
 }
 
-/// `sock:sk_data_ready`: attributed to the last tracked skb received on this CPU.
+/// Last point of a packet that has been received but has not yet reached its socket: its
+/// last receive pass, or the IP/TCP receive a function probe saw after it.
 #[inline(always)]
-pub fn on_sock_ready() -> Result<(), i64> {
+fn receiving(last_point: u16) -> bool {
+    last_point == Point::NetifReceive as u16
+        || last_point == Point::IpRcv as u16
+        || last_point == Point::TcpRcv as u16
+}
+
+/// `sock:sk_data_ready` on socket `sk`: attributed to the skb TCP just queued on it (the tail of
+/// its receive queue), else to the last tracked skb received on this CPU. The queue finds it
+/// also when the wakeup comes later from the socket backlog, in process context, on another CPU.
+#[inline(always)]
+pub fn on_sock_ready(sk: u64) -> Result<(), i64> {
     let rx = RXCPU.get_ptr_mut(0).ok_or(-1i64)?;
-    let skb = unsafe { (*rx)[0] };
+    let tail = kernel::sk_rcvq_tail(sk);
+    let skb = match SKBS.get_ptr_mut(tail) {
+        Some(f) if tail != 0 && receiving(unsafe { (*f).last_point }) => tail,
+        _ => unsafe { (*rx)[0] },
+    };
     if skb == 0 {
         return Ok(());
     }
-    unsafe { (*rx)[0] = 0 };
+    if unsafe { (*rx)[0] } == skb {
+        unsafe { (*rx)[0] = 0 };
+    }
     if let Some(f) = SKBS.get_ptr_mut(skb)
-        && unsafe { (*f).last_point } == Point::NetifReceive as u16
+        && receiving(unsafe { (*f).last_point })
     {
         let t = now();
         advance(f, skb, Point::SockReady as u16, 0, DevKey::default(), t);
@@ -512,6 +529,13 @@ pub fn on_send_enter_sk(sk: u64) -> Result<(), i64> {
 /// A traced thread starts sending; closes the server's turnaround.
 #[inline(always)]
 pub fn on_send_enter() -> Result<(), i64> {
+    send_enter(true)
+}
+
+/// `count_unmatched`: a relay send without a journey is a lost second leg, except for
+/// splice(2) entries, most of which are not sends (the socket → pipe half, EAGAIN retries).
+#[inline(always)]
+fn send_enter(count_unmatched: bool) -> Result<(), i64> {
     let tid = current_tid();
     let ts = match traced(tid) {
         Some(ts) => ts,
@@ -537,7 +561,9 @@ pub fn on_send_enter() -> Result<(), i64> {
             None => match take_last_ready(t) {
                 Some(h) => h,
                 None => {
-                    bump(counter::RELAY_UNMATCHED);
+                    if count_unmatched {
+                        bump(counter::RELAY_UNMATCHED);
+                    }
                     return Ok(());
                 }
             },
@@ -579,10 +605,7 @@ fn take_last_ready(t: u64) -> Option<RelayHold> {
     if let Some(f) = SKBS.get_ptr_mut(skb) {
         let f = unsafe { &*f };
         let at_socket = f.last_point == Point::SockReady as u16
-            || kernel::ready_fallback()
-                && (f.last_point == Point::NetifReceive as u16
-                    || f.last_point == Point::IpRcv as u16
-                    || f.last_point == Point::TcpRcv as u16);
+            || kernel::ready_fallback() && receiving(f.last_point);
         if f.first_ts == origin_ts && at_socket {
             record(f.dir, f.cur_hop, ready_ts.saturating_sub(f.hop_start));
             if f.sampled != 0 {
@@ -604,10 +627,10 @@ fn take_last_ready(t: u64) -> Option<RelayHold> {
 #[inline(always)]
 pub fn on_relay_splice() -> Result<(), i64> {
     match traced(current_tid()) {
-        Some(ts) if ts.role == ROLE_RELAY => on_send_enter(),
+        Some(ts) if ts.role == ROLE_RELAY => send_enter(false),
         None => {
-            // Relay threads not yet known are adopted by on_send_enter.
-            on_send_enter()
+            // Relay threads not yet known are adopted by send_enter.
+            send_enter(false)
         }
         _ => Ok(()),
     }

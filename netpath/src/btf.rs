@@ -108,6 +108,7 @@ pub fn kernel_offsets(btf: &Btf) -> Result<KernelOffsets> {
         // struct sock starts with struct sock_common __sk_common.
         sk_daddr: o("sock_common", "skc_daddr")?,
         sk_dport: o("sock_common", "skc_dport")?,
+        sk_rcvq_tail: o("sock", "sk_receive_queue.prev")?,
     })
 }
 
@@ -149,6 +150,14 @@ mod tests {
         assert_ne!(o.skb_network_header, o.skb_transport_header);
         assert!(o.dev_ifindex > 0 && o.dev_nd_net > 0, "{o:?}");
         assert!(offset_of(&btf, "sk_buff", "no_such_field").is_err());
+        // A dotted path descends into the member's type (here through sk_buff_head's
+        // anonymous union): prev is the queue's second pointer.
+        let prev = offset_of(&btf, "sk_buff_head", "prev").unwrap();
+        assert_eq!(prev, 8);
+        assert_eq!(
+            o.sk_rcvq_tail,
+            offset_of(&btf, "sock", "sk_receive_queue").unwrap() + prev
+        );
         let reasons = enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_");
         assert!(
             reasons.values().any(|n| n == "NETFILTER_DROP"),

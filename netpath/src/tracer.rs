@@ -196,6 +196,7 @@ impl Tracer {
             .override_global("OFF_NET_NS_INUM", &offsets.net_ns_inum, true)
             .override_global("OFF_SK_DADDR", &offsets.sk_daddr, true)
             .override_global("OFF_SK_DPORT", &offsets.sk_dport, true)
+            .override_global("OFF_SK_RCVQ_TAIL", &offsets.sk_rcvq_tail, true)
             .override_global("SAMPLE_EVERY", &opts.sample_every, true)
             .override_global("MAX_GAP_NS", &opts.max_gap_ns, true);
         let f = &opts.filter;

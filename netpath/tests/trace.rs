@@ -621,6 +621,11 @@ fn every_driver_crosses_its_hops() {
             );
             assert_eq!(r.traced.count, N);
             let l = &r.lost;
+            eprintln!(
+                "published-proxy here: one-way request {:?} response {:?} of {N}; events {l:?}",
+                r.one_way.get("request").map(|o| o.count),
+                r.one_way.get("response").map(|o| o.count),
+            );
             assert!(
                 l["completed"]
                     + l["consumed_early"]

@@ -8,9 +8,10 @@ use crate::path;
 
 const MSG_PEEK: u64 = 2;
 
+/// TP_PROTO(const struct sock *sk)
 #[raw_tracepoint(tracepoint = "sk_data_ready")]
-pub fn sk_data_ready(_ctx: RawTracePointContext) -> i32 {
-    let _ = path::on_sock_ready();
+pub fn sk_data_ready(ctx: RawTracePointContext) -> i32 {
+    let _ = path::on_sock_ready(ctx.arg::<u64>(0));
     0
 }
 

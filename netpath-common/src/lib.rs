@@ -215,6 +215,9 @@ pub struct RelayHold {
 /// A flight started by a watched device rather than a traced send (`netpath trace` on traffic
 /// netpath does not generate): it ends when a socket is woken.
 pub const FLIGHT_ANY: u16 = 1;
+/// A relay's second leg: it has crossed its relay already, so no relay may take it up again
+/// when it reaches the far end (the relay's next send belongs to another journey).
+pub const FLIGHT_RELAYED: u16 = 2;
 
 /// Value of the `DEVCACHE` map: a `struct net_device *` already resolved to its key and kind.
 #[repr(C)]

@@ -4,8 +4,8 @@
 //! per-CPU maps. Only sampled packets keep a full timeline and produce a ring-buffer record.
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns};
 use netpath_common::{
-    DevInfo, DevKey, DevKind, DropRecord, FLIGHT_ANY, Flight, Hop, MAX_POINTS, Point, ROLE_RELAY,
-    ROLE_SERVER, RelayHold, TidState, TimelinePoint, counter, hist, hop,
+    DevInfo, DevKey, DevKind, DropRecord, FLIGHT_ANY, FLIGHT_RELAYED, Flight, Hop, MAX_POINTS,
+    Point, ROLE_RELAY, ROLE_SERVER, RelayHold, TidState, TimelinePoint, counter, hist, hop,
 };
 
 use crate::{kernel, maps::*};
@@ -150,7 +150,11 @@ fn start(
         sampled: sampled as u16,
         rx_passes: 0,
         softirqs: 0,
-        flags: 0,
+        flags: if ts.role == ROLE_RELAY {
+            FLIGHT_RELAYED
+        } else {
+            0
+        },
         last_softirq: u32::MAX,
     };
     if sampled {
@@ -388,6 +392,7 @@ fn on_receive_pass(f: *mut Flight, skb: u64, t: u64) {
     // Without sock:sk_data_ready (before 6.7) the last receive pass is the last point a
     // splicing relay's journey reaches.
     if kernel::ready_fallback()
+        && f.flags & FLIGHT_RELAYED == 0
         && let Some(r) = LAST_READY.get_ptr_mut(0)
     {
         unsafe { *r = [skb, f.first_ts, f.dir as u64, t] };
@@ -452,7 +457,9 @@ pub fn on_sock_ready(sk: u64) -> Result<(), i64> {
         // A relay that splices (docker-proxy: Go's io.Copy between TCP sockets uses splice)
         // never copies to user space nor returns from a receive: the last point of the
         // journey it relays is this wakeup. Remember it for the relay's next send.
-        if let Some(r) = LAST_READY.get_ptr_mut(0) {
+        if unsafe { (*f).flags } & FLIGHT_RELAYED == 0
+            && let Some(r) = LAST_READY.get_ptr_mut(0)
+        {
             unsafe { *r = [skb, (*f).first_ts, (*f).dir as u64, t] };
         }
     }

@@ -614,18 +614,28 @@ fn every_driver_crosses_its_hops() {
             std::path::Path::new("/sys/kernel/tracing/events/tcp/tcp_sendmsg_locked").exists();
         if driver == Driver::PublishedProxy && !sock_point {
             // Before 6.10 journeys are bounded by syscall tracepoints, and docker-proxy relays
-            // with splice(2): its legs are joined only from the last receive pass, and many are
-            // not. Here the test checks only that nothing is lost silently.
-            eprintln!(
-                "published-proxy: relay joining needs tcp:tcp_sendmsg_locked (6.10+); checking loss accounting only"
-            );
+            // with splice(2): its legs are joined from the last receive pass at its socket,
+            // which a race can miss (a few in a hundred, each one counted). Checked here: most
+            // journeys joined across the relay, and nothing lost silently.
             assert_eq!(r.traced.count, N);
             let l = &r.lost;
+            let joined = |d: &str| r.one_way.get(d).map_or(0, |o| o.count);
             eprintln!(
-                "published-proxy here: one-way request {:?} response {:?} of {N}; events {l:?}",
-                r.one_way.get("request").map(|o| o.count),
-                r.one_way.get("response").map(|o| o.count),
+                "published-proxy before 6.10: joined request {} response {} of {N}; events {l:?}",
+                joined("request"),
+                joined("response"),
             );
+            for d in ["request", "response"] {
+                assert!(joined(d) * 10 >= N * 9, "{d}: {l:?}");
+            }
+            let proxy = |d: &str| {
+                r.hops
+                    .iter()
+                    .find(|h| h.dir == d && h.hop == "proxy")
+                    .map_or(0, |h| h.crossings)
+            };
+            assert!(proxy("request") >= joined("request"), "{:?}", r.hops);
+            assert!(proxy("response") >= joined("response"), "{:?}", r.hops);
             assert!(
                 l["completed"]
                     + l["consumed_early"]

@@ -9,7 +9,6 @@
 //! so (no silent skips). The agent image needs a netpath binary that routes
 //! `netpath agent …`: `CARGO_BIN_EXE_netpath`, or `NETPATH_AGENT_EXE` to override.
 
-use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -21,6 +20,9 @@ use netpath::docker::{self, DockerLab, DockerLabOptions, Engine};
 use netpath::harness::{NoPhases, RrConfig, run_rr};
 use netpath::lab::{self, Driver, LabDevice};
 use netpath_common::DevKind;
+
+mod common;
+use common::root_links;
 
 /// Tests share the engine, /run/netns and the swarm: one at a time even without
 /// `--test-threads=1`.
@@ -164,20 +166,6 @@ fn labelled(kind: &str, run: Option<&str>) -> Vec<String> {
         .filter(|l| !l.is_empty())
         .map(String::from)
         .collect()
-}
-
-fn root_links() -> HashSet<String> {
-    std::thread::spawn(|| {
-        lab::nl::Nl::new()
-            .unwrap()
-            .links()
-            .unwrap()
-            .into_iter()
-            .map(|l| l.name)
-            .collect()
-    })
-    .join()
-    .unwrap()
 }
 
 fn assert_run_gone(id: &str) {

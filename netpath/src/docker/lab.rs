@@ -330,15 +330,7 @@ fn build_in(res: &mut Resources, driver: Driver, opts: &DockerLabOptions) -> Res
             let net = if opts.default_bridge {
                 "bridge".to_string()
             } else {
-                let br = ifname(&id, "br")?;
-                create_network(
-                    res,
-                    &net_name,
-                    "bridge",
-                    HashMap::from([("com.docker.network.bridge.name".to_string(), br)]),
-                    None,
-                    false,
-                )?;
+                create_bridge_network(res, &id, &net_name)?;
                 net_name.clone()
             };
             let (s, c);
@@ -410,15 +402,7 @@ fn build_in(res: &mut Resources, driver: Driver, opts: &DockerLabOptions) -> Res
             network = Some(net_name.clone());
         }
         Driver::PublishedProxy | Driver::PublishedNat => {
-            let br = ifname(&id, "br")?;
-            create_network(
-                res,
-                &net_name,
-                "bridge",
-                HashMap::from([("com.docker.network.bridge.name".to_string(), br)]),
-                None,
-                false,
-            )?;
+            create_bridge_network(res, &id, &net_name)?;
             let port = if driver == Driver::PublishedNat {
                 // The second daemon's own namespace: nothing else binds there.
                 PUBLISHED_PORT
@@ -500,6 +484,14 @@ fn build_in(res: &mut Resources, driver: Driver, opts: &DockerLabOptions) -> Res
 }
 
 /// `docker network create` with netpath's labels.
+/// A user-defined bridge network whose Linux bridge carries netpath's name (`np<id>br`), so
+/// cleanup and the tests can find it.
+fn create_bridge_network(res: &mut Resources, id: &str, name: &str) -> Result<()> {
+    let br = ifname(id, "br")?;
+    let options = HashMap::from([("com.docker.network.bridge.name".to_string(), br)]);
+    create_network(res, name, "bridge", options, None, false)
+}
+
 fn create_network(
     res: &mut Resources,
     name: &str,

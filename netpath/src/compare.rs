@@ -270,8 +270,9 @@ pub fn run_between(
     client: &str,
     server: &str,
 ) -> Result<Vec<DriverReport>> {
-    let mut tracer = Tracer::load(backend, &opts.tracer)?;
+    // Resolve the containers first: a typo fails before any program is loaded.
     let b = crate::docker::between(engine, client, server)?;
+    let mut tracer = Tracer::load(backend, &opts.tracer)?;
     let mut r = measure(&mut tracer, &b.lab, opts)
         .with_context(|| format!("measuring {client} → {server}"))?;
     r.driver = b.label;

@@ -12,8 +12,8 @@ pub mod hop;
 
 pub use hop::{DevKind, Dir, Hop, Point};
 
-/// Most points one sampled packet timeline keeps.
-pub const MAX_POINTS: usize = 16;
+/// Most points one sampled packet timeline keeps: overlay with function probes crosses 29.
+pub const MAX_POINTS: usize = 32;
 /// Hop slots per direction in the stats and histogram maps.
 pub const NHOPS: usize = 16;
 /// Directions: request (client → server), response (server → client), server turnaround.

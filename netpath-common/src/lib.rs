@@ -57,6 +57,11 @@ pub mod counter {
     pub const SAMPLES: u32 = 11;
     /// NET_RX softirq runs seen on CPUs while a tracked packet was in flight.
     pub const SOFTIRQ_RUNS: u32 = 12;
+    /// Program runs the kernel skipped because another BPF program was running on the same CPU
+    /// (the programs' `recursion_misses`, read by the loader): a point a packet crossed unseen.
+    /// Kernels count this for raw tracepoint and fentry programs, and for kprobe and syscall
+    /// tracepoint programs from 6.7; older kernels skip those silently.
+    pub const PROBE_MISSES: u32 = 13;
     pub const COUNT: u32 = 16;
 
     /// Human names, index-aligned with the constants above.
@@ -74,7 +79,7 @@ pub mod counter {
         "truncated",
         "samples",
         "softirq_runs",
-        "",
+        "probe_misses",
         "",
         "",
     ];

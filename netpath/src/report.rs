@@ -437,6 +437,7 @@ pub fn build(
         counter::REUSED,
         counter::RECV_UNMATCHED,
         counter::RELAY_UNMATCHED,
+        counter::PROBE_MISSES,
         counter::CONSUMED_EARLY,
         counter::DROPPED,
         counter::TRUNCATED,

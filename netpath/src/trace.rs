@@ -189,6 +189,7 @@ fn lost_counters(snap: &crate::tracer::Snapshot) -> std::collections::BTreeMap<&
         REUSED,
         RECV_UNMATCHED,
         RELAY_UNMATCHED,
+        PROBE_MISSES,
         TRUNCATED,
         STARTED,
         COMPLETED,

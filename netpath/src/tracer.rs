@@ -162,6 +162,8 @@ pub struct Tracer {
     /// Function probes of the kprobe/fentry backends and how each is attached.
     pub fn_probes: Vec<FnProbe>,
     _stats: Option<std::os::fd::OwnedFd>,
+    /// The programs' summed `recursion_misses` at the last reset.
+    misses_base: u64,
 }
 
 /// Everything the programs aggregated, summed over CPUs.
@@ -297,6 +299,7 @@ impl Tracer {
             syscall_bounds,
             drop_reasons,
             fn_probes,
+            misses_base: 0,
             _stats: if opts.prog_stats {
                 Some(aya::sys::enable_stats(aya::sys::Stats::RunTime)?)
             } else {
@@ -480,7 +483,24 @@ impl Tracer {
         }
         while self.samples.next().is_some() {}
         while self.drops.next().is_some() {}
+        self.misses_base = self.recursion_misses();
         Ok(())
+    }
+
+    /// Runs of netpath's programs the kernel skipped since load (another BPF program was
+    /// running on that CPU), from each program fd's `/proc/self/fdinfo` entry.
+    fn recursion_misses(&self) -> u64 {
+        use std::os::fd::{AsFd, AsRawFd};
+        self.ebpf
+            .programs()
+            .filter_map(|(_, p)| {
+                let fd = p.fd().ok()?.as_fd().as_raw_fd();
+                let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+                info.lines()
+                    .find_map(|l| l.strip_prefix("recursion_misses:"))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            })
+            .sum()
     }
 
     pub fn snapshot(&self) -> Result<Snapshot> {
@@ -509,7 +529,9 @@ impl Tracer {
                 PerCpuArray::try_from(self.ebpf.map(name).unwrap())?;
             (0..len).map(|i| Ok(m.get(&i, 0)?.iter().sum())).collect()
         };
-        let counters = sum_array("COUNTERS", counter::COUNT)?;
+        let mut counters = sum_array("COUNTERS", counter::COUNT)?;
+        counters[counter::PROBE_MISSES as usize] =
+            self.recursion_misses().saturating_sub(self.misses_base);
         let passes = sum_array("PASSES", 3 * 64)?;
         let tc_map: PerCpuHashMap<&MapData, u64, [u64; 2]> =
             PerCpuHashMap::try_from(self.ebpf.map("TC_STATS").unwrap())?;

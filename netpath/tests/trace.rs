@@ -8,7 +8,7 @@ use netpath::{
     doctor,
     harness::RrConfig,
     lab::{self, Driver},
-    report::DriverReport,
+    report::{DriverReport, Timeline},
     tracer::{Tracer, TracerOptions},
 };
 
@@ -83,7 +83,8 @@ fn assert_accounted(r: &DriverReport) -> BTreeMap<&'static str, u64> {
         + r.lost["stale"]
         + r.lost["reused"]
         + r.lost["dropped"]
-        + r.lost["relay_unmatched"];
+        + r.lost["relay_unmatched"]
+        + r.lost["probe_misses"];
     assert!(
         r.lost["started"] <= 2 * N * legs && r.lost["started"] + counted >= 2 * N * legs,
         "{:?}",
@@ -120,12 +121,60 @@ fn assert_counts(r: &DriverReport) -> BTreeMap<&'static str, u64> {
 
 /// Exactly these hops, each crossed `k` times per journey: between k × completed journeys and
 /// k × started ones (a journey counted as lost may have crossed its first hops).
+///
+/// Function probes: before 6.7 the kernel skips a kprobe program, uncounted, when it fires
+/// while another kprobe or syscall tracepoint program runs on that CPU (a softirq on the way
+/// out of an interrupt). The hop model names every segment across such a gap, but a segment
+/// only function probes see (nat, forward) can go missing, and a gap the model does not
+/// expect shows as `other`. Up to 1% of journeys may show either; the timelines that do are
+/// printed.
 fn assert_crossings(r: &DriverReport, done: &BTreeMap<&str, u64>, want: &[(&str, &str, u64)]) {
-    let got: std::collections::BTreeSet<(&str, &str)> =
-        r.hops.iter().map(|h| (h.dir, h.hop)).collect();
     let names: std::collections::BTreeSet<(&str, &str)> =
         want.iter().map(|(d, h, _)| (*d, *h)).collect();
-    assert_eq!(got, names, "{} hops", r.driver);
+    let odd: Vec<&Timeline> = r
+        .timelines
+        .iter()
+        .filter(|t| {
+            t.points
+                .iter()
+                .skip(1)
+                .any(|p| !names.contains(&(t.dir, p.hop)))
+        })
+        .collect();
+    let slack = if r.backend == "tracepoint" {
+        0
+    } else {
+        N / 100
+    };
+    if !odd.is_empty() {
+        eprintln!(
+            "{} ({}): {} timelines cross a hop not expected: {:#?}",
+            r.driver,
+            r.backend,
+            odd.len(),
+            &odd[..odd.len().min(3)]
+        );
+    }
+    let other = |d: &str| {
+        r.hops
+            .iter()
+            .find(|h| h.dir == d && h.hop == "other")
+            .map_or(0, |h| h.crossings)
+    };
+    assert!(
+        other("request") + other("response") <= slack,
+        "{} ({}): unnamed segments; timelines: {:#?}",
+        r.driver,
+        r.backend,
+        &odd[..odd.len().min(3)]
+    );
+    let got: std::collections::BTreeSet<(&str, &str)> = r
+        .hops
+        .iter()
+        .filter(|h| h.hop != "other")
+        .map(|h| (h.dir, h.hop))
+        .collect();
+    assert_eq!(got, names, "{} hops; timelines: {odd:#?}", r.driver);
     for (d, h, k) in want {
         let c = r
             .hops
@@ -134,7 +183,7 @@ fn assert_crossings(r: &DriverReport, done: &BTreeMap<&str, u64>, want: &[(&str,
             .unwrap()
             .crossings;
         assert!(
-            c >= k * done[d] && c <= k * N,
+            c + k * slack >= k * done[d] && c <= k * N,
             "{} {d} {h}: {c} crossings for {} journeys × {k}",
             r.driver,
             done[d]

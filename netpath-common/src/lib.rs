@@ -12,7 +12,8 @@ pub mod hop;
 
 pub use hop::{DevKind, Dir, Hop, Point};
 
-/// Most points one sampled packet timeline keeps: overlay with function probes crosses 29.
+/// Most points one sampled packet timeline keeps: overlay with function probes crosses 30 on
+/// 6.1 (31 where `sk_data_ready` exists).
 pub const MAX_POINTS: usize = 32;
 /// Hop slots per direction in the stats and histogram maps.
 pub const NHOPS: usize = 16;

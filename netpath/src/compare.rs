@@ -161,6 +161,7 @@ pub fn measure(tracer: &mut Tracer, lab: &Lab, opts: &CompareOptions) -> Result<
             &tracer.drop_reasons,
         );
         rep.function_probes = tracer.fn_probes.clone();
+        rep.uncounted = tracer.uncounted.clone();
         rep.rr = report::RrRounds::of(&rounds);
         rep.probe_effect_below_noise = rep
             .rr

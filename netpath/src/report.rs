@@ -117,6 +117,8 @@ pub struct DriverReport {
     pub missing_tracepoints: Vec<String>,
     /// Function probes (kprobe/fentry backends) and how each is attached.
     pub function_probes: Vec<crate::tracer::FnProbe>,
+    /// Losses this kernel does not count (see `Tracer::uncounted`).
+    pub uncounted: Vec<&'static str>,
     pub traced: RttSummary,
     pub untraced: Option<RttSummary>,
     /// Traced vs untraced, percent: positive means tracing made it slower.
@@ -522,6 +524,7 @@ pub fn build(
         hops_visible: backend.visible_hops().iter().map(|h| h.name()).collect(),
         missing_tracepoints: missing.to_vec(),
         function_probes: Vec::new(),
+        uncounted: Vec::new(),
         probe_effect_mean_pct: untraced_s
             .as_ref()
             .map(|u| pct(traced_s.mean_us, u.mean_us)),
@@ -717,6 +720,9 @@ pub fn print(r: &DriverReport) {
     }
     let lost: Vec<String> = r.lost.iter().map(|(k, v)| format!("{k} {v}")).collect();
     println!("   events: {}", lost.join(", "));
+    for u in &r.uncounted {
+        println!("   not counted by this kernel: {u}");
+    }
 }
 
 /// Ratio of two medians, flagged when either side's spread over rounds is larger than the

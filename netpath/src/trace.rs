@@ -33,6 +33,8 @@ pub struct TraceOutput {
     pub backend: &'static str,
     pub timelines: Vec<Timeline>,
     pub lost: std::collections::BTreeMap<&'static str, u64>,
+    /// Losses this kernel does not count (see `Tracer::uncounted`).
+    pub uncounted: Vec<&'static str>,
 }
 
 fn proto_number(p: &str) -> Result<u8> {
@@ -126,6 +128,7 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
             backend: backend.name(),
             timelines,
             lost,
+            uncounted: tracer.uncounted.clone(),
         })
     })();
     let torn = lab.teardown();
@@ -176,6 +179,7 @@ pub fn run_passive(
             .map(|s| report::timeline(s, devices))
             .collect(),
         lost,
+        uncounted: tracer.uncounted.clone(),
     })
 }
 
@@ -244,4 +248,7 @@ pub fn print(out: &TraceOutput) {
         out.backend,
         lost.join(", ")
     );
+    for u in &out.uncounted {
+        println!("not counted by this kernel: {u}");
+    }
 }

@@ -161,9 +161,26 @@ pub struct Tracer {
     pub drop_reasons: std::collections::BTreeMap<u32, String>,
     /// Function probes of the kprobe/fentry backends and how each is attached.
     pub fn_probes: Vec<FnProbe>,
+    /// Losses this kernel does not count, so `probe_misses` can read low (said with results).
+    pub uncounted: Vec<&'static str>,
     _stats: Option<std::os::fd::OwnedFd>,
     /// The programs' summed `recursion_misses` at the last reset.
     misses_base: u64,
+}
+
+/// Whether the running kernel's release is at least `major.minor`.
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    nix::sys::utsname::uname()
+        .is_ok_and(|u| release_at_least(&u.release().to_string_lossy(), major, minor))
+}
+
+/// `release` as `uname -r` prints it ("6.1.0-57-cloud-amd64").
+fn release_at_least(release: &str, major: u32, minor: u32) -> bool {
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let v = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    v >= (major, minor)
 }
 
 /// Everything the programs aggregated, summed over CPUs.
@@ -299,6 +316,13 @@ impl Tracer {
             syscall_bounds,
             drop_reasons,
             fn_probes,
+            uncounted: if backend == Backend::Kprobe && !kernel_at_least(6, 7) {
+                vec![
+                    "kprobe runs skipped while another BPF program ran on the CPU (counted from 6.7)",
+                ]
+            } else {
+                Vec::new()
+            },
             misses_base: 0,
             _stats: if opts.prog_stats {
                 Some(aya::sys::enable_stats(aya::sys::Stats::RunTime)?)
@@ -768,5 +792,19 @@ impl crate::harness::Phases for TidControl {
             let _ = pids.remove(&k);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::release_at_least;
+
+    #[test]
+    fn kernel_releases_compare_by_major_and_minor() {
+        assert!(!release_at_least("6.1.0-57-cloud-amd64", 6, 7));
+        assert!(release_at_least("6.18.44", 6, 7));
+        assert!(release_at_least("6.7.0", 6, 7));
+        assert!(release_at_least("7.0-rc1", 6, 7));
+        assert!(!release_at_least("5.15.0-91-generic", 6, 7));
     }
 }

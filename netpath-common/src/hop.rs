@@ -380,23 +380,8 @@ mod tests {
 
     #[test]
     fn bridge_path_names_each_segment() {
-        use DevKind::*;
-        use Point::*;
         // The sequence seen with bpftrace on this machine for one ping across a bridge lab.
-        let path = [
-            (SendEnter, Unknown),
-            (DevQueue, Veth),
-            (DevXmit, Veth),
-            (NetifRx, BridgePort),
-            (NetifReceive, BridgePort),
-            (DevQueue, BridgePort),
-            (DevXmit, BridgePort),
-            (NetifRx, Veth),
-            (NetifReceive, Veth),
-            (SockReady, Unknown),
-            (Copy, Unknown),
-            (RecvExit, Unknown),
-        ];
+        let path = [paths::BRIDGE, paths::END].concat();
         let hops = segments(&path);
         assert_eq!(
             hops,
@@ -418,18 +403,7 @@ mod tests {
 
     #[test]
     fn loopback_path_has_no_veth_or_bridge() {
-        use DevKind::*;
-        use Point::*;
-        let path = [
-            (SendEnter, Unknown),
-            (DevQueue, Loopback),
-            (DevXmit, Loopback),
-            (NetifRx, Loopback),
-            (NetifReceive, Loopback),
-            (SockReady, Unknown),
-            (Copy, Unknown),
-            (RecvExit, Unknown),
-        ];
+        let path = [paths::LOOPBACK, paths::END].concat();
         for w in path.windows(2) {
             let hop = h(w[0].0, w[0].1, w[1].0, w[1].1);
             assert!(
@@ -518,21 +492,7 @@ mod tests {
         use DevKind::*;
         use Point::*;
         // kprobe/fentry bridge path: extra points, same hop names.
-        let path = [
-            (SendEnter, Unknown),
-            (DevQueue, Veth),
-            (VethXmit, Veth),
-            (NetifRx, BridgePort),
-            (NetifReceive, BridgePort),
-            (BridgeForward, BridgePort),
-            (DevQueue, BridgePort),
-            (VethXmit, BridgePort),
-            (NetifRx, Veth),
-            (NetifReceive, Veth),
-            (IpRcv, Veth),
-            (TcpRcv, Veth),
-            (SockReady, Unknown),
-        ];
+        let path = [paths::BRIDGE_FN, &[(SockReady, Unknown)]].concat();
         let hops = segments(&path);
         assert_eq!(
             hops,
@@ -570,140 +530,161 @@ mod tests {
         assert_eq!(h(VxlanRcv, Underlay, NetifReceive, Vxlan), Hop::VxlanDecap);
     }
 
-    /// The point sequences of the lab's paths, tracepoint and function-probe backends.
-    fn known_paths() -> std::vec::Vec<std::vec::Vec<(Point, DevKind)>> {
-        use DevKind::*;
-        use Point::*;
-        let end = [(SockReady, Unknown), (Copy, Unknown), (RecvExit, Unknown)];
-        let paths: [&[(Point, DevKind)]; 9] = [
-            // host (loopback)
-            &[
-                (SendEnter, Unknown),
-                (DevQueue, Loopback),
-                (DevXmit, Loopback),
-                (NetifRx, Loopback),
-                (NetifReceive, Loopback),
-            ],
-            &[
-                (SendEnter, Unknown),
-                (DevQueue, Loopback),
-                (DevXmit, Loopback),
-                (NetifRx, Loopback),
-                (NetifReceive, Loopback),
-                (IpRcv, Loopback),
-                (TcpRcv, Loopback),
-            ],
-            // bridge
-            &[
-                (SendEnter, Unknown),
-                (DevQueue, Veth),
-                (DevXmit, Veth),
-                (NetifRx, BridgePort),
-                (NetifReceive, BridgePort),
-                (DevQueue, BridgePort),
-                (DevXmit, BridgePort),
-                (NetifRx, Veth),
-                (NetifReceive, Veth),
-            ],
-            &[
-                (SendEnter, Unknown),
-                (DevQueue, Veth),
-                (VethXmit, Veth),
-                (NetifRx, BridgePort),
-                (NetifReceive, BridgePort),
-                (BridgeForward, BridgePort),
-                (DevQueue, BridgePort),
-                (VethXmit, BridgePort),
-                (NetifRx, Veth),
-                (NetifReceive, Veth),
-                (IpRcv, Veth),
-                (TcpRcv, Veth),
-            ],
-            // overlay
-            &[
-                (SendEnter, Unknown),
-                (DevQueue, Veth),
-                (DevXmit, Veth),
-                (NetifRx, BridgePort),
-                (NetifReceive, BridgePort),
-                (DevQueue, Vxlan),
-                (DevXmit, Vxlan),
-                (DevQueue, Underlay),
-                (DevXmit, Underlay),
-                (NetifRx, Underlay),
-                (NetifReceive, Underlay),
-                (NetifReceive, Vxlan),
-                (DevQueue, BridgePort),
-                (DevXmit, BridgePort),
-                (NetifRx, Veth),
-                (NetifReceive, Veth),
-            ],
-            &[
-                (SendEnter, Unknown),
-                (DevQueue, Veth),
-                (VethXmit, Veth),
-                (NetifRx, BridgePort),
-                (NetifReceive, BridgePort),
-                (BridgeForward, BridgePort),
-                (DevQueue, Vxlan),
-                (VxlanXmit, Vxlan),
-                (UdpTunnelXmit, Vxlan),
-                (DevQueue, Underlay),
-                (VethXmit, Underlay),
-                (NetifRx, Underlay),
-                (NetifReceive, Underlay),
-                (IpRcv, Underlay),
-                (VxlanRcv, Underlay),
-                (NetifReceive, Vxlan),
-                (BridgeForward, Vxlan),
-                (DevQueue, BridgePort),
-                (VethXmit, BridgePort),
-                (NetifRx, Veth),
-                (NetifReceive, Veth),
-                (IpRcv, Veth),
-                (TcpRcv, Veth),
-            ],
-            // macvlan (bridge mode: through the parent)
-            &[
-                (SendEnter, Unknown),
-                (DevQueue, Macvlan),
-                (DevXmit, Macvlan),
-                (NetifRx, MacvlanParent),
-                (NetifReceive, MacvlanParent),
-                (IpRcv, Macvlan),
-                (TcpRcv, Macvlan),
-            ],
-            // published, DNAT: OUTPUT rewrite, routed to the bridge device
-            &[
-                (SendEnter, Unknown),
-                (NatManip, Unknown),
-                (DevQueue, Bridge),
-                (DevXmit, Bridge),
-                (BridgeForward, Bridge),
-                (DevQueue, BridgePort),
-                (VethXmit, BridgePort),
-                (NetifRx, Veth),
-                (NetifReceive, Veth),
-                (IpRcv, Veth),
-                (TcpRcv, Veth),
-            ],
-            // ... and its reply, de-NATed on local delivery
-            &[
-                (SendEnter, Unknown),
-                (DevQueue, Veth),
-                (VethXmit, Veth),
-                (NetifRx, BridgePort),
-                (NetifReceive, BridgePort),
-                (NetifReceive, Bridge),
-                (IpRcv, Bridge),
-                (NatManip, Bridge),
-                (TcpRcv, Bridge),
-            ],
+    /// Point sequences of the lab's paths (tracepoint and function-probe backends), from the
+    /// send up to the receiving socket; `END` completes each.
+    mod paths {
+        use super::super::{DevKind, DevKind::*, Point, Point::*};
+
+        pub const END: &[(Point, DevKind)] =
+            &[(SockReady, Unknown), (Copy, Unknown), (RecvExit, Unknown)];
+        /// host: over loopback.
+        pub const LOOPBACK: &[(Point, DevKind)] = &[
+            (SendEnter, Unknown),
+            (DevQueue, Loopback),
+            (DevXmit, Loopback),
+            (NetifRx, Loopback),
+            (NetifReceive, Loopback),
         ];
-        paths
-            .iter()
-            .map(|p| p.iter().chain(end.iter()).copied().collect())
-            .collect()
+
+        pub const LOOPBACK_FN: &[(Point, DevKind)] = &[
+            (SendEnter, Unknown),
+            (DevQueue, Loopback),
+            (DevXmit, Loopback),
+            (NetifRx, Loopback),
+            (NetifReceive, Loopback),
+            (IpRcv, Loopback),
+            (TcpRcv, Loopback),
+        ];
+
+        pub const BRIDGE: &[(Point, DevKind)] = &[
+            (SendEnter, Unknown),
+            (DevQueue, Veth),
+            (DevXmit, Veth),
+            (NetifRx, BridgePort),
+            (NetifReceive, BridgePort),
+            (DevQueue, BridgePort),
+            (DevXmit, BridgePort),
+            (NetifRx, Veth),
+            (NetifReceive, Veth),
+        ];
+
+        pub const BRIDGE_FN: &[(Point, DevKind)] = &[
+            (SendEnter, Unknown),
+            (DevQueue, Veth),
+            (VethXmit, Veth),
+            (NetifRx, BridgePort),
+            (NetifReceive, BridgePort),
+            (BridgeForward, BridgePort),
+            (DevQueue, BridgePort),
+            (VethXmit, BridgePort),
+            (NetifRx, Veth),
+            (NetifReceive, Veth),
+            (IpRcv, Veth),
+            (TcpRcv, Veth),
+        ];
+
+        pub const OVERLAY: &[(Point, DevKind)] = &[
+            (SendEnter, Unknown),
+            (DevQueue, Veth),
+            (DevXmit, Veth),
+            (NetifRx, BridgePort),
+            (NetifReceive, BridgePort),
+            (DevQueue, Vxlan),
+            (DevXmit, Vxlan),
+            (DevQueue, Underlay),
+            (DevXmit, Underlay),
+            (NetifRx, Underlay),
+            (NetifReceive, Underlay),
+            (NetifReceive, Vxlan),
+            (DevQueue, BridgePort),
+            (DevXmit, BridgePort),
+            (NetifRx, Veth),
+            (NetifReceive, Veth),
+        ];
+
+        pub const OVERLAY_FN: &[(Point, DevKind)] = &[
+            (SendEnter, Unknown),
+            (DevQueue, Veth),
+            (VethXmit, Veth),
+            (NetifRx, BridgePort),
+            (NetifReceive, BridgePort),
+            (BridgeForward, BridgePort),
+            (DevQueue, Vxlan),
+            (VxlanXmit, Vxlan),
+            (UdpTunnelXmit, Vxlan),
+            (DevQueue, Underlay),
+            (VethXmit, Underlay),
+            (NetifRx, Underlay),
+            (NetifReceive, Underlay),
+            (IpRcv, Underlay),
+            (VxlanRcv, Underlay),
+            (NetifReceive, Vxlan),
+            (BridgeForward, Vxlan),
+            (DevQueue, BridgePort),
+            (VethXmit, BridgePort),
+            (NetifRx, Veth),
+            (NetifReceive, Veth),
+            (IpRcv, Veth),
+            (TcpRcv, Veth),
+        ];
+
+        /// macvlan in bridge mode: through the parent.
+        pub const MACVLAN_FN: &[(Point, DevKind)] = &[
+            (SendEnter, Unknown),
+            (DevQueue, Macvlan),
+            (DevXmit, Macvlan),
+            (NetifRx, MacvlanParent),
+            (NetifReceive, MacvlanParent),
+            (IpRcv, Macvlan),
+            (TcpRcv, Macvlan),
+        ];
+
+        /// published without the proxy: OUTPUT DNAT, then routed to the bridge device.
+        pub const PUBLISHED_NAT_FN: &[(Point, DevKind)] = &[
+            (SendEnter, Unknown),
+            (NatManip, Unknown),
+            (DevQueue, Bridge),
+            (DevXmit, Bridge),
+            (BridgeForward, Bridge),
+            (DevQueue, BridgePort),
+            (VethXmit, BridgePort),
+            (NetifRx, Veth),
+            (NetifReceive, Veth),
+            (IpRcv, Veth),
+            (TcpRcv, Veth),
+        ];
+
+        /// Its reply, de-NATed on local delivery.
+        pub const PUBLISHED_NAT_FN_REPLY: &[(Point, DevKind)] = &[
+            (SendEnter, Unknown),
+            (DevQueue, Veth),
+            (VethXmit, Veth),
+            (NetifRx, BridgePort),
+            (NetifReceive, BridgePort),
+            (NetifReceive, Bridge),
+            (IpRcv, Bridge),
+            (NatManip, Bridge),
+            (TcpRcv, Bridge),
+        ];
+    }
+
+    /// Every known path, completed.
+    fn known_paths() -> std::vec::Vec<std::vec::Vec<(Point, DevKind)>> {
+        use paths::*;
+        [
+            LOOPBACK,
+            LOOPBACK_FN,
+            BRIDGE,
+            BRIDGE_FN,
+            OVERLAY,
+            OVERLAY_FN,
+            MACVLAN_FN,
+            PUBLISHED_NAT_FN,
+            PUBLISHED_NAT_FN_REPLY,
+        ]
+        .iter()
+        .map(|p| [*p, END].concat())
+        .collect()
     }
 
     #[test]

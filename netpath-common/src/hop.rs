@@ -322,23 +322,18 @@ pub fn hop_between(from: u16, from_kind: u16, to: u16, to_kind: u16) -> Hop {
         (VX_XMIT | UDP_TX, _) => Hop::VxlanEncap,
         (QUEUE | XMIT, VX_XMIT | UDP_TX) => xmit_hop(from_kind),
         (QUEUE | XMIT, QUEUE) => xmit_hop(from_kind),
-        (RX, RECV) => Hop::Backlog,
-        // A missed receive pass (a skipped program): the segment starts with the backlog wait.
+        // netif_rx → receive pass; anything else after netif_rx means the receive pass was
+        // missed (a skipped program): the segment still starts with the backlog wait.
         (RX, _) => Hop::Backlog,
         // After a receive pass: forwarded by a bridge, decapsulated, or routed.
         // A VXLAN device on an overlay is a bridge port too (decapsulated frames are bridged).
-        (RECV | BR_FWD, QUEUE)
+        // The next device's transmit points stand in for its queue point when that was missed.
+        (RECV | BR_FWD, QUEUE | XMIT | VETH_XMIT | VX_XMIT)
             if from_kind == BRIDGE_PORT || from_kind == VXLAN || from == BR_FWD =>
         {
             Hop::Bridge
         }
         (RECV, BR_FWD) => Hop::Bridge,
-        // The same, when the next device's queue point was missed.
-        (RECV | BR_FWD, XMIT | VETH_XMIT | VX_XMIT)
-            if from_kind == BRIDGE_PORT || from_kind == VXLAN || from == BR_FWD =>
-        {
-            Hop::Bridge
-        }
         // The bridge device's own transmit (local traffic out through br0) forwards too.
         (QUEUE | XMIT, BR_FWD) => Hop::Bridge,
         // NAT (function probes): the segment that ends at the rewrite is the netfilter hook

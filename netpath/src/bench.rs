@@ -38,8 +38,11 @@ use serde::Serialize;
 
 use crate::{
     backend::{self, Backend, BackendChoice},
+    driver::Driver,
     harness::{self, BulkConfig, NoPhases, Phases as _, RrConfig, RrResult},
-    lab::{Driver, Lab, Netns},
+    lab,
+    netns::Netns,
+    path::NetPath,
     report::{ProgCost, RttSummary},
     tracer::{Tracer, TracerOptions},
 };
@@ -295,7 +298,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
     let mut drivers = Vec::new();
     for &d in &opts.drivers {
         progress(opts, &format!("{d}: building the lab"));
-        let lab = Lab::build(d).with_context(|| format!("building the {d} lab"))?;
+        let lab = lab::build(d).with_context(|| format!("building the {d} lab"))?;
         let r = bench_driver(&mut tracer, &lab, opts);
         let _ = tracer.detach();
         let torn = lab.teardown();
@@ -335,7 +338,7 @@ fn progress(opts: &BenchOptions, msg: &str) {
     }
 }
 
-fn bench_driver(tracer: &mut Tracer, lab: &Lab, opts: &BenchOptions) -> Result<DriverBench> {
+fn bench_driver(tracer: &mut Tracer, lab: &NetPath, opts: &BenchOptions) -> Result<DriverBench> {
     let d = lab.driver;
     tracer.set_devices(&lab.devices)?;
     tracer.detach()?;
@@ -530,7 +533,7 @@ fn bench_driver(tracer: &mut Tracer, lab: &Lab, opts: &BenchOptions) -> Result<D
 
 /// One traced request/response run as `compare` does it: probes attached, the harness threads
 /// traced after warm-up. Also returns the hop events the kernel recorded.
-fn rr_traced(tracer: &mut Tracer, lab: &Lab, cfg: &RrConfig) -> Result<(RrResult, u64)> {
+fn rr_traced(tracer: &mut Tracer, lab: &NetPath, cfg: &RrConfig) -> Result<(RrResult, u64)> {
     tracer.reset()?;
     tracer.attach()?;
     let phases = tracer.tids.clone();
@@ -544,7 +547,7 @@ fn rr_traced(tracer: &mut Tracer, lab: &Lab, cfg: &RrConfig) -> Result<(RrResult
 
 /// Bulk run with the probes attached and the bulk threads traced: `run_bulk` has no phase
 /// hooks, so a watcher thread finds its threads by name and registers them.
-fn bulk_traced(tracer: &mut Tracer, lab: &Lab, cfg: &BulkConfig) -> Result<(Bulk, bool, u64)> {
+fn bulk_traced(tracer: &mut Tracer, lab: &NetPath, cfg: &BulkConfig) -> Result<(Bulk, bool, u64)> {
     tracer.reset()?;
     tracer.attach()?;
     let tids = tracer.tids.clone();
@@ -764,7 +767,7 @@ fn listening_on(proc_net_tcp: &str, port: u16) -> bool {
 
 /// `sockperf sr` in the server netns on `server` (the lab server's address), `sockperf pp` to it
 /// from the client netns.
-fn sockperf(lab: &Lab, server: SocketAddrV4, secs: u64) -> Result<Rtt> {
+fn sockperf(lab: &NetPath, server: SocketAddrV4, secs: u64) -> Result<Rtt> {
     let connect = server;
     let mut sr = Command::new("sockperf");
     sr.args(["sr", "--tcp", "-i", &server.ip().to_string()])
@@ -787,7 +790,7 @@ fn sockperf(lab: &Lab, server: SocketAddrV4, secs: u64) -> Result<Rtt> {
 
 /// `iperf3 -s -1` in the server netns on `server` (the lab server's address), `iperf3 -c -J` to
 /// it from the client netns, bound to the client's address.
-fn iperf3(lab: &Lab, server: SocketAddrV4, client: Ipv4Addr, secs: u64) -> Result<Bulk> {
+fn iperf3(lab: &NetPath, server: SocketAddrV4, client: Ipv4Addr, secs: u64) -> Result<Bulk> {
     let connect = server;
     let mut s = Command::new("iperf3");
     s.args(["-s", "-B", &server.ip().to_string()])
@@ -832,7 +835,7 @@ END { clear(@ts); }
 "#;
 
 /// An untraced harness run with the naive bpftrace script attached.
-fn rr_under_bpftrace(bin: &Path, lab: &Lab, cfg: &RrConfig) -> Result<RrResult> {
+fn rr_under_bpftrace(bin: &Path, lab: &NetPath, cfg: &RrConfig) -> Result<RrResult> {
     let mut cmd = Command::new(bin);
     cmd.args(["-e", NAIVE_SCRIPT])
         .stdin(Stdio::null())

@@ -1,13 +1,13 @@
 //! `netpath compare`: per driver, build the lab, run the harness without and then with the
 //! probes, and report the per-hop attribution.
-use std::os::fd::AsFd as _;
-
 use anyhow::{Context as _, Result};
 
 use crate::{
     backend::Backend,
+    driver::Driver,
     harness::{self, NoPhases, RrConfig},
-    lab::{Driver, Lab},
+    lab,
+    path::NetPath,
     report::{self, DriverReport},
     tracer::{Tracer, TracerOptions},
 };
@@ -33,24 +33,14 @@ pub struct CompareOptions {
     pub burst: Option<(harness::BurstConfig, Vec<f64>)>,
 }
 
-/// Runs `f` on the current thread inside `ns`, then returns the thread to where it was.
-pub fn in_netns<T>(ns: &crate::lab::Netns, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    let home = std::fs::File::open("/proc/thread-self/ns/net").context("own netns")?;
-    ns.enter()?;
-    let r = f();
-    nix::sched::setns(home.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET)
-        .context("returning to the original netns")?;
-    r
-}
-
-fn attach_tc(tracer: &mut Tracer, lab: &Lab) -> Result<()> {
+fn attach_tc(tracer: &mut Tracer, lab: &NetPath) -> Result<()> {
     let namespaces = lab.namespaces();
     for d in &lab.devices {
         let ns = namespaces
             .iter()
             .find(|n| n.name == d.netns)
             .with_context(|| format!("netns {} of {}", d.netns, d.name))?;
-        in_netns(ns, || tracer.attach_tc_here(&d.name))?;
+        ns.run_here(|| tracer.attach_tc_here(&d.name))?;
     }
     Ok(())
 }
@@ -60,7 +50,7 @@ pub fn run_driver(
     driver: Driver,
     opts: &CompareOptions,
 ) -> Result<DriverReport> {
-    let lab = Lab::build(driver).with_context(|| format!("building the {} lab", driver.name()))?;
+    let lab = lab::build(driver).with_context(|| format!("building the {} lab", driver.name()))?;
     let result = measure(tracer, &lab, opts);
     let torn = lab.teardown();
     let r = result?;
@@ -69,7 +59,7 @@ pub fn run_driver(
 }
 
 /// Measures one lab that already exists: untraced run, traced run, report.
-pub fn measure(tracer: &mut Tracer, lab: &Lab, opts: &CompareOptions) -> Result<DriverReport> {
+pub fn measure(tracer: &mut Tracer, lab: &NetPath, opts: &CompareOptions) -> Result<DriverReport> {
     let driver = lab.driver;
     {
         tracer.set_devices(&lab.devices)?;
@@ -248,7 +238,7 @@ pub fn run_docker(
     for d in &opts.drivers {
         let dl = crate::docker::DockerLab::build(engine, *d, &Default::default())
             .with_context(|| format!("building the Docker {d} network"))?;
-        let r = dl.to_lab().and_then(|lab| measure(&mut tracer, &lab, opts));
+        let r = measure(&mut tracer, &dl.path, opts);
         let torn = dl.teardown();
         let mut r = r.with_context(|| format!("measuring Docker {d}"))?;
         torn?;
@@ -274,7 +264,7 @@ pub fn run_between(
     // Resolve the containers first: a typo fails before any program is loaded.
     let b = crate::docker::between(engine, client, server)?;
     let mut tracer = Tracer::load(backend, &opts.tracer)?;
-    let mut r = measure(&mut tracer, &b.lab, opts)
+    let mut r = measure(&mut tracer, &b.path, opts)
         .with_context(|| format!("measuring {client} → {server}"))?;
     r.driver = b.label;
     let mut out = Vec::new();

@@ -146,7 +146,8 @@ pub fn probe() -> Result<Capabilities> {
             let p: &mut SchedClassifier = ebpf.program_mut("tc_ingress").unwrap().try_into()?;
             p.load()?;
             // Attach on the loopback of a namespace of our own, never on a host device.
-            let ns = crate::lab::Netns::create(&format!("np{}-doctor", crate::lab::new_run_id()?))?;
+            let ns =
+                crate::netns::Netns::create(&format!("np{}-doctor", crate::lab::new_run_id()?))?;
             let r = ns.run(|| {
                 crate::tracer::add_clsact("lo")?;
                 let id = p.attach("lo", TcAttachType::Ingress)?;

@@ -5,8 +5,9 @@ use clap::{Parser, Subcommand};
 use netpath::{
     backend::{self, BackendChoice},
     compare, doctor,
+    driver::Driver,
     harness::RrConfig,
-    lab::{self, Driver},
+    lab,
     tracer::TracerOptions,
 };
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use netpath_common::{Dir, DropRecord, Hop, NHOPS, Point, SkbState, counter, hist, hop::slot};
 use serde::Serialize;
 
-use crate::{backend::Backend, harness::RrResult, lab::LabDevice, tracer::Snapshot};
+use crate::{backend::Backend, harness::RrResult, path::Device, tracer::Snapshot};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct RttSummary {
@@ -288,7 +288,7 @@ fn distribution(s: &Snapshot, dir: Dir, hop: Hop) -> Option<Distribution> {
     })
 }
 
-fn device_name(devices: &[LabDevice], netns: u32, ifindex: u32) -> String {
+fn device_name(devices: &[Device], netns: u32, ifindex: u32) -> String {
     devices
         .iter()
         .find(|d| d.netns_inum == netns && d.ifindex == ifindex)
@@ -313,7 +313,7 @@ fn tuple(s: &SkbState) -> String {
     )
 }
 
-pub fn timeline(s: &SkbState, devices: &[LabDevice]) -> Timeline {
+pub fn timeline(s: &SkbState, devices: &[Device]) -> Timeline {
     let n = (s.npoints as usize).min(s.points.len());
     let mut prev = s.first_ts;
     let points = s.points[..n]
@@ -384,7 +384,7 @@ pub fn build(
     snap: &Snapshot,
     samples: &[SkbState],
     drops: &[DropRecord],
-    devices: &[LabDevice],
+    devices: &[Device],
     keep_timelines: usize,
     reasons: &BTreeMap<u32, String>,
 ) -> DriverReport {

@@ -8,8 +8,10 @@ use serde::Serialize;
 
 use crate::{
     backend::Backend,
+    driver::Driver,
     harness::{self, RrConfig},
-    lab::{Driver, Lab},
+    lab,
+    path::{Device, NetPath},
     report::{self, Timeline},
     tracer::{Filter, Tracer, TracerOptions},
 };
@@ -49,10 +51,10 @@ fn proto_number(p: &str) -> Result<u8> {
 }
 
 /// Resolves the `--netns`/`--iface` filters against the lab.
-fn resolve(lab: &Lab, o: &TraceOptions) -> Result<(Option<u32>, Option<u32>)> {
+fn resolve(lab: &NetPath, o: &TraceOptions) -> Result<(Option<u32>, Option<u32>)> {
     let netns = match &o.netns {
         None => None,
-        Some(n) if n.starts_with('/') => Some(crate::lab::ns_inum(std::path::Path::new(n))?),
+        Some(n) if n.starts_with('/') => Some(crate::netns::ns_inum(std::path::Path::new(n))?),
         Some(n) => {
             let ns = lab
                 .namespaces()
@@ -85,7 +87,7 @@ fn resolve(lab: &Lab, o: &TraceOptions) -> Result<(Option<u32>, Option<u32>)> {
 
 pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
     let proto = o.proto.as_deref().map(proto_number).transpose()?;
-    let lab = Lab::build(o.driver).with_context(|| format!("building the {} lab", o.driver))?;
+    let lab = lab::build(o.driver).with_context(|| format!("building the {} lab", o.driver))?;
     let result: Result<TraceOutput> = (|| {
         let (netns, ifindex) = resolve(&lab, o)?;
         let mut tracer = Tracer::load(
@@ -143,7 +145,7 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
 pub fn run_passive(
     backend: Backend,
     label: &str,
-    devices: &[crate::lab::LabDevice],
+    devices: &[Device],
     filter: Filter,
     count: usize,
     timeout: std::time::Duration,

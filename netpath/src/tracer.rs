@@ -19,7 +19,7 @@ use netpath_common::{
     ROLE_RELAY, ROLE_SERVER, SkbState, TidState, counter, hist::NBUCKETS,
 };
 
-use crate::{backend::Backend, lab::LabDevice};
+use crate::{backend::Backend, path::Device};
 
 /// The eBPF object built by build.rs (empty when it was built without bpf-linker).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/netpath"));
@@ -452,7 +452,7 @@ impl Tracer {
     }
 
     /// Tells the programs which devices form the path and what each is.
-    pub fn set_devices(&mut self, devices: &[LabDevice]) -> Result<()> {
+    pub fn set_devices(&mut self, devices: &[Device]) -> Result<()> {
         let mut map: HashMap<&mut MapData, DevKey, u32> =
             HashMap::try_from(self.ebpf.map_mut("DEVS").context("DEVS map")?)?;
         let old: Vec<DevKey> = map.keys().filter_map(|k| k.ok()).collect();

@@ -17,8 +17,11 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use netpath::docker::{self, DockerLab, DockerLabOptions, Engine};
+use netpath::driver::Driver;
 use netpath::harness::{NoPhases, RrConfig, run_rr};
-use netpath::lab::{self, Driver, LabDevice};
+use netpath::lab;
+use netpath::netns::Netns;
+use netpath::path::Device;
 use netpath_common::DevKind;
 
 mod common;
@@ -198,7 +201,7 @@ fn assert_run_gone(id: &str) {
     );
 }
 
-fn has(devs: &[LabDevice], kind: DevKind, name_prefix: &str) -> bool {
+fn has(devs: &[Device], kind: DevKind, name_prefix: &str) -> bool {
     devs.iter()
         .any(|d| d.kind == kind && d.name.starts_with(name_prefix))
 }
@@ -209,8 +212,8 @@ fn rr_on(engine: &Engine, driver: Driver, o: &DockerLabOptions) -> DockerLab {
     let dl = DockerLab::build(engine, driver, o)
         .unwrap_or_else(|e| panic!("building the Docker {driver} lab: {e:#}"));
     eprintln!("{driver}: built in {:?}: {dl:?}", t0.elapsed());
-    let lab = dl.to_lab().unwrap();
-    let r = run_rr(&lab, &small_rr(), &NoPhases)
+    let lab = &dl.path;
+    let r = run_rr(lab, &small_rr(), &NoPhases)
         .unwrap_or_else(|e| panic!("request/response on the Docker {driver} lab: {e:#}"));
     assert_eq!(r.count, 200, "{driver}");
     assert_eq!(r.hist.len(), 200, "{driver}");
@@ -229,7 +232,6 @@ fn rr_on(engine: &Engine, driver: Driver, o: &DockerLabOptions) -> DockerLab {
             .unwrap();
         assert_eq!(idx, d.ifindex, "{d:?}");
     }
-    drop(lab);
     dl
 }
 
@@ -250,7 +252,7 @@ fn agent_image_builds_and_bridge_container_is_inspected() {
         ..opts()
     };
     let dl = DockerLab::build(&engine, Driver::Bridge, &o).unwrap();
-    let id = dl.run_id.clone();
+    let id = dl.path.run_id.clone();
     // The containers run `hold`.
     let cmd = docker_cli(&[
         "inspect",
@@ -288,12 +290,17 @@ fn agent_image_builds_and_bridge_container_is_inspected() {
 fn bridge_lab_runs_rr_and_cleans_up() {
     let (_g, engine) = setup();
     let dl = rr_on(&engine, Driver::Bridge, &opts());
-    let id = dl.run_id.clone();
+    let id = dl.path.run_id.clone();
     let br = format!("np{id}br");
-    assert!(has(&dl.devices, DevKind::Bridge, &br), "{:?}", dl.devices);
-    assert!(has(&dl.devices, DevKind::BridgePort, "veth"));
+    assert!(
+        has(&dl.path.devices, DevKind::Bridge, &br),
+        "{:?}",
+        dl.path.devices
+    );
+    assert!(has(&dl.path.devices, DevKind::BridgePort, "veth"));
     assert_eq!(
-        dl.devices
+        dl.path
+            .devices
             .iter()
             .filter(|d| d.kind == DevKind::Veth)
             .count(),
@@ -333,11 +340,11 @@ fn compare_between(client: &str, server: &str, n: u64) -> Result<serde_json::Val
 fn host_lab_runs_rr() {
     let (_g, engine) = setup();
     let dl = rr_on(&engine, Driver::Host, &opts());
-    let id = dl.run_id.clone();
-    assert_eq!(dl.client_ns.inum, dl.server_ns.inum);
-    assert_eq!(dl.server_bind.ip(), &Ipv4Addr::LOCALHOST);
-    assert_eq!(dl.devices.len(), 1);
-    assert_eq!(dl.devices[0].kind, DevKind::Loopback);
+    let id = dl.path.run_id.clone();
+    assert_eq!(dl.path.client_ns.inum, dl.path.server_ns.inum);
+    assert_eq!(dl.path.server_bind.ip(), &Ipv4Addr::LOCALHOST);
+    assert_eq!(dl.path.devices.len(), 1);
+    assert_eq!(dl.path.devices[0].kind, DevKind::Loopback);
     // Two --network host containers: --between measures over the host's loopback.
     let (cli, srv) = (format!("np{id}-cli"), format!("np{id}-srv"));
     let r = compare_between(&cli, &srv, 200).unwrap();
@@ -360,8 +367,8 @@ fn host_lab_runs_rr() {
 fn none_lab_runs_rr() {
     let (_g, engine) = setup();
     let dl = rr_on(&engine, Driver::None, &opts());
-    let id = dl.run_id.clone();
-    assert_eq!(dl.client_ns.inum, dl.server_ns.inum);
+    let id = dl.path.run_id.clone();
+    assert_eq!(dl.path.client_ns.inum, dl.path.server_ns.inum);
     // A --network none container shares no network with anyone: one clear line.
     let srv = format!("np{id}-srv");
     let err = compare_between(&srv, &srv, 10).unwrap_err();
@@ -378,13 +385,13 @@ fn overlay_lab_runs_rr_and_inspect_reports_mtu_1450() {
     let (_g, engine) = setup();
     let (state_before, _) = engine.swarm_state().unwrap();
     let dl = rr_on(&engine, Driver::Overlay, &opts());
-    let id = dl.run_id.clone();
+    let id = dl.path.run_id.clone();
     assert!(
-        has(&dl.devices, DevKind::Vxlan, "vxlan"),
+        has(&dl.path.devices, DevKind::Vxlan, "vxlan"),
         "{:?}",
-        dl.devices
+        dl.path.devices
     );
-    assert!(has(&dl.devices, DevKind::Bridge, "br0"));
+    assert!(has(&dl.path.devices, DevKind::Bridge, "br0"));
     let rep = docker::inspect(&engine, &dl.server.name).unwrap();
     eprintln!("{}", rep.render());
     assert_eq!(rep.mtu, Some(1450));
@@ -403,18 +410,19 @@ fn overlay_lab_runs_rr_and_inspect_reports_mtu_1450() {
 fn macvlan_lab_runs_rr() {
     let (_g, engine) = setup();
     let dl = rr_on(&engine, Driver::Macvlan, &opts());
-    let id = dl.run_id.clone();
+    let id = dl.path.run_id.clone();
     assert_eq!(
-        dl.devices
+        dl.path
+            .devices
             .iter()
             .filter(|d| d.kind == DevKind::Macvlan)
             .count(),
         2,
         "{:?}",
-        dl.devices
+        dl.path.devices
     );
     assert!(has(
-        &dl.devices,
+        &dl.path.devices,
         DevKind::MacvlanParent,
         &format!("np{id}mp")
     ));
@@ -426,11 +434,11 @@ fn macvlan_lab_runs_rr() {
 fn published_proxy_lab_goes_through_docker_proxy() {
     let (_g, engine) = setup();
     let dl = rr_on(&engine, Driver::PublishedProxy, &opts());
-    let id = dl.run_id.clone();
-    let pid = dl.proxy_pid.expect("docker-proxy pid");
+    let id = dl.path.run_id.clone();
+    let pid = dl.path.proxy_pid.expect("docker-proxy pid");
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
     assert!(exe.to_string_lossy().contains("docker-proxy"), "{exe:?}");
-    let p = dl.published.unwrap();
+    let p = dl.path.published.unwrap();
     assert_eq!(p.ip(), &Ipv4Addr::LOCALHOST);
     let rep = docker::inspect(&engine, &dl.server.name).unwrap();
     eprintln!("{}", rep.render());
@@ -449,10 +457,10 @@ fn published_nat_lab_uses_a_second_daemon_in_its_own_netns() {
     let (_g, engine) = setup();
     let before = docker_cli(&["info", "-f", "{{.ContainersRunning}}"]);
     let dl = rr_on(&engine, Driver::PublishedNat, &opts());
-    let id = dl.run_id.clone();
-    assert!(dl.proxy_pid.is_none());
-    assert_eq!(dl.client_ns.name, format!("np{id}-dkr"));
-    let sock = dl.daemon_socket().unwrap().to_path_buf();
+    let id = dl.path.run_id.clone();
+    assert!(dl.path.proxy_pid.is_none());
+    assert_eq!(dl.path.client_ns.name, format!("np{id}-dkr"));
+    let sock = dl.daemon_socket.clone().unwrap();
     assert!(sock.exists());
     // The second daemon's NAT rule is in its own namespace, not the host's.
     let e2 = Engine::connect_to(&format!("unix://{}", sock.display())).unwrap();
@@ -461,7 +469,7 @@ fn published_nat_lab_uses_a_second_daemon_in_its_own_netns() {
         .args(["-t", "nat"])
         .output()
         .unwrap();
-    let p = dl.published.unwrap().port().to_string();
+    let p = dl.path.published.unwrap().port().to_string();
     assert!(
         !String::from_utf8_lossy(&host_nat.stdout).contains(&format!("--dport {p} ")),
         "published-nat rule leaked into the host namespace"
@@ -709,8 +717,8 @@ fn containers_started_with_the_docker_cli_are_resolved() {
     assert!(labelled("network", None).is_empty());
 }
 
-fn netns_of(c: &docker::ContainerNet) -> lab::Netns {
-    lab::Netns {
+fn netns_of(c: &docker::ContainerNet) -> Netns {
+    Netns {
         name: c.name.clone(),
         path: c.netns_path.clone(),
         inum: c.netns_inum,
@@ -735,7 +743,6 @@ fn traced_run_on_a_docker_bridge() {
     let (_g, engine) = setup();
     const N: u64 = 300;
     let dl = DockerLab::build(&engine, Driver::Bridge, &opts()).unwrap();
-    let lab = dl.to_lab().unwrap();
     let caps = netpath::doctor::probe().expect("doctor");
     let backend = backend::select(BackendChoice::Auto, &caps).expect("a backend");
     let o = CompareOptions {
@@ -758,8 +765,7 @@ fn traced_run_on_a_docker_bridge() {
         burst: None,
     };
     let mut tracer = Tracer::load(backend, &o.tracer).expect("load programs");
-    let r = compare::measure(&mut tracer, &lab, &o).unwrap();
-    drop(lab);
+    let r = compare::measure(&mut tracer, &dl.path, &o).unwrap();
     dl.teardown().unwrap();
     assert_eq!(r.traced.count, N);
     // Every journey completes, or the kernel counted why not (an skb merged or freed early).
@@ -797,7 +803,7 @@ fn child_docker_labs_process() {
     let engine = Engine::connect().unwrap();
     let a = DockerLab::build(&engine, Driver::Macvlan, &opts()).unwrap();
     let b = DockerLab::build(&engine, Driver::PublishedNat, &opts()).unwrap();
-    println!("RUNIDS={} {}", a.run_id, b.run_id);
+    println!("RUNIDS={} {}", a.path.run_id, b.path.run_id);
     std::mem::forget(a);
     std::mem::forget(b);
     std::thread::sleep(Duration::from_secs(120));

@@ -10,11 +10,12 @@ use std::net::SocketAddrV4;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use netpath::driver::Driver;
 use netpath::harness::{
     BulkConfig, BurstConfig, NoPhases, RrConfig, device_context, read_counters, run_bulk,
     run_bulk_to, run_burst, run_burst_phases, run_rr, scheduled_requests,
 };
-use netpath::lab::{Driver, Lab};
+use netpath::lab;
 
 /// Tests share /run/netns (and the lab tests' `cleanup_leftovers` removes labs not held
 /// by a live process), so they run one at a time even without `--test-threads=1`.
@@ -53,7 +54,7 @@ fn burst_cfg(rate: f64, duration: Duration) -> BurstConfig {
 #[test]
 fn bulk_on_bridge_one_and_two_streams() {
     let _serial = need_root();
-    let lab = Lab::build(Driver::Bridge).unwrap();
+    let lab = lab::build(Driver::Bridge).unwrap();
     for streams in [1, 2] {
         let r = run_bulk(&lab, &bulk_cfg(streams)).unwrap();
         assert!(r.bytes > 0, "{r:?}");
@@ -90,7 +91,7 @@ fn bulk_on_bridge_one_and_two_streams() {
 #[test]
 fn bulk_on_host_loopback() {
     let _serial = need_root();
-    let lab = Lab::build(Driver::Host).unwrap();
+    let lab = lab::build(Driver::Host).unwrap();
     let cfg = BulkConfig {
         duration: Duration::from_millis(300),
         ..bulk_cfg(2)
@@ -104,7 +105,7 @@ fn bulk_on_host_loopback() {
 #[test]
 fn bulk_errors_are_clear_and_bounded() {
     let _serial = need_root();
-    let lab = Lab::build(Driver::Bridge).unwrap();
+    let lab = lab::build(Driver::Bridge).unwrap();
     // Nothing listens on the port the clients connect to.
     let wrong = SocketAddrV4::new(*lab.connect_to.ip(), lab.connect_to.port() + 7);
     let t = Instant::now();
@@ -138,7 +139,7 @@ fn bulk_errors_are_clear_and_bounded() {
 #[test]
 fn burst_at_2000_per_second() {
     let _serial = need_root();
-    let lab = Lab::build(Driver::Bridge).unwrap();
+    let lab = lab::build(Driver::Bridge).unwrap();
     let cfg = burst_cfg(2000.0, Duration::from_secs(1));
     let r = run_burst(&lab, &cfg).unwrap();
     assert_eq!(scheduled_requests(2000.0, Duration::from_secs(1)), 2000);
@@ -160,7 +161,7 @@ fn burst_at_2000_per_second() {
 #[test]
 fn burst_phases_and_host_lab() {
     let _serial = need_root();
-    let lab = Lab::build(Driver::Host).unwrap();
+    let lab = lab::build(Driver::Host).unwrap();
     let cfg = BurstConfig {
         connections: 3,
         ..burst_cfg(500.0, Duration::from_millis(300))
@@ -193,7 +194,7 @@ fn burst_phases_and_host_lab() {
 #[test]
 fn counters_follow_the_namespace() {
     let _serial = need_root();
-    let lab = Lab::build(Driver::Bridge).unwrap();
+    let lab = lab::build(Driver::Bridge).unwrap();
     let before = read_counters(&lab.client_ns).unwrap();
     let node = lab.node_ns.clone().unwrap();
     let node_before = read_counters(&node).unwrap();
@@ -241,7 +242,7 @@ fn device_context_per_lab_device() {
     };
     let devs_before = root_devs();
     for driver in [Driver::Bridge, Driver::Host] {
-        let lab = Lab::build(driver).unwrap();
+        let lab = lab::build(driver).unwrap();
         let ctx = device_context(&lab).unwrap();
         assert_eq!(ctx.len(), lab.devices.len(), "{ctx:?}");
         for (c, d) in ctx.iter().zip(&lab.devices) {

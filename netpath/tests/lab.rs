@@ -13,17 +13,19 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use netpath::driver::Driver;
 use netpath::harness::{NoPhases, Phases, RrConfig, run_rr};
-use netpath::lab::{
-    self, Driver, IFNAME_MAX, Lab, Netns, cleanup_leftovers, current_inum, links_in,
-};
+use netpath::lab::{self, IFNAME_MAX, cleanup_leftovers};
+use netpath::netns::{Netns, current_inum, read_sysctl};
+use netpath::nl::links_in;
+use netpath::path::NetPath;
 use netpath_common::DevKind;
 
 mod common;
 use common::{ifindex_in, need_root, netns_files, root_links, small_rr};
 
 /// Every device must exist in its namespace with the reported ifindex, inum, MTU.
-fn check_devices(lab: &Lab) {
+fn check_devices(lab: &NetPath) {
     let nss: Vec<Netns> = lab.namespaces();
     for d in &lab.devices {
         assert!(d.name.len() <= IFNAME_MAX, "{} too long", d.name);
@@ -96,7 +98,7 @@ fn netns_create_enter_run_delete() {
 fn host_driver_builds_runs_and_tears_down() {
     let _serial = need_root();
     let before = root_links();
-    let lab = Lab::build(Driver::Host).unwrap();
+    let lab = lab::build(Driver::Host).unwrap();
     let id = lab.run_id.clone();
     assert!(lab::is_run_id(&id), "{id}");
     assert_eq!(lab.driver, Driver::Host);
@@ -136,8 +138,8 @@ fn host_driver_builds_runs_and_tears_down() {
 fn bridge_driver_builds_runs_and_tears_down() {
     let _serial = need_root();
     let before = root_links();
-    let root_fwd = lab::nl::read_sysctl("net.ipv4.ip_forward").unwrap();
-    let lab = Lab::build(Driver::Bridge).unwrap();
+    let root_fwd = read_sysctl("net.ipv4.ip_forward").unwrap();
+    let lab = lab::build(Driver::Bridge).unwrap();
     let id = lab.run_id.clone();
     let mut names = lab.netns_names();
     names.sort();
@@ -215,14 +217,10 @@ fn bridge_driver_builds_runs_and_tears_down() {
 
     // Forwarding on in the node only; the root namespace untouched.
     assert_eq!(
-        node.run(|| lab::nl::read_sysctl("net.ipv4.ip_forward"))
-            .unwrap(),
+        node.run(|| read_sysctl("net.ipv4.ip_forward")).unwrap(),
         "1"
     );
-    assert_eq!(
-        lab::nl::read_sysctl("net.ipv4.ip_forward").unwrap(),
-        root_fwd
-    );
+    assert_eq!(read_sysctl("net.ipv4.ip_forward").unwrap(), root_fwd);
     assert_eq!(
         root_links(),
         before,
@@ -264,7 +262,7 @@ fn bridge_driver_builds_runs_and_tears_down() {
         let left: Vec<String> = std::thread::scope(|s| {
             s.spawn(|| {
                 nix::sched::setns(fd, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
-                lab::nl::Nl::new()
+                netpath::nl::Nl::new()
                     .unwrap()
                     .links()
                     .unwrap()
@@ -284,7 +282,7 @@ fn bridge_driver_builds_runs_and_tears_down() {
 #[test]
 fn bridge_published_port_dnat_from_node() {
     let _serial = need_root();
-    let mut lab = Lab::build(Driver::Bridge).unwrap();
+    let mut lab = lab::build(Driver::Bridge).unwrap();
     // Like reaching `-p` from the Docker host: the node's OUTPUT DNAT sends
     // gateway:PUBLISHED_PORT to the server container.
     lab.client_ns = lab.node_ns.clone().unwrap();
@@ -297,8 +295,8 @@ fn bridge_published_port_dnat_from_node() {
 #[test]
 fn two_labs_at_once_are_isolated() {
     let _serial = need_root();
-    let a = Lab::build(Driver::Bridge).unwrap();
-    let b = Lab::build(Driver::Bridge).unwrap();
+    let a = lab::build(Driver::Bridge).unwrap();
+    let b = lab::build(Driver::Bridge).unwrap();
     assert_ne!(a.run_id, b.run_id);
     std::thread::scope(|s| {
         let ha = s.spawn(|| run_rr(&a, &small_rr(), &NoPhases));
@@ -318,7 +316,7 @@ fn two_labs_at_once_are_isolated() {
 #[test]
 fn drop_tears_down() {
     let _serial = need_root();
-    let lab = Lab::build(Driver::Bridge).unwrap();
+    let lab = lab::build(Driver::Bridge).unwrap();
     let id = lab.run_id.clone();
     assert_eq!(netns_files(&id).len(), 3);
     drop(lab);
@@ -330,7 +328,7 @@ fn cleanup_leftovers_removes_a_dead_lab_and_nothing_else() {
     let _serial = need_root();
     // Not ours by the pattern: must survive.
     let other = Netns::create("npzzzzzz-keep").unwrap();
-    let lab = Lab::build(Driver::Bridge).unwrap();
+    let lab = lab::build(Driver::Bridge).unwrap();
     let id = lab.run_id.clone();
     let mut names = lab.netns_names();
     names.sort();
@@ -360,7 +358,7 @@ fn cleanup_leftovers_removes_a_dead_lab_and_nothing_else() {
 fn interface_names_fit_ifnamsiz() {
     let _serial = need_root();
     for d in Driver::ALL {
-        let lab = Lab::build(d).unwrap();
+        let lab = lab::build(d).unwrap();
         for dev in &lab.devices {
             assert!(dev.name.len() <= IFNAME_MAX, "{dev:?}");
             assert!(!dev.name.is_empty());
@@ -420,7 +418,7 @@ impl Phases for Recorder {
 #[test]
 fn rr_phases_get_real_thread_ids() {
     let _serial = need_root();
-    let lab = Lab::build(Driver::Bridge).unwrap();
+    let lab = lab::build(Driver::Bridge).unwrap();
     let rec = Recorder {
         calls: Mutex::new(Vec::new()),
     };
@@ -457,7 +455,7 @@ fn rr_phases_get_real_thread_ids() {
 #[test]
 fn rr_errors_are_clear() {
     let _serial = need_root();
-    let mut lab = Lab::build(Driver::Bridge).unwrap();
+    let mut lab = lab::build(Driver::Bridge).unwrap();
     let bad = RrConfig {
         req_size: 0,
         ..small_rr()
@@ -475,7 +473,7 @@ fn rr_errors_are_clear() {
 #[test]
 fn rr_timeout_bounds_the_run() {
     let _serial = need_root();
-    let lab = Lab::build(Driver::Host).unwrap();
+    let lab = lab::build(Driver::Host).unwrap();
     let cfg = RrConfig {
         requests: u64::MAX / 2,
         warmup: 0,
@@ -503,7 +501,7 @@ fn child_lab_process() {
         return;
     };
     lab::install_signal_cleanup();
-    let lab = Lab::build(Driver::Bridge).unwrap();
+    let lab = lab::build(Driver::Bridge).unwrap();
     println!("RUNID={}", lab.run_id);
     std::mem::forget(lab);
     if mode == "panic" {
@@ -605,7 +603,7 @@ fn rr_hook_time_is_not_charged_to_the_timeout() {
             Ok(())
         }
     }
-    let lab = Lab::build(Driver::Host).unwrap();
+    let lab = lab::build(Driver::Host).unwrap();
     let cfg = RrConfig {
         timeout: Duration::from_secs(1),
         ..small_rr()

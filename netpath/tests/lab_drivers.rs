@@ -12,16 +12,19 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use netpath::driver::Driver;
 use netpath::harness::{NoPhases, run_rr};
-use netpath::lab::{
-    self, Driver, IFNAME_MAX, Lab, LabDevice, Netns, cleanup_leftovers, current_inum, links_in,
-};
+use netpath::lab::{self, IFNAME_MAX, cleanup_leftovers};
+use netpath::netns::{Netns, current_inum, ns_inum, read_sysctl};
+use netpath::nl::links_in;
+use netpath::path::{Device, NetPath};
+use netpath::proxy::DOCKER_PROXY;
 use netpath_common::DevKind;
 
 mod common;
 use common::{ifindex_in, need_root, netns_files, root_links, small_rr, tear_down_cleanly};
 
-fn ns_of(lab: &Lab, name: &str) -> Netns {
+fn ns_of(lab: &NetPath, name: &str) -> Netns {
     lab.namespaces()
         .into_iter()
         .find(|n| n.name == name)
@@ -31,7 +34,7 @@ fn ns_of(lab: &Lab, name: &str) -> Netns {
 /// Every device must exist in its namespace with the reported ifindex, inum, MTU, and
 /// every link of every lab namespace must be listed (lo included), with a name netpath
 /// gives.
-fn check_devices(lab: &Lab) {
+fn check_devices(lab: &NetPath) {
     let nss: Vec<Netns> = lab.namespaces();
     for d in &lab.devices {
         assert!(d.name.len() <= IFNAME_MAX, "{} too long", d.name);
@@ -66,19 +69,19 @@ fn check_devices(lab: &Lab) {
     }
 }
 
-fn dev<'a>(lab: &'a Lab, ns: &str, name: &str) -> &'a LabDevice {
+fn dev<'a>(lab: &'a NetPath, ns: &str, name: &str) -> &'a Device {
     lab.device(ns, name)
         .unwrap_or_else(|| panic!("no device {name} in {ns}: {:?}", lab.devices))
 }
 
-fn rr_200(lab: &Lab) {
+fn rr_200(lab: &NetPath) {
     let r = run_rr(lab, &small_rr(), &NoPhases).unwrap();
     assert_eq!(r.count, 200);
     assert_eq!(r.hist.len(), 200);
     assert!(r.mean_ns > 0.0 && r.rps > 0.0);
 }
 
-fn sorted_names(lab: &Lab) -> Vec<String> {
+fn sorted_names(lab: &NetPath) -> Vec<String> {
     let mut v = lab.netns_names();
     v.sort();
     v
@@ -139,7 +142,7 @@ fn docker_proxy_pids() -> Vec<u32> {
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
             std::fs::read_link(format!("/proc/{pid}/exe"))
-                .is_ok_and(|p| p == Path::new(lab::DOCKER_PROXY))
+                .is_ok_and(|p| p == Path::new(DOCKER_PROXY))
         })
         .collect()
 }
@@ -166,7 +169,7 @@ fn listeners_of(pid: u32) -> Vec<String> {
 fn none_driver_builds_runs_and_tears_down() {
     let _serial = need_root();
     let before = root_links();
-    let lab = Lab::build(Driver::None).unwrap();
+    let lab = lab::build(Driver::None).unwrap();
     let id = lab.run_id.clone();
     assert_eq!(lab.driver, Driver::None);
     assert_eq!(lab.driver.to_string(), "none");
@@ -193,7 +196,7 @@ fn none_driver_builds_runs_and_tears_down() {
 fn overlay_driver_builds_runs_and_tears_down() {
     let _serial = need_root();
     let before = root_links();
-    let lab = Lab::build(Driver::Overlay).unwrap();
+    let lab = lab::build(Driver::Overlay).unwrap();
     let id = lab.run_id.clone();
     assert_eq!(lab.driver.to_string(), "overlay");
     assert_eq!(
@@ -271,7 +274,7 @@ fn overlay_driver_builds_runs_and_tears_down() {
     for (ns, u, v, b, p, local, remote) in ul {
         let vname = v.clone();
         let info = ns
-            .run(move || lab::nl::Nl::new()?.vxlan_info(&vname))
+            .run(move || netpath::nl::Nl::new()?.vxlan_info(&vname))
             .unwrap()
             .expect("not a vxlan device");
         assert_eq!(info.vni, lab::OVERLAY_VNI);
@@ -313,7 +316,7 @@ fn overlay_driver_builds_runs_and_tears_down() {
 fn macvlan_driver_builds_runs_and_tears_down() {
     let _serial = need_root();
     let before = root_links();
-    let lab = Lab::build(Driver::Macvlan).unwrap();
+    let lab = lab::build(Driver::Macvlan).unwrap();
     let id = lab.run_id.clone();
     assert_eq!(lab.driver.to_string(), "macvlan");
     assert_eq!(
@@ -354,7 +357,9 @@ fn macvlan_driver_builds_runs_and_tears_down() {
         let l = links_in(ns).unwrap();
         assert_eq!(l.len(), 2, "{l:?}");
         assert_eq!(l.iter().find(|l| l.name == "eth0").unwrap().kind, "macvlan");
-        let mode = ns.run(|| lab::nl::Nl::new()?.macvlan_mode("eth0")).unwrap();
+        let mode = ns
+            .run(|| netpath::nl::Nl::new()?.macvlan_mode("eth0"))
+            .unwrap();
         assert_eq!(mode.as_deref(), Some("bridge"));
     }
     let p = links_in(&node).unwrap();
@@ -379,7 +384,7 @@ fn macvlan_driver_builds_runs_and_tears_down() {
 
 /// Checks shared by both published drivers: node = client, srv = server, the bridge
 /// devices without a client container.
-fn check_published(lab: &Lab) -> (Netns, Netns) {
+fn check_published(lab: &NetPath) -> (Netns, Netns) {
     let id = &lab.run_id;
     assert_eq!(sorted_names(lab), want_names(id, &["node", "srv"]));
     let node = lab.node_ns.clone().unwrap();
@@ -415,7 +420,7 @@ fn check_published(lab: &Lab) -> (Netns, Netns) {
 fn published_proxy_driver_runs_docker_proxy_in_the_node() {
     let _serial = need_root();
     let before = root_links();
-    let lab = Lab::build(Driver::PublishedProxy).unwrap();
+    let lab = lab::build(Driver::PublishedProxy).unwrap();
     assert_eq!(lab.driver.to_string(), "published-proxy");
     let (node, _srv) = check_published(&lab);
     assert_eq!(
@@ -427,10 +432,10 @@ fn published_proxy_driver_runs_docker_proxy_in_the_node() {
     let pid = lab.proxy_pid.expect("no proxy pid");
     assert_eq!(
         std::fs::read_link(format!("/proc/{pid}/exe")).unwrap(),
-        Path::new(lab::DOCKER_PROXY)
+        Path::new(DOCKER_PROXY)
     );
     assert_eq!(
-        lab::ns_inum(Path::new(&format!("/proc/{pid}/ns/net"))).unwrap(),
+        ns_inum(Path::new(&format!("/proc/{pid}/ns/net"))).unwrap(),
         node.inum
     );
     let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
@@ -469,7 +474,7 @@ fn published_proxy_driver_runs_docker_proxy_in_the_node() {
 fn published_nat_driver_dnats_the_gateway_address() {
     let _serial = need_root();
     let before = root_links();
-    let lab = Lab::build(Driver::PublishedNat).unwrap();
+    let lab = lab::build(Driver::PublishedNat).unwrap();
     assert_eq!(lab.driver.to_string(), "published-nat");
     let (node, _srv) = check_published(&lab);
     let k = lab.subnet.unwrap().0.octets()[2];
@@ -481,12 +486,12 @@ fn published_nat_driver_dnats_the_gateway_address() {
     // No proxy anywhere in the node: the DNAT alone carries the connection.
     let inums: Vec<u32> = docker_proxy_pids()
         .into_iter()
-        .filter_map(|p| lab::ns_inum(Path::new(&format!("/proc/{p}/ns/net"))).ok())
+        .filter_map(|p| ns_inum(Path::new(&format!("/proc/{p}/ns/net"))).ok())
         .collect();
     assert!(!inums.contains(&node.inum));
     // route_localnet stays off: 127.0.0.1 is not what is DNAT-ed.
     assert_eq!(
-        node.run(|| lab::nl::read_sysctl("net.ipv4.conf.all.route_localnet"))
+        node.run(|| read_sysctl("net.ipv4.conf.all.route_localnet"))
             .unwrap(),
         "0"
     );
@@ -498,7 +503,7 @@ fn published_nat_driver_dnats_the_gateway_address() {
 #[test]
 fn dropping_a_published_proxy_lab_stops_the_proxy() {
     let _serial = need_root();
-    let lab = Lab::build(Driver::PublishedProxy).unwrap();
+    let lab = lab::build(Driver::PublishedProxy).unwrap();
     let (id, pid) = (lab.run_id.clone(), lab.proxy_pid.unwrap());
     assert!(!exited(pid));
     drop(lab);
@@ -512,7 +517,7 @@ fn dropping_a_published_proxy_lab_stops_the_proxy() {
 #[test]
 fn cleanup_leftovers_kills_a_dead_runs_docker_proxy() {
     let _serial = need_root();
-    let lab = Lab::build(Driver::PublishedProxy).unwrap();
+    let lab = lab::build(Driver::PublishedProxy).unwrap();
     let (id, pid) = (lab.run_id.clone(), lab.proxy_pid.unwrap());
     let names = sorted_names(&lab);
     std::mem::forget(lab); // the process that built it "died"
@@ -543,7 +548,7 @@ fn child_published_proxy_process() {
         return;
     }
     lab::install_signal_cleanup();
-    let lab = Lab::build(Driver::PublishedProxy).unwrap();
+    let lab = lab::build(Driver::PublishedProxy).unwrap();
     println!("RUNID={} PID={}", lab.run_id, lab.proxy_pid.unwrap());
     std::mem::forget(lab);
     std::thread::sleep(Duration::from_secs(60));

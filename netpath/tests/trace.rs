@@ -6,8 +6,9 @@ use netpath::{
     backend::{self, BackendChoice},
     compare::{self, CompareOptions},
     doctor,
+    driver::Driver,
     harness::RrConfig,
-    lab::{self, Driver},
+    lab,
     report::{DriverReport, Timeline},
     tracer::{Tracer, TracerOptions},
 };
@@ -392,7 +393,7 @@ fn a_dropped_packet_is_reported_with_reason_and_hop() {
     let _g = serial();
     let caps = doctor::probe().unwrap();
     let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).unwrap();
-    let lab = lab::Lab::build(Driver::Bridge).unwrap();
+    let lab = lab::build(Driver::Bridge).unwrap();
     // Drop every 4th request segment in the node's bridge forward hook (nft bridge family):
     // TCP retransmits it, so the run completes, and each drop is one kfree_skb with a reason.
     let node = lab.node_ns.clone().unwrap();
@@ -449,7 +450,7 @@ fn passive_trace_follows_traffic_netpath_does_not_trace() {
     let _g = serial();
     let caps = doctor::probe().unwrap();
     let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).unwrap();
-    let lab = lab::Lab::build(Driver::Bridge).unwrap();
+    let lab = lab::build(Driver::Bridge).unwrap();
     let port = lab.server_bind.port();
     // Traffic from threads the tracer knows nothing about, repeated until the tracer has what
     // it asked for (loading the programs takes a while on a busy machine).

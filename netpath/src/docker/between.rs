@@ -8,15 +8,15 @@ use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use anyhow::{Context, Result, bail};
 
 use super::Engine;
-use super::container::{ContainerNet, resolve_container};
-use super::lab::paths_of;
-use crate::compare::in_netns;
-use crate::lab::{Driver, Lab, LabParts, new_run_id};
+use super::container::{ContainerNet, hold_paths, resolve_container};
+use crate::driver::Driver;
+use crate::lab::new_run_id;
+use crate::path::{Keep, NetPath};
 
-/// Two containers as a [`Lab`] (which tears nothing down), and the driver their shared path
-/// is an instance of.
+/// The path between two containers (which tears nothing down), and the driver their shared
+/// path is an instance of.
 pub struct Between {
-    pub lab: Lab,
+    pub path: NetPath,
     /// `A→B (driver via network)`, the row's name in reports.
     pub label: String,
 }
@@ -47,41 +47,31 @@ pub fn between(engine: &Engine, client: &str, server: &str) -> Result<Between> {
         )
     };
     let host_used = driver == Driver::Host;
-    let (namespaces, devices) = paths_of(engine, &[&c, &s], host_used)?;
+    let (held, devices) = hold_paths(engine, &[&c, &s], host_used)?;
     if devices.is_empty() {
         bail!("no network device found on the path {client} → {server}");
     }
     let ns = |cn: &ContainerNet| {
         let name = cn.netns_name();
-        namespaces
-            .iter()
-            .find(|(n, _)| n.name == name)
-            .map(|(n, _)| n.clone())
+        held.iter()
+            .find(|h| h.ns.name == name)
+            .map(|h| h.ns.clone())
             .with_context(|| format!("namespace of container {}", cn.name))
     };
     let (client_ns, server_ns) = (ns(&c)?, ns(&s)?);
     // A port free on the server's address now; the harness binds it right after.
-    let port = in_netns(&server_ns, || {
+    let port = server_ns.run(|| {
         let l = TcpListener::bind((ip, 0))
             .with_context(|| format!("cannot bind {ip} in container {server}"))?;
         Ok(l.local_addr()?.port())
     })?;
     let addr = SocketAddrV4::new(ip, port);
+    let mut path = NetPath::new(driver, &new_run_id()?, client_ns, server_ns, addr);
+    path.devices = devices;
+    path.keep = Keep::held(held);
     Ok(Between {
         label: format!("{}→{} ({} via {via})", c.name, s.name, driver.name()),
-        lab: Lab::from_parts(LabParts {
-            driver,
-            run_id: new_run_id()?,
-            client_ns,
-            server_ns,
-            server_bind: addr,
-            connect_to: addr,
-            devices,
-            node_ns: None,
-            published: None,
-            proxy_pid: None,
-            namespaces,
-        }),
+        path,
     })
 }
 

@@ -10,10 +10,12 @@ use bollard::query_parameters::{
 };
 
 use super::engine::is_not_found;
-use super::lab::{in_netns, leave_swarm_if_unused};
 use super::state::{self, run_in_use};
+use super::swarm::leave_swarm_if_unused;
 use super::{Engine, LABEL, LABEL_KEEP, LABEL_RUN};
-use crate::lab::{Netns, PREFIX, RUN_ID_LEN, is_run_id, netns_name, nl::Nl};
+use crate::lab::{PREFIX, RUN_ID_LEN, is_run_id, netns_name};
+use crate::netns::Netns;
+use crate::nl::Nl;
 
 /// Remove every netpath-labelled container and network of `engine` (except those of a
 /// Docker lab another live process is running), every netpath image not labelled
@@ -158,7 +160,8 @@ pub fn cleanup_docker_host(host_netns: &Path) -> Result<Vec<String>> {
     }
 
     // Macvlan parents in the Docker host's namespace, then their peers' namespaces.
-    let parents: Vec<(String, u32)> = in_netns(host_netns, || {
+    let host = Netns::at("host", host_netns)?;
+    let parents: Vec<(String, u32)> = host.run(|| {
         Ok(Nl::new()?
             .links()?
             .into_iter()
@@ -170,7 +173,7 @@ pub fn cleanup_docker_host(host_netns: &Path) -> Result<Vec<String>> {
     })?;
     if !parents.is_empty() {
         let names: Vec<String> = parents.iter().map(|(n, _)| n.clone()).collect();
-        in_netns(host_netns, || {
+        host.run(|| {
             let nl = Nl::new()?;
             for (_, i) in &parents {
                 nl.del_link(*i)?;

@@ -1,19 +1,26 @@
-//! The network side of one running container, netpath's or anybody's: its namespace, its
+//! The network side of running containers, netpath's or anybody's: each one's namespace,
 //! interfaces, and where each interface's other end is on the host (the bridge port of a
-//! veth, the bridge, an overlay's VXLAN device, a macvlan's parent).
+//! veth, the bridge, an overlay's VXLAN device, a macvlan's parent), and the namespaces and
+//! devices of the paths between them.
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use bollard::models::ContainerInspectResponse;
+use bollard::models::{ContainerInspectResponse, NetworkSettings};
 use bollard::query_parameters::InspectContainerOptions;
 use netpath_common::DevKind;
 
 use super::Engine;
-use super::netlink::{Link, links_at};
-use crate::lab::{LabDevice, ns_inum};
+use crate::netns::{Held, Netns, ns_inum};
+use crate::nl::{Link, links_in};
+use crate::path::{Device, Role, kind_of};
+
+/// Links of the namespace at `path`.
+fn links_at(path: &Path) -> Result<Vec<Link>> {
+    links_in(&Netns::at(&path.display().to_string(), path)?)
+}
 
 /// A Docker network a container is attached to.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -79,7 +86,7 @@ pub struct ContainerNet {
     pub networks: Vec<NetAttachment>,
     pub interfaces: Vec<Interface>,
     pub ports: Vec<PortMapping>,
-    /// Name of the daemon's namespace in [`LabDevice::netns`] (`host`).
+    /// Name of the daemon's namespace in [`Device::netns`] (`host`).
     pub host_netns: String,
 }
 
@@ -110,49 +117,35 @@ impl ContainerNet {
     /// inside (`Veth` or `Macvlan`), the host ends of the veths (`BridgePort`), their
     /// bridges (`Bridge`), an overlay's VXLAN devices (`Vxlan`), a macvlan's parent
     /// (`MacvlanParent`). For `--network host` only the host's `lo`.
-    pub fn devices(&self) -> Vec<LabDevice> {
-        let mut v: Vec<LabDevice> = Vec::new();
-        let mut push = |ns: &str, inum: u32, l: &Link, kind: DevKind| {
-            if !v
-                .iter()
-                .any(|d| d.netns_inum == inum && d.ifindex == l.ifindex)
+    pub fn devices(&self) -> Vec<Device> {
+        let mut v: Vec<Device> = Vec::new();
+        let mut push = |ns: &str, inum: u32, l: &Link, role: Role| {
+            if let Some(d) = Device::of((ns, inum), l, role)
+                && !v
+                    .iter()
+                    .any(|x| x.netns_inum == inum && x.ifindex == l.ifindex)
             {
-                v.push(LabDevice {
-                    name: l.name.clone(),
-                    netns: ns.to_string(),
-                    netns_inum: inum,
-                    ifindex: l.ifindex,
-                    kind,
-                    mtu: l.mtu,
-                });
+                v.push(d);
             }
         };
         let me = self.netns_name();
         for i in &self.interfaces {
-            let kind = match i.link.kind.as_str() {
-                _ if i.link.name == "lo" => DevKind::Loopback,
-                "veth" => DevKind::Veth,
-                "macvlan" | "ipvlan" => DevKind::Macvlan,
-                _ => continue,
+            let Some(kind) = kind_of(&i.link, Role::Link) else {
+                continue;
             };
             if self.host_network && kind != DevKind::Loopback {
                 continue;
             }
-            push(&me, self.netns_inum, &i.link, kind);
+            push(&me, self.netns_inum, &i.link, Role::Link);
             let Some(p) = &i.peer else { continue };
-            let pk = if kind == DevKind::Macvlan {
-                DevKind::MacvlanParent
-            } else if p.bridge.is_some() {
-                DevKind::BridgePort
-            } else {
-                DevKind::Veth
+            // A macvlan's (or ipvlan's) other end is its lower device.
+            let role = match kind {
+                DevKind::Macvlan => Role::MacvlanParent,
+                _ => Role::Link,
             };
-            push(&p.netns, p.netns_inum, &p.link, pk);
-            if let Some(b) = &p.bridge {
-                push(&p.netns, p.netns_inum, b, DevKind::Bridge);
-            }
-            for x in &p.vxlans {
-                push(&p.netns, p.netns_inum, x, DevKind::Vxlan);
+            push(&p.netns, p.netns_inum, &p.link, role);
+            for l in p.bridge.iter().chain(&p.vxlans) {
+                push(&p.netns, p.netns_inum, l, Role::Link);
             }
         }
         v
@@ -205,11 +198,30 @@ pub(crate) fn from_inspect(engine: &Engine, c: &ContainerInspectResponse) -> Res
         .unwrap_or_default();
     let netns_path = PathBuf::from(format!("/proc/{pid}/ns/net"));
     let netns_inum = ns_inum(&netns_path)?;
-    let host_inum = ns_inum(&engine.host_netns)?;
-    let host_network = netns_inum == host_inum;
+    let host_network = netns_inum == ns_inum(&engine.host_netns)?;
     let ns = c.network_settings.clone().unwrap_or_default();
     let sandbox_key = ns.sandbox_key.clone().filter(|s| !s.is_empty());
+    let networks = networks_of(&ns);
+    let mut cn = ContainerNet {
+        id: c.id.clone().unwrap_or_default(),
+        name: cname,
+        pid,
+        network_mode,
+        host_network,
+        netns_path,
+        netns_inum,
+        sandbox_key,
+        networks,
+        interfaces: Vec::new(),
+        ports: ports_of(&ns),
+        host_netns: engine.host_netns_name.clone(),
+    };
+    cn.interfaces = interfaces_of(engine, &cn)?;
+    Ok(cn)
+}
 
+/// The Docker networks of a container, by name.
+fn networks_of(ns: &NetworkSettings) -> Vec<NetAttachment> {
     let mut networks: Vec<NetAttachment> = ns
         .networks
         .clone()
@@ -225,7 +237,11 @@ pub(crate) fn from_inspect(engine: &Engine, c: &ContainerInspectResponse) -> Res
         })
         .collect();
     networks.sort_by(|a, b| a.name.cmp(&b.name));
+    networks
+}
 
+/// The published ports of a container.
+fn ports_of(ns: &NetworkSettings) -> Vec<PortMapping> {
     let mut ports = Vec::new();
     for (k, v) in ns.ports.clone().unwrap_or_default() {
         let (port, proto) = k.split_once('/').unwrap_or((k.as_str(), "tcp"));
@@ -242,11 +258,14 @@ pub(crate) fn from_inspect(engine: &Engine, c: &ContainerInspectResponse) -> Res
         }
     }
     ports.sort_by(|a, b| (a.container_port, &a.host_ip).cmp(&(b.container_port, &b.host_ip)));
+    ports
+}
 
-    let links = links_at(&netns_path)?;
-    let host_name = engine.host_netns_name.clone();
+/// The interfaces inside the container, each with its network and its other end.
+fn interfaces_of(engine: &Engine, c: &ContainerNet) -> Result<Vec<Interface>> {
+    let links = links_at(&c.netns_path)?;
     let mut interfaces = Vec::new();
-    if host_network {
+    if c.host_network {
         // Same stack as the daemon: no peers to find; keep lo only.
         for l in links.into_iter().filter(|l| l.name == "lo") {
             interfaces.push(Interface {
@@ -255,40 +274,27 @@ pub(crate) fn from_inspect(engine: &Engine, c: &ContainerInspectResponse) -> Res
                 peer: None,
             });
         }
-    } else {
-        let mut cands = Candidates::new(engine, sandbox_key.as_deref(), netns_inum);
-        for l in links {
-            let network = networks
-                .iter()
-                .find(|n| n.ip.is_some_and(|ip| l.addrs.iter().any(|(a, _)| *a == ip)))
-                .map(|n| n.name.clone());
-            let peer = if l.link_netnsid.is_some() {
-                cands.find_peer(&l)?
-            } else {
-                None
-            };
-            interfaces.push(Interface {
-                link: l,
-                network,
-                peer,
-            });
-        }
+        return Ok(interfaces);
     }
-
-    Ok(ContainerNet {
-        id: c.id.clone().unwrap_or_default(),
-        name: cname,
-        pid,
-        network_mode,
-        host_network,
-        netns_path,
-        netns_inum,
-        sandbox_key,
-        networks,
-        interfaces,
-        ports,
-        host_netns: host_name,
-    })
+    let mut cands = Candidates::new(engine, c.sandbox_key.as_deref(), c.netns_inum);
+    for l in links {
+        let network = c
+            .networks
+            .iter()
+            .find(|n| n.ip.is_some_and(|ip| l.addrs.iter().any(|(a, _)| *a == ip)))
+            .map(|n| n.name.clone());
+        let peer = if l.link_netnsid.is_some() {
+            cands.find_peer(&l)?
+        } else {
+            None
+        };
+        interfaces.push(Interface {
+            link: l,
+            network,
+            peer,
+        });
+    }
+    Ok(interfaces)
 }
 
 /// Namespaces where a container interface's other end may be: the daemon's own, then
@@ -389,4 +395,50 @@ impl Candidates {
 /// True if `p` is a namespace file (nsfs), i.e. a live bind mount of a namespace.
 fn is_nsfs(p: &Path) -> bool {
     nix::sys::statfs::statfs(p).is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::NSFS_MAGIC)
+}
+
+/// The namespaces on the paths of `containers` (theirs and their peers', plus the Docker
+/// host's when `host_used`), each held through an fd and checked against its inode so a
+/// container restarted meanwhile is noticed, and every device on those paths.
+pub(crate) fn hold_paths(
+    e: &Engine,
+    containers: &[&ContainerNet],
+    host_used: bool,
+) -> Result<(Vec<Held>, Vec<Device>)> {
+    let host = Netns::at(&e.host_netns_name, &e.host_netns)?;
+    let mut wanted: Vec<(String, PathBuf, u32)> = Vec::new();
+    let mut add = |n: (String, PathBuf, u32)| {
+        if !wanted.iter().any(|w| w.2 == n.2) {
+            wanted.push(n);
+        }
+    };
+    for c in containers {
+        c.namespaces().into_iter().for_each(&mut add);
+    }
+    if host_used {
+        add((host.name.clone(), host.path.clone(), host.inum));
+    }
+    let held = wanted
+        .iter()
+        .map(|(name, path, inum)| Held::through_fd(name, path, Some(*inum)))
+        .collect::<Result<Vec<_>>>()?;
+
+    let mut devices: Vec<Device> = Vec::new();
+    let mut push = |d: Device| {
+        if !devices
+            .iter()
+            .any(|x| x.netns_inum == d.netns_inum && x.ifindex == d.ifindex)
+        {
+            devices.push(d);
+        }
+    };
+    if host_used {
+        for l in links_in(&host)?.iter().filter(|l| l.name == "lo") {
+            push(Device::of((&host.name, host.inum), l, Role::Link).context("host lo")?);
+        }
+    }
+    for c in containers {
+        c.devices().into_iter().for_each(&mut push);
+    }
+    Ok((held, devices))
 }

@@ -9,6 +9,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
+use bollard::query_parameters::{
+    InspectNetworkOptions, ListNetworksOptions, RemoveContainerOptions,
+};
 
 /// Default socket when `DOCKER_HOST` is unset.
 pub const DEFAULT_HOST: &str = "unix:///var/run/docker.sock";
@@ -146,6 +149,64 @@ impl Engine {
             .map(|v| v.to_string())
             .unwrap_or_else(|| "inactive".into());
         Ok((state, s.control_available.unwrap_or(false)))
+    }
+
+    /// Remove a container (forced, with its volumes); one already gone is fine.
+    pub(crate) fn remove_container(&self, id: &str) -> Result<()> {
+        let opts = RemoveContainerOptions {
+            force: true,
+            v: true,
+            ..Default::default()
+        };
+        match self.block_on(self.docker.remove_container(id, Some(opts))) {
+            Ok(()) => Ok(()),
+            Err(err) if is_not_found(&err) => Ok(()),
+            Err(err) => Err(self.err(err, &format!("removing container {id}"))),
+        }
+    }
+
+    /// Remove a network and wait until it is really gone: an overlay may still be detaching
+    /// its last endpoint for a moment, and a swarm removes a swarm-scoped network
+    /// asynchronously.
+    pub(crate) fn remove_network(&self, name: &str) -> Result<()> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let mut last = None;
+        loop {
+            match self.block_on(self.docker.remove_network(name)) {
+                Ok(()) => {}
+                Err(err) if is_not_found(&err) => {}
+                Err(err) => last = Some(self.err(err, &format!("removing network {name}"))),
+            }
+            let gone = self.block_on(
+                self.docker
+                    .inspect_network(name, None::<InspectNetworkOptions>),
+            );
+            if matches!(&gone, Err(err) if is_not_found(err)) {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(
+                    last.unwrap_or_else(|| anyhow!("network {name} still exists after removal"))
+                );
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// Networks matching `filters` (`label`, `driver`, `name`, ...).
+    pub(crate) fn networks(
+        &self,
+        filters: &[(&str, &str)],
+    ) -> Result<Vec<bollard::models::Network>> {
+        let filters = filters
+            .iter()
+            .map(|(k, v)| (k.to_string(), vec![v.to_string()]))
+            .collect();
+        let opts = ListNetworksOptions {
+            filters: Some(filters),
+        };
+        self.block_on(self.docker.list_networks(Some(opts)))
+            .map_err(|err| self.err(err, "listing networks"))
     }
 
     /// Turn a bollard error into one clear line: unknown containers/networks/images,

@@ -10,19 +10,9 @@ use anyhow::{Context, Result};
 
 use super::Engine;
 use super::container::{ContainerNet, NetAttachment, PortMapping, resolve_container};
-use super::lab::in_netns;
 use crate::harness::DevContext;
-
-/// A docker-proxy process and what it forwards.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct ProxyProcess {
-    pub pid: u32,
-    pub proto: String,
-    pub host_ip: String,
-    pub host_port: u16,
-    pub container_ip: String,
-    pub container_port: u16,
-}
+use crate::netns::Netns;
+use crate::proxy::{ProxyProcess, proxy_processes};
 
 /// One interface of the container and its other end.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -269,18 +259,19 @@ fn dev_context(c: &ContainerNet) -> Result<Vec<DevContext>> {
         if devs.is_empty() {
             continue;
         }
-        let got = in_netns(&path, || {
-            // Same reader as the run context of `compare` (harness/context.rs).
-            crate::harness::context::private_sysfs()?;
-            devs.iter()
-                .map(|d| {
-                    let (mtu, rps) = crate::harness::context::read_dev(d)?;
-                    let mtu = mtu.with_context(|| format!("{d}: no mtu in sysfs"))?;
-                    Ok((d.clone(), mtu, rps))
-                })
-                .collect::<Result<Vec<_>>>()
-        })
-        .with_context(|| format!("reading device settings in {name}"))?;
+        let got = Netns::at(&name, &path)?
+            .run(|| {
+                // Same reader as the run context of `compare` (harness/context.rs).
+                crate::harness::context::private_sysfs()?;
+                devs.iter()
+                    .map(|d| {
+                        let (mtu, rps) = crate::harness::context::read_dev(d)?;
+                        let mtu = mtu.with_context(|| format!("{d}: no mtu in sysfs"))?;
+                        Ok((d.clone(), mtu, rps))
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })
+            .with_context(|| format!("reading device settings in {name}"))?;
         for (d, mtu, rps_cpus) in got {
             out.push(DevContext {
                 netns: name.clone(),
@@ -293,54 +284,10 @@ fn dev_context(c: &ContainerNet) -> Result<Vec<DevContext>> {
     Ok(out)
 }
 
-/// Every docker-proxy process on the machine, from /proc (its arguments say what it
-/// forwards: `-proto tcp -host-ip 127.0.0.1 -host-port P -container-ip C -container-port
-/// Q`).
-pub fn proxy_processes() -> Vec<ProxyProcess> {
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut v: Vec<ProxyProcess> = rd
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| {
-            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let args: Vec<String> = raw
-                .split(|b| *b == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
-            parse_proxy_args(pid, &args)
-        })
-        .collect();
-    v.sort_by_key(|p| p.pid);
-    v
-}
-
-/// A docker-proxy's arguments, if `args` are those of one.
-pub fn parse_proxy_args(pid: u32, args: &[String]) -> Option<ProxyProcess> {
-    if !args.first()?.ends_with("docker-proxy") {
-        return None;
-    }
-    let get = |k: &str| {
-        args.iter()
-            .position(|a| a == k)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    Some(ProxyProcess {
-        pid,
-        proto: get("-proto").unwrap_or_else(|| "tcp".into()),
-        host_ip: get("-host-ip").unwrap_or_default(),
-        host_port: get("-host-port")?.parse().ok()?,
-        container_ip: get("-container-ip").unwrap_or_default(),
-        container_port: get("-container-port")?.parse().ok()?,
-    })
-}
-
 /// NAT rules of the Docker host's namespace that mention one of `ips` or `ports`.
 fn nat_rules(engine: &Engine, ips: &[Ipv4Addr], ports: &[u16]) -> Result<Vec<String>> {
-    let (ipt, nft) = in_netns(&engine.host_netns, || {
+    let host = Netns::at(&engine.host_netns_name, &engine.host_netns)?;
+    let (ipt, nft) = host.run(|| {
         let run = |prog: &str, args: &[&str]| -> String {
             Command::new(prog)
                 .args(args)
@@ -398,31 +345,6 @@ pub fn mentions(line: &str, ips: &[Ipv4Addr], ports: &[u16]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_docker_proxy_cmdline() {
-        let args: Vec<String> = [
-            "/usr/sbin/docker-proxy",
-            "-proto",
-            "tcp",
-            "-host-ip",
-            "127.0.0.1",
-            "-host-port",
-            "40001",
-            "-container-ip",
-            "172.18.0.2",
-            "-container-port",
-            "11111",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let p = parse_proxy_args(7, &args).unwrap();
-        assert_eq!(p.host_port, 40001);
-        assert_eq!(p.container_ip, "172.18.0.2");
-        assert_eq!(p.container_port, 11111);
-        assert!(parse_proxy_args(7, &["/bin/sh".to_string()]).is_none());
-    }
 
     #[test]
     fn matches_whole_addresses_and_ports() {

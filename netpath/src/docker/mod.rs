@@ -6,11 +6,12 @@
 //!   scratch` through the API from the running netpath binary and its shared libraries
 //!   (no registry needed).
 //! * [`agent::agent_main`]: what runs inside those containers (`serve`, `hold`).
-//! * [`DockerLab`]: client and server containers on a real Docker network per
-//!   [`Driver`](crate::lab::Driver), convertible to a [`Lab`](crate::lab::Lab) so the
-//!   harness and the tracer run unchanged.
+//! * [`DockerLab`] (`drivers/`, one file per [`Driver`](crate::driver::Driver) like
+//!   `lab/`): client and server containers on a real Docker network, and the
+//!   [`NetPath`](crate::path::NetPath) between them that the harness and the tracer take;
+//!   `resources` holds what it made, `swarm` the overlay's swarm.
 //! * [`resolve_container`] / [`inspect()`]: the network side of containers netpath did
-//!   not start; [`between()`]: two of them as a lab (`compare --between A B`).
+//!   not start; [`between()`]: the path between two of them (`compare --between A B`).
 //! * [`cleanup_docker`]: removes everything netpath made in Docker.
 //!
 //! Everything netpath creates carries the label `netpath` and a name starting with
@@ -22,12 +23,13 @@ mod between;
 mod cleanup;
 mod container;
 mod daemon;
+mod drivers;
 mod engine;
 pub mod image;
 mod inspect;
-mod lab;
-mod netlink;
+mod resources;
 mod state;
+mod swarm;
 
 pub use agent::agent_main;
 pub use between::{Between, between};
@@ -36,10 +38,9 @@ pub use container::{
     ContainerNet, Interface, NetAttachment, PeerLink, PortMapping, resolve_container,
 };
 pub use daemon::SecondDaemon;
+pub use drivers::{DockerLab, DockerLabOptions};
 pub use engine::Engine;
-pub use inspect::{InspectReport, ProxyProcess, inspect};
-pub use lab::{DockerLab, DockerLabOptions};
-pub use netlink::{Link, links_at};
+pub use inspect::{InspectReport, inspect};
 
 /// Label on every container, network and image netpath creates (value `1`).
 pub const LABEL: &str = "netpath";

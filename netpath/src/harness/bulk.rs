@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use super::conns::{Plan, run_pairs};
-use crate::lab::{Lab, Netns};
+use crate::netns::Netns;
+use crate::path::NetPath;
 
 /// Thread names (comm) of the bulk threads.
 pub const BULK_CLIENT_COMM: &str = "np-bulk-cli";
@@ -74,7 +75,7 @@ pub struct BulkResult {
 
 /// Bulk run from `lab.client_ns` to `lab.connect_to`, served on `lab.server_bind`
 /// (the request/response port: do not run both at once).
-pub fn run_bulk(lab: &Lab, cfg: &BulkConfig) -> Result<BulkResult> {
+pub fn run_bulk(lab: &NetPath, cfg: &BulkConfig) -> Result<BulkResult> {
     run_bulk_to(
         &lab.client_ns,
         &lab.server_ns,

@@ -18,7 +18,8 @@ use anyhow::{Context, Result, bail};
 use hdrhistogram::Histogram;
 
 use super::conns::{Plan, run_pairs, sleep_until, tight_timer_slack};
-use crate::lab::{Lab, Netns};
+use crate::netns::Netns;
+use crate::path::NetPath;
 
 /// Thread names (comm) of the burst threads.
 pub const BURST_CLIENT_COMM: &str = "np-burst-cli";
@@ -122,7 +123,7 @@ pub fn scheduled_requests(rate: f64, duration: Duration) -> u64 {
 
 /// Open-loop run from `lab.client_ns` to `lab.connect_to`, served on `lab.server_bind`
 /// (the request/response port: do not run both at once).
-pub fn run_burst(lab: &Lab, cfg: &BurstConfig) -> Result<BurstResult> {
+pub fn run_burst(lab: &NetPath, cfg: &BurstConfig) -> Result<BurstResult> {
     run_burst_to(
         &lab.client_ns,
         &lab.server_ns,
@@ -135,7 +136,7 @@ pub fn run_burst(lab: &Lab, cfg: &BurstConfig) -> Result<BurstResult> {
 /// One run per multiplier at `cfg.rate * m` (e.g. `[1.0, 2.0]`: base rate, then a 2×
 /// burst), one after the other, each on fresh connections.
 pub fn run_burst_phases(
-    lab: &Lab,
+    lab: &NetPath,
     cfg: &BurstConfig,
     multipliers: &[f64],
 ) -> Result<Vec<(f64, BurstResult)>> {

@@ -13,7 +13,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, unshare};
 
-use crate::lab::{Lab, Netns};
+use crate::netns::Netns;
+use crate::path::NetPath;
 
 /// TCP counters of one network namespace (cumulative since it was created).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -119,7 +120,7 @@ pub struct DevContext {
 }
 
 /// Context of every device of the lab, in `lab.devices` order.
-pub fn device_context(lab: &Lab) -> Result<Vec<DevContext>> {
+pub fn device_context(lab: &NetPath) -> Result<Vec<DevContext>> {
     let nss = lab.namespaces();
     // Names of the devices in each namespace, one sysfs mount per namespace.
     let mut by_ns: BTreeMap<&str, Vec<&str>> = BTreeMap::new();

@@ -17,7 +17,7 @@ pub use rr::{NoPhases, Phases, RrConfig, RrResult, run_rr};
 /// outcome goes to `ready` (`ok()` on success) so the client side waits for it, and is
 /// returned too.
 fn listen_in<T>(
-    ns: &crate::lab::Netns,
+    ns: &crate::netns::Netns,
     bind: std::net::SocketAddrV4,
     ready: &std::sync::mpsc::Sender<anyhow::Result<T>>,
     ok: impl FnOnce() -> T,

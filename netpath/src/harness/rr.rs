@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use hdrhistogram::Histogram;
 
-use crate::lab::Lab;
+use crate::path::NetPath;
 
 /// Ping-pong parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,7 +97,7 @@ fn gettid() -> u32 {
 
 /// Run the ping-pong from `lab.client_ns` to `lab.connect_to`, served by one connection
 /// on `lab.server_bind` in `lab.server_ns`.
-pub fn run_rr(lab: &Lab, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrResult> {
+pub fn run_rr(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrResult> {
     if cfg.req_size == 0 || cfg.resp_size == 0 {
         bail!("request and response sizes must be at least 1 byte");
     }
@@ -164,7 +164,7 @@ fn panic_msg(p: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// Wake a server stuck in accept (connect and close at once), best effort.
-fn poke(lab: &Lab) {
+fn poke(lab: &NetPath) {
     let ns = lab.server_ns.clone();
     let addr = SocketAddr::V4(lab.server_bind);
     let _ = std::thread::Builder::new()
@@ -177,7 +177,7 @@ fn poke(lab: &Lab) {
 }
 
 fn serve(
-    lab: &Lab,
+    lab: &NetPath,
     cfg: &RrConfig,
     deadline: Instant,
     ready: mpsc::Sender<Result<u32>>,
@@ -225,7 +225,7 @@ fn serve(
 }
 
 fn client(
-    lab: &Lab,
+    lab: &NetPath,
     cfg: &RrConfig,
     deadline: Instant,
     phases: &dyn Phases,

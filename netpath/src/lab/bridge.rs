@@ -14,14 +14,15 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use anyhow::{Context, Result};
-use netpath_common::DevKind;
 
 use super::nft::{NatSpec, apply_docker_nat};
-use super::nl::{Nl, write_sysctl};
 use super::{
-    Driver, LAB_PORT, Lab, LabDevice, LabNamespaces, Netns, PUBLISHED_PORT, device_named, ifname,
-    lab_subnet, quiet_ipv6, subnet_host,
+    LAB_PORT, LabNamespaces, PUBLISHED_PORT, device_named, ifname, lab_subnet, lo_up, subnet_host,
 };
+use crate::driver::Driver;
+use crate::netns::{Netns, write_sysctl};
+use crate::nl::{Nl, links_in};
+use crate::path::{Device, NetPath, Role};
 
 /// MTU of Docker's default bridge network.
 pub const BRIDGE_MTU: u32 = 1500;
@@ -41,27 +42,30 @@ pub(super) struct BridgeNet {
     pub nft_table: String,
     /// Every device, read back from netlink: [cli lo, cli eth0, np<id>c,] np<id>br,
     /// np<id>s, srv eth0, srv lo, node lo.
-    pub devices: Vec<LabDevice>,
+    pub devices: Vec<Device>,
 }
 
-pub(super) fn build(run_id: &str) -> Result<Lab> {
+impl BridgeNet {
+    /// The path from `client_ns` to the server container; the node, subnet and nft table
+    /// set, `connect_to` and `published` left to the caller.
+    pub(super) fn into_path(self, driver: Driver, run_id: &str, client_ns: Netns) -> NetPath {
+        let mut p = NetPath::new(driver, run_id, client_ns, self.srv, self.server);
+        p.devices = self.devices;
+        p.node_ns = Some(self.node);
+        p.subnet = Some(self.subnet);
+        p.nft_table = Some(self.nft_table);
+        p.keep = self.nss.into_keep();
+        p
+    }
+}
+
+pub(super) fn build(run_id: &str) -> Result<NetPath> {
     let b = build_net(run_id, true)?;
-    let cli = b.cli.context("bridge network built without a client")?;
-    Ok(Lab {
-        driver: Driver::Bridge,
-        run_id: run_id.to_string(),
-        client_ns: cli,
-        server_ns: b.srv,
-        server_bind: b.server,
-        connect_to: b.server,
-        devices: b.devices,
-        node_ns: Some(b.node),
-        published: Some(SocketAddrV4::new(b.gw, PUBLISHED_PORT)),
-        subnet: Some(b.subnet),
-        nft_table: Some(b.nft_table),
-        proxy_pid: None,
-        nss: b.nss,
-    })
+    let cli = b.cli.clone().context("bridge network built without a client")?;
+    let published = SocketAddrV4::new(b.gw, PUBLISHED_PORT);
+    let mut p = b.into_path(Driver::Bridge, run_id, cli);
+    p.published = Some(published);
+    Ok(p)
 }
 
 pub(super) fn build_net(run_id: &str, with_client: bool) -> Result<BridgeNet> {
@@ -82,16 +86,11 @@ pub(super) fn build_net(run_id: &str, with_client: bool) -> Result<BridgeNet> {
     let cli_port = ifname(run_id, "c")?;
     let srv_port = ifname(run_id, "s")?;
 
-    for ns in [Some(&node), cli.as_ref(), Some(&srv)]
+    let all: Vec<&Netns> = [Some(&node), cli.as_ref(), Some(&srv)]
         .into_iter()
         .flatten()
-    {
-        ns.run(|| {
-            quiet_ipv6();
-            Nl::new()?.lo_up()
-        })
-        .with_context(|| format!("setting up {}", ns.name))?;
-    }
+        .collect();
+    lo_up(&all)?;
 
     // Node: bridge with the gateway address, forwarding on, veths with the container
     // ends created straight inside the container namespaces as eth0.
@@ -135,32 +134,7 @@ pub(super) fn build_net(run_id: &str, with_client: bool) -> Result<BridgeNet> {
     node.run(|| apply_docker_nat(&spec))
         .with_context(|| format!("installing nft rules in {}", node.name))?;
 
-    // Read every device back from netlink (ifindex, final MTU).
-    let mut devices = Vec::new();
-    let node_links = super::links_in(&node)?;
-    let srv_links = super::links_in(&srv)?;
-    if let Some(cli) = &cli {
-        let cli_links = super::links_in(cli)?;
-        devices.push(device_named(cli, &cli_links, "lo", DevKind::Loopback)?);
-        devices.push(device_named(cli, &cli_links, "eth0", DevKind::Veth)?);
-        devices.push(device_named(
-            &node,
-            &node_links,
-            &cli_port,
-            DevKind::BridgePort,
-        )?);
-    }
-    devices.push(device_named(&node, &node_links, &br_name, DevKind::Bridge)?);
-    devices.push(device_named(
-        &node,
-        &node_links,
-        &srv_port,
-        DevKind::BridgePort,
-    )?);
-    devices.push(device_named(&srv, &srv_links, "eth0", DevKind::Veth)?);
-    devices.push(device_named(&srv, &srv_links, "lo", DevKind::Loopback)?);
-    devices.push(device_named(&node, &node_links, "lo", DevKind::Loopback)?);
-
+    let devices = read_devices(&node, cli.as_ref(), &srv, [&cli_port, &br_name, &srv_port])?;
     Ok(BridgeNet {
         nss,
         node,
@@ -172,4 +146,34 @@ pub(super) fn build_net(run_id: &str, with_client: bool) -> Result<BridgeNet> {
         nft_table: spec.table_name(),
         devices,
     })
+}
+
+/// Every device of a bridge network, read back from netlink (ifindex, final MTU), in path
+/// order: [cli lo, cli eth0, the client's port,] bridge, the server's port, srv eth0, srv
+/// lo, node lo.
+fn read_devices(
+    node: &Netns,
+    cli: Option<&Netns>,
+    srv: &Netns,
+    [cli_port, br, srv_port]: [&str; 3],
+) -> Result<Vec<Device>> {
+    let node_links = links_in(node)?;
+    let srv_links = links_in(srv)?;
+    let mut devices = Vec::new();
+    if let Some(cli) = cli {
+        let cli_links = links_in(cli)?;
+        devices.push(device_named(cli, &cli_links, "lo", Role::Link)?);
+        devices.push(device_named(cli, &cli_links, "eth0", Role::Link)?);
+        devices.push(device_named(node, &node_links, cli_port, Role::Link)?);
+    }
+    for (ns, links, name) in [
+        (node, &node_links, br),
+        (node, &node_links, srv_port),
+        (srv, &srv_links, "eth0"),
+        (srv, &srv_links, "lo"),
+        (node, &node_links, "lo"),
+    ] {
+        devices.push(device_named(ns, links, name, Role::Link)?);
+    }
+    Ok(devices)
 }

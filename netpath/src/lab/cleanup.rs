@@ -1,6 +1,5 @@
 //! Cleanup of labs: the in-process registry used on Ctrl-C / SIGTERM / panic, and
-//! `cleanup_leftovers` for namespaces (and docker-proxy processes) left behind by killed
-//! runs.
+//! `cleanup_leftovers` for namespaces (and docker-proxy processes) killed runs left.
 
 use std::collections::{BTreeMap, HashSet};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -11,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 
-use super::netns::{NETNS_RUN_DIR, Netns, ns_inum, require_root};
-use super::nl::Nl;
 use super::{list_netpath_netns, run_id_of_netns};
+use crate::netns::{NETNS_RUN_DIR, Netns, ns_inum, require_root};
+use crate::nl::Nl;
+use crate::proxy::{proxy_process, proxy_processes};
 
 /// What one lab of this process owns.
 #[derive(Default)]
@@ -230,37 +230,7 @@ pub fn install_signal_cleanup() {
         PIPE_WR.store(wr, Ordering::SeqCst);
         let spawned = std::thread::Builder::new()
             .name("np-sigclean".into())
-            .spawn(move || {
-                let mut b = 0u8;
-                loop {
-                    let n = unsafe { libc::read(rd, (&mut b as *mut u8).cast(), 1) };
-                    if n == 1 {
-                        break;
-                    }
-                    if n < 0
-                        && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-                    {
-                        continue;
-                    }
-                    return;
-                }
-                let sig = i32::from(b);
-                let removed = cleanup_registered(Duration::from_secs(2));
-                if !removed.is_empty() {
-                    eprintln!(
-                        "netpath: interrupted; removed lab namespaces {}",
-                        removed.join(", ")
-                    );
-                }
-                let hooks = HOOKS.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                for (_, h) in hooks {
-                    let removed = h();
-                    if !removed.is_empty() {
-                        eprintln!("netpath: interrupted; removed {}", removed.join(", "));
-                    }
-                }
-                std::process::exit(128 + sig);
-            });
+            .spawn(move || watch_signals(rd));
         if let Err(e) = spawned {
             log::warn!("cannot install lab cleanup on signals: {e}");
             return;
@@ -291,6 +261,38 @@ pub fn install_signal_cleanup() {
             }
         }));
     });
+}
+
+/// The cleanup thread: waits for the signal handler's byte on `rd`, removes the labs and
+/// runs the hooks, then exits the process with 128 + signal.
+fn watch_signals(rd: libc::c_int) {
+    let mut b = 0u8;
+    loop {
+        let n = unsafe { libc::read(rd, (&mut b as *mut u8).cast(), 1) };
+        if n == 1 {
+            break;
+        }
+        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        return;
+    }
+    let sig = i32::from(b);
+    let removed = cleanup_registered(Duration::from_secs(2));
+    if !removed.is_empty() {
+        eprintln!(
+            "netpath: interrupted; removed lab namespaces {}",
+            removed.join(", ")
+        );
+    }
+    let hooks = HOOKS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    for (_, h) in hooks {
+        let removed = h();
+        if !removed.is_empty() {
+            eprintln!("netpath: interrupted; removed {}", removed.join(", "));
+        }
+    }
+    std::process::exit(128 + sig);
 }
 
 /// Remove every netpath namespace (`/run/netns/np<6 hex>-<role>`) left behind by runs that
@@ -345,30 +347,11 @@ pub fn cleanup_leftovers() -> Result<Vec<String>> {
 
 /// docker-proxy processes whose network namespace is one of `inums`: (pid, netns inum).
 fn lab_proxies(inums: &HashSet<u32>) -> Vec<(u32, u32)> {
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    rd.filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| {
-            let inum = proxy_netns(pid)?;
-            inums.contains(&inum).then_some((pid, inum))
-        })
+    proxy_processes()
+        .into_iter()
+        .filter(|p| inums.contains(&p.netns_inum))
+        .map(|p| (p.pid, p.netns_inum))
         .collect()
-}
-
-/// If `pid` is a docker-proxy, the inode of its network namespace.
-fn proxy_netns(pid: u32) -> Option<u32> {
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
-    // "docker-proxy" or "docker-proxy (deleted)" after a package upgrade.
-    let is_proxy = exe
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with("docker-proxy"));
-    if !is_proxy {
-        return None;
-    }
-    ns_inum(Path::new(&format!("/proc/{pid}/ns/net"))).ok()
 }
 
 /// Kill a leftover docker-proxy through a pidfd (so a recycled pid is never signalled),
@@ -386,7 +369,7 @@ fn kill_leftover_proxy(pid: u32, inum: u32) -> Result<()> {
     // SAFETY: fd was just returned by pidfd_open and nothing else owns it.
     let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
     // The pidfd pins the process: check it is still the docker-proxy we found.
-    if proxy_netns(pid) != Some(inum) {
+    if proxy_process(pid).map(|p| p.netns_inum) != Some(inum) {
         return Ok(());
     }
     let signal = |sig: libc::c_int| {

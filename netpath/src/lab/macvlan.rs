@@ -20,15 +20,15 @@
 use std::net::SocketAddrV4;
 
 use anyhow::{Context, Result};
-use netpath_common::DevKind;
 
-use super::nl::Nl;
 use super::{
-    Driver, LAB_PORT, Lab, LabNamespaces, UNDERLAY_MTU, device_named, ifname, lab_subnet_in,
-    links_in, quiet_ipv6, subnet_host,
+    LAB_PORT, LabNamespaces, UNDERLAY_MTU, device_named, ifname, lab_subnet_in, lo_up, subnet_host,
 };
+use crate::driver::Driver;
+use crate::nl::{Nl, links_in};
+use crate::path::{NetPath, Role};
 
-pub(super) fn build(run_id: &str) -> Result<Lab> {
+pub(super) fn build(run_id: &str) -> Result<NetPath> {
     let mut nss = LabNamespaces::new(run_id);
     let node = nss.create("node")?;
     let mvp = nss.create("mvp")?;
@@ -39,15 +39,7 @@ pub(super) fn build(run_id: &str) -> Result<Lab> {
     let (cli_ip, srv_ip) = (subnet_host(net, 2), subnet_host(net, 3));
     let parent = ifname(run_id, "mp")?;
     let peer = ifname(run_id, "pp")?;
-
-    for ns in [&node, &mvp, &cli, &srv] {
-        ns.run(|| {
-            quiet_ipv6();
-            Nl::new()?.lo_up()
-        })
-        .with_context(|| format!("setting up {}", ns.name))?;
-    }
-
+    lo_up(&[&node, &mvp, &cli, &srv])?;
     let (mvp_fd, cli_fd, srv_fd) = (nss.fd(&mvp)?, nss.fd(&cli)?, nss.fd(&srv)?);
     node.run(|| {
         let nl = Nl::new()?;
@@ -75,32 +67,24 @@ pub(super) fn build(run_id: &str) -> Result<Lab> {
         links_in(&mvp)?,
         links_in(&srv)?,
     );
+    let (parent_role, link) = (Role::MacvlanParent, Role::Link);
     let devices = vec![
-        device_named(&cli, &cl, "lo", DevKind::Loopback)?,
-        device_named(&cli, &cl, "eth0", DevKind::Macvlan)?,
-        device_named(&node, &nl, &parent, DevKind::MacvlanParent)?,
-        device_named(&srv, &sl, "eth0", DevKind::Macvlan)?,
-        device_named(&srv, &sl, "lo", DevKind::Loopback)?,
+        device_named(&cli, &cl, "lo", link)?,
+        device_named(&cli, &cl, "eth0", link)?,
+        device_named(&node, &nl, &parent, parent_role)?,
+        device_named(&srv, &sl, "eth0", link)?,
+        device_named(&srv, &sl, "lo", link)?,
         // Off the unicast path (broadcasts only), listed so every link the lab made is.
-        device_named(&mvp, &ml, &peer, DevKind::MacvlanParent)?,
-        device_named(&node, &nl, "lo", DevKind::Loopback)?,
-        device_named(&mvp, &ml, "lo", DevKind::Loopback)?,
+        device_named(&mvp, &ml, &peer, parent_role)?,
+        device_named(&node, &nl, "lo", link)?,
+        device_named(&mvp, &ml, "lo", link)?,
     ];
 
     let server = SocketAddrV4::new(srv_ip, LAB_PORT);
-    Ok(Lab {
-        driver: Driver::Macvlan,
-        run_id: run_id.to_string(),
-        client_ns: cli,
-        server_ns: srv,
-        server_bind: server,
-        connect_to: server,
-        devices,
-        node_ns: Some(node),
-        published: None,
-        subnet: Some((net, plen)),
-        nft_table: None,
-        proxy_pid: None,
-        nss,
-    })
+    let mut p = NetPath::new(Driver::Macvlan, run_id, cli, srv, server);
+    p.devices = devices;
+    p.node_ns = Some(node);
+    p.subnet = Some((net, plen));
+    p.keep = nss.into_keep();
+    Ok(p)
 }

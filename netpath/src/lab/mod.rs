@@ -1,10 +1,11 @@
-//! Embedded netns lab: Docker's data paths built by hand in network namespaces.
+//! The embedded lab: Docker's data paths built by hand in network namespaces netpath owns.
 //!
 //! Everything a lab creates is named `np<runid>…` and lives in namespaces the lab
 //! created itself (`/run/netns/np<runid>-<role>`); nothing is created in the root
 //! network namespace. Where a driver needs a Docker host, a "node" namespace stands in
 //! for it and carries the bridge, the host ends of the veths, netpath's nft table and
-//! (published-proxy) the docker-proxy process.
+//! (published-proxy) the docker-proxy process. One file per driver builds its
+//! [`NetPath`]; [`namespaces`] owns the namespaces and removes them.
 //!
 //! | driver            | namespaces                  | client → server                          |
 //! |-------------------|-----------------------------|------------------------------------------|
@@ -16,26 +17,21 @@
 //! | `published-proxy` | node, srv                   | lo → docker-proxy → bridge → veth        |
 //! | `published-nat`   | node, srv                   | OUTPUT DNAT → bridge → veth              |
 
-mod bridge;
 mod cleanup;
-mod host;
-mod macvlan;
-mod netns;
+mod namespaces;
 pub mod nft;
-pub mod nl;
-mod none;
-mod overlay;
-mod published;
 
-use std::net::{Ipv4Addr, SocketAddrV4};
-use std::os::fd::{AsFd, OwnedFd};
+use std::net::Ipv4Addr;
 
 use anyhow::{Context, Result, bail};
-use netpath_common::DevKind;
 
 pub use cleanup::{cleanup_leftovers, install_signal_cleanup, on_interrupt, wait_if_interrupted};
-pub use netns::{NETNS_RUN_DIR, Netns, current_inum, ns_inum};
-pub use nl::{LinkSnapshot, links_in};
+use namespaces::LabNamespaces;
+
+use crate::driver::Driver;
+use crate::netns::{NETNS_RUN_DIR, Netns, require_root};
+use crate::nl::{self, Link};
+use crate::path::{Device, NetPath, Role};
 
 /// Longest interface name the kernel accepts (IFNAMSIZ - 1).
 pub const IFNAME_MAX: usize = 15;
@@ -55,330 +51,41 @@ pub const OVERLAY_VNI: u32 = 4096;
 pub const OVERLAY_MTU: u32 = 1450;
 /// MTU of the overlay's underlay link and of the macvlan parent.
 pub const UNDERLAY_MTU: u32 = 1500;
-/// Docker's userland proxy for published ports (Debian package docker.io).
-pub const DOCKER_PROXY: &str = "/usr/sbin/docker-proxy";
 
-/// Which Docker data path to build.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Driver {
-    /// `--network host`: client and server share one stack, over loopback.
-    Host,
-    /// The default bridge: veth pairs into a Linux bridge.
-    Bridge,
-    /// `--network none`: one isolated namespace, client and server over its loopback.
-    None,
-    /// A swarm overlay: two nodes, a bridge and a VXLAN device in each, joined by an
-    /// underlay link.
-    Overlay,
-    /// macvlan in bridge mode: two children of one parent link talk directly.
-    Macvlan,
-    /// `-p 127.0.0.1:P:…` with the userland proxy: the client on the node connects to
-    /// docker-proxy, which connects to the container over the bridge.
-    PublishedProxy,
-    /// `-p` with `--userland-proxy=false`: the client on the node reaches the container
-    /// through netpath's OUTPUT-chain DNAT.
-    PublishedNat,
-}
+macro_rules! lab_drivers {
+    ($($variant:ident $module:ident $name:literal $help:literal;)*) => {
+        $(mod $module;)*
 
-impl Driver {
-    pub const ALL: [Driver; 7] = [
-        Driver::Host,
-        Driver::Bridge,
-        Driver::None,
-        Driver::Overlay,
-        Driver::Macvlan,
-        Driver::PublishedProxy,
-        Driver::PublishedNat,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Driver::Host => "host",
-            Driver::Bridge => "bridge",
-            Driver::None => "none",
-            Driver::Overlay => "overlay",
-            Driver::Macvlan => "macvlan",
-            Driver::PublishedProxy => "published-proxy",
-            Driver::PublishedNat => "published-nat",
-        }
-    }
-}
-
-impl std::fmt::Display for Driver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A network device in a lab, as the loader needs it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LabDevice {
-    pub name: String,
-    /// Name of the netns the device is in.
-    pub netns: String,
-    /// Inode number of that netns.
-    pub netns_inum: u32,
-    pub ifindex: u32,
-    pub kind: DevKind,
-    pub mtu: u32,
-}
-
-/// A built lab. Dropping it tears it down (best effort); prefer [`Lab::teardown`] to see
-/// errors.
-pub struct Lab {
-    pub driver: Driver,
-    pub run_id: String,
-    pub client_ns: Netns,
-    pub server_ns: Netns,
-    pub server_bind: SocketAddrV4,
-    pub connect_to: SocketAddrV4,
-    pub devices: Vec<LabDevice>,
-    /// The namespace standing in for the Docker host (for overlay: node1, the client's).
-    pub node_ns: Option<Netns>,
-    /// The published address on the node, reachable from the node namespace like `-p` is
-    /// from the Docker host: `gateway:PUBLISHED_PORT` (DNAT to the server) for bridge and
-    /// published-nat, `127.0.0.1:PUBLISHED_PORT` (docker-proxy) for published-proxy.
-    pub published: Option<SocketAddrV4>,
-    /// The lab's private subnet, if it has one.
-    pub subnet: Option<(Ipv4Addr, u8)>,
-    /// Name of netpath's nft table in the node namespace (family `ip`).
-    pub nft_table: Option<String>,
-    /// PID of the docker-proxy serving the published port (published-proxy), running in
-    /// the node namespace; killed and reaped on teardown.
-    pub proxy_pid: Option<u32>,
-    nss: LabNamespaces,
-}
-
-impl std::fmt::Debug for Lab {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lab")
-            .field("driver", &self.driver)
-            .field("run_id", &self.run_id)
-            .field("client_ns", &self.client_ns.name)
-            .field("server_ns", &self.server_ns.name)
-            .field("server_bind", &self.server_bind)
-            .field("connect_to", &self.connect_to)
-            .field("devices", &self.devices)
-            .field("published", &self.published)
-            .field("proxy_pid", &self.proxy_pid)
-            .finish()
-    }
-}
-
-impl Lab {
-    /// Build a lab for `driver` with a fresh random run id.
-    pub fn build(driver: Driver) -> Result<Lab> {
-        Self::build_with_id(driver, &new_run_id()?)
-    }
-
-    /// Build with a given run id (6 lowercase hex chars).
-    pub fn build_with_id(driver: Driver, run_id: &str) -> Result<Lab> {
-        netns::require_root()?;
-        if !is_run_id(run_id) {
-            bail!("invalid run id {run_id:?}: want {RUN_ID_LEN} lowercase hex characters");
-        }
-        let existing = netns_of_run(run_id)?;
-        if !existing.is_empty() {
-            bail!(
-                "run id {run_id} is already in use ({}); run `netpath lab cleanup` if it is a leftover",
-                existing.join(", ")
-            );
-        }
-        let r = match driver {
-            Driver::Host => host::build(run_id),
-            Driver::Bridge => bridge::build(run_id),
-            Driver::None => none::build(run_id),
-            Driver::Overlay => overlay::build(run_id),
-            Driver::Macvlan => macvlan::build(run_id),
-            Driver::PublishedProxy => published::build(run_id, published::Mode::Proxy),
-            Driver::PublishedNat => published::build(run_id, published::Mode::Nat),
-        };
-        r.with_context(|| format!("cannot build the {} lab (run {run_id})", driver.name()))
-    }
-
-    /// Remove everything the lab created: processes first (docker-proxy, killed and
-    /// reaped), then links (so veths are gone for sure, even if something still holds a
-    /// namespace), then the namespaces.
-    pub fn teardown(mut self) -> Result<()> {
-        self.nss.destroy()
-    }
-
-    /// Names of every namespace of this lab.
-    pub fn netns_names(&self) -> Vec<String> {
-        self.nss.list.iter().map(|(n, _)| n.name.clone()).collect()
-    }
-
-    /// Every namespace of this lab.
-    pub fn namespaces(&self) -> Vec<Netns> {
-        self.nss.list.iter().map(|(n, _)| n.clone()).collect()
-    }
-
-    /// A lab whose namespaces and devices something else built and tears down (real
-    /// Docker containers, see `docker::DockerLab::to_lab`). The lab only holds the fds in
-    /// `parts.namespaces` (which keep those namespaces alive while it exists, and which
-    /// the `Netns` paths may refer to as `/proc/self/fd/N`); `teardown` and drop remove
-    /// nothing.
-    pub fn from_parts(parts: LabParts) -> Lab {
-        Lab {
-            driver: parts.driver,
-            run_id: parts.run_id.clone(),
-            client_ns: parts.client_ns,
-            server_ns: parts.server_ns,
-            server_bind: parts.server_bind,
-            connect_to: parts.connect_to,
-            devices: parts.devices,
-            node_ns: parts.node_ns,
-            published: parts.published,
-            subnet: None,
-            nft_table: None,
-            proxy_pid: parts.proxy_pid,
-            nss: LabNamespaces {
-                run_id: parts.run_id,
-                list: parts.namespaces,
-                procs: Vec::new(),
-                done: true,
-            },
-        }
-    }
-
-    /// The device with this name in this namespace.
-    pub fn device(&self, netns: &str, name: &str) -> Option<&LabDevice> {
-        self.devices
-            .iter()
-            .find(|d| d.netns == netns && d.name == name)
-    }
-}
-
-/// What [`Lab::from_parts`] needs: a lab built by something else (real Docker).
-pub struct LabParts {
-    pub driver: Driver,
-    pub run_id: String,
-    pub client_ns: Netns,
-    pub server_ns: Netns,
-    pub server_bind: SocketAddrV4,
-    pub connect_to: SocketAddrV4,
-    pub devices: Vec<LabDevice>,
-    /// The Docker host's namespace, if the lab uses it.
-    pub node_ns: Option<Netns>,
-    pub published: Option<SocketAddrV4>,
-    /// docker-proxy serving the published port (not the lab's to stop).
-    pub proxy_pid: Option<u32>,
-    /// Every namespace of the lab with an fd on it (client, server and every device's).
-    pub namespaces: Vec<(Netns, OwnedFd)>,
-}
-
-/// Namespaces (and helper processes) of one lab, deleted on drop unless torn down
-/// already.
-pub(crate) struct LabNamespaces {
-    run_id: String,
-    /// Each namespace with an fd held open: it marks the namespace as in use by this
-    /// process for `cleanup_leftovers` run from elsewhere.
-    list: Vec<(Netns, OwnedFd)>,
-    /// Processes the lab started inside its namespaces (docker-proxy), stopped first.
-    procs: Vec<std::process::Child>,
-    done: bool,
-}
-
-impl LabNamespaces {
-    fn new(run_id: &str) -> LabNamespaces {
-        LabNamespaces {
-            run_id: run_id.to_string(),
-            list: Vec::new(),
-            procs: Vec::new(),
-            done: false,
-        }
-    }
-
-    /// Take ownership of a process running inside one of the lab's namespaces: it is
-    /// registered for signal/panic cleanup and stopped (and reaped) before the
-    /// namespaces go.
-    fn adopt(&mut self, child: std::process::Child) {
-        cleanup::register_pid(&self.run_id, child.id());
-        self.procs.push(child);
-    }
-
-    /// Create `np<runid>-<role>`, registered for signal/panic cleanup right away.
-    fn create(&mut self, role: &str) -> Result<Netns> {
-        let name = netns_name(&self.run_id, role);
-        let ns = Netns::create(&name)?;
-        // Registered only once it is ours, so signal cleanup never touches a name that
-        // someone else created.
-        cleanup::register(&self.run_id, &name);
-        let fd = match ns.open() {
-            Ok(fd) => fd,
-            Err(e) => {
-                let _ = ns.delete();
-                return Err(e);
-            }
-        };
-        self.list.push((ns.clone(), fd));
-        Ok(ns)
-    }
-
-    fn fd(&self, ns: &Netns) -> Result<std::os::fd::BorrowedFd<'_>> {
-        self.list
-            .iter()
-            .find(|(n, _)| n == ns)
-            .map(|(_, fd)| fd.as_fd())
-            .with_context(|| format!("netns {} is not part of this lab", ns.name))
-    }
-
-    fn destroy(&mut self) -> Result<()> {
-        if self.done {
-            return Ok(());
-        }
-        self.done = true;
-        let mut first_err = None;
-        for mut child in std::mem::take(&mut self.procs) {
-            // Only if the signal/panic cleanup or `cleanup_leftovers` did not already
-            // stop (and reap) it: never signal a pid that may have been reused.
-            if cleanup::take_pid(&self.run_id, child.id())
-                && let Err(e) = cleanup::stop_child(&mut child)
-            {
-                first_err.get_or_insert(e);
+        fn build_driver(driver: Driver, run_id: &str) -> Result<NetPath> {
+            match driver {
+                $(Driver::$variant => $module::build(run_id),)*
             }
         }
-        let nss: Vec<Netns> = self.list.iter().map(|(n, _)| n.clone()).collect();
-        for ns in &nss {
-            if let Err(e) = ns.run(|| nl::Nl::new()?.purge_links()) {
-                first_err.get_or_insert(e.context(format!("removing links in {}", ns.name)));
-            }
-        }
-        self.list.clear(); // closes our fds
-        for ns in &nss {
-            if let Err(e) = ns.delete() {
-                first_err.get_or_insert(e);
-            }
-        }
-        cleanup::unregister(&self.run_id);
-        match netns_of_run(&self.run_id) {
-            Ok(left) if !left.is_empty() => {
-                first_err.get_or_insert(anyhow::anyhow!(
-                    "namespaces still present after teardown: {}",
-                    left.join(", ")
-                ));
-            }
-            Ok(_) => {}
-            Err(e) => {
-                first_err.get_or_insert(e);
-            }
-        }
-        match first_err {
-            None => Ok(()),
-            Some(e) => Err(e.context(format!("teardown of lab {} incomplete", self.run_id))),
-        }
-    }
+    };
+}
+crate::driver::driver_table!(lab_drivers);
+
+/// Build the lab of `driver` with a fresh random run id. Tear it down with
+/// [`NetPath::teardown`] (dropping it does too, best effort).
+pub fn build(driver: Driver) -> Result<NetPath> {
+    build_with_id(driver, &new_run_id()?)
 }
 
-impl Drop for LabNamespaces {
-    fn drop(&mut self) {
-        if !self.done
-            && let Err(e) = self.destroy()
-        {
-            log::warn!("{e:#}");
-        }
+/// Build with a given run id (6 lowercase hex chars).
+pub fn build_with_id(driver: Driver, run_id: &str) -> Result<NetPath> {
+    require_root()?;
+    if !is_run_id(run_id) {
+        bail!("invalid run id {run_id:?}: want {RUN_ID_LEN} lowercase hex characters");
     }
+    let existing = netns_of_run(run_id)?;
+    if !existing.is_empty() {
+        bail!(
+            "run id {run_id} is already in use ({}); run `netpath lab cleanup` if it is a leftover",
+            existing.join(", ")
+        );
+    }
+    build_driver(driver, run_id)
+        .with_context(|| format!("cannot build the {} lab (run {run_id})", driver.name()))
 }
 
 /// A fresh run id: 6 lowercase hex characters from the kernel's random pool.
@@ -486,11 +193,10 @@ pub(crate) fn quiet_ipv6() {
         "net.ipv6.conf.all.disable_ipv6",
         "net.ipv6.conf.default.disable_ipv6",
     ] {
-        let _ = nl::write_sysctl(k, "1");
+        let _ = crate::netns::write_sysctl(k, "1");
     }
 }
 
-/// Build a `LabDevice` from a netlink snapshot.
 /// A container namespace's `eth0`: address `ip/plen`, up, and a default route via `gw` if
 /// given (on-link subnets need none).
 pub(crate) fn address_eth0(ns: &Netns, ip: Ipv4Addr, plen: u8, gw: Option<Ipv4Addr>) -> Result<()> {
@@ -507,29 +213,36 @@ pub(crate) fn address_eth0(ns: &Netns, ip: Ipv4Addr, plen: u8, gw: Option<Ipv4Ad
     .with_context(|| format!("setting up eth0 in {}", ns.name))
 }
 
-pub(crate) fn device(ns: &Netns, l: &LinkSnapshot, kind: DevKind) -> LabDevice {
-    LabDevice {
-        name: l.name.clone(),
-        netns: ns.name.clone(),
-        netns_inum: ns.inum,
-        ifindex: l.ifindex,
-        kind,
-        mtu: l.mtu,
+/// `lo` up, and no IPv6, in each of `nss`.
+pub(crate) fn lo_up(nss: &[&Netns]) -> Result<()> {
+    for ns in nss {
+        ns.run(|| {
+            quiet_ipv6();
+            nl::Nl::new()?.lo_up()
+        })
+        .with_context(|| format!("setting up {}", ns.name))?;
     }
+    Ok(())
 }
 
-/// The device called `name` in a netlink listing of `ns`.
-pub(crate) fn device_named(
-    ns: &Netns,
-    links: &[LinkSnapshot],
-    name: &str,
-    kind: DevKind,
-) -> Result<LabDevice> {
+/// The device called `name` in a netlink listing of `ns`, with the kind its link and `role`
+/// give it.
+pub(crate) fn device_named(ns: &Netns, links: &[Link], name: &str, role: Role) -> Result<Device> {
     let l = links
         .iter()
         .find(|l| l.name == name)
         .with_context(|| format!("{name} missing in {}", ns.name))?;
-    Ok(device(ns, l, kind))
+    Device::of((&ns.name, ns.inum), l, role)
+        .with_context(|| format!("{name} in {} is a {:?} link", ns.name, l.kind))
+}
+
+/// The devices `(name, role)` of `ns`, read back from netlink (ifindex, final MTU).
+pub(crate) fn devices_in(ns: &Netns, names: &[(&str, Role)]) -> Result<Vec<Device>> {
+    let links = nl::links_in(ns)?;
+    names
+        .iter()
+        .map(|(n, role)| device_named(ns, &links, n, *role))
+        .collect()
 }
 
 #[cfg(test)]

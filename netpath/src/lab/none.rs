@@ -9,37 +9,27 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use anyhow::{Context, Result};
-use netpath_common::DevKind;
+use anyhow::Result;
 
-use super::{Driver, LAB_PORT, Lab, LabNamespaces, device, nl::Nl, quiet_ipv6};
+use super::{LAB_PORT, LabNamespaces, devices_in, lo_up};
+use crate::driver::Driver;
+use crate::path::{NetPath, Role};
 
-pub(super) fn build(run_id: &str) -> Result<Lab> {
+pub(super) fn build(run_id: &str) -> Result<NetPath> {
+    // No Docker host in the picture: the container's namespace is all there is.
+    loopback_only(Driver::None, run_id, "ctr")
+}
+
+/// Client and server in one fresh namespace `np<id>-<role>`, over its loopback (also the
+/// `host` driver's path).
+pub(super) fn loopback_only(driver: Driver, run_id: &str, role: &str) -> Result<NetPath> {
     let mut nss = LabNamespaces::new(run_id);
-    let ns = nss.create("ctr")?;
-    let lo = ns
-        .run(|| {
-            quiet_ipv6();
-            Nl::new()?.lo_up()?;
-            // Re-read after bringing it up (flags, MTU).
-            Nl::new()?.require_link("lo")
-        })
-        .with_context(|| format!("setting up lo in {}", ns.name))?;
+    let ns = nss.create(role)?;
+    lo_up(&[&ns])?;
     let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, LAB_PORT);
-    Ok(Lab {
-        driver: Driver::None,
-        run_id: run_id.to_string(),
-        client_ns: ns.clone(),
-        server_ns: ns.clone(),
-        server_bind: addr,
-        connect_to: addr,
-        devices: vec![device(&ns, &lo, DevKind::Loopback)],
-        // No Docker host in the picture: the container's namespace is all there is.
-        node_ns: None,
-        published: None,
-        subnet: None,
-        nft_table: None,
-        proxy_pid: None,
-        nss,
-    })
+    let mut p = NetPath::new(driver, run_id, ns.clone(), ns.clone(), addr);
+    // Read after bringing it up (flags, MTU).
+    p.devices = devices_in(&ns, &[("lo", Role::Link)])?;
+    p.keep = nss.into_keep();
+    Ok(p)
 }

@@ -19,18 +19,21 @@
 //! second container interface (eth1 on docker_gwbridge, for traffic leaving the
 //! overlay) is not modelled: the path measured is container to container.
 
-use std::net::SocketAddrV4;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::BorrowedFd;
 
 use anyhow::{Context, Result};
-use netpath_common::DevKind;
 
-use super::nl::{Nl, VxlanSpec};
 use super::{
-    Driver, LAB_PORT, Lab, LabNamespaces, OVERLAY_MTU, OVERLAY_VNI, UNDERLAY_MTU, VXLAN_PORT,
-    device_named, ifname, lab_subnet_in, links_in, quiet_ipv6, subnet_host,
+    LAB_PORT, LabNamespaces, OVERLAY_MTU, OVERLAY_VNI, UNDERLAY_MTU, VXLAN_PORT, device_named,
+    ifname, lab_subnet_in, lo_up, subnet_host,
 };
+use crate::driver::Driver;
+use crate::netns::Netns;
+use crate::nl::{Nl, VxlanSpec, links_in};
+use crate::path::{Device, NetPath, Role};
 
-pub(super) fn build(run_id: &str) -> Result<Lab> {
+pub(super) fn build(run_id: &str) -> Result<NetPath> {
     let mut nss = LabNamespaces::new(run_id);
     let node1 = nss.create("node1")?;
     let node2 = nss.create("node2")?;
@@ -39,109 +42,122 @@ pub(super) fn build(run_id: &str) -> Result<Lab> {
 
     let (unet, uplen) = lab_subnet_in(run_id, 214);
     let (onet, oplen) = lab_subnet_in(run_id, 215);
-    let (u1_ip, u2_ip) = (subnet_host(unet, 1), subnet_host(unet, 2));
-    let (cli_ip, srv_ip) = (subnet_host(onet, 2), subnet_host(onet, 3));
-    let (u1, u2) = (ifname(run_id, "u1")?, ifname(run_id, "u2")?);
-    let (b1, b2) = (ifname(run_id, "b1")?, ifname(run_id, "b2")?);
-    let (v1, v2) = (ifname(run_id, "v1")?, ifname(run_id, "v2")?);
-    let (cport, sport) = (ifname(run_id, "c")?, ifname(run_id, "s")?);
-
-    for ns in [&node1, &node2, &cli, &srv] {
-        ns.run(|| {
-            quiet_ipv6();
-            Nl::new()?.lo_up()
-        })
-        .with_context(|| format!("setting up {}", ns.name))?;
-    }
-
-    // Underlay: one veth pair between the nodes, like the hosts' network.
-    let node2_fd = nss.fd(&node2)?;
-    node1
-        .run(|| {
-            let nl = Nl::new()?;
-            let u = nl.add_veth_into(&u1, &u2, node2_fd, UNDERLAY_MTU)?;
-            nl.add_addr(u.ifindex, u1_ip, uplen)?;
-            nl.set_up(u.ifindex)
-        })
-        .with_context(|| format!("setting up the underlay in {}", node1.name))?;
-    node2
-        .run(|| {
-            let nl = Nl::new()?;
-            let u = nl.require_link(&u2)?;
-            nl.add_addr(u.ifindex, u2_ip, uplen)?;
-            nl.set_up(u.ifindex)
-        })
-        .with_context(|| format!("setting up the underlay in {}", node2.name))?;
-
-    // Each node: bridge, VXLAN port towards the other node, veth port to its container.
-    let nodes = [
-        (&node1, &u1, &b1, &v1, u1_ip, u2_ip, &cport, nss.fd(&cli)?),
-        (&node2, &u2, &b2, &v2, u2_ip, u1_ip, &sport, nss.fd(&srv)?),
-    ];
-    for (node, under, br, vx, local, remote, port, ctr_fd) in nodes {
-        node.run(|| {
-            let nl = Nl::new()?;
-            let u = nl.require_link(under)?;
-            let br = nl.add_bridge(br)?;
-            nl.set_up(br.ifindex)?;
-            let vx = nl.add_vxlan(&VxlanSpec {
-                name: vx,
-                vni: OVERLAY_VNI,
-                port: VXLAN_PORT,
-                dev: u.ifindex,
-                local,
-                remote,
-                mtu: OVERLAY_MTU,
-            })?;
-            nl.enslave_up(vx.ifindex, br.ifindex)?;
-            let p = nl.add_veth_into(port, "eth0", ctr_fd, OVERLAY_MTU)?;
-            nl.enslave_up(p.ifindex, br.ifindex)
-        })
-        .with_context(|| format!("setting up the overlay in {}", node.name))?;
-    }
+    let n1 = Node::new(run_id, node1, "1", "c", subnet_host(unet, 1))?;
+    let n2 = Node::new(run_id, node2, "2", "s", subnet_host(unet, 2))?;
+    lo_up(&[&n1.ns, &n2.ns, &cli, &srv])?;
+    underlay(&n1, &n2, uplen, nss.fd(&n2.ns)?)?;
+    n1.bridge_and_vxlan(n2.ip, nss.fd(&cli)?)?;
+    n2.bridge_and_vxlan(n1.ip, nss.fd(&srv)?)?;
 
     // Containers: overlay address, up. Both are on-link in the overlay subnet.
+    let (cli_ip, srv_ip) = (subnet_host(onet, 2), subnet_host(onet, 3));
     for (ns, ip) in [(&cli, cli_ip), (&srv, srv_ip)] {
         super::address_eth0(ns, ip, oplen, None)?;
     }
 
-    let (cl, n1, n2, sl) = (
-        links_in(&cli)?,
-        links_in(&node1)?,
-        links_in(&node2)?,
-        links_in(&srv)?,
-    );
-    let devices = vec![
-        device_named(&cli, &cl, "lo", DevKind::Loopback)?,
-        device_named(&cli, &cl, "eth0", DevKind::Veth)?,
-        device_named(&node1, &n1, &cport, DevKind::BridgePort)?,
-        device_named(&node1, &n1, &b1, DevKind::Bridge)?,
-        device_named(&node1, &n1, &v1, DevKind::Vxlan)?,
-        device_named(&node1, &n1, &u1, DevKind::Underlay)?,
-        device_named(&node2, &n2, &u2, DevKind::Underlay)?,
-        device_named(&node2, &n2, &v2, DevKind::Vxlan)?,
-        device_named(&node2, &n2, &b2, DevKind::Bridge)?,
-        device_named(&node2, &n2, &sport, DevKind::BridgePort)?,
-        device_named(&srv, &sl, "eth0", DevKind::Veth)?,
-        device_named(&srv, &sl, "lo", DevKind::Loopback)?,
-        device_named(&node1, &n1, "lo", DevKind::Loopback)?,
-        device_named(&node2, &n2, "lo", DevKind::Loopback)?,
-    ];
-
     let server = SocketAddrV4::new(srv_ip, LAB_PORT);
-    Ok(Lab {
-        driver: Driver::Overlay,
-        run_id: run_id.to_string(),
-        client_ns: cli,
-        server_ns: srv,
-        server_bind: server,
-        connect_to: server,
-        devices,
-        node_ns: Some(node1),
-        published: None,
-        subnet: Some((onet, oplen)),
-        nft_table: None,
-        proxy_pid: None,
-        nss,
-    })
+    let mut p = NetPath::new(Driver::Overlay, run_id, cli, srv, server);
+    p.devices = read_devices(&p.client_ns, &n1, &n2, &p.server_ns)?;
+    p.node_ns = Some(n1.ns);
+    p.subnet = Some((onet, oplen));
+    p.keep = nss.into_keep();
+    Ok(p)
+}
+
+/// One node: its namespace, the names of its links and its underlay address.
+struct Node {
+    ns: Netns,
+    /// Underlay veth `np<id>u<N>`.
+    under: String,
+    /// Bridge `np<id>b<N>`.
+    br: String,
+    /// VXLAN device `np<id>v<N>`.
+    vx: String,
+    /// Veth port to its container, `np<id>c` or `np<id>s`.
+    port: String,
+    ip: Ipv4Addr,
+}
+
+impl Node {
+    fn new(run_id: &str, ns: Netns, n: &str, port: &str, ip: Ipv4Addr) -> Result<Node> {
+        Ok(Node {
+            ns,
+            under: ifname(run_id, &format!("u{n}"))?,
+            br: ifname(run_id, &format!("b{n}"))?,
+            vx: ifname(run_id, &format!("v{n}"))?,
+            port: ifname(run_id, port)?,
+            ip,
+        })
+    }
+
+    /// Bridge, VXLAN port towards the node at `remote`, veth port to its container.
+    fn bridge_and_vxlan(&self, remote: Ipv4Addr, ctr_fd: BorrowedFd<'_>) -> Result<()> {
+        self.ns
+            .run(|| {
+                let nl = Nl::new()?;
+                let u = nl.require_link(&self.under)?;
+                let br = nl.add_bridge(&self.br)?;
+                nl.set_up(br.ifindex)?;
+                let vx = nl.add_vxlan(&VxlanSpec {
+                    name: &self.vx,
+                    vni: OVERLAY_VNI,
+                    port: VXLAN_PORT,
+                    dev: u.ifindex,
+                    local: self.ip,
+                    remote,
+                    mtu: OVERLAY_MTU,
+                })?;
+                nl.enslave_up(vx.ifindex, br.ifindex)?;
+                let p = nl.add_veth_into(&self.port, "eth0", ctr_fd, OVERLAY_MTU)?;
+                nl.enslave_up(p.ifindex, br.ifindex)
+            })
+            .with_context(|| format!("setting up the overlay in {}", self.ns.name))
+    }
+}
+
+/// One veth pair between the nodes, like the hosts' network.
+fn underlay(n1: &Node, n2: &Node, plen: u8, n2_fd: BorrowedFd<'_>) -> Result<()> {
+    n1.ns
+        .run(|| {
+            let nl = Nl::new()?;
+            let u = nl.add_veth_into(&n1.under, &n2.under, n2_fd, UNDERLAY_MTU)?;
+            nl.add_addr(u.ifindex, n1.ip, plen)?;
+            nl.set_up(u.ifindex)
+        })
+        .with_context(|| format!("setting up the underlay in {}", n1.ns.name))?;
+    n2.ns
+        .run(|| {
+            let nl = Nl::new()?;
+            let u = nl.require_link(&n2.under)?;
+            nl.add_addr(u.ifindex, n2.ip, plen)?;
+            nl.set_up(u.ifindex)
+        })
+        .with_context(|| format!("setting up the underlay in {}", n2.ns.name))
+}
+
+/// Every device, read back from netlink, in path order, loopbacks last.
+fn read_devices(cli: &Netns, n1: &Node, n2: &Node, srv: &Netns) -> Result<Vec<Device>> {
+    let (cl, l1, l2, sl) = (
+        links_in(cli)?,
+        links_in(&n1.ns)?,
+        links_in(&n2.ns)?,
+        links_in(srv)?,
+    );
+    let (link, underlay) = (Role::Link, Role::Underlay);
+    Ok(vec![
+        device_named(cli, &cl, "lo", link)?,
+        device_named(cli, &cl, "eth0", link)?,
+        device_named(&n1.ns, &l1, &n1.port, link)?,
+        device_named(&n1.ns, &l1, &n1.br, link)?,
+        device_named(&n1.ns, &l1, &n1.vx, link)?,
+        device_named(&n1.ns, &l1, &n1.under, underlay)?,
+        device_named(&n2.ns, &l2, &n2.under, underlay)?,
+        device_named(&n2.ns, &l2, &n2.vx, link)?,
+        device_named(&n2.ns, &l2, &n2.br, link)?,
+        device_named(&n2.ns, &l2, &n2.port, link)?,
+        device_named(srv, &sl, "eth0", link)?,
+        device_named(srv, &sl, "lo", link)?,
+        device_named(&n1.ns, &l1, "lo", link)?,
+        device_named(&n2.ns, &l2, "lo", link)?,
+    ])
 }

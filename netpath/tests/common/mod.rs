@@ -6,7 +6,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use netpath::harness::RrConfig;
-use netpath::lab::{self, Netns};
+use netpath::netns::Netns;
+use netpath::path::NetPath;
 
 /// Tests share /run/netns and `cleanup_leftovers` removes every lab not held by another
 /// process, so they run one at a time even without `--test-threads=1`.
@@ -46,7 +47,7 @@ pub fn netns_files(run_id: &str) -> Vec<String> {
 /// starts in the process's namespace).
 pub fn root_links() -> HashSet<String> {
     std::thread::spawn(|| {
-        lab::nl::Nl::new()
+        netpath::nl::Nl::new()
             .unwrap()
             .links()
             .unwrap()
@@ -66,7 +67,7 @@ pub fn ifindex_in(ns: &Netns, name: &str) -> u32 {
 }
 
 /// The lab left the root netns as it found it; after teardown none of its namespaces remain.
-pub fn tear_down_cleanly(lab: lab::Lab, before: &HashSet<String>) {
+pub fn tear_down_cleanly(lab: NetPath, before: &HashSet<String>) {
     assert_eq!(
         &root_links(),
         before,

@@ -1,14 +1,15 @@
-//! Small synchronous rtnetlink wrapper.
+//! rtnetlink, the one reader and writer of links for the lab and for Docker alike.
 //!
 //! An [`Nl`] opens its netlink socket in the network namespace of the thread that
 //! creates it; create it on a thread that has entered the target namespace (see
-//! [`Netns::run`](super::Netns::run)) and drop it before that thread leaves.
+//! [`Netns::run`]) and drop it before that thread leaves. [`links_in`] does both.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 use anyhow::{Context, Result, anyhow};
 use futures::TryStreamExt;
+use rtnetlink::packet_route::address::AddressAttribute;
 use rtnetlink::packet_route::link::{
     InfoData, InfoKind, InfoMacVlan, InfoVeth, InfoVxlan, LinkAttribute, LinkFlags, LinkInfo,
     LinkMessage, MacVlanMode,
@@ -18,20 +19,31 @@ use rtnetlink::{
     RouteMessageBuilder,
 };
 
-use super::Netns;
+use crate::netns::Netns;
 
-/// What netlink says about one link.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LinkSnapshot {
+/// One link as netlink reports it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Link {
     pub ifindex: u32,
     pub name: String,
-    /// rtnetlink kind (`veth`, `bridge`, ...); empty for `lo` and physical devices.
+    /// rtnetlink kind (`veth`, `bridge`, `vxlan`, `macvlan`, ...); empty for `lo` and
+    /// physical devices.
     pub kind: String,
     pub mtu: u32,
     /// ifindex of the bridge (or other controller) this link is enslaved to.
     pub master: Option<u32>,
+    /// `IFLA_LINK` (the `@ifN` of `ip link`): for a veth the peer's ifindex, for a
+    /// macvlan its parent's, for a vxlan its underlay's; in the namespace named by
+    /// `link_netnsid` if that is set, else in this one.
+    pub iflink: Option<u32>,
+    /// `IFLA_LINK_NETNSID`: the peer/parent lives in another namespace.
+    pub link_netnsid: Option<i32>,
     /// Administratively up (IFF_UP).
     pub up: bool,
+    /// A loopback device (IFF_LOOPBACK).
+    pub loopback: bool,
+    /// IPv4 addresses with prefix length.
+    pub addrs: Vec<(Ipv4Addr, u8)>,
 }
 
 /// The VXLAN attributes netpath sets, as netlink reports them.
@@ -98,20 +110,44 @@ impl Nl {
         self.rt.block_on(f)
     }
 
-    /// All links of this namespace.
-    pub fn links(&self) -> Result<Vec<LinkSnapshot>> {
+    /// All links of this namespace, with their IPv4 addresses.
+    pub fn links(&self) -> Result<Vec<Link>> {
         let msgs: Vec<LinkMessage> = self
             .block(self.handle.link().get().execute().try_collect())
             .context("netlink: listing links")?;
-        Ok(msgs.iter().map(snapshot).collect())
+        let mut links: Vec<Link> = msgs.iter().map(link_of).collect();
+        self.add_addrs(&mut links)?;
+        Ok(links)
     }
 
-    /// One link by name, `None` if it does not exist.
-    pub fn link(&self, name: &str) -> Result<Option<LinkSnapshot>> {
-        Ok(self.link_message(name)?.as_ref().map(snapshot))
+    /// One link by name (with its IPv4 addresses), `None` if it does not exist.
+    pub fn link(&self, name: &str) -> Result<Option<Link>> {
+        let Some(m) = self.link_message(name)? else {
+            return Ok(None);
+        };
+        let mut l = [link_of(&m)];
+        self.add_addrs(&mut l)?;
+        let [l] = l;
+        Ok(Some(l))
     }
 
-    pub fn require_link(&self, name: &str) -> Result<LinkSnapshot> {
+    fn add_addrs(&self, links: &mut [Link]) -> Result<()> {
+        let addrs: Vec<_> = self
+            .block(self.handle.address().get().execute().try_collect())
+            .context("netlink: listing addresses")?;
+        for a in addrs {
+            for attr in &a.attributes {
+                if let AddressAttribute::Address(IpAddr::V4(ip)) = attr
+                    && let Some(l) = links.iter_mut().find(|l| l.ifindex == a.header.index)
+                {
+                    l.addrs.push((*ip, a.header.prefix_len));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn require_link(&self, name: &str) -> Result<Link> {
         self.link(name)?
             .ok_or_else(|| anyhow!("link {name} not found after creating it"))
     }
@@ -137,14 +173,14 @@ impl Nl {
     }
 
     /// Bring `lo` up.
-    pub fn lo_up(&self) -> Result<LinkSnapshot> {
+    pub fn lo_up(&self) -> Result<Link> {
         let lo = self.require_link("lo")?;
         self.set_up(lo.ifindex)?;
         Ok(lo)
     }
 
     /// `ip link add NAME type bridge` (created up).
-    pub fn add_bridge(&self, name: &str) -> Result<LinkSnapshot> {
+    pub fn add_bridge(&self, name: &str) -> Result<Link> {
         self.block(
             self.handle
                 .link()
@@ -163,7 +199,7 @@ impl Nl {
         peer: &str,
         peer_ns: BorrowedFd<'_>,
         mtu: u32,
-    ) -> Result<LinkSnapshot> {
+    ) -> Result<Link> {
         let peer_msg = LinkMessageBuilder::<LinkUnspec>::new()
             .name(peer.to_string())
             .mtu(mtu)
@@ -183,7 +219,7 @@ impl Nl {
     /// nolearning`. With a unicast `remote` the kernel installs the default FDB entry
     /// `00:00:00:00:00:00 dst R` itself, the same entry Docker's overlay appends with
     /// `bridge fdb append`, so no flooding to other destinations is possible.
-    pub fn add_vxlan(&self, v: &VxlanSpec<'_>) -> Result<LinkSnapshot> {
+    pub fn add_vxlan(&self, v: &VxlanSpec<'_>) -> Result<Link> {
         let msg = LinkVxlan::new(v.name, v.vni)
             .dev(v.dev)
             .port(v.port)
@@ -331,31 +367,38 @@ impl Nl {
     }
 }
 
-fn snapshot(m: &LinkMessage) -> LinkSnapshot {
-    let mut s = LinkSnapshot {
+fn link_of(m: &LinkMessage) -> Link {
+    let mut l = Link {
         ifindex: m.header.index,
         name: String::new(),
         kind: String::new(),
         mtu: 0,
         master: None,
+        iflink: None,
+        link_netnsid: None,
         up: m.header.flags.contains(LinkFlags::Up),
+        loopback: m.header.flags.contains(LinkFlags::Loopback),
+        addrs: Vec::new(),
     };
     for a in &m.attributes {
         match a {
-            LinkAttribute::IfName(n) => s.name = n.clone(),
-            LinkAttribute::Mtu(v) => s.mtu = *v,
-            LinkAttribute::Controller(v) => s.master = Some(*v),
+            LinkAttribute::IfName(n) => l.name = n.clone(),
+            LinkAttribute::Mtu(v) => l.mtu = *v,
+            LinkAttribute::Controller(v) => l.master = Some(*v),
+            LinkAttribute::Link(v) => l.iflink = Some(*v),
+            LinkAttribute::LinkNetNsId(v) => l.link_netnsid = Some(*v),
             LinkAttribute::LinkInfo(infos) => {
                 for i in infos {
                     if let LinkInfo::Kind(k) = i {
-                        s.kind = kind_name(k);
+                        // The kernel's own name (`veth`, `bridge`, `ipvlan`, ...).
+                        l.kind = k.to_string();
                     }
                 }
             }
             _ => {}
         }
     }
-    s
+    l
 }
 
 fn info_data(m: &LinkMessage) -> Option<&InfoData> {
@@ -368,35 +411,8 @@ fn info_data(m: &LinkMessage) -> Option<&InfoData> {
     })
 }
 
-fn kind_name(k: &InfoKind) -> String {
-    match k {
-        InfoKind::Veth => "veth".into(),
-        InfoKind::Bridge => "bridge".into(),
-        InfoKind::Vxlan => "vxlan".into(),
-        InfoKind::MacVlan => "macvlan".into(),
-        InfoKind::Dummy => "dummy".into(),
-        InfoKind::Other(s) => s.clone(),
-        other => format!("{other:?}").to_lowercase(),
-    }
-}
-
 /// Links of a namespace, read from a thread inside it.
-pub fn links_in(ns: &Netns) -> Result<Vec<LinkSnapshot>> {
+pub fn links_in(ns: &Netns) -> Result<Vec<Link>> {
     ns.run(|| Nl::new()?.links())
         .with_context(|| format!("listing links in netns {}", ns.name))
-}
-
-/// Write a sysctl under /proc/sys for the calling thread's network namespace
-/// (net.* sysctls follow the writer's netns).
-pub fn write_sysctl(key: &str, value: &str) -> Result<()> {
-    let path = format!("/proc/sys/{}", key.replace('.', "/"));
-    std::fs::write(&path, value).with_context(|| format!("cannot write {value} to {path}"))
-}
-
-pub fn read_sysctl(key: &str) -> Result<String> {
-    let path = format!("/proc/sys/{}", key.replace('.', "/"));
-    Ok(std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {path}"))?
-        .trim()
-        .to_string())
 }

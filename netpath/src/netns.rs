@@ -1,10 +1,16 @@
-//! Named network namespaces, done the way `ip netns add` does it but in Rust:
-//! a thread unshares `CLONE_NEWNET` and its `/proc/thread-self/ns/net` is bind-mounted
-//! on `/run/netns/NAME`, which keeps the namespace alive after the thread is gone.
+//! Network namespaces, the one way into them for the lab and for Docker alike.
+//!
+//! A [`Netns`] is named by `/run/netns/NAME` (created the way `ip netns add` does it: a
+//! thread unshares `CLONE_NEWNET` and its `/proc/thread-self/ns/net` is bind-mounted there,
+//! which keeps the namespace alive after the thread is gone), by any namespace file
+//! (`/proc/PID/ns/net`, Docker's `/run/docker/netns/…`), or by an fd netpath holds
+//! ([`Held`], `/proc/self/fd/N`). Code runs inside one on a scoped thread ([`Netns::run`]),
+//! or on the calling thread, which returns home afterwards ([`Netns::run_here`]) or stays
+//! ([`Netns::enter`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -83,15 +89,19 @@ impl Netns {
         })
     }
 
-    /// Look up an existing named namespace.
+    /// Look up an existing named namespace (`/run/netns/NAME`).
     pub fn open_existing(name: &str) -> Result<Netns> {
         validate_name(name)?;
-        let path = Path::new(NETNS_RUN_DIR).join(name);
-        let inum = ns_inum(&path)?;
+        Self::at(name, &Path::new(NETNS_RUN_DIR).join(name))
+    }
+
+    /// The namespace at a namespace file (`/proc/PID/ns/net`, `/run/docker/netns/…`), called
+    /// `name` in device lists and messages.
+    pub fn at(name: &str, path: &Path) -> Result<Netns> {
         Ok(Netns {
             name: name.to_string(),
-            path,
-            inum,
+            path: path.to_path_buf(),
+            inum: ns_inum(path)?,
         })
     }
 
@@ -127,6 +137,17 @@ impl Netns {
             .with_context(|| format!("setns into network namespace {} failed", self.name))
     }
 
+    /// Run `f` on the calling thread inside this namespace, then return the thread to the
+    /// namespace it was in (for work that must happen on this thread, such as attaching a
+    /// program through a handle it owns).
+    pub fn run_here<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let home = File::open("/proc/thread-self/ns/net").context("own netns")?;
+        self.enter()?;
+        let r = f();
+        setns(home.as_fd(), CloneFlags::CLONE_NEWNET).context("returning to the original netns")?;
+        r
+    }
+
     /// Run `f` on a new scoped thread that has entered this namespace.
     pub fn run<T: Send>(&self, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
         std::thread::scope(|s| {
@@ -149,6 +170,70 @@ impl Netns {
     }
 }
 
+/// A namespace with an fd held on it: the fd keeps the namespace alive and marks it as in
+/// use by this process (`netpath cleanup` run elsewhere leaves it alone).
+pub struct Held {
+    pub ns: Netns,
+    fd: OwnedFd,
+}
+
+impl Held {
+    /// Hold `ns` open; its path stays as it is.
+    pub fn open(ns: Netns) -> Result<Held> {
+        let fd = ns.open()?;
+        Ok(Held { ns, fd })
+    }
+
+    /// Hold the namespace at `path` and name it through the fd (`/proc/self/fd/N`, valid while
+    /// held, so a container that exits cannot swap another namespace in under that path). With
+    /// `inum`, the namespace must still be that one.
+    pub fn through_fd(name: &str, path: &Path, inum: Option<u32>) -> Result<Held> {
+        let fd: OwnedFd = File::open(path)
+            .with_context(|| format!("cannot open network namespace {}", path.display()))?
+            .into();
+        let ns = Netns::at(
+            name,
+            &PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
+        )?;
+        if let Some(want) = inum
+            && want != ns.inum
+        {
+            bail!(
+                "namespace {} changed under us ({want} → {})",
+                path.display(),
+                ns.inum
+            );
+        }
+        Ok(Held { ns, fd })
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.ns.fmt(f)
+    }
+}
+
+/// Write a sysctl under /proc/sys for the calling thread's network namespace (net.* sysctls
+/// follow the writer's netns).
+pub fn write_sysctl(key: &str, value: &str) -> Result<()> {
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    std::fs::write(&path, value).with_context(|| format!("cannot write {value} to {path}"))
+}
+
+/// Read a sysctl under /proc/sys as the calling thread's network namespace sees it.
+pub fn read_sysctl(key: &str) -> Result<String> {
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    Ok(std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {path}"))?
+        .trim()
+        .to_string())
+}
+
 /// Thread names are limited to 15 bytes.
 fn short(s: &str) -> &str {
     let mut end = s.len().min(9);
@@ -158,6 +243,7 @@ fn short(s: &str) -> &str {
     &s[..end]
 }
 
+/// The message of a thread's panic payload.
 pub(crate) fn panic_msg(p: &Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
         s.to_string()
@@ -195,7 +281,7 @@ fn validate_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn require_root() -> Result<()> {
+pub fn require_root() -> Result<()> {
     if !nix::unistd::geteuid().is_root() {
         bail!("the netns lab needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); run netpath as root");
     }

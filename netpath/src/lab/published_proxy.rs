@@ -1,8 +1,7 @@
-//! Published ports (`docker run -p`), reached from the Docker host the way users hit
-//! them: the client runs in the node namespace (the "host"), the server in the
-//! container. Both drivers reuse the bridge network (without a client container).
-//!
-//! `published-proxy` (dockerd's default `--userland-proxy=true`):
+//! `published-proxy` driver (`docker run -p` with dockerd's default `--userland-proxy=true`),
+//! reached from the Docker host the way users hit it: the client runs in the node namespace
+//! (the "host"), the server in the container, on the bridge network without a client
+//! container.
 //!
 //! ```text
 //!  np<id>-node                                                         np<id>-srv
@@ -11,23 +10,10 @@
 //!
 //! Docker's real `/usr/sbin/docker-proxy`, started inside the node namespace and
 //! listening on 127.0.0.1 there only, relays each connection to the container. Its pid
-//! is `Lab::proxy_pid`; it is stopped and reaped on teardown, drop and signal/panic
+//! is `NetPath::proxy_pid`; it is stopped and reaped on teardown, drop and signal/panic
 //! cleanup, and `cleanup_leftovers` kills the ones killed runs leave behind. Docker's
 //! OUTPUT DNAT skips 127.0.0.0/8, and so does netpath's table, so loopback traffic really
 //! goes through the proxy, as with Docker.
-//!
-//! `published-nat` (`--userland-proxy=false`):
-//!
-//! ```text
-//!  np<id>-node                                                         np<id>-srv
-//!  client → .1:18080 ─OUTPUT DNAT→ .3:11111 ── np<id>br ─ np<id>s ─veth─ eth0 .3:11111
-//! ```
-//!
-//! Docker handles locally originated connections to a published port with a DNAT in
-//! the nat OUTPUT chain. For 127.0.0.1 it additionally needs `route_localnet=1` and a
-//! hairpin MASQUERADE; netpath instead publishes on the node's own non-loopback address
-//! (the bridge gateway .1), which takes exactly the OUTPUT-DNAT path without touching
-//! route_localnet: the bridge driver's existing rule `.1:PUBLISHED_PORT → srv:LAB_PORT`.
 
 use std::fs::File;
 use std::io::Read;
@@ -40,69 +26,44 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
+use super::PUBLISHED_PORT;
 use super::bridge::build_net;
-use super::{DOCKER_PROXY, Driver, Lab, Netns, PUBLISHED_PORT, ns_inum};
-
-/// How a published port is served.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Mode {
-    /// docker-proxy on 127.0.0.1.
-    Proxy,
-    /// OUTPUT-chain DNAT on the gateway address.
-    Nat,
-}
+use crate::driver::Driver;
+use crate::netns::{Netns, ns_inum};
+use crate::path::NetPath;
+use crate::proxy::DOCKER_PROXY;
 
 /// How long docker-proxy gets to report that it listens.
 const PROXY_START_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub(super) fn build(run_id: &str, mode: Mode) -> Result<Lab> {
-    if mode == Mode::Proxy && !Path::new(DOCKER_PROXY).exists() {
+pub(super) fn build(run_id: &str) -> Result<NetPath> {
+    if !Path::new(DOCKER_PROXY).exists() {
         bail!(
             "{DOCKER_PROXY} not found: the published-proxy driver runs Docker's userland proxy; \
              install docker.io (apt-get install docker.io, or `cargo xtask setup`)"
         );
     }
-    let b = build_net(run_id, false)?;
-    let mut nss = b.nss;
-    let (driver, published, proxy_pid) = match mode {
-        Mode::Nat => (
-            Driver::PublishedNat,
-            SocketAddrV4::new(b.gw, PUBLISHED_PORT),
-            None,
-        ),
-        Mode::Proxy => {
-            let listen = SocketAddrV4::new(Ipv4Addr::LOCALHOST, PUBLISHED_PORT);
-            let (child, status) = spawn_proxy(&b.node, listen, b.server)?;
-            let pid = child.id();
-            // Owned by the lab from here on: any error below tears it down with the rest.
-            nss.adopt(child);
-            wait_ready(status, pid)?;
-            let inum = ns_inum(Path::new(&format!("/proc/{pid}/ns/net")))
-                .with_context(|| format!("docker-proxy {pid} vanished"))?;
-            if inum != b.node.inum {
-                bail!(
-                    "docker-proxy {pid} runs in netns {inum}, not in {}",
-                    b.node.name
-                );
-            }
-            (Driver::PublishedProxy, listen, Some(pid))
-        }
-    };
-    Ok(Lab {
-        driver,
-        run_id: run_id.to_string(),
-        client_ns: b.node.clone(),
-        server_ns: b.srv,
-        server_bind: b.server,
-        connect_to: published,
-        devices: b.devices,
-        node_ns: Some(b.node),
-        published: Some(published),
-        subnet: Some(b.subnet),
-        nft_table: Some(b.nft_table),
-        proxy_pid,
-        nss,
-    })
+    let mut b = build_net(run_id, false)?;
+    let listen = SocketAddrV4::new(Ipv4Addr::LOCALHOST, PUBLISHED_PORT);
+    let (child, status) = spawn_proxy(&b.node, listen, b.server)?;
+    let pid = child.id();
+    // Owned by the lab from here on: any error below tears it down with the rest.
+    b.nss.adopt(child);
+    wait_ready(status, pid)?;
+    let inum = ns_inum(Path::new(&format!("/proc/{pid}/ns/net")))
+        .with_context(|| format!("docker-proxy {pid} vanished"))?;
+    if inum != b.node.inum {
+        bail!(
+            "docker-proxy {pid} runs in netns {inum}, not in {}",
+            b.node.name
+        );
+    }
+    let node = b.node.clone();
+    let mut p = b.into_path(Driver::PublishedProxy, run_id, node);
+    p.connect_to = listen;
+    p.published = Some(listen);
+    p.proxy_pid = Some(pid);
+    Ok(p)
 }
 
 /// Start `docker-proxy -proto tcp -host-ip … -host-port … -container-ip …

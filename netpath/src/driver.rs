@@ -1,0 +1,78 @@
+//! The Docker network drivers netpath measures: one enum, and the one table of them.
+//!
+//! Each driver is built twice, by a file of the same name in `lab/` (namespaces netpath makes
+//! itself) and in `docker/drivers/` (a real Docker engine). [`driver_table!`] lists every
+//! driver once; the enum below and both builders' dispatch (with their `mod` lines) are
+//! generated from it, so adding a driver is one line here plus its two files.
+
+/// Calls the macro `$then` with the driver table, one `Variant module "cli-name" "help";`
+/// per driver. `module` is the file in `lab/` and in `docker/drivers/`.
+macro_rules! driver_table {
+    ($then:ident) => {
+        $then! {
+            Host host "host"
+                "`--network host`: client and server share one stack, over loopback.";
+            Bridge bridge "bridge"
+                "The default bridge: veth pairs into a Linux bridge.";
+            None none "none"
+                "`--network none`: one isolated namespace, client and server over its loopback.";
+            Overlay overlay "overlay"
+                "A swarm overlay: two nodes, a bridge and a VXLAN device in each, joined by an underlay link.";
+            Macvlan macvlan "macvlan"
+                "macvlan in bridge mode: two children of one parent link talk directly.";
+            PublishedProxy published_proxy "published-proxy"
+                "`-p 127.0.0.1:P:…` with the userland proxy: the client on the node connects to docker-proxy, which connects to the container over the bridge.";
+            PublishedNat published_nat "published-nat"
+                "`-p` with `--userland-proxy=false`: the client on the node reaches the container through netpath's OUTPUT-chain DNAT.";
+        }
+    };
+}
+pub(crate) use driver_table;
+
+macro_rules! driver_enum {
+    ($($variant:ident $module:ident $name:literal $help:literal;)*) => {
+        /// Which Docker data path to build.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+        #[serde(rename_all = "kebab-case")]
+        pub enum Driver {
+            $(#[doc = $help] $variant,)*
+        }
+
+        impl Driver {
+            pub const ALL: [Driver; [$(Driver::$variant),*].len()] = [$(Driver::$variant),*];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Driver::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+driver_table!(driver_enum);
+
+impl std::fmt::Display for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::ValueEnum;
+
+    use super::*;
+
+    #[test]
+    fn names_are_the_cli_names() {
+        assert_eq!(Driver::ALL.len(), 7);
+        for d in &Driver::ALL {
+            let v = d.to_possible_value().unwrap();
+            assert_eq!(v.get_name(), d.name());
+            assert_eq!(
+                serde_json::to_value(d).unwrap(),
+                serde_json::Value::String(d.name().into())
+            );
+        }
+    }
+}

@@ -23,20 +23,34 @@ use crate::nl::Nl;
 /// any more, the macvlan parents (`np<id>mp` and netns `np<id>-mvp`) and the second
 /// daemons (`published-nat`) of runs that are gone. Returns what was removed.
 pub fn cleanup_docker(engine: &Engine) -> Result<Vec<String>> {
-    let mut removed = Vec::new();
-    let busy = |labels: &Option<HashMap<String, String>>| {
-        labels
-            .as_ref()
-            .and_then(|l| l.get(LABEL_RUN))
-            .is_some_and(|id| run_in_use(id))
-    };
-    let label_filter = || {
-        Some(HashMap::from([(
-            "label".to_string(),
-            vec![LABEL.to_string()],
-        )]))
-    };
+    let mut removed = remove_containers(engine)?;
+    let gone_nets = remove_networks(engine)?;
+    removed.extend(gone_nets.iter().map(|n| format!("network {n}")));
+    removed.extend(remove_images(engine)?);
+    if leave_swarm_if_unused(engine, &gone_nets)? {
+        removed.push("swarm (initialised by netpath)".to_string());
+    }
+    removed.extend(cleanup_docker_host(&engine.host_netns)?);
+    Ok(removed)
+}
 
+/// True if the labels name a run whose lock a live process holds.
+fn busy(labels: &Option<HashMap<String, String>>) -> bool {
+    labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_RUN))
+        .is_some_and(|id| run_in_use(id))
+}
+
+fn label_filter() -> Option<HashMap<String, Vec<String>>> {
+    Some(HashMap::from([(
+        "label".to_string(),
+        vec![LABEL.to_string()],
+    )]))
+}
+
+/// netpath's containers of runs that are gone.
+fn remove_containers(engine: &Engine) -> Result<Vec<String>> {
     let ctrs = engine
         .block_on(engine.docker().list_containers(Some(ListContainersOptions {
             all: true,
@@ -44,10 +58,8 @@ pub fn cleanup_docker(engine: &Engine) -> Result<Vec<String>> {
             ..Default::default()
         })))
         .map_err(|e| engine.err(e, "listing netpath containers"))?;
-    for c in ctrs {
-        if busy(&c.labels) {
-            continue;
-        }
+    let mut removed = Vec::new();
+    for c in ctrs.into_iter().filter(|c| !busy(&c.labels)) {
         let Some(id) = c.id else { continue };
         let name = c
             .names
@@ -55,72 +67,64 @@ pub fn cleanup_docker(engine: &Engine) -> Result<Vec<String>> {
             .unwrap_or_else(|| id.clone())
             .trim_start_matches('/')
             .to_string();
-        match engine.block_on(engine.docker().remove_container(
-            &id,
-            Some(RemoveContainerOptions {
-                force: true,
-                v: true,
-                ..Default::default()
-            }),
-        )) {
+        let opts = RemoveContainerOptions {
+            force: true,
+            v: true,
+            ..Default::default()
+        };
+        match engine.block_on(engine.docker().remove_container(&id, Some(opts))) {
             Ok(()) => removed.push(format!("container {name}")),
             Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(engine.err(e, &format!("removing container {name}"))),
         }
     }
+    Ok(removed)
+}
 
+/// netpath's networks of runs that are gone; returns their names.
+fn remove_networks(engine: &Engine) -> Result<Vec<String>> {
     let nets = engine
         .block_on(engine.docker().list_networks(Some(ListNetworksOptions {
             filters: label_filter(),
         })))
         .map_err(|e| engine.err(e, "listing netpath networks"))?;
-    let mut gone_nets = Vec::new();
-    for n in nets {
-        if busy(&n.labels) {
-            continue;
-        }
+    let mut gone = Vec::new();
+    for n in nets.into_iter().filter(|n| !busy(&n.labels)) {
         let Some(name) = n.name else { continue };
         match engine.block_on(engine.docker().remove_network(&name)) {
-            Ok(()) => {
-                removed.push(format!("network {name}"));
-                gone_nets.push(name);
-            }
+            Ok(()) => gone.push(name),
             Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(engine.err(e, &format!("removing network {name}"))),
         }
     }
+    Ok(gone)
+}
 
+/// netpath's images not labelled `netpath.keep`; one a busy run's container uses stays.
+fn remove_images(engine: &Engine) -> Result<Vec<String>> {
     let imgs = engine
         .block_on(engine.docker().list_images(Some(ListImagesOptions {
             filters: label_filter(),
             ..Default::default()
         })))
         .map_err(|e| engine.err(e, "listing netpath images"))?;
-    for i in imgs {
-        if i.labels.contains_key(LABEL_KEEP) {
-            continue;
-        }
+    let mut removed = Vec::new();
+    for i in imgs
+        .into_iter()
+        .filter(|i| !i.labels.contains_key(LABEL_KEEP))
+    {
         let name = i.repo_tags.first().cloned().unwrap_or_else(|| i.id.clone());
-        // In use by a busy run's container: it stays (no force).
-        match engine.block_on(engine.docker().remove_image(
-            &i.id,
-            Some(RemoveImageOptions {
-                force: false,
-                noprune: false,
-            }),
-            None,
-        )) {
+        // No force: in use by a busy run's container, it stays.
+        let opts = RemoveImageOptions {
+            force: false,
+            noprune: false,
+        };
+        match engine.block_on(engine.docker().remove_image(&i.id, Some(opts), None)) {
             Ok(_) => removed.push(format!("image {name}")),
             Err(e) if is_not_found(&e) => {}
             Err(e) => log::info!("leaving image {name}: {}", engine.err(e, "removing it")),
         }
     }
-
-    if leave_swarm_if_unused(engine, &gone_nets)? {
-        removed.push("swarm (initialised by netpath)".to_string());
-    }
-
-    removed.extend(cleanup_docker_host(&engine.host_netns)?);
     Ok(removed)
 }
 

@@ -9,7 +9,7 @@ use std::process::Command;
 use anyhow::{Context, Result};
 
 use super::Engine;
-use super::container::{ContainerNet, NetAttachment, PortMapping, resolve_container};
+use super::container::{ContainerNet, Interface, NetAttachment, PortMapping, resolve_container};
 use crate::harness::DevContext;
 use crate::netns::Netns;
 use crate::proxy::{ProxyProcess, proxy_processes};
@@ -80,46 +80,7 @@ pub fn inspect(engine: &Engine, name: &str) -> Result<InspectReport> {
             Vec::new()
         }
     };
-    let interfaces = c
-        .interfaces
-        .iter()
-        .map(|i| InterfaceReport {
-            name: i.link.name.clone(),
-            kind: if i.link.kind.is_empty() {
-                "loopback".into()
-            } else {
-                i.link.kind.clone()
-            },
-            ifindex: i.link.ifindex,
-            mtu: i.link.mtu,
-            addrs: i
-                .link
-                .addrs
-                .iter()
-                .map(|(a, p)| format!("{a}/{p}"))
-                .collect(),
-            network: i.network.clone(),
-            peer: i
-                .peer
-                .as_ref()
-                .map(|p| format!("{}/{} ({})", p.netns, p.link.name, p.link.ifindex)),
-            peer_kind: i.peer.as_ref().map(|p| p.link.kind.clone()),
-            peer_mtu: i.peer.as_ref().map(|p| p.link.mtu),
-            bridge: i
-                .peer
-                .as_ref()
-                .and_then(|p| p.bridge.as_ref().map(|b| b.name.clone())),
-            bridge_mtu: i
-                .peer
-                .as_ref()
-                .and_then(|p| p.bridge.as_ref().map(|b| b.mtu)),
-            vxlans: i
-                .peer
-                .as_ref()
-                .map(|p| p.vxlans.iter().map(|v| v.name.clone()).collect())
-                .unwrap_or_default(),
-        })
-        .collect::<Vec<_>>();
+    let interfaces = c.interfaces.iter().map(interface_report).collect();
     let mtu = c
         .interfaces
         .iter()
@@ -141,6 +102,67 @@ pub fn inspect(engine: &Engine, name: &str) -> Result<InspectReport> {
         devices,
         net: Some(c),
     })
+}
+
+impl InterfaceReport {
+    /// One line: the interface, its addresses, its other end and that end's bridge.
+    fn render(&self) -> String {
+        let mut s = format!(
+            "  {} ({}, ifindex {}, mtu {})",
+            self.name, self.kind, self.ifindex, self.mtu
+        );
+        if !self.addrs.is_empty() {
+            s.push_str(&format!(" {}", self.addrs.join(" ")));
+        }
+        if let Some(p) = &self.peer {
+            s.push_str(&format!(
+                " <-> {p} {}",
+                self.peer_kind.as_deref().unwrap_or("")
+            ));
+        }
+        if let Some(b) = &self.bridge {
+            s.push_str(&format!(
+                " on bridge {b} (mtu {})",
+                self.bridge_mtu.unwrap_or(0)
+            ));
+        }
+        if !self.vxlans.is_empty() {
+            s.push_str(&format!(" with {}", self.vxlans.join(", ")));
+        }
+        s.push('\n');
+        s
+    }
+}
+
+/// One interface of the container and its other end, as `inspect` reports it.
+fn interface_report(i: &Interface) -> InterfaceReport {
+    let peer = i.peer.as_ref();
+    let bridge = peer.and_then(|p| p.bridge.as_ref());
+    InterfaceReport {
+        name: i.link.name.clone(),
+        kind: if i.link.kind.is_empty() {
+            "loopback".into()
+        } else {
+            i.link.kind.clone()
+        },
+        ifindex: i.link.ifindex,
+        mtu: i.link.mtu,
+        addrs: i
+            .link
+            .addrs
+            .iter()
+            .map(|(a, p)| format!("{a}/{p}"))
+            .collect(),
+        network: i.network.clone(),
+        peer: peer.map(|p| format!("{}/{} ({})", p.netns, p.link.name, p.link.ifindex)),
+        peer_kind: peer.map(|p| p.link.kind.clone()),
+        peer_mtu: peer.map(|p| p.link.mtu),
+        bridge: bridge.map(|b| b.name.clone()),
+        bridge_mtu: bridge.map(|b| b.mtu),
+        vxlans: peer
+            .map(|p| p.vxlans.iter().map(|v| v.name.clone()).collect())
+            .unwrap_or_default(),
+    }
 }
 
 impl InspectReport {
@@ -181,29 +203,7 @@ impl InspectReport {
             );
         }
         for i in &self.interfaces {
-            let _ = write!(
-                s,
-                "  {} ({}, ifindex {}, mtu {}){}",
-                i.name,
-                i.kind,
-                i.ifindex,
-                i.mtu,
-                if i.addrs.is_empty() {
-                    String::new()
-                } else {
-                    format!(" {}", i.addrs.join(" "))
-                }
-            );
-            if let Some(p) = &i.peer {
-                let _ = write!(s, " <-> {p} {}", i.peer_kind.as_deref().unwrap_or(""));
-            }
-            if let Some(b) = &i.bridge {
-                let _ = write!(s, " on bridge {b} (mtu {})", i.bridge_mtu.unwrap_or(0));
-            }
-            if !i.vxlans.is_empty() {
-                let _ = write!(s, " with {}", i.vxlans.join(", "));
-            }
-            s.push('\n');
+            s.push_str(&i.render());
         }
         for p in &self.ports {
             let _ = writeln!(

@@ -60,37 +60,12 @@ impl NatSpec {
             name: table.clone(),
             handle: None,
         }));
-        let base = |name: &'static str, hook: NfHook, prio: i32| {
-            NfListObject::Chain(Chain {
-                family: NfFamily::IP,
-                table: table.clone(),
-                name: name.into(),
-                newname: None,
-                handle: None,
-                _type: Some(NfChainType::NAT),
-                hook: Some(hook),
-                prio: Some(prio),
-                dev: None,
-                policy: Some(NfChainPolicy::Accept),
-            })
-        };
-        b.add(base("postrouting", NfHook::Postrouting, 100));
-        b.add(base("prerouting", NfHook::Prerouting, -100));
-        b.add(base("output", NfHook::Output, -100));
-        b.add(NfListObject::Chain(Chain {
-            family: NfFamily::IP,
-            table: table.clone(),
-            name: DOCKER_CHAIN.into(),
-            newname: None,
-            handle: None,
-            _type: None,
-            hook: None,
-            prio: None,
-            dev: None,
-            policy: None,
-        }));
-        let rule = |chain: &'static str, expr: Vec<Statement<'static>>| {
-            NfListObject::Rule(Rule {
+        for c in chains(&table) {
+            b.add(c);
+        }
+        let rules = self.masquerade_rules().into_iter().chain(self.dnat_rules());
+        for (chain, expr) in rules {
+            b.add(NfListObject::Rule(Rule {
                 family: NfFamily::IP,
                 table: table.clone(),
                 chain: chain.into(),
@@ -98,86 +73,118 @@ impl NatSpec {
                 handle: None,
                 index: None,
                 comment: None,
-            })
-        };
+            }));
+        }
+        b.to_nftables()
+    }
+
+    /// Outbound NAT of the subnet, and the hairpin masquerade of the server reaching itself.
+    fn masquerade_rules(&self) -> Vec<(&'static str, Vec<Statement<'static>>)> {
         let (net, plen) = self.subnet;
         let srv = *self.target.ip();
         let port = u32::from(self.target.port());
-        b.add(rule(
-            "postrouting",
-            vec![
-                m(field("ip", "saddr"), Operator::EQ, prefix(net, plen)),
-                m(
-                    meta(MetaKey::Oifname),
-                    Operator::NEQ,
-                    Expression::String(self.bridge.clone().into()),
-                ),
-                Statement::Masquerade(None),
-            ],
-        ));
-        b.add(rule(
-            "postrouting",
-            vec![
-                m(field("ip", "saddr"), Operator::EQ, ip(srv)),
-                m(field("ip", "daddr"), Operator::EQ, ip(srv)),
-                m(
-                    field("tcp", "dport"),
-                    Operator::EQ,
-                    Expression::Number(port),
-                ),
-                Statement::Masquerade(None),
-            ],
-        ));
-        b.add(rule(
-            "prerouting",
-            vec![
-                m(
-                    fib_daddr_type(),
-                    Operator::EQ,
-                    Expression::String("local".into()),
-                ),
-                jump(DOCKER_CHAIN),
-            ],
-        ));
-        b.add(rule(
-            "output",
-            vec![
-                m(
-                    field("ip", "daddr"),
-                    Operator::NEQ,
-                    prefix(Ipv4Addr::new(127, 0, 0, 0), 8),
-                ),
-                m(
-                    fib_daddr_type(),
-                    Operator::EQ,
-                    Expression::String("local".into()),
-                ),
-                jump(DOCKER_CHAIN),
-            ],
-        ));
-        b.add(rule(
-            DOCKER_CHAIN,
-            vec![
-                m(
-                    meta(MetaKey::Iifname),
-                    Operator::NEQ,
-                    Expression::String(self.bridge.clone().into()),
-                ),
-                m(
-                    field("tcp", "dport"),
-                    Operator::EQ,
-                    Expression::Number(u32::from(self.published_port)),
-                ),
-                Statement::DNAT(Some(NAT {
-                    addr: Some(ip(srv)),
-                    family: None,
-                    port: Some(Expression::Number(port)),
-                    flags: None,
-                })),
-            ],
-        ));
-        b.to_nftables()
+        vec![
+            (
+                "postrouting",
+                vec![
+                    m(field("ip", "saddr"), Operator::EQ, prefix(net, plen)),
+                    m(
+                        meta(MetaKey::Oifname),
+                        Operator::NEQ,
+                        Expression::String(self.bridge.clone().into()),
+                    ),
+                    Statement::Masquerade(None),
+                ],
+            ),
+            (
+                "postrouting",
+                vec![
+                    m(field("ip", "saddr"), Operator::EQ, ip(srv)),
+                    m(field("ip", "daddr"), Operator::EQ, ip(srv)),
+                    m(
+                        field("tcp", "dport"),
+                        Operator::EQ,
+                        Expression::Number(port),
+                    ),
+                    Statement::Masquerade(None),
+                ],
+            ),
+        ]
     }
+
+    /// The published port: local destinations (from outside, and from the node itself
+    /// except loopback) jump to the chain that DNATs it to the server.
+    fn dnat_rules(&self) -> Vec<(&'static str, Vec<Statement<'static>>)> {
+        let srv = *self.target.ip();
+        let port = u32::from(self.target.port());
+        let local = || {
+            m(
+                fib_daddr_type(),
+                Operator::EQ,
+                Expression::String("local".into()),
+            )
+        };
+        vec![
+            ("prerouting", vec![local(), jump(DOCKER_CHAIN)]),
+            (
+                "output",
+                vec![
+                    m(
+                        field("ip", "daddr"),
+                        Operator::NEQ,
+                        prefix(Ipv4Addr::new(127, 0, 0, 0), 8),
+                    ),
+                    local(),
+                    jump(DOCKER_CHAIN),
+                ],
+            ),
+            (
+                DOCKER_CHAIN,
+                vec![
+                    m(
+                        meta(MetaKey::Iifname),
+                        Operator::NEQ,
+                        Expression::String(self.bridge.clone().into()),
+                    ),
+                    m(
+                        field("tcp", "dport"),
+                        Operator::EQ,
+                        Expression::Number(u32::from(self.published_port)),
+                    ),
+                    Statement::DNAT(Some(NAT {
+                        addr: Some(ip(srv)),
+                        family: None,
+                        port: Some(Expression::Number(port)),
+                        flags: None,
+                    })),
+                ],
+            ),
+        ]
+    }
+}
+
+/// The NAT base chains (like iptables' nat table) and netpath's `np-docker` chain.
+fn chains(table: &str) -> Vec<NfListObject<'static>> {
+    let chain = |name: &'static str, base: Option<(NfHook, i32)>| {
+        NfListObject::Chain(Chain {
+            family: NfFamily::IP,
+            table: table.to_string().into(),
+            name: name.into(),
+            newname: None,
+            handle: None,
+            _type: base.map(|_| NfChainType::NAT),
+            hook: base.map(|b| b.0),
+            prio: base.map(|b| b.1),
+            dev: None,
+            policy: base.map(|_| NfChainPolicy::Accept),
+        })
+    };
+    vec![
+        chain("postrouting", Some((NfHook::Postrouting, 100))),
+        chain("prerouting", Some((NfHook::Prerouting, -100))),
+        chain("output", Some((NfHook::Output, -100))),
+        chain(DOCKER_CHAIN, None),
+    ]
 }
 
 fn m(left: Expression<'static>, op: Operator, right: Expression<'static>) -> Statement<'static> {

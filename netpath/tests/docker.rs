@@ -9,6 +9,7 @@
 //! so (no silent skips). The agent image needs a netpath binary that routes
 //! `netpath agent …`: `CARGO_BIN_EXE_netpath`, or `NETPATH_AGENT_EXE` to override.
 
+use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -206,6 +207,27 @@ fn has(devs: &[Device], kind: DevKind, name_prefix: &str) -> bool {
         .any(|d| d.kind == kind && d.name.starts_with(name_prefix))
 }
 
+/// The kinds on Docker's path of `driver` are the kinds on the lab's path of that driver:
+/// one function assigns them from the real links of both. (The lab's overlay also lists the
+/// underlay between its two nodes; a single-node swarm has none.)
+fn assert_kinds_agree_with_the_lab(driver: Driver, docker: &[Device]) {
+    let lab = lab::build(driver).unwrap();
+    let kinds = |ds: &[Device]| -> BTreeSet<DevKind> {
+        ds.iter()
+            .map(|d| d.kind)
+            .filter(|k| *k != DevKind::Underlay)
+            .collect()
+    };
+    assert_eq!(
+        kinds(docker),
+        kinds(&lab.devices),
+        "{driver}: Docker {docker:?} vs lab {:?}",
+        lab.devices
+    );
+    assert!(kinds(docker).iter().all(|k| *k != DevKind::Unknown));
+    lab.teardown().unwrap();
+}
+
 /// Build, run 200 requests through the harness, tear down, check nothing is left.
 fn rr_on(engine: &Engine, driver: Driver, o: &DockerLabOptions) -> DockerLab {
     let t0 = Instant::now();
@@ -232,6 +254,7 @@ fn rr_on(engine: &Engine, driver: Driver, o: &DockerLabOptions) -> DockerLab {
             .unwrap();
         assert_eq!(idx, d.ifindex, "{d:?}");
     }
+    assert_kinds_agree_with_the_lab(driver, &lab.devices);
     dl
 }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use netpath::driver::Driver;
 use netpath::harness::{NoPhases, Phases, RrConfig, run_rr};
 use netpath::lab::{self, IFNAME_MAX, cleanup_leftovers};
-use netpath::netns::{Netns, current_inum, read_sysctl};
+use netpath::netns::{Held, Netns, current_inum, read_sysctl};
 use netpath::nl::links_in;
 use netpath::path::NetPath;
 use netpath_common::DevKind;
@@ -73,6 +73,14 @@ fn netns_create_enter_run_delete() {
     // A thread spawned from inside inherits the namespace.
     assert_eq!(b, ns.inum);
     assert_eq!(current_inum().unwrap(), root);
+    // run_here() enters on the calling thread and comes back, even after an error.
+    assert_eq!(ns.run_here(current_inum).unwrap(), ns.inum);
+    assert_eq!(current_inum().unwrap(), root);
+    let e = ns
+        .run_here(|| -> anyhow::Result<()> { anyhow::bail!("here") })
+        .unwrap_err();
+    assert!(format!("{e:#}").contains("here"));
+    assert_eq!(current_inum().unwrap(), root);
     // A fresh namespace has only lo, and it is down.
     let links = links_in(&ns).unwrap();
     assert_eq!(links.len(), 1, "{links:?}");
@@ -92,6 +100,40 @@ fn netns_create_enter_run_delete() {
     ns.delete().unwrap();
     assert!(!ns.path.exists());
     ns.delete().unwrap(); // idempotent
+}
+
+/// A namespace held through an fd (as Docker containers' are) is named `/proc/self/fd/N`,
+/// outlives its other names while held, is checked against the inode it should have, and is
+/// freed once let go.
+#[test]
+fn held_namespace_outlives_its_name() {
+    let _serial = need_root();
+    let id = lab::new_run_id().unwrap();
+    let ns = Netns::create(&lab::netns_name(&id, "held")).unwrap();
+    let wrong = Held::through_fd("x", &ns.path, Some(ns.inum + 1)).unwrap_err();
+    assert!(
+        format!("{wrong:#}").contains("changed under us"),
+        "{wrong:#}"
+    );
+    let held = Held::through_fd("held", &ns.path, Some(ns.inum)).unwrap();
+    assert_eq!(held.ns.name, "held");
+    assert_eq!(held.ns.inum, ns.inum);
+    assert!(
+        held.ns.path.starts_with("/proc/self/fd/"),
+        "{:?}",
+        held.ns.path
+    );
+    ns.delete().unwrap();
+    assert!(!ns.path.exists());
+    // Still there, through the fd: threads enter it, netlink lists its lo.
+    assert_eq!(held.ns.run(current_inum).unwrap(), ns.inum);
+    let links = links_in(&held.ns).unwrap();
+    assert_eq!(links.len(), 1, "{links:?}");
+    assert!(links[0].loopback && links[0].name == "lo", "{links:?}");
+    // Opening it by name fails now that the name is gone.
+    assert!(Netns::open_existing(&ns.name).is_err());
+    drop(held);
+    assert!(netns_files(&id).is_empty());
 }
 
 #[test]

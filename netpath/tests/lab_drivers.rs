@@ -18,7 +18,7 @@ use netpath::lab::{self, IFNAME_MAX, cleanup_leftovers};
 use netpath::netns::{Netns, current_inum, ns_inum, read_sysctl};
 use netpath::nl::links_in;
 use netpath::path::{Device, NetPath};
-use netpath::proxy::DOCKER_PROXY;
+use netpath::proxy::{DOCKER_PROXY, proxy_processes};
 use netpath_common::DevKind;
 
 mod common;
@@ -458,6 +458,20 @@ fn published_proxy_driver_runs_docker_proxy_in_the_node() {
     }
     // 127.0.0.1:18080 is 0100007F:46A0 in /proc/net/tcp; nothing else listens.
     assert_eq!(listeners_of(pid), vec!["0100007F:46A0".to_string()]);
+    // The one /proc scan (cleanup, inspect, the Docker driver) sees it, in the node, with
+    // what it forwards.
+    let seen: Vec<_> = proxy_processes()
+        .into_iter()
+        .filter(|p| p.pid == pid)
+        .collect();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let p = &seen[0];
+    assert_eq!(p.netns_inum, node.inum);
+    assert_eq!((p.host_ip.as_str(), p.host_port), ("127.0.0.1", 18080));
+    assert_eq!(
+        SocketAddrV4::new(p.container_ip.parse().unwrap(), p.container_port),
+        lab.server_bind
+    );
 
     // node -> 127.0.0.1:18080 -> docker-proxy -> bridge -> srv.
     let srv_rx0 = packets(&lab.server_ns, "eth0").0;

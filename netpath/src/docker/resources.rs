@@ -19,9 +19,10 @@ use super::daemon::SecondDaemon;
 use super::state::RunLock;
 use super::swarm::leave_swarm_if_unused;
 use super::{AGENT_PORT, Engine, LABEL, LABEL_RUN};
-use crate::path::Teardown;
+use crate::path::{Errors, Teardown};
 
-/// Everything a Docker lab created, removed on teardown or drop.
+/// Everything a Docker lab created, removed on teardown (by its path, or by the
+/// [`Building`](crate::path::Building) guard of a build that failed).
 pub(crate) struct Resources {
     pub engine: Engine,
     pub run_id: String,
@@ -39,7 +40,6 @@ pub(crate) struct Resources {
     /// The agent image on the main engine, to remove at teardown.
     pub image: Option<String>,
     keep_image: bool,
-    done: bool,
     _lock: Option<RunLock>,
 }
 
@@ -56,7 +56,6 @@ impl Resources {
             daemon: None,
             image: None,
             keep_image,
-            done: false,
             _lock: Some(lock),
         }
     }
@@ -145,41 +144,34 @@ impl Resources {
             .map_err(|err| e.err(err, &format!("inspecting container {name}")))?;
         from_inspect(&e, &c).with_context(|| format!("resolving container {name}"))
     }
+}
 
+impl Teardown for Resources {
     /// Remove the containers, the networks, the swarm if this lab initialised it (and no
     /// other netpath overlay uses it), the objects outside Docker, the second daemon and
     /// (unless kept or reused) the agent image, then release the run lock.
-    fn remove_all(&mut self) -> Result<()> {
-        if self.done {
-            return Ok(());
-        }
-        self.done = true;
-        let mut first: Option<anyhow::Error> = None;
-        let mut note = |r: Result<()>| {
-            if let Err(e) = r {
-                first.get_or_insert(e);
-            }
-        };
+    fn teardown(&mut self) -> Result<()> {
+        let mut errors = Errors::default();
         let e = self.ctr().clone();
         for (id, name) in std::mem::take(&mut self.containers).into_iter().rev() {
-            note(
+            errors.note(
                 e.remove_container(&id)
                     .with_context(|| format!("removing container {name}")),
             );
         }
         let networks = std::mem::take(&mut self.networks);
         for n in networks.iter().rev() {
-            note(e.remove_network(n));
+            errors.note(e.remove_network(n));
         }
-        if self.swarm_created {
-            note(leave_swarm_if_unused(&self.engine, &networks).map(|_| ()));
+        if std::mem::take(&mut self.swarm_created) {
+            errors.note(leave_swarm_if_unused(&self.engine, &networks).map(|_| ()));
         }
         for mut o in std::mem::take(&mut self.others).into_iter().rev() {
-            note(o.teardown());
+            errors.note(o.teardown());
         }
         self.ctr_engine = None;
         if let Some(d) = self.daemon.take() {
-            note(d.stop());
+            errors.note(d.stop());
         }
         if let Some(img) = self.image.take()
             && !self.keep_image
@@ -192,24 +184,7 @@ impl Resources {
             ));
         }
         self._lock = None;
-        match first {
-            None => Ok(()),
-            Some(e) => Err(e.context(format!("teardown of Docker lab {} incomplete", self.run_id))),
-        }
-    }
-}
-
-impl Teardown for Resources {
-    fn teardown(&mut self) -> Result<()> {
-        self.remove_all()
-    }
-}
-
-impl Drop for Resources {
-    fn drop(&mut self) {
-        if let Err(e) = self.remove_all() {
-            log::warn!("{e:#}");
-        }
+        errors.result(&format!("Docker lab {}", self.run_id))
     }
 }
 

@@ -30,10 +30,7 @@ use crate::path::{NetPath, Role};
 
 pub(super) fn build(run_id: &str) -> Result<NetPath> {
     let mut nss = LabNamespaces::new(run_id);
-    let node = nss.create("node")?;
-    let mvp = nss.create("mvp")?;
-    let cli = nss.create("cli")?;
-    let srv = nss.create("srv")?;
+    let [node, mvp, cli, srv] = nss.create_all(["node", "mvp", "cli", "srv"])?;
 
     let (net, plen) = lab_subnet_in(run_id, 216);
     let (cli_ip, srv_ip) = (subnet_host(net, 2), subnet_host(net, 3));

@@ -35,10 +35,7 @@ use crate::path::{Device, NetPath, Role};
 
 pub(super) fn build(run_id: &str) -> Result<NetPath> {
     let mut nss = LabNamespaces::new(run_id);
-    let node1 = nss.create("node1")?;
-    let node2 = nss.create("node2")?;
-    let cli = nss.create("cli")?;
-    let srv = nss.create("srv")?;
+    let [node1, node2, cli, srv] = nss.create_all(["node1", "node2", "cli", "srv"])?;
 
     let (unet, uplen) = lab_subnet_in(run_id, 214);
     let (onet, oplen) = lab_subnet_in(run_id, 215);

@@ -53,6 +53,64 @@ pub trait Teardown: Send + Sync {
     fn teardown(&mut self) -> Result<()>;
 }
 
+/// An owner whose path is still being built: torn down (best effort, errors logged) if it is
+/// dropped before [`Building::finish`] hands it on, e.g. when a build step fails.
+pub struct Building<T: Teardown + 'static>(Option<T>);
+
+impl<T: Teardown + 'static> Building<T> {
+    pub fn new(owner: T) -> Building<T> {
+        Building(Some(owner))
+    }
+
+    /// The owner, for a path's [`Keep`] to tear down from now on.
+    pub fn finish(mut self) -> Box<dyn Teardown> {
+        Box::new(self.0.take().expect("finished once"))
+    }
+}
+
+impl<T: Teardown + 'static> std::ops::Deref for Building<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.0.as_ref().expect("not finished")
+    }
+}
+
+impl<T: Teardown + 'static> std::ops::DerefMut for Building<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.0.as_mut().expect("not finished")
+    }
+}
+
+impl<T: Teardown + 'static> Drop for Building<T> {
+    fn drop(&mut self) {
+        if let Some(mut o) = self.0.take()
+            && let Err(e) = o.teardown()
+        {
+            log::warn!("{e:#}");
+        }
+    }
+}
+
+/// The errors of a teardown that goes on past them to remove all it can: the first counts.
+#[derive(Default)]
+pub struct Errors(Option<anyhow::Error>);
+
+impl Errors {
+    pub fn note(&mut self, r: Result<()>) {
+        if let Err(e) = r {
+            self.0.get_or_insert(e);
+        }
+    }
+
+    /// Ok, or the first error, saying that the teardown of `what` is incomplete.
+    pub fn result(self, what: &str) -> Result<()> {
+        match self.0 {
+            None => Ok(()),
+            Some(e) => Err(e.context(format!("teardown of {what} incomplete"))),
+        }
+    }
+}
+
 /// What keeps a path's namespaces alive, and what tearing the path down removes.
 #[derive(Default)]
 pub struct Keep {

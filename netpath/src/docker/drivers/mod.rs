@@ -31,7 +31,7 @@ use super::{AGENT_PORT, Engine, image};
 use crate::driver::Driver;
 use crate::lab::new_run_id;
 use crate::netns::Netns;
-use crate::path::{Keep, NetPath};
+use crate::path::{Building, Keep, NetPath};
 
 macro_rules! docker_drivers {
     ($($variant:ident $module:ident $name:literal $help:literal;)*) => {
@@ -94,7 +94,7 @@ impl DockerLab {
         let lock = RunLock::acquire(&run_id)?;
         crate::lab::on_interrupt("docker", super::cleanup::interrupted);
         let keep_image = opts.keep_image || opts.reuse_image;
-        let mut res = Resources::new(engine, &run_id, lock, keep_image);
+        let mut res = Building::new(Resources::new(engine, &run_id, lock, keep_image));
         let mut b = Build::new(&mut res, driver, opts);
         // On error `res` drops and removes what was made.
         let mut path = build_driver(driver, &mut b).with_context(|| {
@@ -106,7 +106,7 @@ impl DockerLab {
         let (client, server) = (b.client.take(), b.server.take());
         let server = server.context("the driver started no server container")?;
         let daemon_socket = res.second_daemon().map(|d| d.socket().to_path_buf());
-        path.keep.set_owner(Box::new(res));
+        path.keep.set_owner(res.finish());
         Ok(DockerLab {
             path,
             client,

@@ -1,7 +1,7 @@
 //! The Docker network drivers netpath measures: one enum, and the one table of them.
 //!
 //! Each driver is built twice, by a file of the same name in `lab/` (namespaces netpath makes
-//! itself) and in `docker/drivers/` (a real Docker engine). [`driver_table!`] lists every
+//! itself) and in `docker/drivers/` (a real Docker engine). `driver_table!` lists every
 //! driver once; the enum below and both builders' dispatch (with their `mod` lines) are
 //! generated from it, so adding a driver is one line here plus its two files.
 

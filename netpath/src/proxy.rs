@@ -40,7 +40,7 @@ pub fn proxy_processes() -> Vec<ProxyProcess> {
 }
 
 /// `pid` if it is a docker-proxy: its executable is called `docker-proxy` (`docker-proxy
-/// (deleted)` after a package upgrade), or its argv[0] ends so.
+/// (deleted)` after a package upgrade), or its `argv[0]` ends so.
 pub fn proxy_process(pid: u32) -> Option<ProxyProcess> {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let args: Vec<String> = raw

@@ -1,5 +1,4 @@
-//! The in-container agent: `netpath agent serve|hold`, the entrypoint of the
-//! `netpath-agent` image.
+//! The in-container agent (`netpath agent serve|hold`), the `netpath-agent` image's entrypoint.
 //!
 //! * `serve --bind IP:PORT [--req SIZE] [--resp SIZE]`: request/response echo server like
 //!   the harness's (`read_exact(req)` then `write_all(resp)` until EOF), one thread per

@@ -1,5 +1,6 @@
-//! `compare --between A B`: the harness between two running containers netpath did not
-//! start. Its client runs in A's namespace and its server in B's, as threads of netpath (so
+//! `compare --between A B`: the path between two running containers netpath did not start.
+//!
+//! The harness's client runs in A's namespace and its server in B's, as threads of netpath (so
 //! the tracer follows them like the lab's), bound to B's address on a network both share.
 //! Nothing is created in Docker or on the host, and nothing is left behind.
 

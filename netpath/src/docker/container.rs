@@ -1,7 +1,8 @@
-//! The network side of running containers, netpath's or anybody's: each one's namespace,
-//! interfaces, and where each interface's other end is on the host (the bridge port of a
-//! veth, the bridge, an overlay's VXLAN device, a macvlan's parent), and the namespaces and
-//! devices of the paths between them.
+//! The network side of running containers (netpath's or anybody's) and of paths between them.
+//!
+//! Each one's namespace, interfaces, and where each interface's other end is on the host
+//! (the bridge port of a veth, the bridge, an overlay's VXLAN device, a macvlan's parent);
+//! the namespaces and devices of the paths between them.
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;

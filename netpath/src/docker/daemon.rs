@@ -1,6 +1,6 @@
-//! A second dockerd for `published-nat` (`--userland-proxy=false`: published ports are
-//! pure DNAT, no docker-proxy).
+//! A second dockerd for `published-nat`, with `--userland-proxy=false`, in its own namespace.
 //!
+//! Its published ports are pure DNAT, no docker-proxy.
 //! It runs in a network namespace of its own (`np<id>-dkr`), with its own socket,
 //! data root, exec root, pidfile, config file and (managed) containerd. The namespace is
 //! what makes it safe: dockerd starts by deleting and recreating the `DOCKER`,

@@ -1,5 +1,7 @@
-//! A synchronous handle on a Docker engine: bollard over its unix socket, driven by a
-//! private current-thread tokio runtime (the rest of netpath is blocking code).
+//! A synchronous handle on a Docker engine, and the object removals every caller shares.
+//!
+//! bollard over its unix socket, driven by a private current-thread tokio runtime (the rest
+//! of netpath is blocking code).
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

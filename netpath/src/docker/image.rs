@@ -1,5 +1,7 @@
-//! The agent image, built without a registry: `FROM scratch`, the running netpath binary,
-//! the shared libraries it needs (and the dynamic loader) at their own paths,
+//! The agent image, built without a registry.
+//!
+//! `FROM scratch`, the running netpath binary, the shared libraries it needs (and the
+//! dynamic loader) at their own paths,
 //! `ENTRYPOINT ["/netpath", "agent"]`. The build context is a tar made in memory and
 //! sent through the engine's build API (the classic builder, available on API 1.41).
 

@@ -1,5 +1,6 @@
-//! `inspect`: what a container's packets go through, read from the kernel and the
-//! engine: network mode, MTU (inside the container's namespace), the host end of each
+//! `inspect`: what a container's packets go through, read from the kernel and the engine.
+//!
+//! Network mode, MTU (inside the container's namespace), the host end of each
 //! veth and its bridge, VXLAN devices, published ports and the docker-proxy processes
 //! serving them, the NAT rules that mention the container, RPS masks.
 

@@ -1,6 +1,7 @@
-//! Everything one Docker lab created (containers, networks, a swarm, a second daemon, the
-//! agent image, objects outside Docker such as the macvlan parent, the run lock): made
-//! through here, removed together by its teardown.
+//! Everything one Docker lab creates: made through here, removed together by its teardown.
+//!
+//! Containers, networks, a swarm, a second daemon, the agent image, objects outside Docker
+//! such as the macvlan parent, and the run lock.
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;

@@ -1,5 +1,6 @@
-//! What netpath remembers about Docker between runs, under `/run/netpath/` (tmpfs: gone
-//! after a reboot, like everything it describes):
+//! What netpath remembers about Docker between runs, under `/run/netpath/`.
+//!
+//! A tmpfs: gone after a reboot, like everything it describes.
 //!
 //! * `docker-run-<id>.lock`: flock-held by the process running Docker lab `<id>`;
 //!   cleanup leaves a run alone while its lock is held.

@@ -1,5 +1,7 @@
-//! The single-node swarm the overlay driver needs: initialised on 127.0.0.1 when the engine is
-//! in none, and left again once no netpath overlay uses it.
+//! The single-node swarm the overlay driver needs, made on 127.0.0.1 and left when unused.
+//!
+//! Initialised only when the engine is in no swarm at all, and left again once no netpath
+//! overlay uses it.
 
 use anyhow::{Result, bail};
 use bollard::models::SwarmInitRequest;

@@ -1,5 +1,7 @@
-//! Cleanup of labs: the in-process registry used on Ctrl-C / SIGTERM / panic, and
-//! `cleanup_leftovers` for namespaces (and docker-proxy processes) killed runs left.
+//! Lab cleanup: this process's labs on Ctrl-C, SIGTERM or panic, and what killed runs left.
+//!
+//! The in-process registry is used on Ctrl-C / SIGTERM / panic; `cleanup_leftovers` removes
+//! namespaces (and docker-proxy processes) killed runs left.
 
 use std::collections::{BTreeMap, HashSet};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

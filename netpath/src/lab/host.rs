@@ -1,5 +1,7 @@
-//! `host` driver, like `docker run --network host`: client and server share one network
-//! stack (one namespace standing in for the host) and talk over its loopback. No veth.
+//! `host` driver, like `docker run --network host`: client and server over one stack's lo.
+//!
+//! One namespace stands in for the host; client and server share its network stack and talk
+//! over its loopback. No veth.
 
 use anyhow::Result;
 

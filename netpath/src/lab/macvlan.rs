@@ -1,5 +1,4 @@
-//! `macvlan` driver, like two containers on a `-d macvlan -o macvlan_mode=bridge`
-//! network.
+//! `macvlan` driver, like two containers on a `-d macvlan -o macvlan_mode=bridge` network.
 //!
 //! ```text
 //!  np<id>-cli                 np<id>-node                         np<id>-srv

@@ -5,7 +5,7 @@
 //! network namespace. Where a driver needs a Docker host, a "node" namespace stands in
 //! for it and carries the bridge, the host ends of the veths, netpath's nft table and
 //! (published-proxy) the docker-proxy process. One file per driver builds its
-//! [`NetPath`]; [`namespaces`] owns the namespaces and removes them.
+//! [`NetPath`]; `namespaces.rs` owns the namespaces and removes them.
 //!
 //! | driver            | namespaces                  | client → server                          |
 //! |-------------------|-----------------------------|------------------------------------------|

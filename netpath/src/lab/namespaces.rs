@@ -1,5 +1,7 @@
-//! The namespaces (and processes) one lab owns: created and registered for signal cleanup
-//! while it is built, removed when its path is torn down or the build fails.
+//! The namespaces and processes one lab owns, from their creation to their removal.
+//!
+//! They are registered for signal cleanup as they are created, and removed when the lab's
+//! path is torn down or its build fails.
 
 use anyhow::{Context, Result};
 

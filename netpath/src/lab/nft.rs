@@ -1,5 +1,6 @@
-//! netpath's own nftables table in the node namespace, shaped like the NAT rules
-//! Docker installs for a bridge network:
+//! netpath's own nftables table in the node namespace, shaped like Docker's bridge NAT.
+//!
+//! The rules Docker installs for a bridge network, in a table of netpath's:
 //!
 //! ```text
 //! table ip netpath_<id> {

@@ -1,6 +1,7 @@
-//! `none` driver, like `docker run --network none`: one isolated namespace with nothing
-//! but its loopback. The only path Docker leaves such a container is lo, so the client
-//! and the server both run inside it (there is no host side at all).
+//! `none` driver, like `docker run --network none`: one isolated namespace, only its lo.
+//!
+//! The only path Docker leaves such a container is lo, so the client and the server both
+//! run inside it (there is no host side at all).
 //!
 //! ```text
 //!  np<id>-ctr

@@ -1,6 +1,8 @@
-//! `published-nat` driver (`docker run -p` with `--userland-proxy=false`), reached from the
-//! Docker host the way users hit it: the client runs in the node namespace (the "host"),
-//! the server in the container, on the bridge network without a client container.
+//! `published-nat` driver: `docker run -p` with `--userland-proxy=false`, used from the node.
+//!
+//! Reached from the Docker host the way users hit it: the client runs in the node namespace
+//! (the "host"), the server in the container, on the bridge network without a client
+//! container.
 //!
 //! ```text
 //!  np<id>-node                                                         np<id>-srv

@@ -1,7 +1,8 @@
-//! `published-proxy` driver (`docker run -p` with dockerd's default `--userland-proxy=true`),
-//! reached from the Docker host the way users hit it: the client runs in the node namespace
-//! (the "host"), the server in the container, on the bridge network without a client
-//! container.
+//! `published-proxy` driver: `docker run -p` through Docker's docker-proxy, used from the node.
+//!
+//! dockerd's default `--userland-proxy=true`, reached from the Docker host the way users hit
+//! it: the client runs in the node namespace (the "host"), the server in the container, on
+//! the bridge network without a client container.
 //!
 //! ```text
 //!  np<id>-node                                                         np<id>-srv

@@ -1,5 +1,4 @@
-//! The one place device kinds are assigned: from the link kind the kernel reports and the
-//! link's role on the path.
+//! The one place device kinds are assigned: the kernel's link kind plus the link's role.
 
 use netpath_common::DevKind;
 

@@ -1,6 +1,7 @@
-//! `bridge` on Docker: client and server containers on a user-defined bridge network whose
-//! Linux bridge carries netpath's name (`np<id>br`), or on docker0 with `default_bridge`.
-//! The published drivers reuse the network ([`published`]).
+//! `bridge` on Docker: client and server containers on a bridge network.
+//!
+//! A user-defined network whose Linux bridge carries netpath's name (`np<id>br`), or docker0
+//! with `default_bridge`. The published drivers reuse the network ([`published`]).
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};

@@ -1,5 +1,6 @@
-//! `host` on Docker: two `--network host` containers; the harness talks over the Docker
-//! host's loopback on a port free there.
+//! `host` on Docker: two `--network host` containers, over the Docker host's loopback.
+//!
+//! The harness listens on a port free there.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 

@@ -1,6 +1,7 @@
-//! `macvlan` on Docker: client and server on a `-d macvlan -o macvlan_mode=bridge` network
-//! whose parent is a veth netpath creates in the Docker host's namespace (`np<id>mp`, its
-//! peer up in netns `np<id>-mvp`), never a host interface.
+//! `macvlan` on Docker: client and server on a `-d macvlan -o macvlan_mode=bridge` network.
+//!
+//! Its parent is a veth netpath creates in the Docker host's namespace (`np<id>mp`, its peer
+//! up in netns `np<id>-mvp`), never a host interface.
 
 use std::collections::HashMap;
 use std::net::SocketAddrV4;

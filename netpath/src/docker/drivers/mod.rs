@@ -1,6 +1,7 @@
-//! Docker's data paths built by a real engine, one file per driver mirroring `lab/`: each
-//! makes its networks and containers and returns the [`NetPath`] between them, which owns
-//! (and on teardown removes) what the driver made.
+//! Docker's data paths built by a real engine, one file per driver mirroring `lab/`.
+//!
+//! Each driver makes its networks and containers and returns the [`NetPath`] between them,
+//! which owns (and on teardown removes) what the driver made.
 //!
 //! | driver            | Docker objects                                   | client → server |
 //! |-------------------|--------------------------------------------------|-----------------|

@@ -1,5 +1,6 @@
-//! `none` on Docker: one `--network none` container; client and server both run in it, over
-//! its loopback (nothing else can reach it).
+//! `none` on Docker: one `--network none` container, client and server over its loopback.
+//!
+//! Nothing else can reach it.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 

@@ -1,5 +1,6 @@
-//! `overlay` on Docker: client and server containers on an attachable swarm overlay network
-//! (the swarm initialised on 127.0.0.1 if the engine is in none, see `docker/swarm.rs`).
+//! `overlay` on Docker: client and server containers on an attachable swarm overlay network.
+//!
+//! The swarm is initialised on 127.0.0.1 if the engine is in none (see `docker/swarm.rs`).
 
 use std::collections::HashMap;
 

@@ -1,6 +1,8 @@
-//! `published-nat` on Docker: a second dockerd with `--userland-proxy=false`, started in a
-//! namespace of its own (`np<id>-dkr`) so the two daemons' iptables never meet; the server's
-//! port published there on `127.0.0.1:P` by DNAT alone, the client in that namespace.
+//! `published-nat` on Docker: a port published by DNAT alone, on a second dockerd.
+//!
+//! The second dockerd runs with `--userland-proxy=false` in a namespace of its own
+//! (`np<id>-dkr`) so the two daemons' iptables never meet; the server's port is published
+//! there on `127.0.0.1:P`, and the client runs in that namespace.
 
 use anyhow::Result;
 

@@ -1,5 +1,6 @@
-//! `published-proxy` on Docker: the server's port published on `127.0.0.1:P` through
-//! Docker's own docker-proxy, the client on the Docker host.
+//! `published-proxy` on Docker: a port published through Docker's own docker-proxy.
+//!
+//! The server's port is published on `127.0.0.1:P`; the client runs on the Docker host.
 
 use anyhow::{Result, bail};
 

@@ -28,7 +28,7 @@ enum Command {
     Setup(setup::SetupArgs),
     /// Set up, then build, lint, check formatting and run every test.
     Test(test::TestArgs),
-    /// Run netpath's privileged tests in a qemu VM on Debian's cloud kernel (kprobes, fentry).
+    /// Run netpath's privileged tests in qemu VMs on Debian's 6.1 and 6.12 cloud kernels.
     VmTest(vm::VmArgs),
     /// Set up, build netpath in release mode and run it with the given arguments.
     Run(run::RunArgs),
@@ -83,6 +83,18 @@ fn workspace_root() -> PathBuf {
         .parent()
         .map(PathBuf::from)
         .unwrap_or(manifest_dir)
+}
+
+/// Cargo's target directory for the workspace at `root` (`target/`, or `CARGO_TARGET_DIR`).
+fn target_dir(root: &std::path::Path) -> anyhow::Result<PathBuf> {
+    use anyhow::Context as _;
+    Ok(cargo_metadata::MetadataCommand::new()
+        .no_deps()
+        .current_dir(root)
+        .exec()
+        .context("cargo metadata")?
+        .target_directory
+        .into_std_path_buf())
 }
 
 #[cfg(test)]

@@ -27,7 +27,10 @@ const APT_BASE: &[&str] = &[
 ];
 /// Docker engine, for the tests that run the real Docker network drivers.
 const APT_DOCKER: &[&str] = &["docker.io"];
-/// A second kernel (with kprobes and fentry) under qemu, and what the initramfs needs.
+/// A second kernel (with kprobes and fentry) under qemu, and what the initramfs needs
+/// (`kmod` for `modinfo` and `depmod`). qemu-system-x86 brings the libraries of the qemu
+/// that runs the VMs; that qemu and the third kernel (6.12) come from backports and are no
+/// packages installed here: see `vm::backports`.
 const APT_VM: &[&str] = &[
     "qemu-system-x86",
     "linux-image-cloud-amd64",
@@ -47,9 +50,13 @@ pub struct SetupArgs {
     /// Also install Docker (docker.io), for tests against real Docker networks.
     #[arg(long)]
     pub docker: bool,
-    /// Also install qemu and Debian's cloud kernel, for tests on a second kernel.
+    /// Also install qemu and Debian's cloud kernel, and fetch the 6.12 cloud kernel from
+    /// backports into target/vm/kernels (the host's apt sources untouched), for the VM tests.
     #[arg(long)]
     pub vm: bool,
+    /// With `vm`: leave out the backports kernel (`vm-test --kernel 6.1`; qemu is fetched).
+    #[arg(skip)]
+    pub installed_vm_kernel_only: bool,
 }
 
 impl SetupArgs {
@@ -76,6 +83,10 @@ pub fn run(args: &SetupArgs) -> anyhow::Result<()> {
     toolchain_components()?;
     bpf_linker()?;
     securityfs();
+    if args.vm {
+        let vm_dir = crate::target_dir(&crate::workspace_root())?.join("vm");
+        crate::vm::backports::ensure(&vm_dir, !args.installed_vm_kernel_only)?;
+    }
     Ok(())
 }
 
@@ -266,6 +277,7 @@ mod tests {
         let all = SetupArgs {
             docker: true,
             vm: true,
+            ..Default::default()
         }
         .apt_packages();
         assert!(all.contains(&"docker.io") && all.contains(&"qemu-system-x86"));

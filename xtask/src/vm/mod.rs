@@ -1,0 +1,353 @@
+//! `cargo xtask vm-test`: netpath's privileged integration tests on other kernels.
+//!
+//! The host kernel has no kprobes and refuses fentry, so the tests also run under qemu with
+//! software emulation (single-threaded TCG, see [`ACCEL`]; KVM hangs on these machines) on
+//! two Debian cloud kernels (see [`kernels`]): 6.1 (kprobes, fentry, module BTF; no
+//! `sk_data_ready` or socket-level send/receive tracepoints) and the newest 6.12 of the
+//! backports (all of those, plus netkit, ipvlan and netem). The steps:
+//!
+//! 1. `setup --vm` (the 6.1 cloud kernel, busybox-static, cpio, kmod, qemu's libraries; the
+//!    6.12 kernel and qemu 10 fetched from backports and unpacked into `target/vm`, see
+//!    [`backports`]: Debian 12's qemu 7.2 cannot run 6.12 under TCG);
+//! 2. the kernels to boot (`--kernel 6.1`, `--kernel 6.12`, a vmlinuz path; default both);
+//! 3. netpath's integration test binaries and the `netpath` bin, linked statically
+//!    (`+crt-static`) in their own target dir (`target/vm`), the eBPF object embedded by
+//!    build.rs as usual; built once for every kernel;
+//! 4. per kernel, an initramfs (`target/vm/initramfs-<release>.cpio.gz`, see [`initramfs`])
+//!    with that kernel's modules, the test binaries and an `/init` that runs every test
+//!    binary with `--test-threads=1` once per backend in [`BACKENDS`], prints
+//!    `NETPATH-VM-RESULT rc=<n>` and powers off;
+//! 5. per kernel, qemu with no network device (the tests only use namespaces inside the VM),
+//!    the serial console streamed to stdout and to `target/vm/console-<release>.log`, under
+//!    an overall timeout (see [`console`]).
+//!
+//! The result of each VM is the `rc` of that line and the libtest `test result:` counts; a
+//! missing result line (crash, panic, timeout) is a failure.
+
+pub mod backports;
+mod console;
+mod initramfs;
+pub mod kernels;
+
+use std::{
+    collections::BTreeMap,
+    fmt::Write as _,
+    fs,
+    io::BufReader,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::Instant,
+};
+
+use anyhow::{Context as _, ensure};
+use cargo_metadata::{Message, TargetKind};
+use clap::Args;
+
+use crate::{cmd, setup, target_dir, test::Counts, workspace_root};
+
+/// Backends every backend-dependent test binary runs under, one full pass each, with
+/// `NETPATH_BACKEND=<b>` in its environment (read by `BackendChoice::from_env` in the
+/// tests; `auto` would let netpath pick).
+pub const BACKENDS: &[&str] = &["tracepoint", "kprobe", "fentry"];
+/// Test binaries that never load eBPF programs: they run in the first backend pass only.
+const BACKEND_INDEPENDENT: &[&str] = &["lab", "lab_drivers", "harness"];
+/// Test binaries left out of the VM: they need a Docker engine (dockerd, containerd, runc,
+/// iptables), which the initramfs does not carry.
+const HOST_ONLY: &[&str] = &["docker"];
+/// The package whose integration tests run in the VM.
+const PACKAGE: &str = "netpath";
+/// The bin the tests run through `env!("CARGO_BIN_EXE_netpath")`.
+const BIN: &str = "netpath";
+/// The host target, named so that `RUSTFLAGS` reaches only the target (not build scripts,
+/// which must stay dynamic) and the output lands in `target/vm/<triple>/release`.
+const TRIPLE: &str = "x86_64-unknown-linux-gnu";
+/// qemu's accelerator: TCG (KVM hangs on these machines), single-threaded. Multi-threaded
+/// TCG emulates cross-modifying code unreliably enough that the kernel's live patching of
+/// function entries (kprobes and fentry trampolines, `text_poke_bp`) while the other vCPU
+/// runs those functions ended in `BUG: kernel NULL pointer dereference` (RIP 0) in 3 of 3
+/// stress runs, single-threaded in none of 12 passes.
+const ACCEL: &str = "tcg,thread=single";
+/// A test binary that runs longer than this inside the VM is killed (the next one runs).
+const PER_BINARY_TIMEOUT_SECS: u64 = 900;
+
+#[derive(Args, Clone, Debug)]
+pub struct VmArgs {
+    /// Kill each VM after this many seconds.
+    #[arg(long, default_value_t = 1200)]
+    pub timeout: u64,
+    /// Kernel to boot: `6.1` (the installed cloud kernel), `6.12` (fetched from backports by
+    /// `setup --vm`) or the path of a vmlinuz (repeatable; default: 6.1 and 6.12).
+    #[arg(long, value_name = "SERIES|PATH")]
+    pub kernel: Vec<String>,
+    /// Guest memory in MiB.
+    #[arg(long, default_value_t = 2048)]
+    pub memory: u32,
+    /// qemu `-accel` value (single-threaded TCG by default: see `ACCEL` in xtask/src/vm/mod.rs).
+    #[arg(long, default_value = ACCEL)]
+    pub accel: String,
+    /// Run only these test binaries (`trace`, `lab`, ...; repeatable; default: all).
+    #[arg(long = "test", value_name = "NAME")]
+    pub tests: Vec<String>,
+    /// Run under only these backends (repeatable; default: tracepoint, kprobe, fentry).
+    #[arg(long = "backend", value_name = "NAME")]
+    pub backends: Vec<String>,
+    /// Passed to every test binary after `--test-threads=1`, e.g. a test name filter.
+    #[arg(last = true)]
+    pub libtest_args: Vec<String>,
+}
+
+impl Default for VmArgs {
+    fn default() -> Self {
+        Self {
+            timeout: 1200,
+            kernel: Vec::new(),
+            memory: 2048,
+            accel: ACCEL.into(),
+            tests: Vec::new(),
+            backends: Vec::new(),
+            libtest_args: Vec::new(),
+        }
+    }
+}
+
+/// `cargo xtask vm-test`: setup, then [`run_tests`], then a summary; exits 1 on failure.
+pub fn run(args: &VmArgs) -> anyhow::Result<()> {
+    setup::run(&setup::SetupArgs {
+        vm: true,
+        installed_vm_kernel_only: !kernels::wants_backports(&args.kernel),
+        ..Default::default()
+    })?;
+    let report = run_tests(args)?;
+    println!();
+    for line in report.summary_lines() {
+        println!("  {line}");
+    }
+    let counts = report.counts();
+    println!("{} passed, {} failed", counts.passed, counts.failed);
+    if !report.ok() {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// What the VM runs found, one [`VmOutcome`] per kernel.
+#[derive(Debug, Default)]
+pub struct VmReport {
+    /// Time of the static build, shared by every kernel.
+    pub build_secs: f64,
+    pub outcomes: Vec<VmOutcome>,
+}
+
+impl VmReport {
+    pub fn ok(&self) -> bool {
+        !self.outcomes.is_empty() && self.outcomes.iter().all(VmOutcome::ok)
+    }
+
+    /// Summed over every VM; a VM that failed without a libtest failure counts once.
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts::default();
+        for o in &self.outcomes {
+            c.passed += o.counts.passed;
+            c.failed += o.counts.failed + u64::from(!o.ok() && o.counts.failed == 0);
+        }
+        c
+    }
+
+    pub fn summary_lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .outcomes
+            .iter()
+            .flat_map(VmOutcome::summary_lines)
+            .collect();
+        lines.push(format!(
+            "{:<7} vm static build {:.0} s",
+            "", self.build_secs
+        ));
+        lines
+    }
+}
+
+/// What one VM run found.
+#[derive(Debug, Default)]
+pub struct VmOutcome {
+    /// `uname -r` inside the VM (from the kernel file name until the VM says).
+    pub kernel: String,
+    /// The `rc` of the `NETPATH-VM-RESULT` line; `None` when the line never came.
+    pub rc: Option<i32>,
+    /// Sum over every test binary run.
+    pub counts: Counts,
+    /// One entry per test binary run, in order.
+    pub runs: Vec<BinaryRun>,
+    pub timed_out: bool,
+    /// The kernel's first `BUG:`/`Oops:`/`Kernel panic` line, and what was running then.
+    pub kernel_oops: Option<String>,
+    /// Time to build the initramfs, and from starting qemu until it exited.
+    pub initramfs_secs: f64,
+    pub vm_secs: f64,
+    /// Where the serial console was written.
+    pub console: PathBuf,
+}
+
+#[derive(Debug, Default, PartialEq)]
+pub struct BinaryRun {
+    pub backend: String,
+    pub binary: String,
+    pub counts: Counts,
+    /// Exit status inside the VM; `None` when the VM never reported it.
+    pub rc: Option<i32>,
+    pub secs: Option<u64>,
+    /// Names of the tests libtest reported as FAILED.
+    pub failed_tests: Vec<String>,
+}
+
+impl VmOutcome {
+    pub fn ok(&self) -> bool {
+        self.rc == Some(0)
+            && self.counts.failed == 0
+            && !self.timed_out
+            && self.kernel_oops.is_none()
+    }
+
+    /// One line per test binary run, then one for the VM itself.
+    pub fn summary_lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .runs
+            .iter()
+            .map(|r| {
+                let ok = r.rc == Some(0) && r.counts.failed == 0;
+                let mut s = format!(
+                    "{:<7} vm {} backend {} {}: {} passed, {} failed",
+                    if ok { "ok" } else { "FAILED" },
+                    self.kernel,
+                    r.backend,
+                    r.binary,
+                    r.counts.passed,
+                    r.counts.failed,
+                );
+                match r.rc {
+                    Some(0) => {}
+                    Some(rc) if r.counts.failed == 0 => {
+                        let _ = write!(s, " (exit {rc})");
+                    }
+                    Some(_) => {}
+                    None => s.push_str(" (did not finish)"),
+                }
+                if let Some(secs) = r.secs {
+                    let _ = write!(s, " in {secs} s");
+                }
+                if !r.failed_tests.is_empty() {
+                    let _ = write!(s, " [{}]", r.failed_tests.join(", "));
+                }
+                s
+            })
+            .collect();
+        let mut how = match (self.rc, self.timed_out) {
+            (_, true) => "timed out".to_owned(),
+            (None, false) => "no NETPATH-VM-RESULT line".to_owned(),
+            (Some(rc), false) => format!("rc={rc}"),
+        };
+        if let Some(oops) = &self.kernel_oops {
+            let _ = write!(how, "; kernel {oops}");
+        }
+        lines.push(format!(
+            "{:<7} vm {}: {how}; initramfs {:.0} s, VM {:.0} s (console: {})",
+            if self.ok() { "ok" } else { "FAILED" },
+            self.kernel,
+            self.initramfs_secs,
+            self.vm_secs,
+            self.console.display(),
+        ));
+        lines
+    }
+}
+
+/// Everything after setup: kernels, static build, then per kernel its initramfs and a boot.
+pub fn run_tests(args: &VmArgs) -> anyhow::Result<VmReport> {
+    let t0 = Instant::now();
+    let root = workspace_root();
+    let vm_dir = target_dir(&root)?.join("vm");
+    fs::create_dir_all(&vm_dir)?;
+    let kernels = kernels::select(&args.kernel, &vm_dir)?;
+    let qemu = backports::qemu(&vm_dir)?;
+    for k in &kernels {
+        println!("vm: kernel {} ({})", k.version, k.vmlinuz.display());
+    }
+    let built = build_static(&root, &vm_dir)?;
+    let mut report = VmReport {
+        build_secs: t0.elapsed().as_secs_f64(),
+        outcomes: Vec::new(),
+    };
+    for kernel in &kernels {
+        let t1 = Instant::now();
+        let initramfs = initramfs::build(&vm_dir, kernel, &built, args)?;
+        let initramfs_secs = t1.elapsed().as_secs_f64();
+        let console = vm_dir.join(format!("console-{}.log", kernel.version));
+        let mut outcome = console::boot(&qemu, kernel, &initramfs, &console, args)?;
+        outcome.initramfs_secs = initramfs_secs;
+        outcome.console = console;
+        if outcome.kernel.is_empty() {
+            outcome.kernel = kernel.version.clone();
+        }
+        report.outcomes.push(outcome);
+    }
+    Ok(report)
+}
+
+/// What the static build produced.
+pub(crate) struct Built {
+    /// The `netpath` bin, at the path baked into the tests (`CARGO_BIN_EXE_netpath`).
+    pub bin: PathBuf,
+    /// Integration test binaries by test name (`lab`, `trace`, ...).
+    pub tests: BTreeMap<String, PathBuf>,
+}
+
+/// `cargo test -p netpath --no-run --release` for the host triple with `+crt-static`,
+/// in `vm_dir`, collecting the integration test executables and the netpath bin.
+fn build_static(root: &Path, vm_dir: &Path) -> anyhow::Result<Built> {
+    let mut c = Command::new("cargo");
+    c.args(["test", "--package", PACKAGE, "--no-run", "--release"])
+        .args(["--target", TRIPLE, "--target-dir"])
+        .arg(vm_dir)
+        .arg("--message-format=json-render-diagnostics")
+        .env("RUSTFLAGS", "-C target-feature=+crt-static")
+        .current_dir(root)
+        .stdout(Stdio::piped());
+    println!("$ {}", cmd::display(&c));
+    let mut child = c.spawn().context("cannot run cargo test --no-run")?;
+    let stdout = child.stdout.take().context("no stdout pipe")?;
+    let mut bin = None;
+    let mut tests = BTreeMap::new();
+    for msg in Message::parse_stream(BufReader::new(stdout)) {
+        let Message::CompilerArtifact(art) = msg.context("reading cargo's JSON output")? else {
+            continue;
+        };
+        let Some(exe) = art.executable else { continue };
+        let kind = art.target.kind.first();
+        if kind == Some(&TargetKind::Test) && art.profile.test {
+            tests.insert(art.target.name.clone(), exe.into_std_path_buf());
+        } else if kind == Some(&TargetKind::Bin) && !art.profile.test && art.target.name == BIN {
+            bin = Some(exe.into_std_path_buf());
+        }
+    }
+    let status = child.wait()?;
+    ensure!(
+        status.success(),
+        "static build of the tests failed ({status})"
+    );
+    let bin = bin.with_context(|| format!("cargo built no `{BIN}` bin"))?;
+    ensure!(!tests.is_empty(), "cargo built no integration tests");
+    for exe in tests.values().chain([&bin]) {
+        ensure!(is_static(exe), "{} is not statically linked", exe.display());
+    }
+    println!(
+        "vm: static test binaries: {}",
+        tests.keys().cloned().collect::<Vec<_>>().join(" ")
+    );
+    Ok(Built { bin, tests })
+}
+
+/// Whether an ELF file has no program interpreter (static or static-pie).
+pub(crate) fn is_static(exe: &Path) -> bool {
+    // `ldd` says "not a dynamic executable" / "statically linked" and fails for both.
+    cmd::probe(Command::new("ldd").arg(exe)).is_none_or(|out| out.contains("statically linked"))
+}

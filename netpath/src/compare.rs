@@ -7,6 +7,7 @@ use crate::{
     driver::Driver,
     harness::{self, NoPhases, RrConfig},
     lab,
+    lab::netem::{self, WireDelay},
     path::NetPath,
     report::{self, DriverReport},
     tracer::{Tracer, TracerOptions},
@@ -31,6 +32,8 @@ pub struct CompareOptions {
     pub bulk: Option<harness::BulkConfig>,
     /// Open-loop burst phases (rate, then each multiplier; None: skip).
     pub burst: Option<(harness::BurstConfig, Vec<f64>)>,
+    /// netem on the lab's underlay links (cross-node drivers only; see `lab::netem`).
+    pub underlay: Option<WireDelay>,
 }
 
 fn attach_tc(tracer: &mut Tracer, lab: &NetPath) -> Result<()> {
@@ -51,7 +54,17 @@ pub fn run_driver(
     opts: &CompareOptions,
 ) -> Result<DriverReport> {
     let lab = lab::build(driver).with_context(|| format!("building the {} lab", driver.name()))?;
-    let result = measure(tracer, &lab, opts);
+    let wire = match &opts.underlay {
+        Some(w) => netem::delay_wire(&lab, w),
+        None => Ok(None),
+    };
+    let result = wire.and_then(|wire| {
+        let mut r = measure(tracer, &lab, opts)?;
+        if let Some(c) = r.context.as_mut() {
+            c.wire = wire;
+        }
+        Ok(r)
+    });
     let torn = lab.teardown();
     let r = result?;
     torn?;
@@ -121,6 +134,7 @@ pub fn measure(tracer: &mut Tracer, lab: &NetPath, opts: &CompareOptions) -> Res
             devices,
             client_counters: after.0.delta(&before.0),
             server_counters: after.1.delta(&before.1),
+            wire: None,
         };
         tracer.reset()?;
         tracer.attach()?;
@@ -200,6 +214,9 @@ fn costs(
 }
 
 pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>> {
+    if let Some(w) = &opts.underlay {
+        check_underlay(w, &opts.drivers)?;
+    }
     let mut tracer = Tracer::load(backend, &opts.tracer)?;
     let mut out = Vec::new();
     for d in &opts.drivers {
@@ -207,6 +224,21 @@ pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>>
     }
     summarise(opts, &out);
     Ok(out)
+}
+
+/// `--underlay-delay` needs a driver with an underlay and a kernel with netem: said in one
+/// line before anything is built.
+fn check_underlay(w: &WireDelay, drivers: &[Driver]) -> Result<()> {
+    if !drivers.iter().any(|d| d.crosses_nodes()) {
+        let asked: Vec<&str> = drivers.iter().map(|d| d.name()).collect();
+        anyhow::bail!(
+            "--underlay-delay ({}) applies to cross-node drivers (overlay), and none of {} is one: \
+             add -d overlay",
+            w.describe(),
+            asked.join(", ")
+        );
+    }
+    netem::check_netem(w)
 }
 
 /// One driver's result: printed at once when asked (runs are long), then kept.

@@ -51,6 +51,14 @@ macro_rules! driver_enum {
 }
 driver_table!(driver_enum);
 
+impl Driver {
+    /// Whether client and server stand for two nodes joined by a wire (an underlay link
+    /// that `compare --underlay-delay` can slow down); the others are one node.
+    pub fn crosses_nodes(self) -> bool {
+        matches!(self, Driver::Overlay)
+    }
+}
+
 impl std::fmt::Display for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())

@@ -28,6 +28,7 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath trace --port 11111 --count 5  five complete packet timelines on the bridge lab
     netpath trace --netns srv --iface eth0 --json
     netpath bench --rounds 5             netpath's own cost, as ratios against sockperf and iperf3
+    netpath compare -d bridge,overlay --underlay-delay 50us   same node vs cross node
     netpath compare --docker --lab       real Docker networks next to the lab, one run
     netpath compare --between web db     between two running containers (client web, server db)
     netpath trace --container web --container db --port 5432
@@ -97,6 +98,14 @@ enum Cmd {
         /// Report each kernel program's run count and mean cost (BPF run-time stats).
         #[arg(long)]
         prog_stats: bool,
+        /// Emulate the wire between two nodes: netem delays every packet a node sends on the
+        /// overlay's underlay link by this much (e.g. 50us, 2ms), so cross-node drivers can be
+        /// compared with same-node ones. Needs a kernel with netem (sch_netem).
+        #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, conflicts_with_all = ["docker", "between"])]
+        underlay_delay: Option<std::time::Duration>,
+        /// With --underlay-delay: jitter around that delay (uniform, e.g. 10us).
+        #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, requires = "underlay_delay")]
+        underlay_jitter: Option<std::time::Duration>,
         #[arg(long)]
         json: bool,
     },
@@ -207,6 +216,8 @@ fn run(cli: Cli) -> Result<()> {
             docker,
             lab: with_lab,
             between,
+            underlay_delay,
+            underlay_jitter,
             json,
         } => {
             lab::install_signal_cleanup();
@@ -269,6 +280,10 @@ fn run(cli: Cli) -> Result<()> {
                 print: !json,
                 tc_counters,
                 keep_timelines: 4,
+                underlay: underlay_delay.map(|delay| lab::netem::WireDelay {
+                    delay,
+                    jitter: underlay_jitter.unwrap_or_default(),
+                }),
             };
             let reports = match (&engine, between.as_slice()) {
                 (Some(e), [client, server]) => {

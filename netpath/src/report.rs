@@ -247,6 +247,10 @@ pub struct RunContext {
     /// Deltas over the untraced runs (request/response, bulk, burst), per side.
     pub client_counters: crate::harness::NetCounters,
     pub server_counters: crate::harness::NetCounters,
+    /// An emulated wire between the nodes (`compare --underlay-delay`): netem's settings and
+    /// the links it is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wire: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -648,6 +652,9 @@ pub fn print(r: &DriverReport) {
                 rps.join(" ")
             }
         );
+        if let Some(w) = &c.wire {
+            println!("   wire: {w}");
+        }
     }
     rtt("traced", &r.traced);
     if let Some(u) = &r.untraced {

@@ -786,6 +786,7 @@ fn traced_run_on_a_docker_bridge() {
         rounds: 1,
         bulk: None,
         burst: None,
+        underlay: None,
     };
     let mut tracer = Tracer::load(backend, &o.tracer).expect("load programs");
     let r = compare::measure(&mut tracer, &dl.path, &o).unwrap();

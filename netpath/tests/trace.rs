@@ -58,6 +58,7 @@ fn run(driver: Driver) -> DriverReport {
         rounds: 1,
         bulk: None,
         burst: None,
+        underlay: None,
     };
     let mut tracer = Tracer::load(backend, &opts.tracer).expect("load programs");
     compare::run_driver(&mut tracer, driver, &opts).expect("run")
@@ -428,6 +429,7 @@ fn a_dropped_packet_is_reported_with_reason_and_hop() {
         rounds: 1,
         bulk: None,
         burst: None,
+        underlay: None,
     };
     let mut tracer = Tracer::load(backend, &opts.tracer).unwrap();
     let r = compare::measure(&mut tracer, &lab, &opts);

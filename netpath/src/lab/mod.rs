@@ -19,6 +19,7 @@
 
 mod cleanup;
 mod namespaces;
+pub mod netem;
 pub mod nft;
 
 use std::net::Ipv4Addr;

@@ -1,0 +1,336 @@
+//! Privileged tests of the emulated cross-node wire (`compare --underlay-delay`): netem on the
+//! overlay lab's underlay links, in the real kernel. On a kernel with netem (the VM kernels)
+//! the delay must land in the `underlay` hop and nowhere else; on one without (the host here)
+//! the command must refuse in one line and leave nothing behind. Run as root.
+use std::{collections::BTreeMap, path::Path, process::Command, sync::Mutex, time::Duration};
+
+use netpath::{
+    backend::{self, BackendChoice},
+    compare::{self, CompareOptions},
+    doctor,
+    driver::Driver,
+    harness::RrConfig,
+    lab::{
+        self,
+        netem::{self, WireDelay},
+    },
+    report::DriverReport,
+    tracer::{Tracer, TracerOptions},
+};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "these tests build network namespaces and load eBPF programs: run them as root"
+    );
+    g
+}
+
+/// The emulated wire: well above anything the lab's own hops take (tens of µs, even under
+/// qemu's emulation), so its effect cannot hide in their noise.
+const DELAY: Duration = Duration::from_millis(3);
+const N: u64 = 200;
+/// What the tests that need netem say on a kernel without it.
+const NO_NETEM: &str = "skipped: this kernel has no netem (CONFIG_NET_SCH_NETEM), so no delay \
+    can be emulated here; `cargo xtask vm-test` runs this test on the VM kernels, which have it, \
+    and `underlay_delay_on_the_command_line` checks the refusal here";
+
+/// Whether this kernel has netem, asked without netpath: loaded (the VM loads it at boot),
+/// built in or as a module file, or said by the kernel's own config.
+fn kernel_has_netem() -> bool {
+    if Path::new("/sys/module/sch_netem").exists() {
+        return true;
+    }
+    if let Ok(out) = Command::new("zcat").arg("/proc/config.gz").output()
+        && out.status.success()
+    {
+        let config = String::from_utf8_lossy(&out.stdout);
+        return config
+            .lines()
+            .any(|l| l == "CONFIG_NET_SCH_NETEM=y" || l == "CONFIG_NET_SCH_NETEM=m");
+    }
+    let release = nix::sys::utsname::uname().unwrap();
+    let dir = Path::new("/lib/modules").join(release.release());
+    let builtin = std::fs::read_to_string(dir.join("modules.builtin")).unwrap_or_default();
+    builtin.contains("/sch_netem.ko")
+        || std::fs::read_dir(dir.join("kernel/net/sched"))
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .any(|e| e.file_name().to_string_lossy().starts_with("sch_netem.ko"))
+}
+
+/// Says why a test that needs netem did not run, past libtest's output capture (which takes
+/// only `print!`/`eprint!`), so the skip shows in every run's output.
+fn skipped() {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{NO_NETEM}");
+}
+
+fn leftovers(before: &[String]) -> Vec<String> {
+    lab::list_netpath_netns()
+        .unwrap()
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect()
+}
+
+fn root_links() -> Vec<String> {
+    let mut v: Vec<String> = std::thread::spawn(|| {
+        netpath::nl::Nl::new()
+            .unwrap()
+            .links()
+            .unwrap()
+            .into_iter()
+            .map(|l| l.name)
+            .collect()
+    })
+    .join()
+    .unwrap();
+    v.sort();
+    v
+}
+
+fn traced_overlay(underlay: Option<WireDelay>) -> DriverReport {
+    let caps = doctor::probe().expect("doctor");
+    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend");
+    let opts = CompareOptions {
+        drivers: vec![Driver::Overlay],
+        rr: RrConfig {
+            requests: N,
+            warmup: 20,
+            ..RrConfig::default()
+        },
+        untraced: false,
+        tracer: TracerOptions::default(),
+        print: false,
+        tc_counters: false,
+        keep_timelines: 0,
+        rounds: 1,
+        bulk: None,
+        burst: None,
+        underlay,
+    };
+    let mut tracer = Tracer::load(backend, &opts.tracer).expect("load programs");
+    compare::run_driver(&mut tracer, Driver::Overlay, &opts).expect("run")
+}
+
+/// Mean per crossing of each (direction, hop).
+fn hop_means(r: &DriverReport) -> BTreeMap<(&'static str, &'static str), f64> {
+    r.hops
+        .iter()
+        .filter(|h| h.crossings > 0)
+        .map(|h| ((h.dir, h.hop), h.mean_us))
+        .collect()
+}
+
+#[test]
+fn underlay_delay_lands_in_the_underlay_hop_only() {
+    let _g = serial();
+    if !kernel_has_netem() {
+        return skipped();
+    }
+    let before = lab::list_netpath_netns().unwrap();
+    let d_us = DELAY.as_secs_f64() * 1e6;
+    let plain = traced_overlay(None);
+    let delayed = traced_overlay(Some(WireDelay {
+        delay: DELAY,
+        jitter: Duration::ZERO,
+    }));
+    let (p, d) = (hop_means(&plain), hop_means(&delayed));
+    eprintln!(
+        "overlay ({}), mean µs per crossing, without → with netem {} ms on the underlay:",
+        delayed.backend,
+        DELAY.as_millis()
+    );
+    for (k, v) in &d {
+        eprintln!(
+            "  {k:?}: {:.1} → {v:.1}",
+            p.get(k).copied().unwrap_or(f64::NAN)
+        );
+    }
+    let wire = delayed.context.as_ref().and_then(|c| c.wire.clone());
+    let wire = wire.expect("the run context names the emulated wire");
+    assert!(wire.contains("netem delay 3 ms"), "{wire}");
+    assert_eq!(wire.matches("np").count(), 2, "both underlay ends: {wire}");
+    assert!(plain.context.as_ref().unwrap().wire.is_none());
+    // The same hops either way: the delay adds time, not segments.
+    assert_eq!(
+        p.keys().collect::<Vec<_>>(),
+        d.keys().collect::<Vec<_>>(),
+        "hop sets"
+    );
+    for dir in ["request", "response"] {
+        let (before_us, after_us) = (p[&(dir, "underlay")], d[&(dir, "underlay")]);
+        assert!(
+            before_us < d_us / 10.0,
+            "{dir} underlay without netem: {before_us} µs"
+        );
+        assert!(
+            after_us >= 0.8 * d_us && after_us <= 1.5 * d_us,
+            "{dir} underlay with {d_us} µs of netem: {after_us} µs (crossed once per journey)"
+        );
+    }
+    for (k, after_us) in &d {
+        if k.1 != "underlay" {
+            assert!(
+                after_us - p[k] < d_us / 2.0,
+                "{k:?} grew from {} to {after_us} µs: the delay belongs to the underlay",
+                p[k]
+            );
+        }
+    }
+    // Both directions cross the wire once: the round trip grows by about twice the delay.
+    assert!(
+        delayed.traced.mean_us - plain.traced.mean_us >= 1.6 * d_us,
+        "RTT {} → {} µs",
+        plain.traced.mean_us,
+        delayed.traced.mean_us
+    );
+    assert_eq!(leftovers(&before), Vec::<String>::new());
+}
+
+#[test]
+fn netem_sits_on_both_underlay_ends_and_goes_with_the_lab() {
+    let _g = serial();
+    if !kernel_has_netem() {
+        return skipped();
+    }
+    let links_before = root_links();
+    let lab = lab::build(Driver::Overlay).unwrap();
+    let wire = netem::delay_wire(
+        &lab,
+        &WireDelay {
+            delay: DELAY,
+            jitter: Duration::from_micros(100),
+        },
+    )
+    .unwrap()
+    .unwrap();
+    assert!(wire.contains("jitter 100 µs"), "{wire}");
+    let wire_links: Vec<String> = netem::wire_links(&lab)
+        .iter()
+        .map(|d| d.name.clone())
+        .collect();
+    assert_eq!(wire_links.len(), 2, "{wire_links:?}");
+    for ns in lab.namespaces() {
+        let roots: Vec<(String, Option<String>)> = ns
+            .run(|| {
+                let nl = netpath::nl::Nl::new()?;
+                nl.links()?
+                    .into_iter()
+                    .map(|l| Ok((l.name.clone(), nl.root_qdisc(l.ifindex)?)))
+                    .collect()
+            })
+            .unwrap();
+        for (name, root) in roots {
+            let want_netem = wire_links.contains(&name);
+            assert_eq!(
+                root.as_deref() == Some("netem"),
+                want_netem,
+                "{name} in {}: root qdisc {root:?}",
+                ns.name
+            );
+        }
+    }
+    // A lab without a wire (one node) is left as it is.
+    let bridge = lab::build(Driver::Bridge).unwrap();
+    let none = netem::delay_wire(
+        &bridge,
+        &WireDelay {
+            delay: DELAY,
+            jitter: Duration::ZERO,
+        },
+    );
+    assert_eq!(none.unwrap(), None);
+    bridge.teardown().unwrap();
+    let id = lab.run_id.clone();
+    lab.teardown().unwrap();
+    assert!(lab::netns_of_run(&id).unwrap().is_empty());
+    assert_eq!(root_links(), links_before, "nothing in the root netns");
+}
+
+fn one_line_error(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert_eq!(err.lines().count(), 1, "one line, got: {err}");
+    err
+}
+
+/// With netem the command runs and the overlay row names its wire (the bridge row, one node,
+/// has none). Without netem it says so in one line, exits non-zero and leaves no namespace or
+/// link behind (it checks on a scratch namespace before building any lab).
+#[test]
+fn underlay_delay_on_the_command_line() {
+    let _g = serial();
+    let before = lab::list_netpath_netns().unwrap();
+    if kernel_has_netem() {
+        let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+            .args(["compare", "-d", "bridge,overlay", "--underlay-delay", "2ms"])
+            .args(["--underlay-jitter", "100us", "-n", "50", "--warmup", "5"])
+            .args([
+                "--bulk-secs",
+                "0",
+                "--burst",
+                "0",
+                "--no-untraced",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let wire = |i: usize| {
+            v["drivers"][i]["context"]["wire"]
+                .as_str()
+                .map(str::to_owned)
+        };
+        assert_eq!(wire(0), None, "bridge is one node");
+        let w = wire(1).expect("overlay's wire");
+        assert!(w.contains("netem delay 2 ms jitter 100 µs"), "{w}");
+        assert_eq!(leftovers(&before), Vec::<String>::new());
+        return;
+    }
+    let links_before = root_links();
+    let e = one_line_error(&[
+        "compare",
+        "-d",
+        "bridge,overlay",
+        "--underlay-delay",
+        "50us",
+        "-n",
+        "10",
+    ]);
+    assert!(e.contains("netem") && e.contains("50 µs"), "{e}");
+    assert_eq!(leftovers(&before), Vec::<String>::new());
+    assert_eq!(root_links(), links_before);
+}
+
+#[test]
+fn bad_underlay_input_gets_one_clear_line() {
+    let _g = serial();
+    let before = lab::list_netpath_netns().unwrap();
+    let e = one_line_error(&["compare", "-d", "overlay", "--underlay-delay", "fast"]);
+    assert!(e.contains("fast") && e.contains("50us"), "{e}");
+    let e = one_line_error(&["compare", "-d", "overlay", "--underlay-delay", "5s"]);
+    assert!(e.contains("at most"), "{e}");
+    let e = one_line_error(&["compare", "-d", "overlay", "--underlay-jitter", "1ms"]);
+    assert!(e.contains("--underlay-delay"), "{e}");
+    let e = one_line_error(&["compare", "-d", "bridge,host", "--underlay-delay", "1ms"]);
+    assert!(
+        e.contains("cross-node") && e.contains("bridge, host"),
+        "{e}"
+    );
+    assert_eq!(leftovers(&before), Vec::<String>::new());
+}

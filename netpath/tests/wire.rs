@@ -176,8 +176,10 @@ fn underlay_delay_lands_in_the_underlay_hop_only() {
             before_us < d_us / 10.0,
             "{dir} underlay without netem: {before_us} µs"
         );
+        // netem never sends early; late by its timer (up to 1.15× seen under TCG), but not
+        // twice: the delay is crossed once per journey, not on both ends.
         assert!(
-            after_us >= 0.8 * d_us && after_us <= 1.5 * d_us,
+            after_us >= 0.8 * d_us && after_us <= 1.7 * d_us,
             "{dir} underlay with {d_us} µs of netem: {after_us} µs (crossed once per journey)"
         );
     }

@@ -30,7 +30,7 @@ const EBPF_PACKAGE: &str = "netpath-ebpf";
 
 #[derive(Args, Debug, Default)]
 pub struct TestArgs {
-    /// Skip the tests on a second kernel under qemu (`cargo xtask vm-test`).
+    /// Skip the tests on the VM kernels, 6.1 and 6.12, under qemu (`cargo xtask vm-test`).
     #[arg(long)]
     pub no_vm: bool,
 }

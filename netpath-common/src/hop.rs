@@ -109,6 +109,9 @@ pub enum DevKind {
     /// The lower device of macvlan children. Bridge-mode frames between children pass through
     /// it ("to lowerdev first for its taps"), then its rx handler hands them to the child.
     MacvlanParent = 8,
+    /// A node's link to another host (an egress path's uplink): a plain veth between two
+    /// hosts' stacks. Not `Underlay`: nothing is decapsulated behind it.
+    Uplink = 9,
 }
 
 impl DevKind {
@@ -122,6 +125,7 @@ impl DevKind {
             6 => DevKind::Macvlan,
             7 => DevKind::Underlay,
             8 => DevKind::MacvlanParent,
+            9 => DevKind::Uplink,
             _ => DevKind::Unknown,
         }
     }
@@ -137,6 +141,7 @@ impl DevKind {
             DevKind::Macvlan => "macvlan",
             DevKind::Underlay => "underlay",
             DevKind::MacvlanParent => "mv-parent",
+            DevKind::Uplink => "uplink",
         }
     }
 }
@@ -189,15 +194,17 @@ pub enum Hop {
     ReceiverStack = 12,
     /// Socket woken → receive syscall returns with the data.
     Wakeup = 13,
+    /// A node's uplink crossed to another host: queue on one end → netif_rx on the other.
+    Uplink = 14,
     /// A transition the model does not name; counted so nothing is hidden.
-    Other = 14,
+    Other = 15,
     /// The whole journey (send entry → receive return); for `Dir::Turnaround`, the server's
     /// time between its receive returning and its next send.
-    OneWay = 15,
+    OneWay = 16,
 }
 
 impl Hop {
-    pub const ALL: [Hop; 16] = [
+    pub const ALL: [Hop; 17] = [
         Hop::SenderStack,
         Hop::Loopback,
         Hop::Veth,
@@ -212,6 +219,7 @@ impl Hop {
         Hop::Proxy,
         Hop::ReceiverStack,
         Hop::Wakeup,
+        Hop::Uplink,
         Hop::Other,
         Hop::OneWay,
     ];
@@ -236,6 +244,7 @@ impl Hop {
             Hop::Proxy => "proxy",
             Hop::ReceiverStack => "receiver-stack",
             Hop::Wakeup => "wakeup",
+            Hop::Uplink => "uplink",
             Hop::Other => "other",
             Hop::OneWay => "one-way",
         }
@@ -282,6 +291,7 @@ fn xmit_hop(kind: u16) -> Hop {
         5 => Hop::VxlanEncap,
         6 | 8 => Hop::Macvlan,
         7 => Hop::Underlay,
+        9 => Hop::Uplink,
         _ => Hop::Other,
     }
 }
@@ -349,7 +359,9 @@ pub fn hop_between(from: u16, from_kind: u16, to: u16, to_kind: u16) -> Hop {
         (RECV | IP_RCV, RECV | RX) if to_kind == VXLAN => Hop::VxlanDecap,
         (RECV, RECV | RX) if to_kind == MACVLAN || from_kind == MACVLAN => Hop::Macvlan,
         (RECV, RECV | RX) if from_kind == BRIDGE_PORT => Hop::Bridge,
-        (RECV | IP_RCV, QUEUE) => Hop::Forward,
+        // Routed on (IP forwarding, netfilter), also when the next device's queue point was
+        // missed and its transmit stands in.
+        (RECV | IP_RCV, QUEUE | XMIT | VETH_XMIT) => Hop::Forward,
         (RECV | IP_RCV | TCP_RCV, IP_RCV | TCP_RCV) => Hop::ReceiverStack,
         (RECV | IP_RCV | TCP_RCV, READY | COPY) => Hop::ReceiverStack,
         (READY, COPY | EXIT) => Hop::Wakeup,
@@ -663,6 +675,166 @@ mod tests {
         ];
     }
 
+    /// Point sequences of the egress drivers with function probes (their tracepoint sequences
+    /// are these without the function probes, [`tracepoints_of`]): out of a container through
+    /// the node's bridge, routed and masqueraded on the node, over its uplink to another host.
+    mod egress {
+        use super::super::{DevKind, DevKind::*, Point, Point::*};
+
+        /// egress request: the bridge passes the frame up to the node's stack (a receive pass
+        /// on the bridge device), which routes it to the uplink; SNAT in POSTROUTING.
+        pub const EGRESS_FN: &[(Point, DevKind)] = &[
+            (SendEnter, Unknown),
+            (DevQueue, Veth),
+            (DevXmit, Veth),
+            (VethXmit, Veth),
+            (NetifRx, BridgePort),
+            (NetifReceive, BridgePort),
+            (NetifReceive, Bridge),
+            (IpRcv, Bridge),
+            (NatManip, Uplink),
+            (DevQueue, Uplink),
+            (DevXmit, Uplink),
+            (VethXmit, Uplink),
+            (NetifRx, Uplink),
+            (NetifReceive, Uplink),
+            (IpRcv, Uplink),
+            (TcpRcv, Uplink),
+        ];
+
+        /// egress reply: de-masqueraded in PREROUTING on the uplink, routed to the bridge
+        /// device, which forwards it to the container's port.
+        pub const EGRESS_FN_REPLY: &[(Point, DevKind)] = &[
+            (SendEnter, Unknown),
+            (DevQueue, Uplink),
+            (DevXmit, Uplink),
+            (VethXmit, Uplink),
+            (NetifRx, Uplink),
+            (NetifReceive, Uplink),
+            (IpRcv, Uplink),
+            (NatManip, Uplink),
+            (DevQueue, Bridge),
+            (DevXmit, Bridge),
+            (BridgeForward, Bridge),
+            (DevQueue, BridgePort),
+            (DevXmit, BridgePort),
+            (VethXmit, BridgePort),
+            (NetifRx, Veth),
+            (NetifReceive, Veth),
+            (IpRcv, Veth),
+            (TcpRcv, Veth),
+        ];
+
+        /// host-egress, both ways: the node's own stack over the uplink.
+        pub const HOST_EGRESS_FN: &[(Point, DevKind)] = &[
+            (SendEnter, Unknown),
+            (DevQueue, Uplink),
+            (DevXmit, Uplink),
+            (VethXmit, Uplink),
+            (NetifRx, Uplink),
+            (NetifReceive, Uplink),
+            (IpRcv, Uplink),
+            (TcpRcv, Uplink),
+        ];
+
+        /// gateway request: container → its bridge's own address, delivered locally.
+        pub const GATEWAY_FN: &[(Point, DevKind)] = &[
+            (SendEnter, Unknown),
+            (DevQueue, Veth),
+            (DevXmit, Veth),
+            (VethXmit, Veth),
+            (NetifRx, BridgePort),
+            (NetifReceive, BridgePort),
+            (NetifReceive, Bridge),
+            (IpRcv, Bridge),
+            (TcpRcv, Bridge),
+        ];
+
+        /// gateway reply: sent by the node out of its bridge device (the rest is the
+        /// published-nat request's path).
+        pub const GATEWAY_FN_REPLY: &[(Point, DevKind)] = &[
+            (SendEnter, Unknown),
+            (DevQueue, Bridge),
+            (DevXmit, Bridge),
+            (BridgeForward, Bridge),
+            (DevQueue, BridgePort),
+            (DevXmit, BridgePort),
+            (VethXmit, BridgePort),
+            (NetifRx, Veth),
+            (NetifReceive, Veth),
+            (IpRcv, Veth),
+            (TcpRcv, Veth),
+        ];
+
+        pub const ALL: [&[(Point, DevKind)]; 5] = [
+            EGRESS_FN,
+            EGRESS_FN_REPLY,
+            HOST_EGRESS_FN,
+            GATEWAY_FN,
+            GATEWAY_FN_REPLY,
+        ];
+    }
+
+    /// The tracepoint points of a function-probe sequence.
+    fn tracepoints_of(p: &[(Point, DevKind)]) -> std::vec::Vec<(Point, DevKind)> {
+        p.iter()
+            .copied()
+            .filter(|(pt, _)| (*pt as u16) < Point::VethXmit as u16)
+            .collect()
+    }
+
+    /// The hops of a completed sequence, consecutive equal ones merged, space-separated.
+    fn hop_names(p: &[(Point, DevKind)]) -> std::string::String {
+        let mut hops = segments(&[p, paths::END].concat());
+        hops.dedup();
+        let names: std::vec::Vec<&str> = hops.iter().map(|h| h.name()).collect();
+        names.join(" ")
+    }
+
+    #[test]
+    fn egress_host_egress_and_gateway_name_every_hop() {
+        use egress::*;
+        let tp = |p| hop_names(&tracepoints_of(p));
+        // Tracepoints: the node's routing, with its SNAT inside, is `forward`.
+        assert_eq!(
+            tp(EGRESS_FN),
+            "sender-stack veth backlog bridge forward uplink backlog receiver-stack wakeup"
+        );
+        assert_eq!(
+            tp(EGRESS_FN_REPLY),
+            "sender-stack uplink backlog forward bridge veth backlog receiver-stack wakeup"
+        );
+        // Function probes: each way the rewrite ends a `nat` segment on the node (the
+        // netfilter work up to it; the request's includes the routing), then `forward`.
+        assert_eq!(
+            hop_names(EGRESS_FN),
+            "sender-stack veth backlog bridge receiver-stack nat forward uplink backlog \
+             receiver-stack wakeup"
+        );
+        assert_eq!(
+            hop_names(EGRESS_FN_REPLY),
+            "sender-stack uplink backlog receiver-stack nat forward bridge veth backlog \
+             receiver-stack wakeup"
+        );
+        assert_eq!(
+            tp(HOST_EGRESS_FN),
+            "sender-stack uplink backlog receiver-stack wakeup"
+        );
+        // gateway: one veth crossing and local delivery through the bridge device.
+        assert_eq!(
+            tp(GATEWAY_FN),
+            "sender-stack veth backlog bridge receiver-stack wakeup"
+        );
+        assert_eq!(
+            tp(GATEWAY_FN_REPLY),
+            "sender-stack bridge veth backlog receiver-stack wakeup"
+        );
+        assert_eq!(
+            drop_hop(Point::DevQueue as u16, DevKind::Uplink as u16),
+            Hop::Uplink
+        );
+    }
+
     /// Every known path, completed.
     fn known_paths() -> std::vec::Vec<std::vec::Vec<(Point, DevKind)>> {
         use paths::*;
@@ -679,6 +851,11 @@ mod tests {
         ]
         .iter()
         .map(|p| [*p, END].concat())
+        .chain(
+            egress::ALL
+                .iter()
+                .flat_map(|p| [[*p, END].concat(), [&tracepoints_of(p)[..], END].concat()]),
+        )
         .collect()
     }
 

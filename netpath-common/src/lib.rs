@@ -16,7 +16,7 @@ pub use hop::{DevKind, Dir, Hop, Point};
 /// 6.1 (31 where `sk_data_ready` exists).
 pub const MAX_POINTS: usize = 32;
 /// Hop slots per direction in the stats and histogram maps.
-pub const NHOPS: usize = 16;
+pub const NHOPS: usize = 17;
 /// Directions: request (client → server), response (server → client), server turnaround.
 pub const NDIRS: usize = 3;
 /// Slots in the per-hop stats map.

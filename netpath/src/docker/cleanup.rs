@@ -10,17 +10,20 @@ use bollard::query_parameters::{
 };
 
 use super::engine::is_not_found;
+use super::hostveth::{KINDS, host_link_run};
 use super::state::{self, run_in_use};
 use super::swarm::leave_swarm_if_unused;
 use super::{Engine, LABEL, LABEL_KEEP, LABEL_RUN};
-use crate::lab::{PREFIX, RUN_ID_LEN, is_run_id, netns_name};
+use crate::lab::netns_name;
 use crate::netns::Netns;
 use crate::nl::Nl;
 
 /// Remove every netpath-labelled container and network of `engine` (except those of a
 /// Docker lab another live process is running), every netpath image not labelled
 /// `netpath.keep`, the swarm if netpath initialised it and nothing of netpath's uses it
-/// any more, the macvlan parents (`np<id>mp` and netns `np<id>-mvp`) and the second
+/// any more, the links netpath put in the Docker host's namespace with their peers'
+/// namespaces (macvlan parents `np<id>mp`/`np<id>-mvp`, egress uplinks
+/// `np<id>up`/`np<id>-rmt`) and the second
 /// daemons (`published-nat`) of runs that are gone. Returns what was removed.
 pub fn cleanup_docker(engine: &Engine) -> Result<Vec<String>> {
     let mut removed = remove_containers(engine)?;
@@ -145,9 +148,9 @@ pub(crate) fn interrupted() -> Vec<String> {
 
 /// The part of [`cleanup_docker`] that needs no engine (for when no daemon answers):
 /// second daemons of runs that are gone (stopped, their namespace and directories
-/// removed), macvlan parents `np<id>mp` in the Docker host's namespace `host_netns`
-/// (`/proc/self/ns/net` for the system daemon), their `np<id>-mvp` namespaces, stale
-/// run locks.
+/// removed), netpath's links in the Docker host's namespace `host_netns`
+/// (`/proc/self/ns/net` for the system daemon: macvlan parents `np<id>mp`, egress uplinks
+/// `np<id>up`), their peers' namespaces (`np<id>-mvp`, `np<id>-rmt`), stale run locks.
 pub fn cleanup_docker_host(host_netns: &Path) -> Result<Vec<String>> {
     let mut removed = Vec::new();
     for d in state::daemons() {
@@ -163,59 +166,41 @@ pub fn cleanup_docker_host(host_netns: &Path) -> Result<Vec<String>> {
         ));
     }
 
-    // Macvlan parents in the Docker host's namespace, then their peers' namespaces.
+    // netpath's links in the Docker host's namespace (macvlan parents, egress uplinks), then
+    // their peers' namespaces.
     let host = Netns::at("host", host_netns)?;
-    let parents: Vec<(String, u32)> = host.run(|| {
+    let links: Vec<(String, u32)> = host.run(|| {
         Ok(Nl::new()?
             .links()?
             .into_iter()
             .filter_map(|l| {
-                let id = macvlan_parent_run(&l.name)?;
+                let id = host_link_run(&l.name)?;
                 (!run_in_use(id)).then(|| (l.name.clone(), l.ifindex))
             })
             .collect())
     })?;
-    if !parents.is_empty() {
-        let names: Vec<String> = parents.iter().map(|(n, _)| n.clone()).collect();
+    if !links.is_empty() {
         host.run(|| {
             let nl = Nl::new()?;
-            for (_, i) in &parents {
+            for (_, i) in &links {
                 nl.del_link(*i)?;
             }
             Ok(())
         })?;
-        removed.extend(names.into_iter().map(|n| format!("link {n}")));
+        removed.extend(links.into_iter().map(|(n, _)| format!("link {n}")));
     }
-    for id in state::mvp_markers() {
-        if run_in_use(&id) {
-            continue;
+    for role in KINDS.map(|k| k.role) {
+        for id in state::ns_markers(role) {
+            if run_in_use(&id) {
+                continue;
+            }
+            if let Ok(ns) = Netns::open_existing(&netns_name(&id, role)) {
+                ns.delete()?;
+                removed.push(format!("netns {}", ns.name));
+            }
+            state::remove_ns_marker(role, &id);
         }
-        if let Ok(ns) = Netns::open_existing(&netns_name(&id, "mvp")) {
-            ns.delete()?;
-            removed.push(format!("netns {}", ns.name));
-        }
-        state::remove_mvp_marker(&id);
     }
     state::remove_stale_locks();
     Ok(removed)
-}
-
-/// If `name` is a macvlan parent netpath makes (`np<6 hex>mp`), its run id.
-fn macvlan_parent_run(name: &str) -> Option<&str> {
-    let rest = name.strip_prefix(PREFIX)?;
-    let id = rest.get(..RUN_ID_LEN)?;
-    (rest.get(RUN_ID_LEN..) == Some("mp") && is_run_id(id)).then_some(id)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn macvlan_parent_names() {
-        assert_eq!(macvlan_parent_run("np1a2b3cmp"), Some("1a2b3c"));
-        assert_eq!(macvlan_parent_run("np1a2b3cpp"), None);
-        assert_eq!(macvlan_parent_run("eth0"), None);
-        assert_eq!(macvlan_parent_run("npzzzzzzmp"), None);
-    }
 }

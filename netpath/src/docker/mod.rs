@@ -25,6 +25,7 @@ mod container;
 mod daemon;
 mod drivers;
 mod engine;
+mod hostveth;
 pub mod image;
 mod inspect;
 mod resources;

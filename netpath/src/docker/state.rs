@@ -7,6 +7,8 @@
 //! * `swarm.json`: netpath initialised the swarm of that engine (node id), so cleanup
 //!   may leave it; a swarm without this record is never touched.
 //! * `dockerd-<id>.json`: a second dockerd netpath started.
+//! * `docker-mvp-<id>`, `docker-rmt-<id>`: netns `np<id>-mvp` / `np<id>-rmt` is a Docker
+//!   lab's (the peer of its macvlan parent / egress uplink).
 
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
@@ -111,32 +113,34 @@ pub(crate) fn remove_stale_locks() -> Vec<String> {
     v
 }
 
-fn mvp_marker(run_id: &str) -> PathBuf {
-    Path::new(STATE_DIR).join(format!("docker-mvp-{run_id}"))
+fn ns_marker(role: &str, run_id: &str) -> PathBuf {
+    Path::new(STATE_DIR).join(format!("docker-{role}-{run_id}"))
 }
 
-/// Mark netns `np<id>-mvp` as made by a Docker lab (the netns lab makes one of that name
-/// too, which Docker cleanup must never touch).
-pub(crate) fn write_mvp_marker(run_id: &str) -> Result<()> {
+/// Mark netns `np<id>-<role>` as made by a Docker lab, beside a link in the Docker host's
+/// namespace (the macvlan parent's `mvp`, the egress remote's `rmt`; the netns lab makes
+/// namespaces of those names too, which Docker cleanup must never touch).
+pub(crate) fn write_ns_marker(role: &str, run_id: &str) -> Result<()> {
     ensure_dir()?;
-    std::fs::write(mvp_marker(run_id), b"")
-        .with_context(|| format!("cannot write {}", mvp_marker(run_id).display()))
+    std::fs::write(ns_marker(role, run_id), b"")
+        .with_context(|| format!("cannot write {}", ns_marker(role, run_id).display()))
 }
 
-pub(crate) fn remove_mvp_marker(run_id: &str) {
-    let _ = std::fs::remove_file(mvp_marker(run_id));
+pub(crate) fn remove_ns_marker(role: &str, run_id: &str) {
+    let _ = std::fs::remove_file(ns_marker(role, run_id));
 }
 
-/// Run ids with an mvp marker.
-pub(crate) fn mvp_markers() -> Vec<String> {
+/// Run ids with a `role` marker.
+pub(crate) fn ns_markers(role: &str) -> Vec<String> {
     let Ok(rd) = std::fs::read_dir(STATE_DIR) else {
         return Vec::new();
     };
+    let prefix = format!("docker-{role}-");
     rd.filter_map(|e| e.ok())
         .filter_map(|e| {
             e.file_name()
                 .to_str()?
-                .strip_prefix("docker-mvp-")
+                .strip_prefix(&prefix)
                 .map(String::from)
         })
         .collect()

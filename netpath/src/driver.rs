@@ -24,6 +24,12 @@ macro_rules! driver_table {
                 "`-p 127.0.0.1:P:…` with the userland proxy: the client on the node connects to docker-proxy, which connects to the container over the bridge.";
             PublishedNat published_nat "published-nat"
                 "`-p` with `--userland-proxy=false`: the client on the node reaches the container through netpath's OUTPUT-chain DNAT.";
+            Egress egress "egress"
+                "A bridge container to another host: out through the bridge, routed and MASQUERADEd by the node, over its uplink.";
+            HostEgress host_egress "host-egress"
+                "`--network host` to another host: the node's own stack over the same uplink as egress.";
+            Gateway gateway "gateway"
+                "A bridge container to its bridge's own address on the node: one veth crossing and local delivery.";
         }
     };
 }
@@ -73,7 +79,7 @@ mod tests {
 
     #[test]
     fn names_are_the_cli_names() {
-        assert_eq!(Driver::ALL.len(), 7);
+        assert_eq!(Driver::ALL.len(), 10);
         for d in &Driver::ALL {
             let v = d.to_possible_value().unwrap();
             assert_eq!(v.get_name(), d.name());

@@ -12,13 +12,14 @@ use futures::{StreamExt, TryStreamExt};
 use rtnetlink::packet_core::{
     DefaultNla, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
 };
-use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::address::AddressAttribute;
 use rtnetlink::packet_route::link::{
     InfoData, InfoKind, InfoMacVlan, InfoVeth, InfoVxlan, LinkAttribute, LinkFlags, LinkInfo,
     LinkMessage, MacVlanMode,
 };
+use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteMessage};
 use rtnetlink::packet_route::tc::{TcAttribute, TcHandle, TcMessage};
+use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 use rtnetlink::{
     Handle, LinkBridge, LinkMacVlan, LinkMessageBuilder, LinkUnspec, LinkVeth, LinkVxlan,
     RouteMessageBuilder,
@@ -343,6 +344,29 @@ impl Nl {
                 .execute(),
         )
         .with_context(|| format!("netlink: adding {addr}/{prefix} to link {ifindex}"))
+    }
+
+    /// Destinations (address, prefix length) of every IPv4 route of this namespace, all
+    /// tables (the local table lists the addresses too); the default route is `0.0.0.0/0`.
+    pub fn routes_v4(&self) -> Result<Vec<(Ipv4Addr, u8)>> {
+        let all = RouteMessageBuilder::<Ipv4Addr>::new().build();
+        let msgs: Vec<RouteMessage> = self
+            .block(self.handle.route().get(all).execute().try_collect())
+            .context("netlink: listing routes")?;
+        Ok(msgs
+            .iter()
+            .filter(|m| m.header.address_family == AddressFamily::Inet)
+            .map(|m| {
+                let dst = m.attributes.iter().find_map(|a| match a {
+                    RouteAttribute::Destination(RouteAddress::Inet(d)) => Some(*d),
+                    _ => None,
+                });
+                (
+                    dst.unwrap_or(Ipv4Addr::UNSPECIFIED),
+                    m.header.destination_prefix_length,
+                )
+            })
+            .collect())
     }
 
     /// `ip route add default via GW`.

@@ -196,10 +196,16 @@ fn assert_run_gone(id: &str) {
         !Path::new(&format!("/run/netpath/docker-run-{id}.lock")).exists(),
         "lock of run {id} left"
     );
-    assert!(
-        !Path::new(&format!("/run/netpath/docker-mvp-{id}")).exists(),
-        "macvlan marker of run {id} left"
-    );
+    for role in ["mvp", "rmt"] {
+        assert!(
+            !Path::new(&format!("/run/netpath/docker-{role}-{id}")).exists(),
+            "{role} marker of run {id} left"
+        );
+    }
+}
+
+fn server_name(dl: &DockerLab) -> String {
+    dl.server.as_ref().expect("a server container").name.clone()
 }
 
 fn has(devs: &[Device], kind: DevKind, name_prefix: &str) -> bool {
@@ -281,11 +287,11 @@ fn agent_image_builds_and_bridge_container_is_inspected() {
         "inspect",
         "-f",
         "{{json .Config.Cmd}} {{.State.Running}}",
-        &dl.server.name,
+        &server_name(&dl),
     ]);
     assert_eq!(cmd, "[\"hold\"] true");
 
-    let rep = docker::inspect(&engine, &dl.server.name).unwrap();
+    let rep = docker::inspect(&engine, &server_name(&dl)).unwrap();
     eprintln!("{}", rep.render());
     assert_eq!(rep.mtu, Some(1500));
     assert_eq!(rep.network_mode, "bridge");
@@ -415,7 +421,7 @@ fn overlay_lab_runs_rr_and_inspect_reports_mtu_1450() {
         dl.path.devices
     );
     assert!(has(&dl.path.devices, DevKind::Bridge, "br0"));
-    let rep = docker::inspect(&engine, &dl.server.name).unwrap();
+    let rep = docker::inspect(&engine, &server_name(&dl)).unwrap();
     eprintln!("{}", rep.render());
     assert_eq!(rep.mtu, Some(1450));
     let eth0 = rep.interfaces.iter().find(|i| i.name == "eth0").unwrap();
@@ -463,7 +469,7 @@ fn published_proxy_lab_goes_through_docker_proxy() {
     assert!(exe.to_string_lossy().contains("docker-proxy"), "{exe:?}");
     let p = dl.path.published.unwrap();
     assert_eq!(p.ip(), &Ipv4Addr::LOCALHOST);
-    let rep = docker::inspect(&engine, &dl.server.name).unwrap();
+    let rep = docker::inspect(&engine, &server_name(&dl)).unwrap();
     eprintln!("{}", rep.render());
     assert!(
         rep.proxies
@@ -814,10 +820,217 @@ fn traced_run_on_a_docker_bridge() {
     }
 }
 
+/// Docker's rules and nftables tables as text (counters and comments left out).
+fn firewall() -> String {
+    let save = |t: &str| {
+        let out = Command::new("iptables-save")
+            .args(["-t", t])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "iptables-save -t {t}");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.starts_with(':'))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let tables = Command::new("nft")
+        .args(["list", "tables"])
+        .output()
+        .unwrap();
+    format!(
+        "{}\n{}\n{}",
+        save("filter"),
+        save("nat"),
+        String::from_utf8_lossy(&tables.stdout)
+    )
+}
+
+/// The uplink of a Docker egress lab: `np<id>up` in the Docker host's namespace, its peer in
+/// netpath's `np<id>-rmt`, both of kind `Uplink`; the server on the remote's own address.
+fn check_docker_uplink(dl: &DockerLab) {
+    let (p, id) = (&dl.path, &dl.path.run_id);
+    let ends: Vec<(&str, &str)> = p
+        .uplinks()
+        .iter()
+        .map(|d| (d.name.as_str(), d.netns.as_str()))
+        .collect();
+    let (up, rm, rmt) = (
+        format!("np{id}up"),
+        format!("np{id}rm"),
+        format!("np{id}-rmt"),
+    );
+    assert_eq!(ends, [(up.as_str(), "host"), (rm.as_str(), rmt.as_str())]);
+    assert!(root_links().contains(&up));
+    assert_eq!(p.server_ns.name, rmt);
+    assert!(Path::new(&format!("/run/netpath/docker-rmt-{id}")).exists());
+    let ip = p.server_bind.ip().octets();
+    assert_eq!(ip[..2], [10, 217], "{:?}", p.server_bind);
+    assert_eq!(ip[3], 2);
+    assert_eq!(p.node_ns.as_ref().map(|n| n.name.as_str()), Some("host"));
+}
+
+/// A traced run of `dl`'s path: every journey crossed `hops` in that order (tracepoints) and
+/// the request's source was rewritten from the container's address to the uplink's.
+fn traced_egress(dl: &DockerLab, hops: [&str; 2]) {
+    use netpath::backend::{self, BackendChoice};
+    use netpath::compare::{self, CompareOptions};
+    use netpath::tracer::{Tracer, TracerOptions};
+    const N: u64 = 200;
+    let caps = netpath::doctor::probe().expect("doctor");
+    let backend = backend::select(BackendChoice::Auto, &caps).expect("a backend");
+    let o = CompareOptions {
+        drivers: vec![dl.path.driver],
+        rr: RrConfig {
+            requests: N,
+            warmup: 50,
+            ..RrConfig::default()
+        },
+        untraced: false,
+        tracer: TracerOptions {
+            sample_every: 1,
+            detail: true,
+            ..TracerOptions::default()
+        },
+        print: false,
+        tc_counters: false,
+        keep_timelines: usize::MAX,
+        rounds: 1,
+        bulk: None,
+        burst: None,
+        underlay: None,
+    };
+    let mut tracer = Tracer::load(backend, &o.tracer).expect("load programs");
+    let r = compare::measure(&mut tracer, &dl.path, &o).unwrap();
+    let l = &r.lost;
+    assert_eq!(l["ringbuf_lost"] + l["skb_map_full"], 0, "{l:?}");
+    let counted = l["consumed_early"] + l["stale"] + l["reused"] + l["dropped"];
+    let uplink = dl.path.server_bind.ip().octets();
+    let uplink = format!("10.217.{}.1:", uplink[2]);
+    let client_ip = dl
+        .client
+        .as_ref()
+        .and_then(|c| c.ip())
+        .map(|ip| format!("{ip}:"));
+    for (i, dir) in ["request", "response"].into_iter().enumerate() {
+        let done = r.one_way[dir].count;
+        assert!(
+            done * 100 >= N * 99 && done + counted >= N,
+            "{dir} journeys: {l:?}"
+        );
+        let mut n = 0;
+        for t in r.timelines.iter().filter(|t| t.dir == dir) {
+            let mut seen: Vec<&str> = t.points.iter().skip(1).map(|p| p.hop).collect();
+            seen.dedup();
+            assert_eq!(seen.join(" "), hops[i], "{t:#?}");
+            if let Some(c) = &client_ip {
+                let x = t.translated.as_deref().unwrap_or_default();
+                let (from, to) = x.split_once(" → ").unwrap_or_default();
+                match dir {
+                    "request" => assert!(from.starts_with(&format!("src {c}")), "{x}"),
+                    _ => assert!(to.starts_with(c.as_str()), "{x}"),
+                }
+                let uplink_side = if dir == "request" { to } else { from };
+                assert!(uplink_side.contains(&uplink), "{x}");
+            }
+            n += 1;
+        }
+        assert!(n * 100 >= N * 99, "{dir}: {n} timelines");
+    }
+}
+
+#[test]
+fn egress_lab_on_docker0_goes_through_dockers_masquerade() {
+    let (_g, engine) = setup();
+    let before = firewall();
+    let o = DockerLabOptions {
+        default_bridge: true,
+        ..opts()
+    };
+    let dl = rr_on(&engine, Driver::Egress, &o);
+    let id = dl.path.run_id.clone();
+    check_docker_uplink(&dl);
+    assert!(has(&dl.path.devices, DevKind::Bridge, "docker0"));
+    // netpath added no rule anywhere: Docker's own accept the path and masquerade it.
+    assert_eq!(firewall(), before, "netpath changed the host's rules");
+    traced_egress(
+        &dl,
+        [
+            "sender-stack veth backlog bridge forward uplink backlog receiver-stack wakeup",
+            "sender-stack uplink backlog forward bridge veth backlog receiver-stack wakeup",
+        ],
+    );
+    dl.teardown().unwrap();
+    assert_run_gone(&id);
+    assert_eq!(firewall(), before);
+}
+
+#[test]
+fn egress_lab_on_a_user_defined_bridge() {
+    let (_g, engine) = setup();
+    let dl = rr_on(&engine, Driver::Egress, &opts());
+    let id = dl.path.run_id.clone();
+    check_docker_uplink(&dl);
+    assert!(has(&dl.path.devices, DevKind::Bridge, &format!("np{id}br")));
+    dl.teardown().unwrap();
+    assert_run_gone(&id);
+}
+
+#[test]
+fn host_egress_lab_reaches_the_remote_from_the_hosts_stack() {
+    let (_g, engine) = setup();
+    let dl = rr_on(&engine, Driver::HostEgress, &opts());
+    let id = dl.path.run_id.clone();
+    check_docker_uplink(&dl);
+    assert_eq!(dl.path.client_ns.name, "host");
+    assert!(
+        dl.path
+            .devices
+            .iter()
+            .all(|d| matches!(d.kind, DevKind::Loopback | DevKind::Uplink))
+    );
+    traced_egress(
+        &dl,
+        ["sender-stack uplink backlog receiver-stack wakeup"; 2],
+    );
+    dl.teardown().unwrap();
+    assert_run_gone(&id);
+}
+
+#[test]
+fn gateway_lab_serves_on_docker0s_address() {
+    let (_g, engine) = setup();
+    let o = DockerLabOptions {
+        default_bridge: true,
+        ..opts()
+    };
+    let dl = rr_on(&engine, Driver::Gateway, &o);
+    let id = dl.path.run_id.clone();
+    let docker0 = std::thread::spawn(|| {
+        netpath::nl::Nl::new()
+            .unwrap()
+            .link("docker0")
+            .unwrap()
+            .expect("docker0")
+            .addrs
+    })
+    .join()
+    .unwrap();
+    assert_eq!(
+        docker0.first().map(|a| a.0),
+        Some(*dl.path.server_bind.ip())
+    );
+    assert_eq!(dl.path.server_ns.name, "host");
+    assert!(dl.path.uplinks().is_empty());
+    assert!(has(&dl.path.devices, DevKind::Bridge, "docker0"));
+    dl.teardown().unwrap();
+    assert_run_gone(&id);
+}
+
 const CHILD_ENV: &str = "NETPATH_DOCKER_TEST_CHILD";
 
-/// Child side (ignored in normal runs): builds a macvlan and a published-nat lab, prints
-/// their run ids, then waits to be killed (nothing is torn down).
+/// Child side (ignored in normal runs): builds a macvlan, a published-nat and an egress lab,
+/// prints their run ids, then waits to be killed (nothing is torn down).
 #[test]
 #[ignore = "helper run as a child process by the killed-run test"]
 fn child_docker_labs_process() {
@@ -827,9 +1040,14 @@ fn child_docker_labs_process() {
     let engine = Engine::connect().unwrap();
     let a = DockerLab::build(&engine, Driver::Macvlan, &opts()).unwrap();
     let b = DockerLab::build(&engine, Driver::PublishedNat, &opts()).unwrap();
-    println!("RUNIDS={} {}", a.path.run_id, b.path.run_id);
+    let c = DockerLab::build(&engine, Driver::Egress, &opts()).unwrap();
+    println!(
+        "RUNIDS={} {} {}",
+        a.path.run_id, b.path.run_id, c.path.run_id
+    );
     std::mem::forget(a);
     std::mem::forget(b);
+    std::mem::forget(c);
     std::thread::sleep(Duration::from_secs(120));
     panic!("child was not killed");
 }
@@ -869,7 +1087,9 @@ fn cleanup_docker_removes_what_a_killed_run_left() {
         panic!("child printed no run ids");
     };
     let ids: Vec<String> = ids.split_whitespace().map(String::from).collect();
-    assert_eq!(ids.len(), 2);
+    assert_eq!(ids.len(), 3);
+    // The egress run's uplink is in the host's namespace until cleanup removes it.
+    assert!(root_links().contains(&format!("np{}up", ids[2])));
     // While the child lives, cleanup leaves its runs alone.
     let removed = docker::cleanup_docker(&engine).unwrap();
     assert!(

@@ -9,7 +9,8 @@
 //!
 //! The node namespace stands in for the Docker host, so nothing is created in the
 //! root namespace (where dockerd's FORWARD DROP + br_netfilter would bite).
-//! The published drivers reuse [`build_net`] without the client container.
+//! The published drivers reuse [`build_net`] without the client container, egress and
+//! gateway without the server container.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -27,29 +28,53 @@ use crate::path::{Device, NetPath, Role};
 /// MTU of Docker's default bridge network.
 pub const BRIDGE_MTU: u32 = 1500;
 
-/// A built bridge network: node with bridge + nft table, the server container and
-/// optionally the client container.
+/// The containers a bridge network gets: `cli` (.2) and `srv` (.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Containers {
+    Both,
+    /// The client only: its server is elsewhere (egress, gateway).
+    Client,
+    /// The server only: its client is the node (published drivers).
+    Server,
+}
+
+/// A built bridge network: node with bridge + nft table, and its containers.
 pub(super) struct BridgeNet {
     pub nss: LabNamespaces,
     pub node: Netns,
     pub cli: Option<Netns>,
-    pub srv: Netns,
+    pub srv: Option<Netns>,
     pub subnet: (Ipv4Addr, u8),
     /// The bridge's address (the containers' gateway).
     pub gw: Ipv4Addr,
-    /// `srv .3:LAB_PORT`.
-    pub server: SocketAddrV4,
+    /// `srv .3:LAB_PORT`, if there is a server container.
+    pub server: Option<SocketAddrV4>,
     pub nft_table: String,
     /// Every device, read back from netlink: [cli lo, cli eth0, np<id>c,] np<id>br,
-    /// np<id>s, srv eth0, srv lo, node lo.
+    /// [np<id>s, srv eth0, srv lo,] node lo.
     pub devices: Vec<Device>,
 }
 
 impl BridgeNet {
     /// The path from `client_ns` to the server container; the node, subnet and nft table
     /// set, `connect_to` and `published` left to the caller.
-    pub(super) fn into_path(self, driver: Driver, run_id: &str, client_ns: Netns) -> NetPath {
-        let mut p = NetPath::new(driver, run_id, client_ns, self.srv, self.server);
+    pub(super) fn into_path(self, driver: Driver, run_id: &str, client_ns: Netns) -> Result<NetPath> {
+        let srv = self.srv.clone().context("bridge network built without a server")?;
+        let server = self.server.context("bridge network built without a server")?;
+        Ok(self.into_path_to(driver, run_id, client_ns, srv, server))
+    }
+
+    /// The path from `client_ns` to a server listening on `server` in `server_ns`, with this
+    /// network's node, subnet, nft table and devices (the caller adds devices elsewhere).
+    pub(super) fn into_path_to(
+        self,
+        driver: Driver,
+        run_id: &str,
+        client_ns: Netns,
+        server_ns: Netns,
+        server: SocketAddrV4,
+    ) -> NetPath {
+        let mut p = NetPath::new(driver, run_id, client_ns, server_ns, server);
         p.devices = self.devices;
         p.node_ns = Some(self.node);
         p.subnet = Some(self.subnet);
@@ -60,33 +85,33 @@ impl BridgeNet {
 }
 
 pub(super) fn build(run_id: &str) -> Result<NetPath> {
-    let b = build_net(run_id, true)?;
+    let b = build_net(run_id, Containers::Both)?;
     let cli = b.cli.clone().context("bridge network built without a client")?;
     let published = SocketAddrV4::new(b.gw, PUBLISHED_PORT);
-    let mut p = b.into_path(Driver::Bridge, run_id, cli);
+    let mut p = b.into_path(Driver::Bridge, run_id, cli)?;
     p.published = Some(published);
     Ok(p)
 }
 
-pub(super) fn build_net(run_id: &str, with_client: bool) -> Result<BridgeNet> {
+pub(super) fn build_net(run_id: &str, containers: Containers) -> Result<BridgeNet> {
     let mut nss = LabNamespaces::new(run_id);
     let node = nss.create("node")?;
-    let cli = if with_client {
-        Some(nss.create("cli")?)
-    } else {
-        None
+    let cli = match containers {
+        Containers::Server => None,
+        _ => Some(nss.create("cli")?),
     };
-    let srv = nss.create("srv")?;
+    let srv = match containers {
+        Containers::Client => None,
+        _ => Some(nss.create("srv")?),
+    };
 
     let (net, plen) = lab_subnet(run_id);
     let gw = subnet_host(net, 1);
-    let cli_ip = subnet_host(net, 2);
-    let srv_ip = subnet_host(net, 3);
     let br_name = ifname(run_id, "br")?;
     let cli_port = ifname(run_id, "c")?;
     let srv_port = ifname(run_id, "s")?;
 
-    let all: Vec<&Netns> = [Some(&node), cli.as_ref(), Some(&srv)]
+    let all: Vec<&Netns> = [Some(&node), cli.as_ref(), srv.as_ref()]
         .into_iter()
         .flatten()
         .collect();
@@ -98,7 +123,9 @@ pub(super) fn build_net(run_id: &str, with_client: bool) -> Result<BridgeNet> {
     if let Some(cli) = &cli {
         ports.push((&cli_port, nss.fd(cli)?));
     }
-    ports.push((&srv_port, nss.fd(&srv)?));
+    if let Some(srv) = &srv {
+        ports.push((&srv_port, nss.fd(srv)?));
+    }
     node.run(|| {
         write_sysctl("net.ipv4.ip_forward", "1")?;
         let nl = Nl::new()?;
@@ -113,17 +140,15 @@ pub(super) fn build_net(run_id: &str, with_client: bool) -> Result<BridgeNet> {
     })
     .with_context(|| format!("setting up the bridge in {}", node.name))?;
 
-    // Containers: address, up, default route via the bridge.
-    let containers = cli
-        .iter()
-        .map(|c| (c, cli_ip))
-        .chain([(&srv, srv_ip)])
-        .collect::<Vec<_>>();
-    for (ns, ip) in containers {
-        super::address_eth0(ns, ip, plen, Some(gw))?;
+    // Containers: address (.2 client, .3 server), up, default route via the bridge.
+    let containers = [(cli.as_ref(), 2), (srv.as_ref(), 3)];
+    for (ns, host) in containers.into_iter().filter_map(|(n, h)| Some((n?, h))) {
+        super::address_eth0(ns, subnet_host(net, host), plen, Some(gw))?;
     }
 
-    let server = SocketAddrV4::new(srv_ip, LAB_PORT);
+    let server = srv
+        .as_ref()
+        .map(|_| SocketAddrV4::new(subnet_host(net, 3), LAB_PORT));
     let spec = NatSpec {
         run_id: run_id.to_string(),
         bridge: br_name.clone(),
@@ -134,7 +159,12 @@ pub(super) fn build_net(run_id: &str, with_client: bool) -> Result<BridgeNet> {
     node.run(|| apply_docker_nat(&spec))
         .with_context(|| format!("installing nft rules in {}", node.name))?;
 
-    let devices = read_devices(&node, cli.as_ref(), &srv, [&cli_port, &br_name, &srv_port])?;
+    let devices = read_devices(
+        &node,
+        cli.as_ref(),
+        srv.as_ref(),
+        [&cli_port, &br_name, &srv_port],
+    )?;
     Ok(BridgeNet {
         nss,
         node,
@@ -149,16 +179,15 @@ pub(super) fn build_net(run_id: &str, with_client: bool) -> Result<BridgeNet> {
 }
 
 /// Every device of a bridge network, read back from netlink (ifindex, final MTU), in path
-/// order: [cli lo, cli eth0, the client's port,] bridge, the server's port, srv eth0, srv
-/// lo, node lo.
+/// order: [cli lo, cli eth0, the client's port,] bridge, [the server's port, srv eth0, srv
+/// lo,] node lo.
 fn read_devices(
     node: &Netns,
     cli: Option<&Netns>,
-    srv: &Netns,
+    srv: Option<&Netns>,
     [cli_port, br, srv_port]: [&str; 3],
 ) -> Result<Vec<Device>> {
     let node_links = links_in(node)?;
-    let srv_links = links_in(srv)?;
     let mut devices = Vec::new();
     if let Some(cli) = cli {
         let cli_links = links_in(cli)?;
@@ -166,14 +195,13 @@ fn read_devices(
         devices.push(device_named(cli, &cli_links, "eth0", Role::Link)?);
         devices.push(device_named(node, &node_links, cli_port, Role::Link)?);
     }
-    for (ns, links, name) in [
-        (node, &node_links, br),
-        (node, &node_links, srv_port),
-        (srv, &srv_links, "eth0"),
-        (srv, &srv_links, "lo"),
-        (node, &node_links, "lo"),
-    ] {
-        devices.push(device_named(ns, links, name, Role::Link)?);
+    devices.push(device_named(node, &node_links, br, Role::Link)?);
+    if let Some(srv) = srv {
+        let srv_links = links_in(srv)?;
+        devices.push(device_named(node, &node_links, srv_port, Role::Link)?);
+        devices.push(device_named(srv, &srv_links, "eth0", Role::Link)?);
+        devices.push(device_named(srv, &srv_links, "lo", Role::Link)?);
     }
+    devices.push(device_named(node, &node_links, "lo", Role::Link)?);
     Ok(devices)
 }

@@ -16,6 +16,9 @@
 //! | `macvlan`         | node, mvp, cli, srv         | macvlan → macvlan (bridge mode)          |
 //! | `published-proxy` | node, srv                   | lo → docker-proxy → bridge → veth        |
 //! | `published-nat`   | node, srv                   | OUTPUT DNAT → bridge → veth              |
+//! | `egress`          | node, cli, rmt              | veth → bridge → route + MASQUERADE → uplink |
+//! | `host-egress`     | node, rmt                   | uplink                                   |
+//! | `gateway`         | node, cli                   | veth → bridge → node's stack             |
 
 mod cleanup;
 mod namespaces;
@@ -50,8 +53,10 @@ pub const VXLAN_PORT: u16 = 4789;
 pub const OVERLAY_VNI: u32 = 4096;
 /// MTU of Docker's overlay networks (1500 underlay minus 50 bytes of VXLAN encapsulation).
 pub const OVERLAY_MTU: u32 = 1450;
-/// MTU of the overlay's underlay link and of the macvlan parent.
+/// MTU of the overlay's underlay link, of the macvlan parent and of the egress uplink.
 pub const UNDERLAY_MTU: u32 = 1500;
+/// Second octet of the egress drivers' uplink subnet, 10.217.K.0/24 (lab and Docker).
+pub const UPLINK_B: u8 = 217;
 
 macro_rules! lab_drivers {
     ($($variant:ident $module:ident $name:literal $help:literal;)*) => {
@@ -177,7 +182,7 @@ pub(crate) fn lab_subnet(run_id: &str) -> (Ipv4Addr, u8) {
 }
 
 /// 10.B.K.0/24 with the same K as [`lab_subnet`]: the overlay uses B = 214 (underlay) and
-/// 215 (overlay), macvlan 216.
+/// 215 (overlay), macvlan 216, the egress uplink 217 ([`UPLINK_B`]).
 pub(crate) fn lab_subnet_in(run_id: &str, b: u8) -> (Ipv4Addr, u8) {
     let k = u8::from_str_radix(&run_id[..2], 16).unwrap_or(0) % 254 + 1;
     (Ipv4Addr::new(10, b, k, 0), 24)
@@ -277,7 +282,7 @@ mod tests {
     fn ifnames_fit() {
         let id = "ffffff";
         for s in [
-            "br", "c", "s", "u1", "u2", "b1", "b2", "v1", "v2", "mp", "pp",
+            "br", "c", "s", "u1", "u2", "b1", "b2", "v1", "v2", "mp", "pp", "up", "rm",
         ] {
             assert!(ifname(id, s).unwrap().len() <= IFNAME_MAX);
         }

@@ -6,14 +6,16 @@
 //! table ip netpath_<id> {
 //!   chain postrouting { type nat hook postrouting priority srcnat;
 //!     ip saddr <subnet> oifname != "<bridge>" masquerade                 # outbound NAT
-//!     ip saddr <srv> ip daddr <srv> tcp dport <port> masquerade }        # hairpin
+//!     ip saddr <srv> ip daddr <srv> tcp dport <port> masquerade }        # hairpin (*)
 //!   chain prerouting  { type nat hook prerouting priority dstnat;
 //!     fib daddr type local jump np-docker }
 //!   chain output      { type nat hook output priority dstnat;
 //!     ip daddr != 127.0.0.0/8 fib daddr type local jump np-docker }
-//!   chain np-docker   { iifname != "<bridge>" tcp dport <pub> dnat to <srv>:<port> }
+//!   chain np-docker   { iifname != "<bridge>" tcp dport <pub> dnat to <srv>:<port> }  (*)
 //! }
 //! ```
+//!
+//! (*) only with a server container to publish (not for egress or gateway).
 //!
 //! Applied with the `nftables` crate (`nft -j -f -`) from a thread inside the node
 //! namespace: the `nft` child inherits that thread's namespace.
@@ -41,8 +43,9 @@ pub struct NatSpec {
     pub subnet: (Ipv4Addr, u8),
     /// Port published on every local address of the node.
     pub published_port: u16,
-    /// Where the published port goes (the server container).
-    pub target: SocketAddrV4,
+    /// Where the published port goes (the server container); `None` for a network with no
+    /// server container (egress, gateway), which gets Docker's outbound NAT only.
+    pub target: Option<SocketAddrV4>,
 }
 
 const DOCKER_CHAIN: &str = "np-docker";
@@ -82,42 +85,39 @@ impl NatSpec {
     /// Outbound NAT of the subnet, and the hairpin masquerade of the server reaching itself.
     fn masquerade_rules(&self) -> Vec<(&'static str, Vec<Statement<'static>>)> {
         let (net, plen) = self.subnet;
-        let srv = *self.target.ip();
-        let port = u32::from(self.target.port());
-        vec![
-            (
+        let mut rules = vec![(
+            "postrouting",
+            vec![
+                m(field("ip", "saddr"), Operator::EQ, prefix(net, plen)),
+                m(
+                    meta(MetaKey::Oifname),
+                    Operator::NEQ,
+                    Expression::String(self.bridge.clone().into()),
+                ),
+                Statement::Masquerade(None),
+            ],
+        )];
+        if let Some(t) = self.target {
+            rules.push((
                 "postrouting",
                 vec![
-                    m(field("ip", "saddr"), Operator::EQ, prefix(net, plen)),
-                    m(
-                        meta(MetaKey::Oifname),
-                        Operator::NEQ,
-                        Expression::String(self.bridge.clone().into()),
-                    ),
-                    Statement::Masquerade(None),
-                ],
-            ),
-            (
-                "postrouting",
-                vec![
-                    m(field("ip", "saddr"), Operator::EQ, ip(srv)),
-                    m(field("ip", "daddr"), Operator::EQ, ip(srv)),
+                    m(field("ip", "saddr"), Operator::EQ, ip(*t.ip())),
+                    m(field("ip", "daddr"), Operator::EQ, ip(*t.ip())),
                     m(
                         field("tcp", "dport"),
                         Operator::EQ,
-                        Expression::Number(port),
+                        Expression::Number(u32::from(t.port())),
                     ),
                     Statement::Masquerade(None),
                 ],
-            ),
-        ]
+            ));
+        }
+        rules
     }
 
     /// The published port: local destinations (from outside, and from the node itself
     /// except loopback) jump to the chain that DNATs it to the server.
     fn dnat_rules(&self) -> Vec<(&'static str, Vec<Statement<'static>>)> {
-        let srv = *self.target.ip();
-        let port = u32::from(self.target.port());
         let local = || {
             m(
                 fib_daddr_type(),
@@ -125,7 +125,7 @@ impl NatSpec {
                 Expression::String("local".into()),
             )
         };
-        vec![
+        let mut rules = vec![
             ("prerouting", vec![local(), jump(DOCKER_CHAIN)]),
             (
                 "output",
@@ -139,7 +139,9 @@ impl NatSpec {
                     jump(DOCKER_CHAIN),
                 ],
             ),
-            (
+        ];
+        if let Some(t) = self.target {
+            rules.push((
                 DOCKER_CHAIN,
                 vec![
                     m(
@@ -153,14 +155,15 @@ impl NatSpec {
                         Expression::Number(u32::from(self.published_port)),
                     ),
                     Statement::DNAT(Some(NAT {
-                        addr: Some(ip(srv)),
+                        addr: Some(ip(*t.ip())),
                         family: None,
-                        port: Some(Expression::Number(port)),
+                        port: Some(Expression::Number(u32::from(t.port()))),
                         flags: None,
                     })),
                 ],
-            ),
-        ]
+            ));
+        }
+        rules
     }
 }
 
@@ -270,12 +273,23 @@ mod tests {
             bridge: "npabc123br".into(),
             subnet: (Ipv4Addr::new(10, 213, 5, 0), 24),
             published_port: 18080,
-            target: SocketAddrV4::new(Ipv4Addr::new(10, 213, 5, 3), 11111),
+            target: Some(SocketAddrV4::new(Ipv4Addr::new(10, 213, 5, 3), 11111)),
         };
         let j = serde_json::to_string(&spec.ruleset()).unwrap();
         assert!(j.contains("netpath_abc123"), "{j}");
         assert!(j.contains("masquerade"), "{j}");
         assert!(j.contains("dnat"), "{j}");
         assert!(j.contains("10.213.5.3"), "{j}");
+        // Without a server container: the outbound masquerade only.
+        let j = serde_json::to_string(
+            &NatSpec {
+                target: None,
+                ..spec
+            }
+            .ruleset(),
+        )
+        .unwrap();
+        assert_eq!(j.matches("masquerade").count(), 1, "{j}");
+        assert!(!j.contains("dnat") && !j.contains("10.213.5.3"), "{j}");
     }
 }

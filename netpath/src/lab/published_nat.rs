@@ -20,15 +20,15 @@ use std::net::SocketAddrV4;
 use anyhow::Result;
 
 use super::PUBLISHED_PORT;
-use super::bridge::build_net;
+use super::bridge::{Containers, build_net};
 use crate::driver::Driver;
 use crate::path::NetPath;
 
 pub(super) fn build(run_id: &str) -> Result<NetPath> {
-    let b = build_net(run_id, false)?;
+    let b = build_net(run_id, Containers::Server)?;
     let published = SocketAddrV4::new(b.gw, PUBLISHED_PORT);
     let node = b.node.clone();
-    let mut p = b.into_path(Driver::PublishedNat, run_id, node);
+    let mut p = b.into_path(Driver::PublishedNat, run_id, node)?;
     p.connect_to = published;
     p.published = Some(published);
     Ok(p)

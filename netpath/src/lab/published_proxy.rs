@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 
 use super::PUBLISHED_PORT;
-use super::bridge::build_net;
+use super::bridge::{Containers, build_net};
 use crate::driver::Driver;
 use crate::netns::{Netns, ns_inum};
 use crate::path::NetPath;
@@ -44,9 +44,10 @@ pub(super) fn build(run_id: &str) -> Result<NetPath> {
              install docker.io (apt-get install docker.io, or `cargo xtask setup`)"
         );
     }
-    let mut b = build_net(run_id, false)?;
+    let mut b = build_net(run_id, Containers::Server)?;
     let listen = SocketAddrV4::new(Ipv4Addr::LOCALHOST, PUBLISHED_PORT);
-    let (child, status) = spawn_proxy(&b.node, listen, b.server)?;
+    let target = b.server.context("bridge network built without a server")?;
+    let (child, status) = spawn_proxy(&b.node, listen, target)?;
     let pid = child.id();
     // Owned by the lab from here on: any error below tears it down with the rest.
     b.nss.adopt(child);
@@ -60,7 +61,7 @@ pub(super) fn build(run_id: &str) -> Result<NetPath> {
         );
     }
     let node = b.node.clone();
-    let mut p = b.into_path(Driver::PublishedProxy, run_id, node);
+    let mut p = b.into_path(Driver::PublishedProxy, run_id, node)?;
     p.connect_to = listen;
     p.published = Some(listen);
     p.proxy_pid = Some(pid);

@@ -11,6 +11,9 @@ pub enum Role {
     Link,
     /// The link carrying an overlay's VXLAN packets between the nodes.
     Underlay,
+    /// Either end of a node's link to another host (egress paths): the kind names the hop
+    /// crossing it, and says where a delay between hosts would go.
+    Uplink,
     /// The lower device of macvlan children (in the lab, both ends of that veth pair): the
     /// children point at it from other namespaces, which no listing of its own shows.
     MacvlanParent,
@@ -24,6 +27,7 @@ pub fn kind_of(link: &Link, role: Role) -> Option<DevKind> {
     }
     Some(match (role, link.kind.as_str()) {
         (Role::Underlay, _) => DevKind::Underlay,
+        (Role::Uplink, _) => DevKind::Uplink,
         (Role::MacvlanParent, _) => DevKind::MacvlanParent,
         (Role::Link, "bridge") => DevKind::Bridge,
         (Role::Link, "vxlan") => DevKind::Vxlan,
@@ -67,6 +71,7 @@ mod tests {
         assert_eq!(k("macvlan", None, Role::Link), Some(DevKind::Macvlan));
         assert_eq!(k("ipvlan", None, Role::Link), Some(DevKind::Macvlan));
         assert_eq!(k("veth", None, Role::Underlay), Some(DevKind::Underlay));
+        assert_eq!(k("veth", None, Role::Uplink), Some(DevKind::Uplink));
         assert_eq!(
             k("veth", None, Role::MacvlanParent),
             Some(DevKind::MacvlanParent)

@@ -238,6 +238,15 @@ impl NetPath {
         self.keep.held.iter().map(|h| h.ns.name.clone()).collect()
     }
 
+    /// Both ends of the link between the node and another host (the egress drivers'
+    /// uplink; none on other paths): where a delay between hosts goes.
+    pub fn uplinks(&self) -> Vec<&Device> {
+        self.devices
+            .iter()
+            .filter(|d| d.kind == DevKind::Uplink)
+            .collect()
+    }
+
     /// The device with this name in this namespace.
     pub fn device(&self, netns: &str, name: &str) -> Option<&Device> {
         self.devices

@@ -14,13 +14,18 @@ use crate::lab::ifname;
 use crate::path::NetPath;
 
 pub(super) fn build(b: &mut Build<'_>) -> Result<NetPath> {
-    let net = if b.opts.default_bridge {
-        "bridge".to_string()
-    } else {
-        network(b)?
-    };
+    let net = network_or_default(b)?;
     let server = b.pair_on(&net)?;
     b.path(Client::Container, server, server)
+}
+
+/// docker0 (network `bridge`) with `default_bridge`, else a new `np<id>-net`.
+pub(super) fn network_or_default(b: &mut Build<'_>) -> Result<String> {
+    if b.opts.default_bridge {
+        Ok("bridge".to_string())
+    } else {
+        network(b)
+    }
 }
 
 /// `np<id>-net`, a bridge network whose Linux bridge is `np<id>br`, so cleanup and the tests

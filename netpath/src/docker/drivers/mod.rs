@@ -12,6 +12,9 @@
 //! | `macvlan`         | parent veth `np<id>mp` (peer in netns `np<id>-mvp`), macvlan network | macvlan → macvlan |
 //! | `published-proxy` | srv with `-p 127.0.0.1:P:11111` on `np<id>-net`  | host lo → docker-proxy → bridge → veth → eth0 |
 //! | `published-nat`   | a second dockerd (`--userland-proxy=false`) in netns `np<id>-dkr`, srv with `-p 127.0.0.1:P:11111` | dkr lo → OUTPUT DNAT → bridge → veth → eth0 |
+//! | `egress`          | cli on `np<id>-net` (or docker0); uplink `np<id>up` in the host's netns, peer in netns `np<id>-rmt` (the remote host, not Docker's) | eth0 → veth → bridge → route + Docker's MASQUERADE → uplink → remote |
+//! | `host-egress`     | a `--network host` cli; the same uplink and remote | host stack → uplink → remote |
+//! | `gateway`         | cli on `np<id>-net` (or docker0); the server on the host, on the bridge's address | eth0 → veth → bridge → host stack |
 //!
 //! The containers run the agent image: `hold` keeps each one (and its namespace) alive.
 //! The request/response server is the harness's own thread, which enters the server
@@ -31,8 +34,8 @@ use super::state::RunLock;
 use super::{AGENT_PORT, Engine, image};
 use crate::driver::Driver;
 use crate::lab::new_run_id;
-use crate::netns::Netns;
-use crate::path::{Building, Keep, NetPath};
+use crate::netns::{Held, Netns};
+use crate::path::{Building, Device, Keep, NetPath};
 
 macro_rules! docker_drivers {
     ($($variant:ident $module:ident $name:literal $help:literal;)*) => {
@@ -57,7 +60,8 @@ pub struct DockerLabOptions {
     /// The netpath binary to put in the image (default: the running one). It must route
     /// `netpath agent …` to [`agent_main`](super::agent_main).
     pub exe: Option<PathBuf>,
-    /// `bridge` on Docker's default bridge (docker0) instead of a netpath network.
+    /// `bridge`, `egress` and `gateway` on Docker's default bridge (docker0) instead of a
+    /// netpath network.
     pub default_bridge: bool,
     /// Run id (default: a fresh random one).
     pub run_id: Option<String>,
@@ -70,7 +74,9 @@ pub struct DockerLab {
     /// The client container (none for the published drivers: the client is the host; none
     /// for `none`: the client runs in the server's container).
     pub client: Option<ContainerNet>,
-    pub server: ContainerNet,
+    /// The server container (none when the server is the Docker host, `gateway`, or the
+    /// remote namespace netpath made, `egress` and `host-egress`).
+    pub server: Option<ContainerNet>,
     /// The second daemon's socket (published-nat).
     pub daemon_socket: Option<PathBuf>,
 }
@@ -79,7 +85,7 @@ impl std::fmt::Debug for DockerLab {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DockerLab")
             .field("client", &self.client.as_ref().map(|c| &c.name))
-            .field("server", &self.server.name)
+            .field("server", &self.server.as_ref().map(|c| &c.name))
             .field("path", &self.path)
             .finish()
     }
@@ -105,7 +111,6 @@ impl DockerLab {
             )
         })?;
         let (client, server) = (b.client.take(), b.server.take());
-        let server = server.context("the driver started no server container")?;
         let daemon_socket = res.second_daemon().map(|d| d.socket().to_path_buf());
         path.keep.set_owner(res.finish());
         Ok(DockerLab {
@@ -132,6 +137,17 @@ pub(super) enum Client {
     Host,
     /// In the server's container (`none`: nothing else can reach it).
     Server,
+}
+
+/// Where the harness's server runs.
+pub(super) enum Server {
+    /// In the server container the driver started.
+    Container,
+    /// On the Docker host.
+    Host,
+    /// In a namespace netpath made beside Docker (egress's remote host), with the devices
+    /// that lead there and are not Docker's.
+    Netns(Netns, Vec<Device>),
 }
 
 /// What a driver builds with: the run's resources, its options and its names.
@@ -233,33 +249,48 @@ impl<'a> Build<'a> {
         bind: SocketAddrV4,
         connect_to: SocketAddrV4,
     ) -> Result<NetPath> {
+        self.path_to(client, Server::Container, bind, connect_to)
+    }
+
+    /// [`path`](Self::path) to a server that runs where `server` says.
+    pub fn path_to(
+        &mut self,
+        client: Client,
+        server: Server,
+        bind: SocketAddrV4,
+        connect_to: SocketAddrV4,
+    ) -> Result<NetPath> {
         let e = self.res.ctr().clone();
-        let server = self.server.as_ref().context("no server container")?;
-        let (client, on_host) = match client {
-            Client::Container => (
-                Some(self.client.as_ref().context("no client container")?),
-                false,
-            ),
-            Client::Host => (None, true),
-            Client::Server => (None, false),
+        let client_ctr = match client {
+            Client::Container => Some(self.client.as_ref().context("no client container")?),
+            Client::Host | Client::Server => None,
         };
-        let host_used = on_host || server.host_network || client.is_some_and(|c| c.host_network);
-        let cs: Vec<&ContainerNet> = client.into_iter().chain([server]).collect();
-        let (held, devices) = hold_paths(&e, &cs, host_used)?;
-        let ns_named = |name: &str| -> Result<Netns> {
-            held.iter()
-                .find(|h| h.ns.name == name)
-                .map(|h| h.ns.clone())
-                .with_context(|| format!("namespace {name} not found"))
+        let server_ctr = match server {
+            Server::Container => Some(self.server.as_ref().context("no server container")?),
+            Server::Host | Server::Netns(..) => None,
         };
+        let host_used = matches!(client, Client::Host)
+            || !matches!(server, Server::Container)
+            || server_ctr.is_some_and(|s| s.host_network)
+            || client_ctr.is_some_and(|c| c.host_network);
+        let cs: Vec<&ContainerNet> = client_ctr.into_iter().chain(server_ctr).collect();
+        let (mut held, mut devices) = hold_paths(&e, &cs, host_used)?;
         let node_ns = host_used
-            .then(|| ns_named(&e.host_netns_name))
+            .then(|| named(&held, &e.host_netns_name))
             .transpose()?;
-        let server_ns = ns_named(&server.netns_name())?;
-        let client_ns = match (&client, &node_ns) {
-            (Some(c), _) => ns_named(&c.netns_name())?,
-            (None, Some(host)) if on_host => host.clone(),
-            (None, _) => server_ns.clone(),
+        let server_ns = match server {
+            Server::Container => named(&held, &server_ctr.expect("container").netns_name())?,
+            Server::Host => node_ns.clone().context("the Docker host's namespace")?,
+            Server::Netns(ns, devs) => {
+                held.push(Held::open(ns.clone())?);
+                devices.extend(devs);
+                ns
+            }
+        };
+        let client_ns = match (client, client_ctr) {
+            (_, Some(c)) => named(&held, &c.netns_name())?,
+            (Client::Host, _) => node_ns.clone().context("the Docker host's namespace")?,
+            _ => server_ns.clone(),
         };
         let mut p = NetPath::new(self.driver, &self.res.run_id, client_ns, server_ns, bind);
         p.connect_to = connect_to;
@@ -270,8 +301,25 @@ impl<'a> Build<'a> {
     }
 }
 
+/// The namespace called `name` among `held`.
+fn named(held: &[Held], name: &str) -> Result<Netns> {
+    held.iter()
+        .find(|h| h.ns.name == name)
+        .map(|h| h.ns.clone())
+        .with_context(|| format!("namespace {name} not found"))
+}
+
 /// A port free on 127.0.0.1 in this process's namespace right now.
 fn free_port_here() -> Result<u16> {
     let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("finding a free port")?;
     Ok(l.local_addr()?.port())
+}
+
+/// A port free on `ip` in namespace `ns` right now.
+fn free_port_in(ns: &Netns, ip: Ipv4Addr) -> Result<u16> {
+    ns.run(|| {
+        let l = TcpListener::bind((ip, 0))
+            .with_context(|| format!("finding a free port on {ip} in {}", ns.name))?;
+        Ok(l.local_addr()?.port())
+    })
 }

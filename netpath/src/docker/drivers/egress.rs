@@ -1,0 +1,163 @@
+//! `egress` on Docker: a container on a bridge network (`np<id>-net`, or docker0 with
+//! `default_bridge`) talking to a remote host netpath makes, through Docker's own MASQUERADE.
+//!
+//! ```text
+//!  container          Docker host's namespace                                 np<id>-rmt
+//!  eth0 ─veth─ vethX ─ docker0 ⇒ route, Docker's MASQUERADE ⇒ np<id>up .1 ─veth─ np<id>rm .2
+//!                                                           10.217.K.0/24 (free on the host)
+//! ```
+//!
+//! The remote is a namespace of netpath's, standing in for another host, behind a veth
+//! netpath adds to the Docker host's namespace ([`HostVeth`]) with an address from a /24 of
+//! 10.217.0.0/16 that no address or route of the host overlaps (checked first; no traffic
+//! leaves the machine). The uplink's connected route is all netpath adds; nothing goes into
+//! Docker's chains or any other rule: Docker accepts what leaves its bridges (`FORWARD -i
+//! docker0 ! -o docker0 -j ACCEPT`) and the replies (`-o docker0 -m conntrack --ctstate
+//! RELATED,ESTABLISHED -j ACCEPT`), and its `POSTROUTING -s <subnet> ! -o docker0 -j
+//! MASQUERADE` rewrites the source to the uplink's address. The remote knows only its
+//! uplink subnet, so the replies come back through conntrack's de-NAT.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use anyhow::{Context, Result, bail};
+
+use super::{Build, Client, Server, bridge};
+use crate::docker::AGENT_PORT;
+use crate::docker::hostveth::{HostVeth, UPLINK};
+use crate::lab::{UNDERLAY_MTU, UPLINK_B, lab_subnet_in, quiet_ipv6, subnet_host};
+use crate::netns::{Netns, read_sysctl};
+use crate::nl::{Nl, links_in};
+use crate::path::{Device, NetPath, Role};
+
+pub(super) fn build(b: &mut Build<'_>) -> Result<NetPath> {
+    require_forwarding(b)?;
+    let net = bridge::network_or_default(b)?;
+    let remote = remote(b)?;
+    b.client(&net, None)?;
+    let server = remote.server;
+    b.path_to(Client::Container, remote.into_server(), server, server)
+}
+
+/// Containers reach other hosts only if the Docker host routes: dockerd turns
+/// `net.ipv4.ip_forward` on (unless `--ip-forward=false`); netpath never changes it.
+fn require_forwarding(b: &Build<'_>) -> Result<()> {
+    let host = Netns::at("host", &b.res.ctr().host_netns)?;
+    if host.run(|| read_sysctl("net.ipv4.ip_forward"))? != "1" {
+        bail!(
+            "net.ipv4.ip_forward is 0 on the Docker host, so containers cannot reach other \
+             hosts: start dockerd without --ip-forward=false (netpath does not change host sysctls)"
+        );
+    }
+    Ok(())
+}
+
+/// The remote host of a Docker lab: its namespace, where the server listens, and the
+/// devices leading there.
+pub(super) struct Remote {
+    ns: Netns,
+    pub server: SocketAddrV4,
+    /// `np<id>up` (Docker host) and `np<id>rm` (remote), both of kind `Uplink`, the
+    /// remote's lo.
+    devices: Vec<Device>,
+}
+
+impl Remote {
+    pub(super) fn into_server(self) -> Server {
+        Server::Netns(self.ns, self.devices)
+    }
+}
+
+/// `np<id>-rmt` behind the uplink `np<id>up` in the Docker host's namespace (.1), its end
+/// `np<id>rm` (.2) in the remote; registered with the lab's resources before anything else
+/// can fail.
+pub(super) fn remote(b: &mut Build<'_>) -> Result<Remote> {
+    let host_netns = b.res.ctr().host_netns.clone();
+    let (net, plen) = free_uplink_subnet(&Netns::at("host", &host_netns)?, &b.res.run_id)?;
+    let hv = HostVeth::create(UPLINK, &b.res.run_id, &host_netns, UNDERLAY_MTU)?;
+    let (host, up, rm) = (hv.host()?, hv.host_link.clone(), hv.peer_link.clone());
+    let rmt = hv.peer_ns.ns.clone();
+    b.res.others.push(Box::new(hv));
+    let (host_ip, remote_ip) = (subnet_host(net, 1), subnet_host(net, 2));
+    address_up(&host, &up, host_ip, plen)?;
+    rmt.run(|| {
+        quiet_ipv6();
+        Nl::new()?.lo_up().map(|_| ())
+    })
+    .with_context(|| format!("setting up lo in {}", rmt.name))?;
+    address_up(&rmt, &rm, remote_ip, plen)?;
+    let (hl, rl) = (links_in(&host)?, links_in(&rmt)?);
+    let host_ns = (b.res.ctr().host_netns_name.as_str(), host.inum);
+    let dev = |ns: (&str, u32), links: &[crate::nl::Link], name: &str, role| {
+        let l = links.iter().find(|l| l.name == name);
+        l.and_then(|l| Device::of(ns, l, role))
+            .with_context(|| format!("{name} missing in {}", ns.0))
+    };
+    let devices = vec![
+        dev(host_ns, &hl, &up, Role::Uplink)?,
+        dev((&rmt.name, rmt.inum), &rl, &rm, Role::Uplink)?,
+        dev((&rmt.name, rmt.inum), &rl, "lo", Role::Link)?,
+    ];
+    Ok(Remote {
+        ns: rmt,
+        server: SocketAddrV4::new(remote_ip, AGENT_PORT),
+        devices,
+    })
+}
+
+/// `ip addr add ip/plen dev name && ip link set name up` inside `ns`.
+fn address_up(ns: &Netns, name: &str, ip: Ipv4Addr, plen: u8) -> Result<()> {
+    ns.run(|| {
+        let nl = Nl::new()?;
+        let l = nl.require_link(name)?;
+        nl.add_addr(l.ifindex, ip, plen)?;
+        nl.set_up(l.ifindex)
+    })
+    .with_context(|| format!("setting up {name} in {}", ns.name))
+}
+
+/// The first 10.217.K.0/24, from the run's own K on, that no address or route of `host`
+/// overlaps (the default route aside).
+fn free_uplink_subnet(host: &Netns, run_id: &str) -> Result<(Ipv4Addr, u8)> {
+    let used = host
+        .run(|| {
+            let nl = Nl::new()?;
+            let mut v: Vec<(Ipv4Addr, u8)> = nl.links()?.into_iter().flat_map(|l| l.addrs).collect();
+            v.extend(nl.routes_v4()?);
+            Ok(v)
+        })
+        .context("listing the Docker host's addresses and routes")?;
+    let (first, plen) = lab_subnet_in(run_id, UPLINK_B);
+    let k0 = u16::from(first.octets()[2]);
+    (0..254u16)
+        .map(|i| Ipv4Addr::new(10, UPLINK_B, ((k0 - 1 + i) % 254 + 1) as u8, 0))
+        .find(|net| !used.iter().any(|u| u.1 > 0 && overlaps((*net, plen), *u)))
+        .map(|net| (net, plen))
+        .with_context(|| {
+            format!(
+                "every /24 of 10.{UPLINK_B}.0.0/16 overlaps an address or route of the Docker \
+                 host: remove it, or run `netpath cleanup` if a killed run left its uplinks"
+            )
+        })
+}
+
+/// Whether two IPv4 prefixes share addresses.
+fn overlaps((a, al): (Ipv4Addr, u8), (b, bl): (Ipv4Addr, u8)) -> bool {
+    let l = u32::from(al.min(bl).min(32));
+    let mask = u32::MAX.checked_shl(32 - l).unwrap_or(0);
+    u32::from(a) & mask == u32::from(b) & mask
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_overlap() {
+        let ip = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        assert!(overlaps((ip("10.217.5.0"), 24), (ip("10.217.5.1"), 32)));
+        assert!(overlaps((ip("10.217.5.0"), 24), (ip("10.0.0.0"), 8)));
+        assert!(!overlaps((ip("10.217.5.0"), 24), (ip("10.217.6.0"), 24)));
+        assert!(!overlaps((ip("10.217.5.0"), 24), (ip("172.17.0.1"), 16)));
+        assert!(overlaps((ip("10.217.5.0"), 24), (ip("0.0.0.0"), 0)));
+    }
+}

@@ -182,6 +182,13 @@ impl Nl {
         .with_context(|| format!("netlink: setting link {ifindex} up"))
     }
 
+    /// `ip addr add ADDR/PREFIX dev NAME && ip link set NAME up`.
+    pub fn address_up(&self, name: &str, addr: Ipv4Addr, prefix: u8) -> Result<()> {
+        let l = self.require_link(name)?;
+        self.add_addr(l.ifindex, addr, prefix)?;
+        self.set_up(l.ifindex)
+    }
+
     pub fn set_mtu(&self, ifindex: u32, mtu: u32) -> Result<()> {
         self.block(
             self.handle

@@ -15,7 +15,7 @@
 //! de-NAT, as from any real host. The server listens on the remote's own address.
 //! [`uplink`] is also `host-egress`'s way out.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 
 use anyhow::{Context, Result};
 
@@ -65,7 +65,9 @@ pub(super) fn uplink(nss: &mut LabNamespaces, node: &Netns, run_id: &str) -> Res
         nl.set_up(l.ifindex)
     })
     .with_context(|| format!("setting up the uplink in {}", node.name))?;
-    address_up(&remote, &rm, remote_ip, plen)?;
+    remote
+        .run(|| Nl::new()?.address_up(&rm, remote_ip, plen))
+        .with_context(|| format!("setting up {rm} in {}", remote.name))?;
     let (nl, rl) = (links_in(node)?, links_in(&remote)?);
     let devices = vec![
         device_named(node, &nl, &up, Role::Uplink)?,
@@ -77,15 +79,4 @@ pub(super) fn uplink(nss: &mut LabNamespaces, node: &Netns, run_id: &str) -> Res
         remote,
         devices,
     })
-}
-
-/// `ip addr add ip/plen dev name && ip link set name up` inside `ns`.
-fn address_up(ns: &Netns, name: &str, ip: Ipv4Addr, plen: u8) -> Result<()> {
-    ns.run(|| {
-        let nl = Nl::new()?;
-        let l = nl.require_link(name)?;
-        nl.add_addr(l.ifindex, ip, plen)?;
-        nl.set_up(l.ifindex)
-    })
-    .with_context(|| format!("setting up {name} in {}", ns.name))
 }

@@ -24,7 +24,7 @@ use anyhow::{Context, Result, bail};
 use super::{Build, Client, Server, bridge};
 use crate::docker::AGENT_PORT;
 use crate::docker::hostveth::{HostVeth, UPLINK};
-use crate::lab::{UNDERLAY_MTU, UPLINK_B, lab_subnet_in, quiet_ipv6, subnet_host};
+use crate::lab::{UNDERLAY_MTU, UPLINK_B, device_named, lab_subnet_in, quiet_ipv6, subnet_host};
 use crate::netns::{Netns, read_sysctl};
 use crate::nl::{Nl, links_in};
 use crate::path::{Device, NetPath, Role};
@@ -71,48 +71,34 @@ impl Remote {
 /// `np<id>rm` (.2) in the remote; registered with the lab's resources before anything else
 /// can fail.
 pub(super) fn remote(b: &mut Build<'_>) -> Result<Remote> {
-    let host_netns = b.res.ctr().host_netns.clone();
-    let (net, plen) = free_uplink_subnet(&Netns::at("host", &host_netns)?, &b.res.run_id)?;
-    let hv = HostVeth::create(UPLINK, &b.res.run_id, &host_netns, UNDERLAY_MTU)?;
-    let (host, up, rm) = (hv.host()?, hv.host_link.clone(), hv.peer_link.clone());
+    let (host_netns, host_name) = (&b.res.ctr().host_netns, &b.res.ctr().host_netns_name);
+    let host = Netns::at(host_name, host_netns)?;
+    let (net, plen) = free_uplink_subnet(&host, &b.res.run_id)?;
+    let hv = HostVeth::create(UPLINK, &b.res.run_id, host_netns, UNDERLAY_MTU)?;
+    let (up, rm) = (hv.host_link.clone(), hv.peer_link.clone());
     let rmt = hv.peer_ns.ns.clone();
     b.res.others.push(Box::new(hv));
     let (host_ip, remote_ip) = (subnet_host(net, 1), subnet_host(net, 2));
-    address_up(&host, &up, host_ip, plen)?;
+    host.run(|| Nl::new()?.address_up(&up, host_ip, plen))
+        .with_context(|| format!("setting up {up} in the Docker host"))?;
     rmt.run(|| {
         quiet_ipv6();
-        Nl::new()?.lo_up().map(|_| ())
+        let nl = Nl::new()?;
+        nl.lo_up()?;
+        nl.address_up(&rm, remote_ip, plen)
     })
-    .with_context(|| format!("setting up lo in {}", rmt.name))?;
-    address_up(&rmt, &rm, remote_ip, plen)?;
+    .with_context(|| format!("setting up {}", rmt.name))?;
     let (hl, rl) = (links_in(&host)?, links_in(&rmt)?);
-    let host_ns = (b.res.ctr().host_netns_name.as_str(), host.inum);
-    let dev = |ns: (&str, u32), links: &[crate::nl::Link], name: &str, role| {
-        let l = links.iter().find(|l| l.name == name);
-        l.and_then(|l| Device::of(ns, l, role))
-            .with_context(|| format!("{name} missing in {}", ns.0))
-    };
     let devices = vec![
-        dev(host_ns, &hl, &up, Role::Uplink)?,
-        dev((&rmt.name, rmt.inum), &rl, &rm, Role::Uplink)?,
-        dev((&rmt.name, rmt.inum), &rl, "lo", Role::Link)?,
+        device_named(&host, &hl, &up, Role::Uplink)?,
+        device_named(&rmt, &rl, &rm, Role::Uplink)?,
+        device_named(&rmt, &rl, "lo", Role::Link)?,
     ];
     Ok(Remote {
         ns: rmt,
         server: SocketAddrV4::new(remote_ip, AGENT_PORT),
         devices,
     })
-}
-
-/// `ip addr add ip/plen dev name && ip link set name up` inside `ns`.
-fn address_up(ns: &Netns, name: &str, ip: Ipv4Addr, plen: u8) -> Result<()> {
-    ns.run(|| {
-        let nl = Nl::new()?;
-        let l = nl.require_link(name)?;
-        nl.add_addr(l.ifindex, ip, plen)?;
-        nl.set_up(l.ifindex)
-    })
-    .with_context(|| format!("setting up {name} in {}", ns.name))
 }
 
 /// The first 10.217.K.0/24, from the run's own K on, that no address or route of `host`

@@ -232,8 +232,8 @@ fn check_underlay(w: &WireDelay, drivers: &[Driver]) -> Result<()> {
     if !drivers.iter().any(|d| d.crosses_nodes()) {
         let asked: Vec<&str> = drivers.iter().map(|d| d.name()).collect();
         anyhow::bail!(
-            "--underlay-delay ({}) applies to cross-node drivers (overlay), and none of {} is one: \
-             add -d overlay",
+            "--underlay-delay ({}) applies to cross-node drivers (overlay, egress, host-egress), \
+             and none of {} is one: add -d overlay",
             w.describe(),
             asked.join(", ")
         );

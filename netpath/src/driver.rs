@@ -58,10 +58,11 @@ macro_rules! driver_enum {
 driver_table!(driver_enum);
 
 impl Driver {
-    /// Whether client and server stand for two nodes joined by a wire (an underlay link
-    /// that `compare --underlay-delay` can slow down); the others are one node.
+    /// Whether client and server stand for two nodes joined by a wire (the overlay's
+    /// underlay, the egress drivers' uplink to `remote`) that `compare --underlay-delay` can
+    /// slow down; the others are one node.
     pub fn crosses_nodes(self) -> bool {
-        matches!(self, Driver::Overlay)
+        matches!(self, Driver::Overlay | Driver::Egress | Driver::HostEgress)
     }
 }
 

@@ -99,8 +99,8 @@ enum Cmd {
         #[arg(long)]
         prog_stats: bool,
         /// Emulate the wire between two nodes: netem delays every packet a node sends on the
-        /// overlay's underlay link by this much (e.g. 50us, 2ms), so cross-node drivers can be
-        /// compared with same-node ones. Needs a kernel with netem (sch_netem).
+        /// overlay's underlay link (the egress drivers' uplink) by this much (e.g. 50us, 2ms),
+        /// so cross-node drivers can be compared with same-node ones. Needs a kernel with netem (sch_netem).
         #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, conflicts_with_all = ["docker", "between"])]
         underlay_delay: Option<std::time::Duration>,
         /// With --underlay-delay: jitter around that delay (uniform, e.g. 10us).

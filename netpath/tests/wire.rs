@@ -1,6 +1,7 @@
 //! Privileged tests of the emulated cross-node wire (`compare --underlay-delay`): netem on the
-//! overlay lab's underlay links, in the real kernel. On a kernel with netem (the VM kernels)
-//! the delay must land in the `underlay` hop and nowhere else; on one without (the host here)
+//! overlay lab's underlay links and the egress lab's uplink, in the real kernel. On a kernel
+//! with netem (the VM kernels) the delay must land in the `underlay` (`uplink`) hop and
+//! nowhere else; on one without (the host here)
 //! the command must refuse in one line and leave nothing behind. Run as root.
 use std::{collections::BTreeMap, path::Path, process::Command, sync::Mutex, time::Duration};
 
@@ -94,11 +95,11 @@ fn root_links() -> Vec<String> {
     v
 }
 
-fn traced_overlay(underlay: Option<WireDelay>) -> DriverReport {
+fn traced(driver: Driver, underlay: Option<WireDelay>) -> DriverReport {
     let caps = doctor::probe().expect("doctor");
     let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend");
     let opts = CompareOptions {
-        drivers: vec![Driver::Overlay],
+        drivers: vec![driver],
         rr: RrConfig {
             requests: N,
             warmup: 20,
@@ -115,7 +116,7 @@ fn traced_overlay(underlay: Option<WireDelay>) -> DriverReport {
         underlay,
     };
     let mut tracer = Tracer::load(backend, &opts.tracer).expect("load programs");
-    compare::run_driver(&mut tracer, Driver::Overlay, &opts).expect("run")
+    compare::run_driver(&mut tracer, driver, &opts).expect("run")
 }
 
 /// Mean per crossing of each (direction, hop).
@@ -129,21 +130,36 @@ fn hop_means(r: &DriverReport) -> BTreeMap<(&'static str, &'static str), f64> {
 
 #[test]
 fn underlay_delay_lands_in_the_underlay_hop_only() {
+    delay_lands_in_the_wire_hop_only(Driver::Overlay, "underlay");
+}
+
+/// The egress uplink stands for the wire to another host: the same delay, in its `uplink` hop.
+#[test]
+fn underlay_delay_lands_in_the_egress_uplink_hop_only() {
+    delay_lands_in_the_wire_hop_only(Driver::Egress, "uplink");
+}
+
+/// Traces `driver` without and then with netem on its wire links and checks that the delay
+/// lands in `wire_hop` once per journey and in no other hop.
+fn delay_lands_in_the_wire_hop_only(driver: Driver, wire_hop: &str) {
     let _g = serial();
     if !kernel_has_netem() {
         return skipped();
     }
     let before = lab::list_netpath_netns().unwrap();
     let d_us = DELAY.as_secs_f64() * 1e6;
-    let plain = traced_overlay(None);
-    let delayed = traced_overlay(Some(WireDelay {
-        delay: DELAY,
-        jitter: Duration::ZERO,
-    }));
+    let plain = traced(driver, None);
+    let delayed = traced(
+        driver,
+        Some(WireDelay {
+            delay: DELAY,
+            jitter: Duration::ZERO,
+        }),
+    );
     let (p, d) = (hop_means(&plain), hop_means(&delayed));
     // The figures go past libtest's capture: they are this test's measurement.
     let mut table = format!(
-        "overlay ({}), mean µs per crossing, without → with netem {} ms on the underlay:\n",
+        "{driver} ({}), mean µs per crossing, without → with netem {} ms on the {wire_hop}:\n",
         delayed.backend,
         DELAY.as_millis()
     );
@@ -162,7 +178,7 @@ fn underlay_delay_lands_in_the_underlay_hop_only() {
     let wire = delayed.context.as_ref().and_then(|c| c.wire.clone());
     let wire = wire.expect("the run context names the emulated wire");
     assert!(wire.contains("netem delay 3 ms"), "{wire}");
-    assert_eq!(wire.matches("np").count(), 2, "both underlay ends: {wire}");
+    assert_eq!(wire.matches("np").count(), 2, "both wire ends: {wire}");
     assert!(plain.context.as_ref().unwrap().wire.is_none());
     // The same hops either way: the delay adds time, not segments.
     assert_eq!(
@@ -171,23 +187,23 @@ fn underlay_delay_lands_in_the_underlay_hop_only() {
         "hop sets"
     );
     for dir in ["request", "response"] {
-        let (before_us, after_us) = (p[&(dir, "underlay")], d[&(dir, "underlay")]);
+        let (before_us, after_us) = (p[&(dir, wire_hop)], d[&(dir, wire_hop)]);
         assert!(
             before_us < d_us / 10.0,
-            "{dir} underlay without netem: {before_us} µs"
+            "{dir} {wire_hop} without netem: {before_us} µs"
         );
         // netem never sends early; late by its timer (up to 1.15× seen under TCG), but not
         // twice: the delay is crossed once per journey, not on both ends.
         assert!(
             after_us >= 0.8 * d_us && after_us <= 1.7 * d_us,
-            "{dir} underlay with {d_us} µs of netem: {after_us} µs (crossed once per journey)"
+            "{dir} {wire_hop} with {d_us} µs of netem: {after_us} µs (crossed once per journey)"
         );
     }
     for (k, after_us) in &d {
-        if k.1 != "underlay" {
+        if k.1 != wire_hop {
             assert!(
                 after_us - p[k] < d_us / 2.0,
-                "{k:?} grew from {} to {after_us} µs: the delay belongs to the underlay",
+                "{k:?} grew from {} to {after_us} µs: the delay belongs to the {wire_hop}",
                 p[k]
             );
         }

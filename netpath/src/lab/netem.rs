@@ -9,6 +9,10 @@
 //! qdisc holds the packet between `dev_queue` on the underlay device (`net:net_dev_queue`
 //! fires before the qdisc) and `netif_rx` on its peer.
 //!
+//! The egress drivers' uplink (`np<id>up` ⇄ `np<id>rm`, node to `remote`) is such a wire
+//! too: requests leave the node through `up`, responses leave the remote through `rm`, so
+//! each journey crosses the delay once, inside its `uplink` hop.
+//!
 //! The qdiscs live on links inside the lab's namespaces, so they go with the lab.
 
 use std::time::Duration;
@@ -20,9 +24,9 @@ use super::{LabNamespaces, netns_of_run, new_run_id};
 use crate::nl::{Nl, UnknownQdisc};
 use crate::path::{Device, NetPath};
 
-/// Device kinds that stand for a wire between nodes. (An egress uplink joins them when a
-/// driver has one.)
-const WIRE_KINDS: &[DevKind] = &[DevKind::Underlay];
+/// Device kinds that stand for a wire between nodes: the overlay's underlay, and the egress
+/// drivers' uplink to the `remote` namespace that stands for another host.
+const WIRE_KINDS: &[DevKind] = &[DevKind::Underlay, DevKind::Uplink];
 /// netem's queue limit in packets (what `tc` sets when none is given): far above what a
 /// request/response or bulk run keeps in flight over a few milliseconds.
 const NETEM_LIMIT: u32 = 1000;
@@ -80,7 +84,8 @@ fn micros(d: Duration) -> String {
     }
 }
 
-/// A path's links that stand for a wire between nodes (the overlay's underlay ends).
+/// A path's links that stand for a wire between nodes (the overlay's underlay ends, the
+/// egress uplink's ends).
 pub fn wire_links(path: &NetPath) -> Vec<&Device> {
     path.devices
         .iter()

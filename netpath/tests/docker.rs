@@ -138,6 +138,7 @@ fn small_rr() -> RrConfig {
         req_size: 1024,
         resp_size: 1024,
         timeout: Duration::from_secs(30),
+        ..Default::default()
     }
 }
 

@@ -10,7 +10,7 @@
 //! sleep plus a short busy-wait ([`BurstConfig::spin`]) so that timer wake-up lateness
 //! does not show up as latency.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::ErrorKind;
 use std::net::{Shutdown, SocketAddrV4, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ use anyhow::{Context, Result, bail};
 use hdrhistogram::Histogram;
 
 use super::conns::{Plan, run_pairs, sleep_until, tight_timer_slack};
+use super::runmode::{Pin, Receiver, WaitMode, pin_current};
 use crate::netns::Netns;
 use crate::path::NetPath;
 
@@ -44,6 +45,10 @@ pub struct BurstConfig {
     /// `rate * spin` of one CPU (5-10 % at 1000-2000 req/s with the 50 µs default).
     /// Zero: sleep only.
     pub spin: Duration,
+    /// How both ends wait for responses and requests.
+    pub wait: WaitMode,
+    /// Where the client and server threads run.
+    pub pin: Pin,
 }
 
 impl Default for BurstConfig {
@@ -56,6 +61,8 @@ impl Default for BurstConfig {
             resp_size: 1024,
             timeout: Duration::from_secs(30),
             spin: DEFAULT_SPIN,
+            wait: WaitMode::Block,
+            pin: Pin::default(),
         }
     }
 }
@@ -187,7 +194,11 @@ pub fn run_burst_to(
     let (conns, _) = run_pairs(
         &plan,
         |c, conn, start| client(c, conn, start, cfg, scheduled),
-        |_, conn| super::echo(conn, cfg.req_size, cfg.resp_size),
+        |_, conn| {
+            pin_current(cfg.pin.server)?;
+            let rx = Receiver::new(cfg.wait, cfg.pin, None);
+            super::echo_with(conn, cfg.req_size, cfg.resp_size, &rx)
+        },
     )?;
 
     let mut hist = new_hist()?;
@@ -250,7 +261,10 @@ fn client(
     scheduled: u64,
 ) -> Result<ConnResult> {
     tight_timer_slack();
+    pin_current(cfg.pin.client)?;
     conn.set_nodelay(true)?;
+    let rx = Receiver::new(cfg.wait, cfg.pin, Some(cfg.timeout));
+    rx.prepare(&conn)?;
     let stop_at = start + cfg.duration + cfg.timeout;
     let step = cfg.connections as u64;
     let mut req = vec![0xa5u8; cfg.req_size];
@@ -274,9 +288,10 @@ fn client(
             let n = b.len().min(req.len());
             req[..n].copy_from_slice(&b[..n]);
             let sent_at = Instant::now();
-            conn.write_all(&req).context("client: writing a request")?;
+            rx.write_all(&mut conn, &req)
+                .context("client: writing a request")?;
             r.sent += 1;
-            match conn.read_exact(&mut resp) {
+            match rx.read_exact(&mut conn, &mut resp) {
                 Ok(()) => {}
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     log::warn!("open loop: no response within {:?}", cfg.timeout);

@@ -5,6 +5,7 @@ pub mod burst;
 mod conns;
 pub mod context;
 pub mod rr;
+pub mod runmode;
 
 pub use bulk::{BulkConfig, BulkResult, StreamResult, run_bulk, run_bulk_to, tcp_info};
 pub use burst::{
@@ -12,6 +13,7 @@ pub use burst::{
 };
 pub use context::{DevContext, NetCounters, device_context, read_counters};
 pub use rr::{NoPhases, Phases, RrConfig, RrResult, run_rr};
+pub use runmode::{Cpus, Pin, WaitMode};
 
 /// A harness server's first step, on its own thread: enter `ns` and listen on `bind`. The
 /// outcome goes to `ready` (`ok()` on success) so the client side waits for it, and is
@@ -44,16 +46,28 @@ fn listen_in<T>(
 /// Server side of one request/response connection: a `resp`-byte answer (0x5a bytes) per
 /// `req`-byte request, until the client closes. Used by the burst harness and by the Docker
 /// traffic agent.
-pub fn echo(mut conn: std::net::TcpStream, req: usize, resp: usize) -> anyhow::Result<()> {
-    use std::io::{ErrorKind, Read, Write};
+pub fn echo(conn: std::net::TcpStream, req: usize, resp: usize) -> anyhow::Result<()> {
+    let rx = runmode::Receiver::new(WaitMode::Block, Pin::default(), None);
+    echo_with(conn, req, resp, &rx)
+}
+
+/// [`echo`] waiting for requests as `rx` says.
+pub fn echo_with(
+    mut conn: std::net::TcpStream,
+    req: usize,
+    resp: usize,
+    rx: &runmode::Receiver,
+) -> anyhow::Result<()> {
+    use std::io::ErrorKind;
 
     use anyhow::Context as _;
     conn.set_nodelay(true)?;
+    rx.prepare(&conn)?;
     // No read timeout: clients always close their end (EOF), even on error.
     let mut rbuf = vec![0u8; req];
     let wbuf = vec![0x5au8; resp];
     loop {
-        match conn.read_exact(&mut rbuf) {
+        match rx.read_exact(&mut conn, &mut rbuf) {
             Ok(()) => {}
             Err(e)
                 if matches!(
@@ -65,7 +79,7 @@ pub fn echo(mut conn: std::net::TcpStream, req: usize, resp: usize) -> anyhow::R
             }
             Err(e) => return Err(e).context("server: reading a request"),
         }
-        match conn.write_all(&wbuf) {
+        match rx.write_all(&mut conn, &wbuf) {
             Ok(()) => {}
             Err(e) if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) => {
                 return Ok(());

@@ -5,7 +5,7 @@
 //! the syscalls std makes here (`write` on a `TcpStream` is `sendto`, `read` is
 //! `recvfrom`). Only `read_exact` / `write_all` are used, never vectored I/O.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use hdrhistogram::Histogram;
 
+use super::runmode::{Pin, Receiver, WaitMode, incoming_napi_id, pin_current};
 use crate::path::NetPath;
 
 /// Ping-pong parameters.
@@ -27,6 +28,10 @@ pub struct RrConfig {
     /// Bound on the run: connect, warmup and measured requests (time spent inside the
     /// `Phases` hooks is not counted).
     pub timeout: Duration,
+    /// How both ends wait for data.
+    pub wait: WaitMode,
+    /// Where the client and server threads run.
+    pub pin: Pin,
 }
 
 impl Default for RrConfig {
@@ -37,6 +42,8 @@ impl Default for RrConfig {
             req_size: 1024,
             resp_size: 1024,
             timeout: Duration::from_secs(30),
+            wait: WaitMode::Block,
+            pin: Pin::default(),
         }
     }
 }
@@ -53,6 +60,9 @@ pub struct RrResult {
     /// Requests per second over the measured phase.
     pub rps: f64,
     pub mean_ns: f64,
+    /// `--wait busy-poll`: NAPI ids the client's and the server's socket last received from
+    /// (0: the device has no NAPI, busy polling degraded to blocking receives there).
+    pub napi_ids: Option<(u32, u32)>,
 }
 
 impl RrResult {
@@ -106,11 +116,13 @@ pub fn run_rr(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrRe
     }
     let deadline = Instant::now() + cfg.timeout;
 
+    let server_napi = &std::sync::atomic::AtomicU32::new(0);
     std::thread::scope(|s| {
         let (ready_tx, ready_rx) = mpsc::channel::<Result<u32>>();
+
         let server = std::thread::Builder::new()
             .name(SERVER_COMM.into())
-            .spawn_scoped(s, move || serve(lab, cfg, deadline, ready_tx))
+            .spawn_scoped(s, move || serve(lab, cfg, deadline, ready_tx, server_napi))
             .context("spawning the server thread")?;
 
         let wait = deadline.saturating_duration_since(Instant::now());
@@ -146,7 +158,12 @@ pub fn run_rr(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrRe
             .join()
             .unwrap_or_else(|p| Err(anyhow!("server thread panicked: {}", panic_msg(&p))));
         match (cres, sres) {
-            (Ok(r), Ok(())) => Ok(r),
+            (Ok(mut r), Ok(())) => {
+                if let Some(ids) = r.napi_ids.as_mut() {
+                    ids.1 = server_napi.load(std::sync::atomic::Ordering::Relaxed);
+                }
+                Ok(r)
+            }
             (Err(e), _) => Err(e.context("request/response client failed")),
             (Ok(_), Err(e)) => Err(e.context("request/response server failed")),
         }
@@ -181,7 +198,13 @@ fn serve(
     cfg: &RrConfig,
     deadline: Instant,
     ready: mpsc::Sender<Result<u32>>,
+    napi: &std::sync::atomic::AtomicU32,
 ) -> Result<()> {
+    if let Err(e) = pin_current(cfg.pin.server) {
+        let msg = format!("{e:#}");
+        let _ = ready.send(Err(e));
+        bail!(msg);
+    }
     let listener = super::listen_in(&lab.server_ns, lab.server_bind, &ready, gettid)?;
 
     // Accept with a bound: poll a non-blocking listener until the deadline.
@@ -204,17 +227,24 @@ fn serve(
     conn.set_nodelay(true)?;
     // No read timeout: the client may pause in its phase hooks for as long as they
     // take, and it always closes the connection when it ends (EOF ends this loop).
+    let rx = Receiver::new(cfg.wait, cfg.pin, None);
+    rx.prepare(&conn)?;
 
     let mut req = vec![0u8; cfg.req_size];
     let resp = vec![0x5au8; cfg.resp_size];
+    let mut served = 0u64;
     loop {
-        match conn.read_exact(&mut req) {
+        if served == cfg.warmup.max(1) && cfg.wait == WaitMode::BusyPoll {
+            napi.store(incoming_napi_id(&conn), std::sync::atomic::Ordering::Relaxed);
+        }
+        served += 1;
+        match rx.read_exact(&mut conn, &mut req) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::UnexpectedEof => return Ok(()),
             Err(e) if e.kind() == ErrorKind::ConnectionReset => return Ok(()),
             Err(e) => return Err(e).context("server: reading a request"),
         }
-        match conn.write_all(&resp) {
+        match rx.write_all(&mut conn, &resp) {
             Ok(()) => {}
             Err(e) if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) => {
                 return Ok(());
@@ -231,6 +261,7 @@ fn client(
     phases: &dyn Phases,
     server_tid: u32,
 ) -> Result<RrResult> {
+    pin_current(cfg.pin.client)?;
     lab.client_ns.enter()?;
     let tid = gettid();
     let left = deadline.saturating_duration_since(Instant::now());
@@ -247,6 +278,8 @@ fn client(
     conn.set_nodelay(true)?;
     conn.set_read_timeout(Some(cfg.timeout))?;
     conn.set_write_timeout(Some(cfg.timeout))?;
+    let rx = Receiver::new(cfg.wait, cfg.pin, Some(cfg.timeout));
+    rx.prepare(&conn)?;
 
     let mut req = vec![0xa5u8; cfg.req_size];
     let mut resp = vec![0u8; cfg.resp_size];
@@ -255,8 +288,9 @@ fn client(
         let b = seq.to_le_bytes();
         let n = b.len().min(req.len());
         req[..n].copy_from_slice(&b[..n]);
-        conn.write_all(&req).context("client: writing a request")?;
-        conn.read_exact(&mut resp)
+        rx.write_all(conn, &req)
+            .context("client: writing a request")?;
+        rx.read_exact(conn, &mut resp)
             .context("client: reading a response")?;
         Ok(())
     };
@@ -269,6 +303,7 @@ fn client(
         seq += 1;
     }
 
+    let napi_ids = (cfg.wait == WaitMode::BusyPoll).then(|| (incoming_napi_id(&conn), 0));
     let mut hist = Histogram::<u64>::new(3).context("creating histogram")?;
     let hook_t0 = Instant::now();
     phases
@@ -316,5 +351,6 @@ fn client(
         hist,
         count,
         elapsed,
+        napi_ids,
     })
 }

@@ -5,7 +5,7 @@ use anyhow::{Context as _, Result};
 use crate::{
     backend::Backend,
     driver::Driver,
-    harness::{self, NoPhases, RrConfig},
+    harness::{self, RrConfig, runmode::RunMode},
     lab,
     lab::netem::{self, WireDelay},
     path::NetPath,
@@ -13,6 +13,7 @@ use crate::{
     tracer::{Tracer, TracerOptions},
 };
 
+#[derive(Clone)]
 pub struct CompareOptions {
     pub drivers: Vec<Driver>,
     pub rr: RrConfig,
@@ -34,9 +35,11 @@ pub struct CompareOptions {
     pub burst: Option<(harness::BurstConfig, Vec<f64>)>,
     /// netem on the lab's underlay links (cross-node drivers only; see `lab::netem`).
     pub underlay: Option<WireDelay>,
+    /// Wait mode and placement (the tables' runs), and whether to add the blocking line.
+    pub mode: RunMode,
 }
 
-fn attach_tc(tracer: &mut Tracer, lab: &NetPath) -> Result<()> {
+pub(crate) fn attach_tc(tracer: &mut Tracer, lab: &NetPath) -> Result<()> {
     let namespaces = lab.namespaces();
     for d in &lab.devices {
         let ns = namespaces
@@ -53,145 +56,91 @@ pub fn run_driver(
     driver: Driver,
     opts: &CompareOptions,
 ) -> Result<DriverReport> {
-    let lab = lab::build(driver).with_context(|| format!("building the {} lab", driver.name()))?;
-    let wire = match &opts.underlay {
-        Some(w) => netem::delay_wire(&lab, w),
-        None => Ok(None),
-    };
-    let result = wire.and_then(|wire| {
-        let mut r = measure(tracer, &lab, opts)?;
-        if let Some(c) = r.context.as_mut() {
-            c.wire = wire;
-        }
-        Ok(r)
-    });
+    let (lab, wire) = build_lab(driver, opts)?;
+    let result = measure(tracer, &lab, opts);
     let torn = lab.teardown();
-    let r = result?;
+    let mut r = result?;
     torn?;
+    if let Some(c) = r.context.as_mut() {
+        c.wire = wire;
+    }
     Ok(r)
 }
 
-/// Measures one lab that already exists: untraced run, traced run, report.
+/// Measures one path that already exists: interleaved rounds on it alone (see `rounds`).
 pub fn measure(tracer: &mut Tracer, lab: &NetPath, opts: &CompareOptions) -> Result<DriverReport> {
-    let driver = lab.driver;
-    {
-        tracer.set_devices(&lab.devices)?;
-        // Untraced measurements first, probes detached: rounds of request/response and bulk,
-        // then the burst phases, with the TCP counters of both ends around them.
-        tracer.detach()?;
-        let before = (
-            harness::read_counters(&lab.client_ns)?,
-            harness::read_counters(&lab.server_ns)?,
-        );
-        let mut rounds = Vec::new();
-        let mut bulk = Vec::new();
-        let mut untraced = None;
-        if opts.untraced {
-            for _ in 0..opts.rounds.max(1) {
-                let r = harness::run_rr(lab, &opts.rr, &NoPhases).context("untraced run")?;
-                rounds.push(report::RttSummary::from_rr(&r));
-                untraced.get_or_insert(r);
-                if let Some(b) = &opts.bulk {
-                    bulk.push(harness::run_bulk(lab, b).context("bulk run")?);
-                }
-            }
-        }
-        let mut burst = Vec::new();
-        if let Some((cfg, mult)) = &opts.burst {
-            for (m, b) in harness::run_burst_phases(lab, cfg, mult).context("burst run")? {
-                let us = |ns: u64| ns as f64 / 1000.0;
-                burst.push(report::BurstPhase {
-                    multiplier: m,
-                    rate: cfg.rate * m,
-                    scheduled: b.scheduled,
-                    sent: b.sent,
-                    completed: b.completed,
-                    achieved_rate: b.achieved_rate,
-                    p50_us: us(b.percentile_ns(50.0)),
-                    p99_us: us(b.percentile_ns(99.0)),
-                    max_us: us(b.hist.max()),
-                    p99_uncorrected_us: us(b.uncorrected_percentile_ns(99.0)),
-                });
-            }
-        }
-        let after = (
-            harness::read_counters(&lab.client_ns)?,
-            harness::read_counters(&lab.server_ns)?,
-        );
-        let devices = harness::device_context(lab).unwrap_or_default();
-        let mtu_in = |ns: &str| {
-            lab.devices
-                .iter()
-                .filter(|d| d.netns == ns && d.kind != netpath_common::DevKind::Loopback)
-                .map(|d| d.mtu)
-                .next()
-                .or_else(|| lab.devices.iter().find(|d| d.netns == ns).map(|d| d.mtu))
-                .unwrap_or(0)
-        };
-        let context = report::RunContext {
-            client_mtu: mtu_in(&lab.client_ns.name),
-            server_mtu: mtu_in(&lab.server_ns.name),
-            devices,
-            client_counters: after.0.delta(&before.0),
-            server_counters: after.1.delta(&before.1),
-            wire: None,
-        };
-        tracer.reset()?;
-        tracer.attach()?;
-        if opts.tc_counters {
-            attach_tc(tracer, lab)?;
-        }
-        let costs_before = tracer.prog_costs();
-        let phases = tracer.tids.clone();
-        phases.set_relays(lab.proxy_pid.into_iter().collect());
-        let traced = harness::run_rr(lab, &opts.rr, phases.as_ref()).context("traced run");
-        tracer.detach_tc();
-        tracer.detach()?;
-        let traced = traced?;
-        let snap = tracer.snapshot()?;
-        let samples = tracer.drain_samples();
-        let drops = tracer.drain_drops();
-        let mut rep = report::build(
-            driver.name(),
-            tracer.backend,
-            &tracer.missing,
-            &traced,
-            untraced.as_ref(),
-            &snap,
-            &samples,
-            &drops,
-            &lab.devices,
-            opts.keep_timelines,
-            &tracer.drop_reasons,
-        );
-        rep.function_probes = tracer.fn_probes.clone();
-        rep.uncounted = tracer.uncounted.clone();
-        rep.rr = report::RrRounds::of(&rounds);
-        rep.probe_effect_below_noise = rep
-            .rr
-            .as_ref()
-            .is_some_and(|rr| rep.traced.p50_us < rr.p50_us.min);
-        rep.rounds = rounds;
-        if !bulk.is_empty() {
-            rep.bulk = Some(report::BulkRounds {
-                streams: bulk[0].per_stream.len(),
-                gbit_per_s: report::Spread::of(bulk.iter().map(|b| b.gbit_per_s).collect()),
-                retransmits: report::Spread::of(
-                    bulk.iter().map(|b| b.retransmits as f64).collect(),
-                ),
-                per_round: bulk.iter().flat_map(|b| b.per_stream.clone()).collect(),
-            });
-        }
-        rep.burst = burst;
-        rep.context = Some(context);
-        if opts.tracer.prog_stats {
-            rep.prog_costs = costs(&costs_before, &tracer.prog_costs(), traced.count);
-        }
-        Ok(rep)
+    let label = lab.driver.name().to_string();
+    let mut out = crate::rounds::run(tracer, &[(lab, label)], opts)?;
+    Ok(out.remove(0))
+}
+
+/// Bulk throughput over rounds.
+pub(crate) fn bulk_rounds(bulk: &[harness::BulkResult]) -> Option<report::BulkRounds> {
+    let first = bulk.first()?;
+    Some(report::BulkRounds {
+        streams: first.per_stream.len(),
+        gbit_per_s: report::Spread::of(bulk.iter().map(|b| b.gbit_per_s).collect()),
+        retransmits: report::Spread::of(bulk.iter().map(|b| b.retransmits as f64).collect()),
+        per_round: bulk.iter().flat_map(|b| b.per_stream.clone()).collect(),
+    })
+}
+
+/// The open-loop phases, untraced, in the run's wait mode and placement.
+pub(crate) fn burst_phases(lab: &NetPath, opts: &CompareOptions) -> Result<Vec<report::BurstPhase>> {
+    let Some((cfg, mult)) = &opts.burst else {
+        return Ok(Vec::new());
+    };
+    let cfg = harness::BurstConfig {
+        wait: opts.mode.wait,
+        pin: opts.mode.pin,
+        ..cfg.clone()
+    };
+    let us = |ns: u64| ns as f64 / 1000.0;
+    Ok(harness::run_burst_phases(lab, &cfg, mult)
+        .context("burst run")?
+        .into_iter()
+        .map(|(m, b)| report::BurstPhase {
+            multiplier: m,
+            rate: cfg.rate * m,
+            scheduled: b.scheduled,
+            sent: b.sent,
+            completed: b.completed,
+            achieved_rate: b.achieved_rate,
+            p50_us: us(b.percentile_ns(50.0)),
+            p99_us: us(b.percentile_ns(99.0)),
+            max_us: us(b.hist.max()),
+            p99_uncorrected_us: us(b.uncorrected_percentile_ns(99.0)),
+        })
+        .collect())
+}
+
+/// MTUs, device settings and the TCP counters' change over the whole measurement.
+pub(crate) fn run_context(
+    lab: &NetPath,
+    before: (harness::NetCounters, harness::NetCounters),
+    after: (harness::NetCounters, harness::NetCounters),
+) -> report::RunContext {
+    let devices = harness::device_context(lab).unwrap_or_default();
+    let mtu_in = |ns: &str| {
+        lab.devices
+            .iter()
+            .filter(|d| d.netns == ns && d.kind != netpath_common::DevKind::Loopback)
+            .map(|d| d.mtu)
+            .next()
+            .or_else(|| lab.devices.iter().find(|d| d.netns == ns).map(|d| d.mtu))
+            .unwrap_or(0)
+    };
+    report::RunContext {
+        client_mtu: mtu_in(&lab.client_ns.name),
+        server_mtu: mtu_in(&lab.server_ns.name),
+        devices,
+        client_counters: after.0.delta(&before.0),
+        server_counters: after.1.delta(&before.1),
+        wire: None,
     }
 }
 
-fn costs(
+pub(crate) fn costs(
     before: &[(String, u64, u64)],
     after: &[(String, u64, u64)],
     rtts: u64,
@@ -218,12 +167,54 @@ pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>>
         check_underlay(w, &opts.drivers)?;
     }
     let mut tracer = Tracer::load(backend, &opts.tracer)?;
-    let mut out = Vec::new();
-    for d in &opts.drivers {
-        emit(opts, &mut out, run_driver(&mut tracer, *d, opts)?);
+    // Every lab exists for the whole run: the rounds visit them in turn.
+    let mut labs = Vec::new();
+    let built = opts.drivers.iter().try_for_each(|d| {
+        labs.push(build_lab(*d, opts)?);
+        Ok::<_, anyhow::Error>(())
+    });
+    let result = built.and_then(|()| {
+        let paths: Vec<(&NetPath, String)> = labs
+            .iter()
+            .map(|(l, _)| (l, l.driver.name().to_string()))
+            .collect();
+        crate::rounds::run(&mut tracer, &paths, opts)
+    });
+    let mut torn = Ok(());
+    let mut wires = Vec::new();
+    for (l, w) in labs {
+        torn = torn.and(l.teardown());
+        wires.push(w);
     }
-    summarise(opts, &out);
-    Ok(out)
+    let mut out = result?;
+    torn?;
+    for (r, wire) in out.iter_mut().zip(wires) {
+        if let Some(c) = r.context.as_mut() {
+            c.wire = wire;
+        }
+    }
+    let mut printed = Vec::new();
+    for r in out {
+        emit(opts, &mut printed, r);
+    }
+    summarise(opts, &printed);
+    Ok(printed)
+}
+
+/// One driver's lab, with the emulated wire when asked (and its description).
+fn build_lab(driver: Driver, opts: &CompareOptions) -> Result<(NetPath, Option<String>)> {
+    let lab = lab::build(driver).with_context(|| format!("building the {} lab", driver.name()))?;
+    let wire = match &opts.underlay {
+        Some(w) => netem::delay_wire(&lab, w),
+        None => Ok(None),
+    };
+    match wire {
+        Ok(w) => Ok((lab, w)),
+        Err(e) => {
+            let _ = lab.teardown();
+            Err(e)
+        }
+    }
 }
 
 /// `--underlay-delay` needs a driver with an underlay and a kernel with netem: said in one
@@ -270,14 +261,31 @@ pub fn run_docker(
     for d in &opts.drivers {
         let dl = crate::docker::DockerLab::build(engine, *d, &Default::default())
             .with_context(|| format!("building the Docker {d} network"))?;
-        let r = measure(&mut tracer, &dl.path, opts);
+        // With the lab: both built, their rounds interleaved.
+        let lab = if with_lab {
+            match build_lab(*d, opts) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    let _ = dl.teardown();
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
+        let mut paths = vec![(&dl.path, format!("docker:{}", d.name()))];
+        if let Some((l, _)) = &lab {
+            paths.push((l, d.name().to_string()));
+        }
+        let r = crate::rounds::run(&mut tracer, &paths, opts);
+        drop(paths);
+        let torn_lab = lab.map(|(l, _)| l.teardown()).unwrap_or(Ok(()));
         let torn = dl.teardown();
-        let mut r = r.with_context(|| format!("measuring Docker {d}"))?;
+        let r = r.with_context(|| format!("measuring Docker {d}"))?;
         torn?;
-        r.driver = format!("docker:{}", d.name());
-        emit(opts, &mut out, r);
-        if with_lab {
-            emit(opts, &mut out, run_driver(&mut tracer, *d, opts)?);
+        torn_lab?;
+        for x in r {
+            emit(opts, &mut out, x);
         }
     }
     summarise(opts, &out);

@@ -11,11 +11,13 @@ pub mod doctor;
 pub mod driver;
 pub mod harness;
 pub mod lab;
+pub mod machine;
 pub mod netns;
 pub mod nl;
 pub mod path;
 pub mod proxy;
 pub mod report;
+pub mod rounds;
 pub mod trace;
 pub mod tracer;
 

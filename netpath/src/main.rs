@@ -47,8 +47,9 @@ enum Cmd {
         /// Drivers to measure, comma-separated (default: all of them).
         #[arg(long, short = 'd', value_delimiter = ',')]
         driver: Vec<Driver>,
-        /// Repeat the untraced measurements N times and report medians and spread.
-        #[arg(long, default_value_t = 1)]
+        /// Rounds: each visits every driver in turn (untraced and traced runs alternating,
+        /// order reversed every other round); medians, spread and per-round ratios.
+        #[arg(long, default_value_t = 3)]
         rounds: usize,
         /// Seconds of bulk transfer per round (0: no bulk).
         #[arg(long, default_value_t = 2.0)]
@@ -63,7 +64,7 @@ enum Cmd {
         #[arg(long, default_value_t = 1.0)]
         burst_secs: f64,
         /// Measured requests per run.
-        #[arg(long, short = 'n', default_value_t = 20_000)]
+        #[arg(long, short = 'n', default_value_t = 10_000)]
         requests: u64,
         /// Unmeasured warm-up requests.
         #[arg(long, default_value_t = 1_000)]
@@ -74,6 +75,8 @@ enum Cmd {
         /// Response payload in bytes.
         #[arg(long, default_value_t = 1024)]
         resp_size: usize,
+        #[command(flatten)]
+        mode: netpath::harness::runmode::RunModeArgs,
         /// Skip the untraced run (no probe-effect figure).
         #[arg(long)]
         no_untraced: bool,
@@ -208,6 +211,7 @@ fn run(cli: Cli) -> Result<()> {
             warmup,
             req_size,
             resp_size,
+            mode,
             no_untraced,
             sample_every,
             backend: choice,
@@ -220,6 +224,8 @@ fn run(cli: Cli) -> Result<()> {
             underlay_jitter,
             json,
         } => {
+            // A placement this machine cannot give is said before anything is loaded or built.
+            let mode = mode.resolve()?;
             lab::install_signal_cleanup();
             let caps = doctor::probe()?;
             let backend = backend::select(choice, &caps)?;
@@ -284,6 +290,7 @@ fn run(cli: Cli) -> Result<()> {
                     delay,
                     jitter: underlay_jitter.unwrap_or_default(),
                 }),
+                mode,
             };
             let reports = match (&engine, between.as_slice()) {
                 (Some(e), [client, server]) => {

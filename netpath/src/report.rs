@@ -150,6 +150,18 @@ pub struct DriverReport {
     /// Open-loop phases (rate, then a multiple of it), latency corrected for coordinated omission.
     pub burst: Vec<BurstPhase>,
     pub context: Option<RunContext>,
+    /// Wait mode and asked placement of the runs the tables come from.
+    pub wait: crate::harness::WaitMode,
+    pub cpus: crate::harness::Cpus,
+    /// `--wait busy-poll`: the client's and server's sockets' NAPI ids (0: no NAPI, blocking).
+    pub busy_poll_napi: Option<(u32, u32)>,
+    /// Where client, server and NET_RX softirq ran in the traced run (sampled journeys).
+    pub placement: Option<crate::machine::Placement>,
+    pub machine: Option<crate::machine::MachineState>,
+    /// Default mode: the blocking run beside the spin tables.
+    pub block: Option<crate::rounds::BlockLine>,
+    /// Per round: p50s, wakeup, data path, mode-change mark.
+    pub round_detail: Vec<crate::rounds::RoundRow>,
 }
 
 /// Median and range of one figure over rounds.
@@ -562,11 +574,19 @@ pub fn build(
         bulk: None,
         burst: Vec::new(),
         context: None,
+        wait: Default::default(),
+        cpus: Default::default(),
+        busy_poll_napi: None,
+        placement: None,
+        machine: None,
+        block: None,
+        round_detail: Vec::new(),
     }
 }
 
 pub fn print(r: &DriverReport) {
     println!("== driver {}  (backend {})", r.driver, r.backend);
+    crate::rounds::print_mode(r);
     if !r.function_probes.is_empty() {
         let f: Vec<String> = r
             .function_probes
@@ -784,7 +804,20 @@ pub fn claims(reports: &[DriverReport]) -> Vec<Claim> {
 }
 
 pub fn print_summary(reports: &[DriverReport]) {
-    println!("== summary (untraced medians; traced figures are in each driver's block)");
+    print_table(reports);
+    println!("   ratios per round between neighbouring runs (untraced p50):");
+    crate::rounds::print_ratios(reports);
+    if let Some(m) = reports.last().and_then(|r| r.machine.as_ref()) {
+        println!("   {}", m.line());
+    }
+}
+
+fn print_table(reports: &[DriverReport]) {
+    let mode = reports
+        .first()
+        .map(|r| format!("wait {}, cpus {}", r.wait.name(), r.cpus))
+        .unwrap_or_default();
+    println!("== summary ({mode}; untraced medians; traced figures are in each driver's block)");
     println!(
         "   {:<16} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8} {:>6} {:>11}",
         "driver", "req/s", "p50 µs", "p95 µs", "p99 µs", "Gbit/s", "retrans", "MTU", "attributed"

@@ -50,9 +50,9 @@ pub enum Cpus {
     /// Both on one CPU.
     Same,
     /// On two different CPUs.
-    #[default]
     Split,
     /// Wherever the scheduler puts them.
+    #[default]
     Auto,
     /// Both on this CPU.
     One(usize),
@@ -94,6 +94,44 @@ impl std::fmt::Display for Cpus {
 impl serde::Serialize for Cpus {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.collect_str(self)
+    }
+}
+
+/// Wait mode and placement of a measurement.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RunMode {
+    /// Wait mode of the runs the hop tables and ratios come from.
+    pub wait: WaitMode,
+    /// Also run blocking (untraced and traced) and print its RTT and wakeup hop beside.
+    pub block_line: bool,
+    pub cpus: Cpus,
+    /// `cpus` resolved on this machine.
+    pub pin: Pin,
+}
+
+/// `--wait` and `--cpus`, shared by every command that runs request/response traffic.
+#[derive(Clone, Debug, clap::Args)]
+pub struct RunModeArgs {
+    /// How receivers wait: block (what an application sees), spin (non-blocking receives in a
+    /// loop: the data path without the scheduler), busy-poll (SO_BUSY_POLL on netpath's own
+    /// sockets). Default: hop tables and ratios from spin, plus a block RTT line with its wakeup.
+    #[arg(long, value_enum)]
+    pub wait: Option<WaitMode>,
+    /// Where client and server threads run: same (one CPU), split (two CPUs), auto (the
+    /// scheduler decides), N (both on CPU N) or N,M (client on N, server on M).
+    #[arg(long, default_value = "split")]
+    pub cpus: Cpus,
+}
+
+impl RunModeArgs {
+    /// Checked against this machine's CPUs before anything is built.
+    pub fn resolve(&self) -> Result<RunMode> {
+        Ok(RunMode {
+            wait: self.wait.unwrap_or(WaitMode::Spin),
+            block_line: self.wait.is_none(),
+            cpus: self.cpus,
+            pin: self.cpus.resolve()?,
+        })
     }
 }
 

@@ -1,0 +1,453 @@
+//! Interleaved rounds: every path is measured in every round, in turn, so that drift in the
+//! machine's state (idle states, a neighbour's load, the hypervisor) hits every driver alike.
+//!
+//! Round `r` visits the paths in order (reversed every other round) and on each runs the
+//! untraced and the traced request/response (which first alternates too). Ratios between two
+//! drivers are taken per round, between runs that were neighbours in time, and summarised by
+//! their median and spread. A round whose `wakeup` p50 moved away from the other rounds' by
+//! more than the whole data path is marked a mode change: the machine, not the driver, moved.
+use anyhow::{Context as _, Result};
+use serde::Serialize;
+
+use crate::{
+    compare::CompareOptions,
+    harness::{self, NoPhases, RrConfig, RrResult, WaitMode},
+    machine::{CpuTimes, MachineState, Placement},
+    path::NetPath,
+    report::{self, DriverReport, RttSummary, Spread},
+    tracer::Tracer,
+};
+
+/// One round of one path.
+#[derive(Clone, Debug, Serialize)]
+pub struct RoundRow {
+    pub round: usize,
+    pub untraced_p50_us: Option<f64>,
+    pub traced_p50_us: f64,
+    /// p50 of the request's `wakeup` hop (socket woken → receive returns).
+    pub wakeup_p50_us: Option<f64>,
+    /// Request one-way p50 minus its wakeup p50: every hop but the wakeup.
+    pub data_path_p50_us: Option<f64>,
+    pub mode_change: bool,
+}
+
+/// The blocking run printed beside the default spin tables: what an application sees.
+#[derive(Clone, Debug, Serialize)]
+pub struct BlockLine {
+    pub untraced: RttSummary,
+    pub traced: RttSummary,
+    pub wakeup_request_p50_us: Option<f64>,
+    pub wakeup_response_p50_us: Option<f64>,
+    /// Request wakeup per packet over the request one-way mean, %.
+    pub wakeup_request_share_pct: Option<f64>,
+    pub placement: Placement,
+}
+
+/// A ratio of untraced p50s between two paths, per round and summarised.
+#[derive(Clone, Debug, Serialize)]
+pub struct RoundRatio {
+    pub name: String,
+    pub per_round: Vec<f64>,
+    pub spread: Spread,
+    /// A round of either side was marked a mode change.
+    pub mode_change: bool,
+}
+
+/// Accumulated runs of one path.
+struct Acc {
+    untraced: Vec<RrResult>,
+    traced: Vec<DriverReport>,
+    bulk: Vec<harness::BulkResult>,
+}
+
+/// Runs `opts.rounds` interleaved rounds over `paths` (label, path), then per path its burst
+/// phases and (default mode) the blocking run; one report per path, in `paths` order.
+pub fn run(
+    tracer: &mut Tracer,
+    paths: &[(&NetPath, String)],
+    opts: &CompareOptions,
+) -> Result<Vec<DriverReport>> {
+    let n = paths.len();
+    let t0 = CpuTimes::now();
+    let before: Vec<_> = paths
+        .iter()
+        .map(|(p, _)| {
+            Ok((
+                harness::read_counters(&p.client_ns)?,
+                harness::read_counters(&p.server_ns)?,
+            ))
+        })
+        .collect::<Result<_>>()?;
+    let mut acc: Vec<Acc> = (0..n)
+        .map(|_| Acc {
+            untraced: Vec::new(),
+            traced: Vec::new(),
+            bulk: Vec::new(),
+        })
+        .collect();
+    let rr = RrConfig {
+        wait: opts.mode.wait,
+        pin: opts.mode.pin,
+        ..opts.rr.clone()
+    };
+    for r in 0..opts.rounds.max(1) {
+        let order: Vec<usize> = if r % 2 == 0 {
+            (0..n).collect()
+        } else {
+            (0..n).rev().collect()
+        };
+        for i in order {
+            let (path, label) = &paths[i];
+            one_round(tracer, path, label, opts, &rr, r % 2 == 1, &mut acc[i])
+                .with_context(|| format!("{label}, round {}", r + 1))?;
+        }
+    }
+    let mut out = Vec::with_capacity(n);
+    for (i, a) in acc.into_iter().enumerate() {
+        let (path, label) = &paths[i];
+        let mut rep = finish(tracer, path, opts, a, before[i], t0)
+            .with_context(|| format!("finishing {label}"))?;
+        rep.driver = label.clone();
+        out.push(rep);
+    }
+    Ok(out)
+}
+
+fn one_round(
+    tracer: &mut Tracer,
+    path: &NetPath,
+    label: &str,
+    opts: &CompareOptions,
+    rr: &RrConfig,
+    traced_first: bool,
+    acc: &mut Acc,
+) -> Result<()> {
+    if traced_first {
+        acc.traced.push(traced(tracer, path, label, opts, rr)?);
+    }
+    if opts.untraced {
+        tracer.detach()?;
+        acc.untraced
+            .push(harness::run_rr(path, rr, &NoPhases).context("untraced run")?);
+    }
+    if !traced_first {
+        acc.traced.push(traced(tracer, path, label, opts, rr)?);
+    }
+    if let Some(b) = &opts.bulk {
+        acc.bulk
+            .push(harness::run_bulk(path, b).context("bulk run")?);
+    }
+    Ok(())
+}
+
+/// One traced request/response run on `path`, its report built at once (the tracer's maps are
+/// shared by every path).
+pub fn traced(
+    tracer: &mut Tracer,
+    path: &NetPath,
+    label: &str,
+    opts: &CompareOptions,
+    rr: &RrConfig,
+) -> Result<DriverReport> {
+    tracer.detach()?;
+    tracer.set_devices(&path.devices)?;
+    tracer.reset()?;
+    tracer.attach()?;
+    if opts.tc_counters {
+        crate::compare::attach_tc(tracer, path)?;
+    }
+    let costs_before = tracer.prog_costs();
+    let phases = tracer.tids.clone();
+    phases.set_relays(path.proxy_pid.into_iter().collect());
+    pin_relay(path, rr)?;
+    let res = harness::run_rr(path, rr, phases.as_ref()).context("traced run");
+    tracer.detach_tc();
+    tracer.detach()?;
+    let res = res?;
+    let snap = tracer.snapshot()?;
+    let samples = tracer.drain_samples();
+    let drops = tracer.drain_drops();
+    let mut rep = report::build(
+        label,
+        tracer.backend,
+        &tracer.missing,
+        &res,
+        None,
+        &snap,
+        &samples,
+        &drops,
+        &path.devices,
+        opts.keep_timelines,
+        &tracer.drop_reasons,
+    );
+    rep.function_probes = tracer.fn_probes.clone();
+    rep.uncounted = tracer.uncounted.clone();
+    rep.placement = Some(Placement::of(&samples));
+    rep.wait = rr.wait;
+    rep.busy_poll_napi = res.napi_ids;
+    if opts.tracer.prog_stats {
+        rep.prog_costs = crate::compare::costs(&costs_before, &tracer.prog_costs(), res.count);
+    }
+    Ok(rep)
+}
+
+/// The relay netpath started (docker-proxy) runs beside the server.
+fn pin_relay(path: &NetPath, rr: &RrConfig) -> Result<()> {
+    match path.proxy_pid {
+        Some(pid) => harness::runmode::pin_process(pid, rr.pin.server),
+        None => Ok(()),
+    }
+}
+
+fn hop_p50(r: &DriverReport, hop: &str, dir: &str) -> Option<f64> {
+    r.hops
+        .iter()
+        .find(|h| h.hop == hop && h.dir == dir)
+        .map(|h| h.p50_us)
+}
+
+fn round_rows(traced: &[DriverReport], untraced: &[RrResult]) -> Vec<RoundRow> {
+    let mut rows: Vec<RoundRow> = traced
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let w = hop_p50(t, "wakeup", "request");
+            let ow = t.one_way.get("request").map(|d| d.p50_us);
+            RoundRow {
+                round: i + 1,
+                untraced_p50_us: untraced.get(i).map(|u| u.percentile_ns(50.0) as f64 / 1000.0),
+                traced_p50_us: t.traced.p50_us,
+                wakeup_p50_us: w,
+                data_path_p50_us: ow.zip(w).map(|(o, w)| (o - w).max(0.0)),
+                mode_change: false,
+            }
+        })
+        .collect();
+    mark_mode_changes(&mut rows);
+    rows
+}
+
+/// Marks each round whose wakeup p50 differs from the median of the other rounds' by more
+/// than the median data path.
+pub fn mark_mode_changes(rows: &mut [RoundRow]) {
+    let data: Vec<f64> = rows.iter().filter_map(|r| r.data_path_p50_us).collect();
+    if rows.len() < 2 || data.is_empty() {
+        return;
+    }
+    let data = Spread::of(data).median;
+    for i in 0..rows.len() {
+        let Some(w) = rows[i].wakeup_p50_us else {
+            continue;
+        };
+        let others: Vec<f64> = rows
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .filter_map(|(_, r)| r.wakeup_p50_us)
+            .collect();
+        if !others.is_empty() && (w - Spread::of(others).median).abs() > data {
+            rows[i].mode_change = true;
+        }
+    }
+}
+
+/// One path's report: the hop tables of the traced round with the median traced p50, the
+/// untraced rounds, bulk, burst, the blocking run (default mode) and the machine's state.
+fn finish(
+    tracer: &mut Tracer,
+    path: &NetPath,
+    opts: &CompareOptions,
+    acc: Acc,
+    before: (harness::NetCounters, harness::NetCounters),
+    t0: CpuTimes,
+) -> Result<DriverReport> {
+    let rows = round_rows(&acc.traced, &acc.untraced);
+    let mut by_p50: Vec<usize> = (0..acc.traced.len()).collect();
+    by_p50.sort_by(|a, b| acc.traced[*a].traced.p50_us.total_cmp(&acc.traced[*b].traced.p50_us));
+    let pick = by_p50[by_p50.len() / 2];
+    let mut rep = acc.traced[pick].clone();
+    let rounds: Vec<RttSummary> = acc.untraced.iter().map(RttSummary::from_rr).collect();
+    if let Some(u) = acc.untraced.get(pick) {
+        let u = RttSummary::from_rr(u);
+        let pct = |a: f64, b: f64| if b > 0.0 { (a / b - 1.0) * 100.0 } else { 0.0 };
+        rep.probe_effect_mean_pct = Some(pct(rep.traced.mean_us, u.mean_us));
+        rep.probe_effect_p50_pct = Some(pct(rep.traced.p50_us, u.p50_us));
+        rep.untraced = Some(u);
+    }
+    rep.rr = report::RrRounds::of(&rounds);
+    rep.probe_effect_below_noise = rep
+        .rr
+        .as_ref()
+        .is_some_and(|rr| rep.traced.p50_us < rr.p50_us.min);
+    rep.rounds = rounds;
+    rep.round_detail = rows;
+    rep.bulk = crate::compare::bulk_rounds(&acc.bulk);
+    tracer.detach()?;
+    rep.burst = crate::compare::burst_phases(path, opts)?;
+    if opts.mode.block_line && opts.mode.wait != WaitMode::Block {
+        rep.block = Some(block_line(tracer, path, opts)?);
+    }
+    let after = (
+        harness::read_counters(&path.client_ns)?,
+        harness::read_counters(&path.server_ns)?,
+    );
+    rep.context = Some(crate::compare::run_context(path, before, after));
+    rep.cpus = opts.mode.cpus;
+    rep.machine = Some(MachineState::since(
+        t0,
+        opts.mode.wait,
+        opts.mode.cpus,
+        opts.mode.pin,
+    ));
+    Ok(rep)
+}
+
+/// The blocking run, untraced then traced, on the same placement.
+fn block_line(tracer: &mut Tracer, path: &NetPath, opts: &CompareOptions) -> Result<BlockLine> {
+    let rr = RrConfig {
+        wait: WaitMode::Block,
+        pin: opts.mode.pin,
+        ..opts.rr.clone()
+    };
+    tracer.detach()?;
+    let u = harness::run_rr(path, &rr, &NoPhases).context("untraced blocking run")?;
+    let quiet = CompareOptions {
+        keep_timelines: 0,
+        tc_counters: false,
+        ..opts.clone()
+    };
+    let t = traced(tracer, path, "block", &quiet, &rr).context("traced blocking run")?;
+    let share = t
+        .hops
+        .iter()
+        .find(|h| h.hop == "wakeup" && h.dir == "request")
+        .map(|h| h.share_pct);
+    Ok(BlockLine {
+        untraced: RttSummary::from_rr(&u),
+        traced: t.traced.clone(),
+        wakeup_request_p50_us: hop_p50(&t, "wakeup", "request"),
+        wakeup_response_p50_us: hop_p50(&t, "wakeup", "response"),
+        wakeup_request_share_pct: share,
+        placement: t.placement.clone().unwrap_or_default(),
+    })
+}
+
+/// `a/b` untraced p50 per round where both were measured.
+pub fn ratio(reports: &[DriverReport], a: &str, b: &str) -> Option<RoundRatio> {
+    let find = |d: &str| reports.iter().find(|r| r.driver == d);
+    let (ra, rb) = (find(a)?, find(b)?);
+    let per_round: Vec<f64> = ra
+        .round_detail
+        .iter()
+        .zip(&rb.round_detail)
+        .filter_map(|(x, y)| {
+            let (x, y) = (x.untraced_p50_us?, y.untraced_p50_us?);
+            (y > 0.0).then(|| x / y)
+        })
+        .collect();
+    if per_round.is_empty() {
+        return None;
+    }
+    let mode_change = ra
+        .round_detail
+        .iter()
+        .chain(&rb.round_detail)
+        .any(|r| r.mode_change);
+    Some(RoundRatio {
+        name: format!("{a}/{b} p50"),
+        spread: Spread::of(per_round.clone()),
+        per_round,
+        mode_change,
+    })
+}
+
+/// Ratios between neighbours in the order measured.
+pub fn neighbour_ratios(reports: &[DriverReport]) -> Vec<RoundRatio> {
+    reports
+        .windows(2)
+        .filter_map(|w| ratio(reports, &w[1].driver, &w[0].driver))
+        .collect()
+}
+
+/// The lines `report::print` adds for run mode, placement, machine, rounds and the block run.
+pub fn print_mode(r: &DriverReport) {
+    let napi = match r.busy_poll_napi {
+        Some((0, _)) | Some((_, 0)) => {
+            "  (busy-poll: a receiving device has no NAPI, SO_INCOMING_NAPI_ID 0: those receives block)"
+        }
+        _ => "",
+    };
+    println!("   wait {}, cpus {}{napi}", r.wait.name(), r.cpus);
+    if let Some(p) = &r.placement {
+        println!("   {}", p.line());
+    }
+    if let Some(m) = &r.machine {
+        println!("   {}", m.line());
+    }
+    for row in r.round_detail.iter().filter(|x| x.mode_change) {
+        println!(
+            "   round {}: wakeup p50 {:.1} µs differs from the other rounds' by more than the data path ({:.1} µs): a mode change of the machine",
+            row.round,
+            row.wakeup_p50_us.unwrap_or(0.0),
+            row.data_path_p50_us.unwrap_or(0.0)
+        );
+    }
+    if let Some(b) = &r.block {
+        println!(
+            "   RTT block (what an application sees): untraced p50 {:.1} µs, traced p50 {:.1} µs; wakeup hop p50 request {:.1} µs ({:.0}% of its one-way), response {:.1} µs; {}",
+            b.untraced.p50_us,
+            b.traced.p50_us,
+            b.wakeup_request_p50_us.unwrap_or(0.0),
+            b.wakeup_request_share_pct.unwrap_or(0.0),
+            b.wakeup_response_p50_us.unwrap_or(0.0),
+            b.placement.line()
+        );
+    }
+}
+
+/// The per-round ratio lines of the summary.
+pub fn print_ratios(reports: &[DriverReport]) {
+    for c in neighbour_ratios(reports) {
+        let rounds: Vec<String> = c.per_round.iter().map(|x| format!("{x:.2}")).collect();
+        println!(
+            "   {:<28} {:>6.2}× median, spread {:.2}–{:.2} over rounds [{}]{}",
+            c.name,
+            c.spread.median,
+            c.spread.min,
+            c.spread.max,
+            rounds.join(" "),
+            if c.mode_change {
+                "  (a round was a mode change of the machine)"
+            } else {
+                ""
+            }
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(w: f64, d: f64) -> RoundRow {
+        RoundRow {
+            round: 0,
+            untraced_p50_us: None,
+            traced_p50_us: 0.0,
+            wakeup_p50_us: Some(w),
+            data_path_p50_us: Some(d),
+            mode_change: false,
+        }
+    }
+
+    #[test]
+    fn a_wakeup_jump_larger_than_the_data_path_is_a_mode_change() {
+        let mut rows = vec![row(3.0, 10.0), row(4.0, 10.0), row(26.0, 11.0)];
+        mark_mode_changes(&mut rows);
+        let marked: Vec<bool> = rows.iter().map(|r| r.mode_change).collect();
+        assert_eq!(marked, vec![false, false, true]);
+        let mut rows = vec![row(3.0, 10.0), row(9.0, 10.0)];
+        mark_mode_changes(&mut rows);
+        assert!(rows.iter().all(|r| !r.mode_change));
+    }
+}

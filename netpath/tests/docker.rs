@@ -794,6 +794,7 @@ fn traced_run_on_a_docker_bridge() {
         bulk: None,
         burst: None,
         underlay: None,
+        mode: Default::default(),
     };
     let mut tracer = Tracer::load(backend, &o.tracer).expect("load programs");
     let r = compare::measure(&mut tracer, &dl.path, &o).unwrap();
@@ -900,6 +901,7 @@ fn traced_egress(dl: &DockerLab, hops: [&str; 2]) {
         bulk: None,
         burst: None,
         underlay: None,
+        mode: Default::default(),
     };
     let mut tracer = Tracer::load(backend, &o.tracer).expect("load programs");
     let r = compare::measure(&mut tracer, &dl.path, &o).unwrap();

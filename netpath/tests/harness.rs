@@ -48,6 +48,7 @@ fn burst_cfg(rate: f64, duration: Duration) -> BurstConfig {
         resp_size: 1024,
         timeout: Duration::from_secs(20),
         spin: netpath::harness::burst::DEFAULT_SPIN,
+        ..Default::default()
     }
 }
 

@@ -59,6 +59,7 @@ fn run(driver: Driver) -> DriverReport {
         bulk: None,
         burst: None,
         underlay: None,
+        mode: Default::default(),
     };
     let mut tracer = Tracer::load(backend, &opts.tracer).expect("load programs");
     compare::run_driver(&mut tracer, driver, &opts).expect("run")
@@ -437,6 +438,7 @@ fn a_dropped_packet_is_reported_with_reason_and_hop() {
         bulk: None,
         burst: None,
         underlay: None,
+        mode: Default::default(),
     };
     let mut tracer = Tracer::load(backend, &opts.tracer).unwrap();
     let r = compare::measure(&mut tracer, &lab, &opts);

@@ -114,6 +114,7 @@ fn traced(driver: Driver, underlay: Option<WireDelay>) -> DriverReport {
         bulk: None,
         burst: None,
         underlay,
+        mode: Default::default(),
     };
     let mut tracer = Tracer::load(backend, &opts.tracer).expect("load programs");
     compare::run_driver(&mut tracer, driver, &opts).expect("run")

@@ -29,6 +29,7 @@ pub fn small_rr() -> RrConfig {
         req_size: 1024,
         resp_size: 1024,
         timeout: Duration::from_secs(20),
+        ..Default::default()
     }
 }
 

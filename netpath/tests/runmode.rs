@@ -1,0 +1,231 @@
+//! Privileged tests of `--wait` and `--cpus`: where the threads and the softirq ran (from the
+//! programs' CPU field), every wait mode on every lab driver with the hops and journeys of the
+//! blocking mode, and what the JSON and the errors say. Behaviour only, no timing. Run as root.
+use std::{collections::BTreeSet, process::Command, sync::Mutex};
+
+use netpath::{
+    backend::{self, BackendChoice},
+    compare::{self, CompareOptions},
+    doctor,
+    driver::Driver,
+    harness::{Cpus, RrConfig, WaitMode, runmode::RunMode},
+    lab,
+    report::DriverReport,
+    tracer::{Tracer, TracerOptions},
+};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "these tests load eBPF programs and build network namespaces: run them as root"
+    );
+    g
+}
+
+const N: u64 = 300;
+
+fn opts(driver: Driver, wait: WaitMode, cpus: Cpus) -> CompareOptions {
+    CompareOptions {
+        drivers: vec![driver],
+        rr: RrConfig {
+            requests: N,
+            warmup: 50,
+            ..RrConfig::default()
+        },
+        untraced: false,
+        tracer: TracerOptions {
+            sample_every: 1,
+            ..TracerOptions::default()
+        },
+        print: false,
+        tc_counters: false,
+        keep_timelines: 0,
+        rounds: 1,
+        bulk: None,
+        burst: None,
+        underlay: None,
+        mode: RunMode {
+            wait,
+            block_line: false,
+            cpus,
+            pin: cpus.resolve().expect("placement"),
+        },
+    }
+}
+
+fn tracer() -> Tracer {
+    let caps = doctor::probe().expect("doctor");
+    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend");
+    Tracer::load(backend, &TracerOptions::default()).expect("load programs")
+}
+
+fn run(t: &mut Tracer, driver: Driver, wait: WaitMode, cpus: Cpus) -> DriverReport {
+    let o = opts(driver, wait, cpus);
+    let before = lab::list_netpath_netns().unwrap();
+    let r = compare::run_driver(t, driver, &o)
+        .unwrap_or_else(|e| panic!("{driver} --wait {}: {e:#}", wait.name()));
+    let left: Vec<String> = lab::list_netpath_netns()
+        .unwrap()
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    r
+}
+
+fn cpus_of(m: &std::collections::BTreeMap<u16, u64>) -> BTreeSet<u16> {
+    m.keys().copied().collect()
+}
+
+#[test]
+fn cpus_same_puts_client_server_and_softirq_on_one_cpu() {
+    let _g = serial();
+    let mut t = tracer();
+    for wait in [WaitMode::Block, WaitMode::Spin] {
+        let r = run(&mut t, Driver::Bridge, wait, Cpus::Same);
+        let p = r.placement.as_ref().expect("placement");
+        assert!(p.samples > 0, "{p:?}");
+        let one = cpus_of(&p.client);
+        assert_eq!(one.len(), 1, "{wait:?}: {p:?}");
+        assert_eq!(cpus_of(&p.server), one, "{wait:?}: {p:?}");
+        assert_eq!(cpus_of(&p.softirq), one, "{wait:?}: {p:?}");
+        assert_eq!(p.cross_cpu_wakeups, 0, "{wait:?}: {p:?}");
+    }
+}
+
+#[test]
+fn cpus_split_puts_client_and_server_on_two() {
+    let _g = serial();
+    if netpath::harness::runmode::allowed_cpus().unwrap().len() < 2 {
+        eprintln!("skipped: this process may use one CPU only, split needs two");
+        return;
+    }
+    let mut t = tracer();
+    for wait in [WaitMode::Block, WaitMode::Spin] {
+        let r = run(&mut t, Driver::Bridge, wait, Cpus::Split);
+        let p = r.placement.as_ref().expect("placement");
+        let (c, s) = (cpus_of(&p.client), cpus_of(&p.server));
+        assert_eq!(c.len(), 1, "{wait:?}: {p:?}");
+        assert_eq!(s.len(), 1, "{wait:?}: {p:?}");
+        assert_ne!(c, s, "{wait:?}: {p:?}");
+    }
+}
+
+/// Journeys completed, and the losses the kernel counted: together they cover every journey.
+fn assert_matched(r: &DriverReport, what: &str) {
+    let completed = r.lost["completed"];
+    let missing = 2 * N - completed.min(2 * N);
+    let counted = r.lost["consumed_early"]
+        + r.lost["stale"]
+        + r.lost["reused"]
+        + r.lost["dropped"]
+        + r.lost["relay_unmatched"]
+        + r.lost["probe_misses"];
+    assert!(missing <= counted, "{what}: {missing} missing, uncounted: {:?}", r.lost);
+    assert!(completed * 100 >= 2 * N * 99, "{what}: more than 1% unmatched: {:?}", r.lost);
+    assert_eq!(r.lost["recv_unmatched"], 0, "{what}: {:?}", r.lost);
+}
+
+fn hop_set(r: &DriverReport) -> BTreeSet<(&'static str, &'static str)> {
+    r.hops.iter().map(|h| (h.dir, h.hop)).collect()
+}
+
+#[test]
+fn every_wait_mode_on_every_lab_driver_keeps_the_hops_and_journeys() {
+    let _g = serial();
+    let mut t = tracer();
+    for d in Driver::ALL {
+        let block = run(&mut t, d, WaitMode::Block, Cpus::Auto);
+        assert_matched(&block, &format!("{d} block"));
+        for wait in [WaitMode::Spin, WaitMode::BusyPoll] {
+            let r = run(&mut t, d, wait, Cpus::Auto);
+            let what = format!("{d} --wait {}", wait.name());
+            assert_eq!(r.wait, wait, "{what}");
+            assert_eq!(r.traced.count, N, "{what}");
+            assert_matched(&r, &what);
+            assert_eq!(hop_set(&r), hop_set(&block), "{what}: hops differ from block");
+        }
+    }
+}
+
+fn netpath(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args(args)
+        .output()
+        .expect("run netpath")
+}
+
+#[test]
+fn json_carries_wait_mode_placement_and_machine_state() {
+    let _g = serial();
+    let out = netpath(&[
+        "compare", "-d", "host", "--rounds", "2", "-n", "200", "--bulk-secs", "0", "--burst",
+        "0", "--wait", "busy-poll", "--cpus", "same", "--json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let d = &v["drivers"][0];
+    assert_eq!(d["wait"], "busy-poll");
+    assert_eq!(d["cpus"], "same");
+    let m = &d["machine"];
+    for k in ["cpuidle_driver", "cpuidle_governor", "deepest_idle_state", "loadavg"] {
+        assert!(m[k].is_string(), "{k}: {m}");
+    }
+    for k in ["steal_pct", "busy_pct"] {
+        assert!(m[k].is_number(), "{k}: {m}");
+    }
+    assert!(m["cmdline"].is_array(), "{m}");
+    assert_eq!(m["wait"], "busy-poll");
+    assert_eq!(m["pin"]["client"], m["pin"]["server"], "{m}");
+    let p = &d["placement"];
+    assert!(p["client"].is_object() && p["softirq"].is_object(), "{p}");
+    assert!(p["cross_cpu_wakeups"].is_number(), "{p}");
+    assert_eq!(d["round_detail"].as_array().map(|a| a.len()), Some(2));
+    // The default mode adds the blocking line; busy-poll asked explicitly does not.
+    assert!(d["block"].is_null());
+}
+
+#[test]
+fn default_mode_is_spin_split_with_a_block_line() {
+    let _g = serial();
+    if netpath::harness::runmode::allowed_cpus().unwrap().len() < 2 {
+        eprintln!("skipped: the default split placement needs two CPUs");
+        return;
+    }
+    let out = netpath(&[
+        "compare", "-d", "host", "--rounds", "1", "-n", "200", "--bulk-secs", "0", "--burst",
+        "0", "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let d = &v["drivers"][0];
+    assert_eq!(d["wait"], "spin");
+    assert_eq!(d["cpus"], "split");
+    assert_eq!(d["block"]["traced"]["count"], 200);
+    assert!(d["block"]["wakeup_request_p50_us"].is_number(), "{}", d["block"]);
+}
+
+#[test]
+fn bad_values_get_one_clear_line() {
+    let _g = serial();
+    let before = lab::list_netpath_netns().unwrap();
+    let n = netpath::harness::runmode::allowed_cpus().unwrap().len();
+    let missing = (n + 5).to_string();
+    let out = netpath(&["compare", "-d", "bridge", "--cpus", &missing]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains(&format!("CPU {missing}")), "{err}");
+    for (flag, value) in [("--wait", "sleep"), ("--cpus", "half")] {
+        let out = netpath(&["compare", "-d", "bridge", flag, value]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flag} {value}");
+        let first = err.lines().next().unwrap_or_default();
+        assert!(first.contains(value) && first.contains(flag), "{err}");
+    }
+    assert_eq!(lab::list_netpath_netns().unwrap(), before);
+}

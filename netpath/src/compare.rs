@@ -86,7 +86,10 @@ pub(crate) fn bulk_rounds(bulk: &[harness::BulkResult]) -> Option<report::BulkRo
 }
 
 /// The open-loop phases, untraced, in the run's wait mode and placement.
-pub(crate) fn burst_phases(lab: &NetPath, opts: &CompareOptions) -> Result<Vec<report::BurstPhase>> {
+pub(crate) fn burst_phases(
+    lab: &NetPath,
+    opts: &CompareOptions,
+) -> Result<Vec<report::BurstPhase>> {
     let Some((cfg, mult)) = &opts.burst else {
         return Ok(Vec::new());
     };

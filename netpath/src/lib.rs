@@ -18,6 +18,7 @@ pub mod path;
 pub mod proxy;
 pub mod report;
 pub mod rounds;
+pub mod stability;
 pub mod trace;
 pub mod tracer;
 

@@ -95,9 +95,16 @@ pub fn idle_words(cmdline: &str) -> Vec<String> {
     cmdline
         .split_whitespace()
         .filter(|w| {
-            ["idle=", "nohz", "isolcpus=", "intel_idle.", "processor.max_cstate", "cpuidle."]
-                .iter()
-                .any(|p| w.starts_with(p))
+            [
+                "idle=",
+                "nohz",
+                "isolcpus=",
+                "intel_idle.",
+                "processor.max_cstate",
+                "cpuidle.",
+            ]
+            .iter()
+            .any(|p| w.starts_with(p))
         })
         .map(String::from)
         .collect()

@@ -164,6 +164,10 @@ enum Cmd {
         /// Drivers, comma-separated (default: bridge,host).
         #[arg(long, short = 'd', value_delimiter = ',')]
         driver: Vec<Driver>,
+        /// Instead: the stability section, five `compare -d host,bridge,overlay --rounds 3`
+        /// runs alternating an idle machine and a busy loop on one CPU, and their ratios.
+        #[arg(long)]
+        stability: bool,
         #[arg(long)]
         json: bool,
     },
@@ -383,9 +387,19 @@ fn run(cli: Cli) -> Result<()> {
             secs,
             requests,
             driver,
+            stability,
             json,
         } => {
             lab::install_signal_cleanup();
+            if stability {
+                let r = netpath::stability::run(requests.min(10_000), !json)?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&r)?);
+                } else {
+                    netpath::stability::print(&r);
+                }
+                return Ok(());
+            }
             let mut opts = netpath::bench::BenchOptions {
                 rounds,
                 secs,

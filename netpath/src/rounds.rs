@@ -215,7 +215,9 @@ fn round_rows(traced: &[DriverReport], untraced: &[RrResult]) -> Vec<RoundRow> {
             let ow = t.one_way.get("request").map(|d| d.p50_us);
             RoundRow {
                 round: i + 1,
-                untraced_p50_us: untraced.get(i).map(|u| u.percentile_ns(50.0) as f64 / 1000.0),
+                untraced_p50_us: untraced
+                    .get(i)
+                    .map(|u| u.percentile_ns(50.0) as f64 / 1000.0),
                 traced_p50_us: t.traced.p50_us,
                 wakeup_p50_us: w,
                 data_path_p50_us: ow.zip(w).map(|(o, w)| (o - w).max(0.0)),
@@ -263,7 +265,12 @@ fn finish(
 ) -> Result<DriverReport> {
     let rows = round_rows(&acc.traced, &acc.untraced);
     let mut by_p50: Vec<usize> = (0..acc.traced.len()).collect();
-    by_p50.sort_by(|a, b| acc.traced[*a].traced.p50_us.total_cmp(&acc.traced[*b].traced.p50_us));
+    by_p50.sort_by(|a, b| {
+        acc.traced[*a]
+            .traced
+            .p50_us
+            .total_cmp(&acc.traced[*b].traced.p50_us)
+    });
     let pick = by_p50[by_p50.len() / 2];
     let mut rep = acc.traced[pick].clone();
     let rounds: Vec<RttSummary> = acc.untraced.iter().map(RttSummary::from_rr).collect();

@@ -124,8 +124,16 @@ fn assert_matched(r: &DriverReport, what: &str) {
         + r.lost["dropped"]
         + r.lost["relay_unmatched"]
         + r.lost["probe_misses"];
-    assert!(missing <= counted, "{what}: {missing} missing, uncounted: {:?}", r.lost);
-    assert!(completed * 100 >= 2 * N * 99, "{what}: more than 1% unmatched: {:?}", r.lost);
+    assert!(
+        missing <= counted,
+        "{what}: {missing} missing, uncounted: {:?}",
+        r.lost
+    );
+    assert!(
+        completed * 100 >= 2 * N * 99,
+        "{what}: more than 1% unmatched: {:?}",
+        r.lost
+    );
     assert_eq!(r.lost["recv_unmatched"], 0, "{what}: {:?}", r.lost);
 }
 
@@ -146,7 +154,11 @@ fn every_wait_mode_on_every_lab_driver_keeps_the_hops_and_journeys() {
             assert_eq!(r.wait, wait, "{what}");
             assert_eq!(r.traced.count, N, "{what}");
             assert_matched(&r, &what);
-            assert_eq!(hop_set(&r), hop_set(&block), "{what}: hops differ from block");
+            assert_eq!(
+                hop_set(&r),
+                hop_set(&block),
+                "{what}: hops differ from block"
+            );
         }
     }
 }
@@ -162,8 +174,22 @@ fn netpath(args: &[&str]) -> std::process::Output {
 fn json_carries_wait_mode_placement_and_machine_state() {
     let _g = serial();
     let out = netpath(&[
-        "compare", "-d", "host", "--rounds", "2", "-n", "200", "--bulk-secs", "0", "--burst",
-        "0", "--wait", "busy-poll", "--cpus", "same", "--json",
+        "compare",
+        "-d",
+        "host",
+        "--rounds",
+        "2",
+        "-n",
+        "200",
+        "--bulk-secs",
+        "0",
+        "--burst",
+        "0",
+        "--wait",
+        "busy-poll",
+        "--cpus",
+        "same",
+        "--json",
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
@@ -172,7 +198,12 @@ fn json_carries_wait_mode_placement_and_machine_state() {
     assert_eq!(d["wait"], "busy-poll");
     assert_eq!(d["cpus"], "same");
     let m = &d["machine"];
-    for k in ["cpuidle_driver", "cpuidle_governor", "deepest_idle_state", "loadavg"] {
+    for k in [
+        "cpuidle_driver",
+        "cpuidle_governor",
+        "deepest_idle_state",
+        "loadavg",
+    ] {
         assert!(m[k].is_string(), "{k}: {m}");
     }
     for k in ["steal_pct", "busy_pct"] {
@@ -197,16 +228,34 @@ fn default_mode_is_spin_split_with_a_block_line() {
         return;
     }
     let out = netpath(&[
-        "compare", "-d", "host", "--rounds", "1", "-n", "200", "--bulk-secs", "0", "--burst",
-        "0", "--json",
+        "compare",
+        "-d",
+        "host",
+        "--rounds",
+        "1",
+        "-n",
+        "200",
+        "--bulk-secs",
+        "0",
+        "--burst",
+        "0",
+        "--json",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let d = &v["drivers"][0];
     assert_eq!(d["wait"], "spin");
     assert_eq!(d["cpus"], "split");
     assert_eq!(d["block"]["traced"]["count"], 200);
-    assert!(d["block"]["wakeup_request_p50_us"].is_number(), "{}", d["block"]);
+    assert!(
+        d["block"]["wakeup_request_p50_us"].is_number(),
+        "{}",
+        d["block"]
+    );
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! `cargo xtask bench [netpath bench args]`: setup, release build, then `netpath bench`.
+//! `cargo xtask bench [netpath bench args]`: setup, release build, then `netpath bench` and its
+//! stability section (`netpath bench --stability`).
 //!
 //! The bench measures netpath's own cost as ratios (harness vs sockperf and iperf3, traced vs
 //! untraced, kernel ns per round trip, memory) on this machine. Timing never belongs in
@@ -16,9 +17,27 @@ pub struct BenchArgs {
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
-    run::run(&run::RunArgs {
+    // The stability section (`netpath bench --stability`) follows, unless it was the one asked.
+    if args.args.iter().any(|a| a == "--stability") {
+        return run::run(&run::RunArgs {
+            args: netpath_args(args),
+        });
+    }
+    run::run_and_wait(&run::RunArgs {
         args: netpath_args(args),
+    })?;
+    run::run(&run::RunArgs {
+        args: stability_args(args),
     })
+}
+
+/// `bench --stability`, keeping `--json` if the bench had it.
+fn stability_args(args: &BenchArgs) -> Vec<String> {
+    let mut v = vec!["bench".to_string(), "--stability".to_string()];
+    if args.args.iter().any(|a| a == "--json") {
+        v.push("--json".into());
+    }
+    v
 }
 
 fn netpath_args(args: &BenchArgs) -> Vec<String> {
@@ -46,5 +65,6 @@ mod tests {
             panic!("not bench")
         };
         assert_eq!(super::netpath_args(&args), ["bench"]);
+        assert_eq!(super::stability_args(&args), ["bench", "--stability"]);
     }
 }

@@ -15,6 +15,28 @@ pub struct RunArgs {
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
+    let mut netpath = prepare(args)?;
+    // exec: netpath gets the terminal and signals directly and cleans up after itself.
+    let err = netpath.exec();
+    Err(err).with_context(|| format!("cannot run {}", cmd::display(&netpath)))
+}
+
+/// Like [`run`], but as a child that is waited for (a step followed by others).
+pub fn run_and_wait(args: &RunArgs) -> anyhow::Result<()> {
+    let mut netpath = prepare(args)?;
+    let status = netpath
+        .status()
+        .with_context(|| format!("cannot run {}", cmd::display(&netpath)))?;
+    anyhow::ensure!(
+        status.success(),
+        "{} failed: {status}",
+        cmd::display(&netpath)
+    );
+    Ok(())
+}
+
+/// Setup, release build, and the netpath command line to run.
+fn prepare(args: &RunArgs) -> anyhow::Result<Command> {
     setup::run(&setup::SetupArgs::default())?;
     let root = workspace_root();
     cmd::run(
@@ -31,7 +53,5 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let mut netpath = Command::new(target_dir.join("release/netpath"));
     netpath.args(&args.args);
     println!("$ {}", cmd::display(&netpath));
-    // exec: netpath gets the terminal and signals directly and cleans up after itself.
-    let err = netpath.exec();
-    Err(err).with_context(|| format!("cannot run {}", cmd::display(&netpath)))
+    Ok(netpath)
 }

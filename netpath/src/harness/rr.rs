@@ -235,7 +235,10 @@ fn serve(
     let mut served = 0u64;
     loop {
         if served == cfg.warmup.max(1) && cfg.wait == WaitMode::BusyPoll {
-            napi.store(incoming_napi_id(&conn), std::sync::atomic::Ordering::Relaxed);
+            napi.store(
+                incoming_napi_id(&conn),
+                std::sync::atomic::Ordering::Relaxed,
+            );
         }
         served += 1;
         match rx.read_exact(&mut conn, &mut req) {

@@ -138,7 +138,9 @@ impl RunModeArgs {
 /// The CPUs this process may run on.
 pub fn allowed_cpus() -> Result<Vec<usize>> {
     let set = sched_getaffinity(Pid::from_raw(0)).context("sched_getaffinity")?;
-    Ok((0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect())
+    Ok((0..CpuSet::count())
+        .filter(|&c| set.is_set(c).unwrap_or(false))
+        .collect())
 }
 
 /// A placement resolved against this machine: the client's and the server's CPU, or none.
@@ -186,7 +188,8 @@ pub fn pin_current(cpu: Option<usize>) -> Result<()> {
     let Some(cpu) = cpu else { return Ok(()) };
     let mut set = CpuSet::new();
     set.set(cpu).with_context(|| format!("CPU {cpu}"))?;
-    sched_setaffinity(Pid::from_raw(0), &set).with_context(|| format!("pinning a thread to CPU {cpu}"))
+    sched_setaffinity(Pid::from_raw(0), &set)
+        .with_context(|| format!("pinning a thread to CPU {cpu}"))
 }
 
 /// Pins every thread of process `pid` (a relay netpath started) to `cpu`, or lets it run on
@@ -202,7 +205,10 @@ pub fn pin_process(pid: u32, cpu: Option<usize>) -> Result<()> {
     }
     let dir = format!("/proc/{pid}/task");
     for e in std::fs::read_dir(&dir).with_context(|| format!("listing {dir}"))? {
-        let Some(tid) = e.ok().and_then(|e| e.file_name().to_str()?.parse::<i32>().ok()) else {
+        let Some(tid) = e
+            .ok()
+            .and_then(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        else {
             continue;
         };
         let _ = sched_setaffinity(Pid::from_raw(tid), &set);
@@ -239,7 +245,9 @@ impl Receiver {
     pub fn prepare(&self, conn: &TcpStream) -> Result<()> {
         match self.wait {
             WaitMode::Block => Ok(()),
-            WaitMode::Spin => conn.set_nonblocking(true).context("making the socket non-blocking"),
+            WaitMode::Spin => conn
+                .set_nonblocking(true)
+                .context("making the socket non-blocking"),
             WaitMode::BusyPoll => set_busy_poll(conn, BUSY_POLL_US),
         }
     }
@@ -322,7 +330,8 @@ fn set_busy_poll(conn: &TcpStream, us: i32) -> Result<()> {
         )
     };
     if r != 0 {
-        return Err(std::io::Error::last_os_error()).context("setting SO_BUSY_POLL on a harness socket");
+        return Err(std::io::Error::last_os_error())
+            .context("setting SO_BUSY_POLL on a harness socket");
     }
     Ok(())
 }
@@ -356,7 +365,11 @@ mod tests {
         assert_eq!("auto".parse::<Cpus>(), Ok(Cpus::Auto));
         assert_eq!("0,1".parse::<Cpus>(), Ok(Cpus::Pair(0, 1)));
         assert_eq!("7".parse::<Cpus>(), Ok(Cpus::One(7)));
-        assert!("x".parse::<Cpus>().unwrap_err().contains("same, split, auto, N or N,M"));
+        assert!(
+            "x".parse::<Cpus>()
+                .unwrap_err()
+                .contains("same, split, auto, N or N,M")
+        );
         assert!("a,b".parse::<Cpus>().is_err());
         assert_eq!(Cpus::Pair(1, 0).to_string(), "1,0");
     }

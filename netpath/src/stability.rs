@@ -1,0 +1,202 @@
+//! `netpath bench --stability`: do `compare`'s ratios hold still when the machine changes?
+//!
+//! Five `compare -d host,bridge,overlay --rounds 3` runs (default mode: spin, split), the
+//! machine alternating between idle and one busy loop pinned to one CPU, and per run the
+//! bridge/host and overlay/bridge p50 ratios (per-round medians). The goal is that the five
+//! agree within ±5%; a tool whose ratios move with the machine describes the machine.
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::{
+    backend::{self, BackendChoice},
+    compare::{self, CompareOptions},
+    doctor,
+    driver::Driver,
+    harness::{self, RrConfig, runmode::RunMode},
+    machine::MachineState,
+    tracer::TracerOptions,
+};
+
+/// One `compare` run of the section.
+#[derive(Clone, Debug, Serialize)]
+pub struct StabilityRun {
+    /// "idle" or "busy loop on CPU N".
+    pub load: String,
+    pub bridge_host_p50: Option<f64>,
+    pub overlay_bridge_p50: Option<f64>,
+    /// Untraced p50 medians, µs.
+    pub host_p50_us: f64,
+    pub bridge_p50_us: f64,
+    pub overlay_p50_us: f64,
+    pub machine: Option<MachineState>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StabilityReport {
+    pub runs: Vec<StabilityRun>,
+    /// (max − min) / median of each ratio over the runs, %: the goal is at most 10 (±5%).
+    pub bridge_host_range_pct: f64,
+    pub overlay_bridge_range_pct: f64,
+}
+
+/// Number of `compare` runs.
+pub const RUNS: usize = 5;
+
+/// A thread spinning on `cpu` until dropped: the "busy" machine state.
+struct BusyLoop {
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl BusyLoop {
+    fn start(cpu: usize) -> Result<BusyLoop> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("np-busy".into())
+            .spawn(move || {
+                let _ = harness::runmode::pin_current(Some(cpu));
+                while !flag.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })?;
+        Ok(BusyLoop {
+            stop,
+            handle: Some(handle),
+        })
+    }
+}
+
+impl Drop for BusyLoop {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn options(mode: RunMode, requests: u64) -> CompareOptions {
+    CompareOptions {
+        drivers: vec![Driver::Host, Driver::Bridge, Driver::Overlay],
+        rr: RrConfig {
+            requests,
+            ..RrConfig::default()
+        },
+        untraced: true,
+        tracer: TracerOptions::default(),
+        print: false,
+        tc_counters: false,
+        keep_timelines: 0,
+        rounds: 3,
+        bulk: None,
+        burst: None,
+        underlay: None,
+        mode,
+    }
+}
+
+fn range_pct(v: &[f64]) -> f64 {
+    let s = crate::report::Spread::of(v.to_vec());
+    100.0 * s.rel()
+}
+
+/// Runs the section; `progress` gets a line per run.
+pub fn run(requests: u64, progress: bool) -> Result<StabilityReport> {
+    let mode = RunMode {
+        wait: harness::WaitMode::Spin,
+        block_line: false,
+        cpus: harness::Cpus::Split,
+        pin: harness::Cpus::Split.resolve()?,
+    };
+    let caps = doctor::probe()?;
+    let backend = backend::select(BackendChoice::Auto, &caps)?;
+    let busy_cpu = *harness::runmode::allowed_cpus()?
+        .last()
+        .ok_or_else(|| anyhow::anyhow!("no CPU to run on"))?;
+    let opts = options(mode, requests);
+    let mut runs = Vec::new();
+    for i in 0..RUNS {
+        let busy = (i % 2 == 1)
+            .then(|| BusyLoop::start(busy_cpu))
+            .transpose()?;
+        let load = match &busy {
+            Some(_) => format!("busy loop on CPU {busy_cpu}"),
+            None => "idle".to_string(),
+        };
+        if progress {
+            eprintln!("stability: run {}/{RUNS} ({load})", i + 1);
+        }
+        let reports = compare::run(backend, &opts)?;
+        drop(busy);
+        let ratio =
+            |a: &str, b: &str| crate::rounds::ratio(&reports, a, b).map(|r| r.spread.median);
+        let p50 = |d: &str| {
+            reports
+                .iter()
+                .find(|r| r.driver == d)
+                .and_then(|r| r.rr.as_ref())
+                .map_or(0.0, |x| x.p50_us.median)
+        };
+        runs.push(StabilityRun {
+            load,
+            bridge_host_p50: ratio("bridge", "host"),
+            overlay_bridge_p50: ratio("overlay", "bridge"),
+            host_p50_us: p50("host"),
+            bridge_p50_us: p50("bridge"),
+            overlay_p50_us: p50("overlay"),
+            machine: reports.last().and_then(|r| r.machine.clone()),
+        });
+    }
+    let col = |f: fn(&StabilityRun) -> Option<f64>| runs.iter().filter_map(f).collect::<Vec<_>>();
+    Ok(StabilityReport {
+        bridge_host_range_pct: range_pct(&col(|r| r.bridge_host_p50)),
+        overlay_bridge_range_pct: range_pct(&col(|r| r.overlay_bridge_p50)),
+        runs,
+    })
+}
+
+pub fn print(r: &StabilityReport) {
+    println!(
+        "== stability: {RUNS} × compare -d host,bridge,overlay --rounds 3 (wait spin, cpus split)"
+    );
+    println!(
+        "   {:<3} {:<20} {:>12} {:>15} {:>8} {:>9} {:>10}  machine",
+        "run", "load", "bridge/host", "overlay/bridge", "host µs", "bridge µs", "overlay µs"
+    );
+    let x = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}×"));
+    for (i, run) in r.runs.iter().enumerate() {
+        let m = run
+            .machine
+            .as_ref()
+            .map(|m| {
+                format!(
+                    "busy {:.0}%, steal {:.1}%, load {}",
+                    m.busy_pct, m.steal_pct, m.loadavg
+                )
+            })
+            .unwrap_or_default();
+        println!(
+            "   {:<3} {:<20} {:>12} {:>15} {:>8.1} {:>9.1} {:>10.1}  {m}",
+            i + 1,
+            run.load,
+            x(run.bridge_host_p50),
+            x(run.overlay_bridge_p50),
+            run.host_p50_us,
+            run.bridge_p50_us,
+            run.overlay_p50_us
+        );
+    }
+    println!(
+        "   range over the runs (max − min over median): bridge/host {:.1}%, overlay/bridge {:.1}% (goal: ≤ 10%, i.e. ±5%)",
+        r.bridge_host_range_pct, r.overlay_bridge_range_pct
+    );
+    if let Some(m) = r.runs.first().and_then(|x| x.machine.as_ref()) {
+        println!("   {}", m.line());
+    }
+}

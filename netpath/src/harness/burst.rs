@@ -196,7 +196,7 @@ pub fn run_burst_to(
         |c, conn, start| client(c, conn, start, cfg, scheduled),
         |_, conn| {
             pin_current(cfg.pin.server)?;
-            let rx = Receiver::new(cfg.wait, cfg.pin, None);
+            let rx = Receiver::new(cfg.wait, cfg.pin, None).sharing(cfg.connections > 1);
             super::echo_with(conn, cfg.req_size, cfg.resp_size, &rx)
         },
     )?;
@@ -263,7 +263,7 @@ fn client(
     tight_timer_slack();
     pin_current(cfg.pin.client)?;
     conn.set_nodelay(true)?;
-    let rx = Receiver::new(cfg.wait, cfg.pin, Some(cfg.timeout));
+    let rx = Receiver::new(cfg.wait, cfg.pin, Some(cfg.timeout)).sharing(cfg.connections > 1);
     rx.prepare(&conn)?;
     let stop_at = start + cfg.duration + cfg.timeout;
     let step = cfg.connections as u64;

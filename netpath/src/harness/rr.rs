@@ -227,7 +227,7 @@ fn serve(
     conn.set_nodelay(true)?;
     // No read timeout: the client may pause in its phase hooks for as long as they
     // take, and it always closes the connection when it ends (EOF ends this loop).
-    let rx = Receiver::new(cfg.wait, cfg.pin, None);
+    let rx = Receiver::new(cfg.wait, cfg.pin, None).sharing(lab.proxy_pid.is_some());
     rx.prepare(&conn)?;
 
     let mut req = vec![0u8; cfg.req_size];
@@ -281,7 +281,7 @@ fn client(
     conn.set_nodelay(true)?;
     conn.set_read_timeout(Some(cfg.timeout))?;
     conn.set_write_timeout(Some(cfg.timeout))?;
-    let rx = Receiver::new(cfg.wait, cfg.pin, Some(cfg.timeout));
+    let rx = Receiver::new(cfg.wait, cfg.pin, Some(cfg.timeout)).sharing(lab.proxy_pid.is_some());
     rx.prepare(&conn)?;
 
     let mut req = vec![0xa5u8; cfg.req_size];

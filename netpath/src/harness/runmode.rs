@@ -241,6 +241,13 @@ impl Receiver {
         }
     }
 
+    /// Other threads netpath runs share these CPUs (a relay beside the server, several
+    /// connections per CPU): spin yields between polls so they get to run.
+    pub fn sharing(mut self, shared: bool) -> Receiver {
+        self.yield_between |= shared;
+        self
+    }
+
     /// Sets the socket up for the mode: non-blocking for spin, `SO_BUSY_POLL` for busy-poll.
     pub fn prepare(&self, conn: &TcpStream) -> Result<()> {
         match self.wait {

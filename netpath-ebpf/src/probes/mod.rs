@@ -1,6 +1,7 @@
 //! One module per hook family, named after the kernel hooks they use.
 pub mod doctor;
 pub mod fentry;
+pub mod floor;
 pub mod irq;
 pub mod kprobe;
 pub mod net;

@@ -3,10 +3,15 @@
 //! measures with and without them.
 use std::sync::Mutex;
 
+mod samples;
+mod tids;
+
+pub use tids::TidControl;
+
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, PerCpuValues, RingBuf},
+    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, PerCpuValues, RingBuf},
     programs::{
         FEntry, KProbe, RawTracePoint, SchedClassifier, TcAttachType, TracePoint,
         raw_trace_point::RawTracePointLinkId, tc::SchedClassifierLinkId,
@@ -15,8 +20,8 @@ use aya::{
     util::nr_cpus,
 };
 use netpath_common::{
-    DevInfo, DevKey, DropRecord, Flight, HopHist, HopStat, KernelOffsets, NSLOTS, ROLE_CLIENT,
-    ROLE_RELAY, ROLE_SERVER, SkbState, TidState, counter, hist::NBUCKETS,
+    DEV_SLOTS, DevKey, DevSlot, DropRecord, FLIGHT_SLOTS, FlightSlot, HopHist, HopStat,
+    KernelOffsets, NSLOTS, SkbState, counter, hist::NBUCKETS,
 };
 
 use crate::{backend::Backend, path::Device};
@@ -44,6 +49,8 @@ pub const RAW_TPS: &[(&str, &str)] = &[
     ("sk_data_ready", "sk_data_ready"),
     ("softirq_entry", "softirq_entry"),
 ];
+/// The floor: an empty program on a hook the others use, attached only by `attach_floor`.
+pub const FLOOR_RAW_TPS: &[(&str, &str)] = &[("floor_net_dev_queue", "net_dev_queue")];
 /// Points that add detail to timelines but never split a hop (queue → driver transmit is one
 /// device hop either way): attached only when full timelines are wanted.
 pub const DETAIL_RAW_TPS: &[(&str, &str)] = &[("net_dev_start_xmit", "net_dev_start_xmit")];
@@ -75,6 +82,9 @@ pub struct TracerOptions {
     /// Follow any packet first seen on a watched device, not only the harness's sends
     /// (tracing traffic netpath does not generate; such journeys end at the socket wakeup).
     pub trace_any: bool,
+    /// Entries of the flight table in use (a power of two, at most `FLIGHT_SLOTS`): tests
+    /// force a tiny table to see collisions counted.
+    pub flight_slots: u32,
 }
 
 /// Which packets to follow; checked in the kernel when a packet is first seen.
@@ -97,6 +107,7 @@ impl Default for TracerOptions {
             detail: false,
             filter: Filter::default(),
             trace_any: false,
+            flight_slots: FLIGHT_SLOTS,
         }
     }
 }
@@ -148,7 +159,7 @@ pub struct Tracer {
     links: Vec<Link>,
     tc_links: Vec<(&'static str, SchedClassifierLinkId)>,
     pub tids: std::sync::Arc<TidControl>,
-    samples: RingBuf<MapData>,
+    samples: samples::SampleDrain,
     drops: RingBuf<MapData>,
     /// Tracepoints this kernel lacks (e.g. `sk_data_ready` before 6.7): the hop they bound merges
     /// into its neighbour.
@@ -216,6 +227,7 @@ impl Tracer {
             .override_global("OFF_SK_DADDR", &offsets.sk_daddr, true)
             .override_global("OFF_SK_DPORT", &offsets.sk_dport, true)
             .override_global("OFF_SK_RCVQ_TAIL", &offsets.sk_rcvq_tail, true)
+            .override_global("OFF_SKB_SK", &offsets.skb_sk, true)
             .override_global("SAMPLE_EVERY", &opts.sample_every, true)
             .override_global("MAX_GAP_NS", &opts.max_gap_ns, true);
         let f = &opts.filter;
@@ -230,10 +242,18 @@ impl Tracer {
         let netns = f.netns.unwrap_or(0);
         let ifindex = f.ifindex.unwrap_or(0);
         let any = opts.trace_any as u32;
+        if !opts.flight_slots.is_power_of_two() || opts.flight_slots > FLIGHT_SLOTS {
+            bail!(
+                "flight table of {} slots: use a power of two up to {FLIGHT_SLOTS}",
+                opts.flight_slots
+            );
+        }
+        let flight_mask = opts.flight_slots - 1;
         // Known before load (globals are fixed then): does this kernel have sock:sk_data_ready?
         let ready_fallback = (!tracepoint_exists("sock", "sk_data_ready")) as u32;
         loader
             .override_global("TRACE_ANY", &any, true)
+            .override_global("FLIGHT_MASK", &flight_mask, true)
             .override_global("READY_FALLBACK", &ready_fallback, true)
             .override_global("FILTER_ON", &on, true)
             .override_global("FILTER_PORT", &port, true)
@@ -248,7 +268,11 @@ impl Tracer {
         let mut missing = Vec::new();
         let mut raw_plan = Vec::new();
         let mut sock_ok = true;
-        let mut sets = vec![(RAW_TPS, false), (SOCK_RAW_TPS, true)];
+        let mut sets = vec![
+            (RAW_TPS, false),
+            (SOCK_RAW_TPS, true),
+            (FLOOR_RAW_TPS, false),
+        ];
         if opts.detail {
             sets.push((DETAIL_RAW_TPS, false));
         }
@@ -297,6 +321,10 @@ impl Tracer {
         let tids = HashMap::try_from(ebpf.take_map("TIDS").context("TIDS map")?)?;
         let relay_pids = HashMap::try_from(ebpf.take_map("RELAY_PIDS").context("RELAY_PIDS map")?)?;
         let samples = RingBuf::try_from(ebpf.take_map("SAMPLES").context("SAMPLES map")?)?;
+        let bits = tids::Bitmaps {
+            tids: Array::try_from(ebpf.take_map("TID_BITS").context("TID_BITS map")?)?,
+            relays: Array::try_from(ebpf.take_map("RELAY_BITS").context("RELAY_BITS map")?)?,
+        };
         let drops = RingBuf::try_from(ebpf.take_map("DROPS").context("DROPS map")?)?;
         Ok(Tracer {
             ebpf,
@@ -308,8 +336,9 @@ impl Tracer {
                 Mutex::new(tids),
                 Mutex::new(Vec::new()),
                 Mutex::new(relay_pids),
+                Mutex::new(bits),
             )),
-            samples,
+            samples: samples::SampleDrain::start(samples),
             drops,
             missing,
             raw_plan,
@@ -344,7 +373,8 @@ impl Tracer {
         let skip = std::env::var("NETPATH_SKIP").unwrap_or_default();
         let skipped = |p: &str| skip.split(',').any(|s| s == p);
         for &(prog, tp) in &self.raw_plan {
-            if skipped(prog) {
+            // The floor program is attached only when asked for (`attach_floor`).
+            if skipped(prog) || FLOOR_RAW_TPS.iter().any(|(p, _)| *p == prog) {
                 continue;
             }
             let p: &mut RawTracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;
@@ -466,7 +496,10 @@ impl Tracer {
             };
             map.insert(key, d.kind as u32, 0)?;
         }
-        clear_u64_keys::<DevInfo>(self.ebpf.map_mut("DEVCACHE").context("DEVCACHE map")?)?;
+        clear_array::<DevSlot>(
+            self.ebpf.map_mut("DEVSLOTS").context("DEVSLOTS map")?,
+            DEV_SLOTS,
+        )?;
         Ok(())
     }
 
@@ -493,9 +526,9 @@ impl Tracer {
             }
         }
         {
-            clear_u64_keys::<Flight>(self.ebpf.map_mut("SKBS").unwrap())?;
+            clear_array::<FlightSlot>(self.ebpf.map_mut("FLIGHTS").unwrap(), FLIGHT_SLOTS)?;
             clear_u64_keys::<SkbState>(self.ebpf.map_mut("TIMELINES").unwrap())?;
-            clear_u64_keys::<DevInfo>(self.ebpf.map_mut("DEVCACHE").unwrap())?;
+            clear_array::<DevSlot>(self.ebpf.map_mut("DEVSLOTS").unwrap(), DEV_SLOTS)?;
         }
         {
             let mut tc: PerCpuHashMap<&mut MapData, u64, [u64; 2]> =
@@ -505,7 +538,7 @@ impl Tracer {
                 let _ = tc.remove(&k);
             }
         }
-        while self.samples.next().is_some() {}
+        self.samples.reset();
         while self.drops.next().is_some() {}
         self.misses_base = self.recursion_misses();
         Ok(())
@@ -556,6 +589,9 @@ impl Tracer {
         let mut counters = sum_array("COUNTERS", counter::COUNT)?;
         counters[counter::PROBE_MISSES as usize] =
             self.recursion_misses().saturating_sub(self.misses_base);
+        // Timelines the ring delivered but memory did not keep are lost like those the ring
+        // could not take.
+        counters[counter::RINGBUF_LOST as usize] += self.samples.discarded();
         let passes = sum_array("PASSES", 3 * 64)?;
         let tc_map: PerCpuHashMap<&MapData, u64, [u64; 2]> =
             PerCpuHashMap::try_from(self.ebpf.map("TC_STATS").unwrap())?;
@@ -590,16 +626,23 @@ impl Tracer {
             .collect()
     }
 
-    /// Sampled timelines delivered so far.
+    /// Sampled timelines delivered since the last call (drained from the kernel while the run
+    /// goes, see `samples.rs`).
     pub fn drain_samples(&mut self) -> Vec<SkbState> {
-        let mut out = Vec::new();
-        while let Some(item) = self.samples.next() {
-            if item.len() >= std::mem::size_of::<SkbState>() {
-                // SAFETY: the kernel writes a whole SkbState; read_unaligned copes with alignment.
-                out.push(unsafe { std::ptr::read_unaligned(item.as_ptr() as *const SkbState) });
-            }
+        self.samples.take()
+    }
+
+    /// Attaches the floor program (an empty program on `net_dev_queue`) beside the others, so
+    /// a cost measurement has the kernel's own per-run cost on that hook from the same run.
+    pub fn attach_floor(&mut self) -> Result<()> {
+        for &(prog, tp) in FLOOR_RAW_TPS {
+            let p: &mut RawTracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;
+            let id = p
+                .attach(tp)
+                .with_context(|| format!("attaching raw tracepoint {tp}"))?;
+            self.links.push(Link::Raw(prog, id));
         }
-        out
+        Ok(())
     }
 
     pub fn drain_drops(&mut self) -> Vec<DropRecord> {
@@ -711,6 +754,15 @@ pub fn add_clsact(ifname: &str) -> Result<()> {
     }
 }
 
+/// Zeroes the first `len` entries of an array map.
+fn clear_array<V: aya::Pod + Default>(map: &mut aya::maps::Map, len: u32) -> Result<()> {
+    let mut m: Array<&mut MapData, V> = Array::try_from(map)?;
+    for i in 0..len {
+        m.set(i, V::default(), 0)?;
+    }
+    Ok(())
+}
+
 /// Empties a hash map keyed by u64 (skb or device addresses).
 fn clear_u64_keys<V: aya::Pod>(map: &mut aya::maps::Map) -> Result<()> {
     let mut m: HashMap<&mut MapData, u64, V> = HashMap::try_from(map)?;
@@ -727,72 +779,6 @@ fn verifier_error(prog: &str, e: aya::programs::ProgramError) -> anyhow::Error {
     anyhow!(
         "the kernel's verifier rejected program {prog}: {e} (run with RUST_LOG=debug for the verifier log)"
     )
-}
-
-/// The traced-thread set, shared with the harness: it names its client and server threads once
-/// warm-up is over, so only measured requests are traced.
-pub struct TidControl(
-    Mutex<HashMap<MapData, u32, TidState>>,
-    Mutex<Vec<u32>>,
-    Mutex<HashMap<MapData, u32, u32>>,
-);
-
-impl TidControl {
-    /// Processes that relay journeys (docker-proxy): all their threads are traced as relays
-    /// from the next measurement on.
-    pub fn set_relays(&self, pids: Vec<u32>) {
-        *self.1.lock().unwrap() = pids;
-    }
-
-    fn relay_tids(&self) -> Vec<u32> {
-        let mut out = Vec::new();
-        for pid in self.1.lock().unwrap().iter() {
-            if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-                out.extend(dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()));
-            }
-        }
-        out
-    }
-}
-
-impl crate::harness::Phases for TidControl {
-    fn measure_start(&self, client_tid: u32, server_tid: u32) -> Result<()> {
-        let mut t = self.0.lock().unwrap();
-        // Relay threads are enumerated now, after warm-up; threads the Go runtime adds later
-        // are adopted by the kernel side through RELAY_PIDS.
-        let relays = self.relay_tids();
-        {
-            let mut pids = self.2.lock().unwrap();
-            for pid in self.1.lock().unwrap().iter() {
-                pids.insert(*pid, 1, 0)?;
-            }
-        }
-        let roles = [(client_tid, ROLE_CLIENT), (server_tid, ROLE_SERVER)]
-            .into_iter()
-            .chain(relays.into_iter().map(|t| (t, ROLE_RELAY)));
-        for (tid, role) in roles {
-            let st = TidState {
-                role,
-                ..TidState::default()
-            };
-            t.insert(tid, st, 0)?;
-        }
-        Ok(())
-    }
-
-    fn measure_end(&self, _client_tid: u32, _server_tid: u32) -> Result<()> {
-        let mut t = self.0.lock().unwrap();
-        let keys: Vec<u32> = t.keys().filter_map(|k| k.ok()).collect();
-        for k in keys {
-            let _ = t.remove(&k);
-        }
-        let mut pids = self.2.lock().unwrap();
-        let keys: Vec<u32> = pids.keys().filter_map(|k| k.ok()).collect();
-        for k in keys {
-            let _ = pids.remove(&k);
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

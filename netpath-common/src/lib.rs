@@ -16,7 +16,7 @@ pub use hop::{DevKind, Dir, Hop, Point};
 /// 6.1 (31 where `sk_data_ready` exists).
 pub const MAX_POINTS: usize = 32;
 /// Hop slots per direction in the stats and histogram maps.
-pub const NHOPS: usize = 17;
+pub const NHOPS: usize = 21;
 /// Directions: request (client → server), response (server → client), server turnaround.
 pub const NDIRS: usize = 3;
 /// Slots in the per-hop stats map.
@@ -214,6 +214,12 @@ pub struct TidState {
     /// The socket (`struct sock *`) the thread sends on: from `tcp_sendmsg_locked`, else the
     /// socket of the last skb it received (syscall-bounded kernels). 0: not known yet.
     pub sock: u64,
+    /// The journey whose socket wakeup woke this thread (`sched_waking`), its generation and
+    /// the waker's CPU, until the thread runs (`sched_switch`). 0: none.
+    pub wake_skb: u64,
+    pub wake_gen: u64,
+    pub wake_cpu: u32,
+    pub _pad: u32,
 }
 
 /// One entry of the direct-mapped flight table (`FLIGHTS`): the packet's state, tagged with its
@@ -311,7 +317,8 @@ pub struct KernelOffsets {
     pub sk_rcvq_tail: u32,
     /// `sk_buff.sk`: the socket an skb belongs to.
     pub skb_sk: u32,
-    pub _pad: u32,
+    /// `task_struct.pid` (the thread id).
+    pub task_pid: u32,
 }
 
 #[cfg(feature = "user")]
@@ -361,7 +368,7 @@ mod tests {
         );
         assert_eq!(size_of::<Flight>(), 8 * 3 + 4 * 2 + 2 * 6 + 4);
         assert_eq!(size_of::<DevInfo>(), 16);
-        assert_eq!(size_of::<TidState>(), 8 * 7 + 4 * 2);
+        assert_eq!(size_of::<TidState>(), 8 * 9 + 4 * 4);
         assert_eq!(size_of::<FlightSlot>(), 8 + size_of::<Flight>());
         assert_eq!(size_of::<DevSlot>(), 8 + size_of::<DevInfo>());
         assert_eq!(size_of::<RelayHold>(), 24);

@@ -25,6 +25,14 @@ static OFF_SK_DPORT: u32 = 0;
 static OFF_SK_RCVQ_TAIL: u32 = 0;
 #[unsafe(no_mangle)]
 static OFF_SKB_SK: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_TASK_PID: u32 = 0;
+
+/// `task->pid` (the thread id; 0 for the idle tasks).
+#[inline(always)]
+pub fn task_pid(task: u64) -> u32 {
+    unsafe { read::<u32>(task, g32(&OFF_TASK_PID)) }.unwrap_or(u32::MAX)
+}
 /// Slots of the flight table in use, minus one (a power of two minus one, at most
 /// `FLIGHT_SLOTS - 1`): a test sets it tiny to force collisions.
 #[unsafe(no_mangle)]

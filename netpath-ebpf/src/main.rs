@@ -14,6 +14,7 @@ mod maps;
 mod path;
 mod probes;
 mod relay;
+mod sched;
 mod tids;
 mod timeline;
 

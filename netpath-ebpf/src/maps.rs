@@ -60,6 +60,10 @@ pub static DROPS: RingBuf = RingBuf::with_byte_size(1 << 16, 0);
 /// Scratch space to build an `SkbState` without using the 512-byte stack.
 #[map]
 pub static SCRATCH: PerCpuArray<SkbState> = PerCpuArray::with_max_entries(1, 0);
+/// Per CPU: [skb, generation] of the journey whose socket wakeup runs here, for the
+/// `sched_waking` of its reader (`sched.rs`).
+#[map]
+pub static WAKECPU: PerCpuArray<[u64; 2]> = PerCpuArray::with_max_entries(1, 0);
 /// Per CPU: [last tracked skb received, its time, NET_RX softirq run sequence].
 #[map]
 pub static RXCPU: PerCpuArray<[u64; 3]> = PerCpuArray::with_max_entries(1, 0);

@@ -12,7 +12,7 @@ use netpath_common::{
 use crate::{
     atomic, flights, kernel,
     maps::*,
-    relay,
+    relay, sched,
     tids::{adopt_relay_thread, traced},
     timeline::{append_point, emit_timeline, new_record, note_end_tuple, start_timeline},
 };
@@ -48,7 +48,7 @@ pub fn record(dir: u32, hop: u32, d: u64) {
 
 /// Moves a tracked packet to `point`: closes the open hop if the segment names another one.
 #[inline(always)]
-fn advance(f: *mut Flight, skb: u64, point: u16, kind: u16, key: DevKey, t: u64) {
+pub fn advance(f: *mut Flight, skb: u64, point: u16, kind: u16, key: DevKey, t: u64) {
     let f = unsafe { &mut *f };
     let h = hop::hop_between(f.last_point, f.last_kind, point, kind) as u32;
     if h != f.cur_hop {
@@ -184,7 +184,12 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
                     && (lk == DevKind::Veth as u16
                         || lk == DevKind::Loopback as u16
                         || lk == DevKind::BridgePort as u16));
-        if lp == Point::SockReady as u16 || lp == Point::Copy as u16 || requeued {
+        if lp == Point::SockReady as u16
+            || lp == Point::Copy as u16
+            || lp == Point::SchedWaking as u16
+            || lp == Point::SchedSwitch as u16
+            || requeued
+        {
             // A packet delivered to a socket never returns to a device: this address was freed
             // unseen (splice, deferred free) and reused. New generation.
             bump(counter::REUSED);
@@ -332,8 +337,12 @@ fn on_receive_pass(f: *mut Flight, skb: u64, t: u64) {
     }
     // Without sock:sk_data_ready (before 6.7) the last receive pass is the last point a
     // splicing relay's journey reaches.
-    if kernel::ready_fallback() && f.flags & FLIGHT_RELAYED == 0 {
-        relay::publish(skb, f.first_ts, f.dir, t);
+    if kernel::ready_fallback() {
+        if f.flags & FLIGHT_RELAYED == 0 {
+            relay::publish(skb, f.first_ts, f.dir, t);
+        }
+        // No sk_data_ready: the socket's wakeup follows this receive pass on this CPU.
+        sched::arm(skb, f.first_ts);
     }
 }
 
@@ -404,6 +413,8 @@ pub fn on_sock_ready(sk: u64) -> Result<(), i64> {
     if fl.flags & FLIGHT_RELAYED == 0 {
         relay::publish(skb, fl.first_ts, fl.dir, t);
     }
+    // The reader this wakes (if asleep) is woken next on this CPU.
+    sched::arm(skb, fl.first_ts);
     Ok(())
 }
 
@@ -628,7 +639,10 @@ pub fn on_free(skb: u64, location: u64, reason: u32, dropped: bool) -> Result<()
         // Freed after delivery: the receive exit completes it.
         return Ok(());
     }
-    if !dropped && f.last_point == Point::SockReady as u16 {
+    let at_socket = f.last_point == Point::SockReady as u16
+        || f.last_point == Point::SchedWaking as u16
+        || f.last_point == Point::SchedSwitch as u16;
+    if !dropped && at_socket {
         // Consumed after it reached the socket (a splicing relay takes it this way): the
         // journey is delivered; the relay's send or the copy continues it.
         return Ok(());

@@ -110,7 +110,7 @@ pub fn kernel_offsets(btf: &Btf) -> Result<KernelOffsets> {
         sk_dport: o("sock_common", "skc_dport")?,
         sk_rcvq_tail: o("sock", "sk_receive_queue.prev")?,
         skb_sk: o("sk_buff", "sk")?,
-        _pad: 0,
+        task_pid: o("task_struct", "pid")?,
     })
 }
 

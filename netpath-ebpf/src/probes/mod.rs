@@ -5,6 +5,7 @@ pub mod floor;
 pub mod irq;
 pub mod kprobe;
 pub mod net;
+pub mod sched;
 pub mod skb;
 pub mod sock;
 pub mod syscalls;

@@ -48,6 +48,8 @@ pub const RAW_TPS: &[(&str, &str)] = &[
     ("consume_skb", "consume_skb"),
     ("sk_data_ready", "sk_data_ready"),
     ("softirq_entry", "softirq_entry"),
+    ("sched_waking", "sched_waking"),
+    ("sched_switch", "sched_switch"),
 ];
 /// The floor: an empty program on a hook the others use, attached only by `attach_floor`.
 pub const FLOOR_RAW_TPS: &[(&str, &str)] = &[("floor_net_dev_queue", "net_dev_queue")];
@@ -228,6 +230,7 @@ impl Tracer {
             .override_global("OFF_SK_DPORT", &offsets.sk_dport, true)
             .override_global("OFF_SK_RCVQ_TAIL", &offsets.sk_rcvq_tail, true)
             .override_global("OFF_SKB_SK", &offsets.skb_sk, true)
+            .override_global("OFF_TASK_PID", &offsets.task_pid, true)
             .override_global("SAMPLE_EVERY", &opts.sample_every, true)
             .override_global("MAX_GAP_NS", &opts.max_gap_ns, true);
         let f = &opts.filter;

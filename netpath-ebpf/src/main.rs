@@ -9,6 +9,7 @@
 
 mod atomic;
 mod flights;
+mod journey;
 mod kernel;
 mod maps;
 mod path;

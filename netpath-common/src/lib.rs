@@ -13,8 +13,10 @@ pub mod hop;
 pub use hop::{DevKind, Dir, Hop, Point};
 
 /// Most points one sampled packet timeline keeps: overlay with function probes crosses 30 on
-/// 6.1 (31 where `sk_data_ready` exists).
-pub const MAX_POINTS: usize = 32;
+/// 6.1 (31 where `sk_data_ready` exists), 33 with the receiving thread's scheduler points. A
+/// power of two: the kernel side bounds the index with a mask.
+pub const MAX_POINTS: usize = 64;
+const _: () = assert!(MAX_POINTS.is_power_of_two());
 /// Hop slots per direction in the stats and histogram maps.
 pub const NHOPS: usize = 21;
 /// Directions: request (client → server), response (server → client), server turnaround.

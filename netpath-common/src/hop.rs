@@ -41,10 +41,21 @@ pub enum Point {
     VxlanRcv = 14,
     IpRcv = 15,
     TcpRcv = 16,
+    /// `sched:sched_waking` of the receiving thread, inside the socket's wakeup: made
+    /// runnable. Its kind carries `SCHED_*` bits.
+    SchedWaking = 17,
+    /// `sched:sched_switch` onto the receiving thread: it runs. Kind: `SCHED_IDLE` when the CPU
+    /// left its idle task for it, `SCHED_CROSS` when it runs on another CPU than the waker's.
+    SchedSwitch = 18,
 }
 
+/// Kind bits of the scheduler points: the thread's CPU was idle before it ran.
+pub const SCHED_IDLE: u16 = 1;
+/// Kind bits of the scheduler points: it runs on another CPU than the one that woke it.
+pub const SCHED_CROSS: u16 = 2;
+
 impl Point {
-    pub const ALL: [Point; 17] = [
+    pub const ALL: [Point; 19] = [
         Point::SendEnter,
         Point::DevQueue,
         Point::DevXmit,
@@ -62,6 +73,8 @@ impl Point {
         Point::VxlanRcv,
         Point::IpRcv,
         Point::TcpRcv,
+        Point::SchedWaking,
+        Point::SchedSwitch,
     ];
 
     pub fn from_u16(v: u16) -> Option<Point> {
@@ -87,6 +100,8 @@ impl Point {
             Point::VxlanRcv => "vxlan_rcv",
             Point::IpRcv => "ip_rcv",
             Point::TcpRcv => "tcp_v4_rcv",
+            Point::SchedWaking => "sched_waking",
+            Point::SchedSwitch => "sched_switch",
         }
     }
 }
@@ -192,7 +207,8 @@ pub enum Hop {
     Proxy = 11,
     /// Last receive pass → socket woken: IP and TCP input.
     ReceiverStack = 12,
-    /// Socket woken → receive syscall returns with the data.
+    /// Socket woken → the receiving thread made runnable (`sched_waking`); when the thread
+    /// was not asleep (it was running or spinning), socket woken → data copied.
     Wakeup = 13,
     /// A node's uplink crossed to another host: queue on one end → netif_rx on the other.
     Uplink = 14,
@@ -201,10 +217,18 @@ pub enum Hop {
     /// The whole journey (send entry → receive return); for `Dir::Turnaround`, the server's
     /// time between its receive returning and its next send.
     OneWay = 16,
+    /// Runnable → running, on a CPU that was idle: the idle state's exit latency.
+    IdleExit = 17,
+    /// Runnable → running, on a CPU that was busy: the wait in its run queue.
+    Runqueue = 18,
+    /// Running → data copied to the user buffer (the rest of the receive call's way back).
+    RecvCopy = 19,
+    /// Data copied → receive syscall returns.
+    RecvReturn = 20,
 }
 
 impl Hop {
-    pub const ALL: [Hop; 17] = [
+    pub const ALL: [Hop; 21] = [
         Hop::SenderStack,
         Hop::Loopback,
         Hop::Veth,
@@ -222,6 +246,10 @@ impl Hop {
         Hop::Uplink,
         Hop::Other,
         Hop::OneWay,
+        Hop::IdleExit,
+        Hop::Runqueue,
+        Hop::RecvCopy,
+        Hop::RecvReturn,
     ];
 
     pub fn from_u32(v: u32) -> Hop {
@@ -247,6 +275,10 @@ impl Hop {
             Hop::Uplink => "uplink",
             Hop::Other => "other",
             Hop::OneWay => "one-way",
+            Hop::IdleExit => "idle-exit",
+            Hop::Runqueue => "runqueue",
+            Hop::RecvCopy => "recv-copy",
+            Hop::RecvReturn => "recv-return",
         }
     }
 }
@@ -271,7 +303,10 @@ pub fn drop_hop(last_point: u16, last_kind: u16) -> Hop {
             UNDERLAY => Hop::VxlanDecap,
             _ => Hop::ReceiverStack,
         },
-        Some(Point::SockReady | Point::Copy) => Hop::Wakeup,
+        Some(Point::SockReady) => Hop::Wakeup,
+        Some(Point::SchedWaking) => Hop::Runqueue,
+        Some(Point::SchedSwitch) => Hop::RecvCopy,
+        Some(Point::Copy) => Hop::RecvReturn,
         Some(Point::NatManip) => Hop::Nat,
         Some(Point::VxlanXmit | Point::UdpTunnelXmit) => Hop::VxlanEncap,
         Some(Point::VxlanRcv) => Hop::VxlanDecap,
@@ -316,6 +351,8 @@ pub fn hop_between(from: u16, from_kind: u16, to: u16, to_kind: u16) -> Hop {
     const VX_RCV: u16 = Point::VxlanRcv as u16;
     const IP_RCV: u16 = Point::IpRcv as u16;
     const TCP_RCV: u16 = Point::TcpRcv as u16;
+    const WAKING: u16 = Point::SchedWaking as u16;
+    const SWITCH: u16 = Point::SchedSwitch as u16;
     const BRIDGE_PORT: u16 = DevKind::BridgePort as u16;
     const VXLAN: u16 = DevKind::Vxlan as u16;
     const MACVLAN: u16 = DevKind::Macvlan as u16;
@@ -365,7 +402,14 @@ pub fn hop_between(from: u16, from_kind: u16, to: u16, to_kind: u16) -> Hop {
         (RECV | IP_RCV | TCP_RCV, IP_RCV | TCP_RCV) => Hop::ReceiverStack,
         (RECV | IP_RCV | TCP_RCV, READY | COPY) => Hop::ReceiverStack,
         (READY, COPY | EXIT) => Hop::Wakeup,
-        (COPY, EXIT | COPY) => Hop::Wakeup,
+        // The receiving thread's wakeup opened up by the scheduler's points. Without
+        // sk_data_ready (before 6.7) the receive path up to the wakeup is receiver-stack.
+        (READY, WAKING | SWITCH) => Hop::Wakeup,
+        (RECV | IP_RCV | TCP_RCV | NAT, WAKING | SWITCH) => Hop::ReceiverStack,
+        (WAKING, SWITCH) if to_kind & SCHED_IDLE != 0 => Hop::IdleExit,
+        (WAKING, SWITCH | COPY | EXIT) => Hop::Runqueue,
+        (SWITCH, COPY | EXIT) => Hop::RecvCopy,
+        (COPY, EXIT | COPY) => Hop::RecvReturn,
         _ => Hop::Other,
     }
 }
@@ -403,9 +447,40 @@ mod tests {
                 Hop::Backlog,
                 Hop::ReceiverStack,
                 Hop::Wakeup,
-                Hop::Wakeup,
+                Hop::RecvReturn,
             ]
         );
+    }
+
+    /// The receiving thread's wakeup, opened up by the scheduler's points: each part has its
+    /// name, and an idle CPU's part is told from a busy one's.
+    #[test]
+    fn the_wakeup_splits_into_scheduler_parts() {
+        const R: u16 = Point::SockReady as u16;
+        const W: u16 = Point::SchedWaking as u16;
+        const S: u16 = Point::SchedSwitch as u16;
+        const C: u16 = Point::Copy as u16;
+        const E: u16 = Point::RecvExit as u16;
+        const RX: u16 = Point::NetifReceive as u16;
+        assert_eq!(hop_between(R, 0, W, 0), Hop::Wakeup);
+        assert_eq!(hop_between(W, 0, S, SCHED_IDLE), Hop::IdleExit);
+        assert_eq!(hop_between(W, 0, S, SCHED_CROSS), Hop::Runqueue);
+        assert_eq!(
+            hop_between(W, 0, S, SCHED_IDLE | SCHED_CROSS),
+            Hop::IdleExit
+        );
+        assert_eq!(hop_between(S, SCHED_IDLE, C, 0), Hop::RecvCopy);
+        assert_eq!(hop_between(C, 0, E, 0), Hop::RecvReturn);
+        // Not asleep: woken → copied is the wakeup hop.
+        assert_eq!(hop_between(R, 0, C, 0), Hop::Wakeup);
+        // Without sk_data_ready the receive path runs up to the wakeup.
+        assert_eq!(hop_between(RX, 2, W, 0), Hop::ReceiverStack);
+        // A missed point still leaves named segments.
+        assert_eq!(hop_between(R, 0, S, 0), Hop::Wakeup);
+        assert_eq!(hop_between(W, 0, C, 0), Hop::Runqueue);
+        for p in [W, S] {
+            assert_ne!(drop_hop(p, 0), Hop::Other);
+        }
     }
 
     #[test]
@@ -798,36 +873,36 @@ mod tests {
         // Tracepoints: the node's routing, with its SNAT inside, is `forward`.
         assert_eq!(
             tp(EGRESS_FN),
-            "sender-stack veth backlog bridge forward uplink backlog receiver-stack wakeup"
+            "sender-stack veth backlog bridge forward uplink backlog receiver-stack wakeup recv-return"
         );
         assert_eq!(
             tp(EGRESS_FN_REPLY),
-            "sender-stack uplink backlog forward bridge veth backlog receiver-stack wakeup"
+            "sender-stack uplink backlog forward bridge veth backlog receiver-stack wakeup recv-return"
         );
         // Function probes: each way the rewrite ends a `nat` segment on the node (the
         // netfilter work up to it; the request's includes the routing), then `forward`.
         assert_eq!(
             hop_names(EGRESS_FN),
             "sender-stack veth backlog bridge receiver-stack nat forward uplink backlog \
-             receiver-stack wakeup"
+             receiver-stack wakeup recv-return"
         );
         assert_eq!(
             hop_names(EGRESS_FN_REPLY),
             "sender-stack uplink backlog receiver-stack nat forward bridge veth backlog \
-             receiver-stack wakeup"
+             receiver-stack wakeup recv-return"
         );
         assert_eq!(
             tp(HOST_EGRESS_FN),
-            "sender-stack uplink backlog receiver-stack wakeup"
+            "sender-stack uplink backlog receiver-stack wakeup recv-return"
         );
         // gateway: one veth crossing and local delivery through the bridge device.
         assert_eq!(
             tp(GATEWAY_FN),
-            "sender-stack veth backlog bridge receiver-stack wakeup"
+            "sender-stack veth backlog bridge receiver-stack wakeup recv-return"
         );
         assert_eq!(
             tp(GATEWAY_FN_REPLY),
-            "sender-stack bridge veth backlog receiver-stack wakeup"
+            "sender-stack bridge veth backlog receiver-stack wakeup recv-return"
         );
         assert_eq!(
             drop_hop(Point::DevQueue as u16, DevKind::Uplink as u16),

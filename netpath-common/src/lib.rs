@@ -13,10 +13,12 @@ pub mod hop;
 pub use hop::{DevKind, Dir, Hop, Point};
 
 /// Most points one sampled packet timeline keeps: overlay with function probes crosses 30 on
-/// 6.1 (31 where `sk_data_ready` exists).
-pub const MAX_POINTS: usize = 32;
+/// 6.1 (31 where `sk_data_ready` exists), 33 with the receiving thread's scheduler points. A
+/// power of two: the kernel side bounds the index with a mask.
+pub const MAX_POINTS: usize = 64;
+const _: () = assert!(MAX_POINTS.is_power_of_two());
 /// Hop slots per direction in the stats and histogram maps.
-pub const NHOPS: usize = 17;
+pub const NHOPS: usize = 21;
 /// Directions: request (client → server), response (server → client), server turnaround.
 pub const NDIRS: usize = 3;
 /// Slots in the per-hop stats map.
@@ -63,6 +65,12 @@ pub mod counter {
     /// Kernels count this for raw tracepoint and fentry programs, and for kprobe and syscall
     /// tracepoint programs from 6.7; older kernels skip those silently.
     pub const PROBE_MISSES: u32 = 13;
+    /// A packet to start could not be tracked: its slot in the direct-mapped flight table
+    /// held another live packet (a collision of two skb addresses).
+    pub const SLOT_COLLISION: u32 = 14;
+    /// A traced thread's send saw a device queue of an skb of another socket (softirq work at
+    /// interrupt exit, another connection's ACK): not started.
+    pub const FOREIGN: u32 = 15;
     pub const COUNT: u32 = 16;
 
     /// Human names, index-aligned with the constants above.
@@ -81,8 +89,8 @@ pub mod counter {
         "samples",
         "softirq_runs",
         "probe_misses",
-        "",
-        "",
+        "slot_collision",
+        "foreign",
     ];
 }
 
@@ -205,6 +213,48 @@ pub struct TidState {
     pub origin_dir: u32,
     /// Destination address (network order) of the socket sending, when known (trace mode).
     pub dst_addr: u32,
+    /// The socket (`struct sock *`) the thread sends on: from `tcp_sendmsg_locked`, else the
+    /// socket of the last skb it received (syscall-bounded kernels). 0: not known yet.
+    pub sock: u64,
+    /// The journey whose socket wakeup woke this thread (`sched_waking`), its generation and
+    /// the waker's CPU, until the thread runs (`sched_switch`). 0: none.
+    pub wake_skb: u64,
+    pub wake_gen: u64,
+    pub wake_cpu: u32,
+    pub _pad: u32,
+}
+
+/// One entry of the direct-mapped flight table (`FLIGHTS`): the packet's state, tagged with its
+/// skb address (0: free). Claimed and released with compare-and-swap on `skb`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FlightSlot {
+    pub skb: u64,
+    pub flight: Flight,
+}
+
+/// One entry of the direct-mapped device cache (`DEVSLOTS`): a `struct net_device *` (0: free)
+/// resolved to its key and kind.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DevSlot {
+    pub dev: u64,
+    pub info: DevInfo,
+}
+
+/// Entries of the flight table (a power of two); `FLIGHT_MASK` (a load-time global) may use
+/// fewer, so a test can force a tiny table.
+pub const FLIGHT_SLOTS: u32 = 16384;
+/// Entries of the device cache (a power of two).
+pub const DEV_SLOTS: u32 = 256;
+/// Words of the traced-thread and relay-process bitmaps (64 ids each; ids alias above 4M).
+pub const ID_WORDS: u32 = 1 << 16;
+
+/// Slot of a pointer (skb, net_device) in a direct-mapped table of `mask + 1` entries:
+/// Fibonacci hashing, so slab-aligned addresses spread over the whole table.
+#[inline(always)]
+pub fn ptr_slot(p: u64, mask: u32) -> u32 {
+    (p.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as u32 & mask
 }
 
 /// Value of the `RELAY` map (per relay process): a journey that reached the relay and waits for
@@ -267,6 +317,10 @@ pub struct KernelOffsets {
     pub net_ns_inum: u32,
     /// `sock.sk_receive_queue.prev`: the skb TCP queued last, the one `sk_data_ready` is about.
     pub sk_rcvq_tail: u32,
+    /// `sk_buff.sk`: the socket an skb belongs to.
+    pub skb_sk: u32,
+    /// `task_struct.pid` (the thread id).
+    pub task_pid: u32,
 }
 
 #[cfg(feature = "user")]
@@ -277,6 +331,8 @@ mod pod {
     unsafe impl aya::Pod for super::HopHist {}
     unsafe impl aya::Pod for super::Flight {}
     unsafe impl aya::Pod for super::DevInfo {}
+    unsafe impl aya::Pod for super::FlightSlot {}
+    unsafe impl aya::Pod for super::DevSlot {}
     unsafe impl aya::Pod for super::TidState {}
     unsafe impl aya::Pod for super::RelayHold {}
     unsafe impl aya::Pod for super::SkbState {}
@@ -288,6 +344,18 @@ mod pod {
 mod tests {
     use super::*;
     use core::mem::size_of;
+
+    #[test]
+    fn pointer_slots_stay_in_the_table_and_spread() {
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..1024u64 {
+            let s = ptr_slot(0xffff_8880_0400_0000 + i * 256, FLIGHT_SLOTS - 1);
+            assert!(s < FLIGHT_SLOTS);
+            seen.insert(s);
+        }
+        assert!(seen.len() > 900, "{}", seen.len());
+        assert!(ptr_slot(0xffff_8880_0400_0100, 3) < 4);
+    }
 
     #[test]
     fn shared_types_have_no_implicit_padding() {
@@ -302,7 +370,9 @@ mod tests {
         );
         assert_eq!(size_of::<Flight>(), 8 * 3 + 4 * 2 + 2 * 6 + 4);
         assert_eq!(size_of::<DevInfo>(), 16);
-        assert_eq!(size_of::<TidState>(), 8 * 6 + 4 * 2);
+        assert_eq!(size_of::<TidState>(), 8 * 9 + 4 * 4);
+        assert_eq!(size_of::<FlightSlot>(), 8 + size_of::<Flight>());
+        assert_eq!(size_of::<DevSlot>(), 8 + size_of::<DevInfo>());
         assert_eq!(size_of::<RelayHold>(), 24);
         assert_eq!(size_of::<HopHist>(), 16 + 8 * hist::HIST_SLOTS);
     }

@@ -23,6 +23,25 @@ static OFF_SK_DADDR: u32 = 0;
 static OFF_SK_DPORT: u32 = 0;
 #[unsafe(no_mangle)]
 static OFF_SK_RCVQ_TAIL: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_SKB_SK: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_TASK_PID: u32 = 0;
+
+/// `task->pid` (the thread id; 0 for the idle tasks).
+#[inline(always)]
+pub fn task_pid(task: u64) -> u32 {
+    unsafe { read::<u32>(task, g32(&OFF_TASK_PID)) }.unwrap_or(u32::MAX)
+}
+/// Slots of the flight table in use, minus one (a power of two minus one, at most
+/// `FLIGHT_SLOTS - 1`): a test sets it tiny to force collisions.
+#[unsafe(no_mangle)]
+static FLIGHT_MASK: u32 = netpath_common::FLIGHT_SLOTS - 1;
+
+#[inline(always)]
+pub fn flight_mask() -> u32 {
+    g32(&FLIGHT_MASK) & (netpath_common::FLIGHT_SLOTS - 1)
+}
 /// Kernel-side packet filter of `netpath trace`: bit set of the filters below that apply.
 #[unsafe(no_mangle)]
 static FILTER_ON: u32 = 0;
@@ -88,6 +107,12 @@ unsafe fn read<T>(base: u64, off: u32) -> Result<T, i64> {
 #[inline(always)]
 pub fn skb_dev(skb: u64) -> Result<u64, i64> {
     unsafe { read::<u64>(skb, g32(&OFF_SKB_DEV)) }
+}
+
+/// `skb->sk`: the socket the skb belongs to (0: none, e.g. forwarded).
+#[inline(always)]
+pub fn skb_sk(skb: u64) -> u64 {
+    unsafe { read::<u64>(skb, g32(&OFF_SKB_SK)) }.unwrap_or(0)
 }
 
 /// (netns inode, ifindex) of a `struct net_device *`.

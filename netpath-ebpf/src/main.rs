@@ -2,11 +2,22 @@
 //! Every family reports points to `path`, the single state machine that turns points into hops.
 #![no_std]
 #![no_main]
+// BPF atomic instructions through the intrinsics (`atomic.rs`); the target's spec offers no
+// read-modify-write atomics in `core::sync::atomic`.
+#![allow(internal_features)]
+#![feature(core_intrinsics)]
 
+mod atomic;
+mod flights;
+mod journey;
 mod kernel;
 mod maps;
 mod path;
 mod probes;
+mod relay;
+mod sched;
+mod tids;
+mod timeline;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -1,15 +1,23 @@
 //! Maps, all `static`, looked up by the same names in userspace.
 use aya_ebpf::{
     macros::map,
-    maps::{HashMap, PerCpuArray, PerCpuHashMap, RingBuf},
+    maps::{Array, HashMap, PerCpuArray, PerCpuHashMap, RingBuf},
 };
 use netpath_common::{
-    DevInfo, DevKey, Flight, HopHist, NSLOTS, RelayHold, SkbState, TidState, counter,
+    DEV_SLOTS, DevKey, DevSlot, FLIGHT_SLOTS, FlightSlot, HopHist, ID_WORDS, NSLOTS, RelayHold,
+    SkbState, TidState, counter,
 };
 
-/// In-flight packets, keyed by skb address. Entries carry their generation (`first_ts`).
+/// In-flight packets: the direct-mapped, tagged slot table of `flights.rs`. Entries carry their
+/// generation (`first_ts`).
 #[map]
-pub static SKBS: HashMap<u64, Flight> = HashMap::with_max_entries(16384, 0);
+pub static FLIGHTS: Array<FlightSlot> = Array::with_max_entries(FLIGHT_SLOTS, 0);
+/// Traced thread ids, one bit each: the cheap first filter in front of `TIDS`.
+#[map]
+pub static TID_BITS: Array<u64> = Array::with_max_entries(ID_WORDS, 0);
+/// Relay process ids (tgid), one bit each: the first filter in front of `RELAY_PIDS`.
+#[map]
+pub static RELAY_BITS: Array<u64> = Array::with_max_entries(ID_WORDS, 0);
 /// Full timelines of the sampled packets in flight, keyed by skb address.
 #[map]
 pub static TIMELINES: HashMap<u64, SkbState> = HashMap::with_max_entries(1024, 0);
@@ -26,14 +34,14 @@ pub static RELAY_PIDS: HashMap<u32, u32> = HashMap::with_max_entries(64, 0);
 #[map]
 pub static RELAY: HashMap<u32, RelayHold> = HashMap::with_max_entries(256, 0);
 /// The last tracked journey that woke a socket: [skb, generation, direction, time]. A splicing
-/// relay's next send continues it.
+/// relay's next send continues it. Handed over atomically (`relay.rs`).
 #[map]
-pub static LAST_READY: aya_ebpf::maps::Array<[u64; 4]> =
-    aya_ebpf::maps::Array::with_max_entries(1, 0);
-/// `struct net_device *` → its key and kind, so a tracked packet costs one lookup per device
-/// instead of three kernel reads. Cleared by the loader whenever the device set changes.
+pub static LAST_READY: Array<[u64; 4]> = Array::with_max_entries(1, 0);
+/// `struct net_device *` → its key and kind, direct-mapped and tagged with the pointer, so a
+/// tracked packet costs one inlined array lookup per device instead of three kernel reads.
+/// Cleared by the loader whenever the device set changes.
 #[map]
-pub static DEVCACHE: HashMap<u64, DevInfo> = HashMap::with_max_entries(4096, 0);
+pub static DEVSLOTS: Array<DevSlot> = Array::with_max_entries(DEV_SLOTS, 0);
 /// Count, sum and histogram per (direction, hop) slot.
 #[map]
 pub static HOPS: PerCpuArray<HopHist> = PerCpuArray::with_max_entries(NSLOTS as u32, 0);
@@ -52,6 +60,10 @@ pub static DROPS: RingBuf = RingBuf::with_byte_size(1 << 16, 0);
 /// Scratch space to build an `SkbState` without using the 512-byte stack.
 #[map]
 pub static SCRATCH: PerCpuArray<SkbState> = PerCpuArray::with_max_entries(1, 0);
+/// Per CPU: [skb, generation] of the journey whose socket wakeup runs here, for the
+/// `sched_waking` of its reader (`sched.rs`).
+#[map]
+pub static WAKECPU: PerCpuArray<[u64; 2]> = PerCpuArray::with_max_entries(1, 0);
 /// Per CPU: [last tracked skb received, its time, NET_RX softirq run sequence].
 #[map]
 pub static RXCPU: PerCpuArray<[u64; 3]> = PerCpuArray::with_max_entries(1, 0);
@@ -59,9 +71,10 @@ pub static RXCPU: PerCpuArray<[u64; 3]> = PerCpuArray::with_max_entries(1, 0);
 #[map]
 pub static TC_STATS: PerCpuHashMap<u64, [u64; 2]> = PerCpuHashMap::with_max_entries(1024, 0);
 
+/// Counts one event. Atomic: a program nested on this CPU may bump the same counter.
 #[inline(always)]
 pub fn bump(idx: u32) {
-    if let Some(c) = COUNTERS.get_ptr_mut(idx) {
-        unsafe { *c += 1 };
+    if let Some(c) = COUNTERS.get_ptr_mut(idx & (counter::COUNT - 1)) {
+        crate::atomic::add(c, 1);
     }
 }

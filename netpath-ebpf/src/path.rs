@@ -4,14 +4,19 @@
 //! per-CPU maps. Only sampled packets keep a full timeline and produce a ring-buffer record.
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns};
 use netpath_common::{
-    DevInfo, DevKey, DevKind, DropRecord, FLIGHT_ANY, FLIGHT_RELAYED, Flight, Hop, MAX_POINTS,
-    Point, ROLE_RELAY, ROLE_SERVER, RelayHold, TidState, TimelinePoint, counter, hist, hop,
+    DEV_SLOTS, DevInfo, DevKey, DevKind, DropRecord, FLIGHT_ANY, FLIGHT_RELAYED, Flight, Hop,
+    Point, ROLE_RELAY, ROLE_SERVER, TidState, TimelinePoint, counter, hist, hop, ptr_slot,
 };
 
-use crate::{kernel, maps::*};
+use crate::{
+    atomic, flights, kernel,
+    maps::*,
+    relay, sched,
+    tids::traced,
+    timeline::{append_point, emit_timeline, new_record, note_end_tuple, start_timeline},
+};
 
 const NO_HOP: u32 = u32::MAX;
-const BPF_NOEXIST: u64 = 1;
 
 #[inline(always)]
 pub fn now() -> u64 {
@@ -23,28 +28,26 @@ pub fn current_tid() -> u32 {
     bpf_get_current_pid_tgid() as u32
 }
 
-/// State of the current thread, if traced.
+/// Adds one event of `d` ns to the (direction, hop) slot. Atomic adds: a program nested on
+/// this CPU (softirq over a process-context program) may record into the same slot.
 #[inline(always)]
-fn traced(tid: u32) -> Option<&'static mut TidState> {
-    TIDS.get_ptr_mut(tid).map(|p| unsafe { &mut *p })
-}
-
-#[inline(always)]
-fn record(dir: u32, hop: u32, d: u64) {
+pub fn record(dir: u32, hop: u32, d: u64) {
     if hop >= netpath_common::NHOPS as u32 || dir >= netpath_common::NDIRS as u32 {
         return;
     }
     if let Some(h) = HOPS.get_ptr_mut(hop::slot(dir, hop)) {
-        let h = unsafe { &mut *h };
-        h.count += 1;
-        h.sum_ns += d;
-        h.buckets[hist::bucket(d) as usize & (hist::HIST_SLOTS - 1)] += 1;
+        let b = hist::bucket(d) as usize & (hist::HIST_SLOTS - 1);
+        unsafe {
+            atomic::add(&raw mut (*h).count, 1);
+            atomic::add(&raw mut (*h).sum_ns, d);
+            atomic::add(&raw mut (*h).buckets[b], 1);
+        }
     }
 }
 
 /// Moves a tracked packet to `point`: closes the open hop if the segment names another one.
 #[inline(always)]
-fn advance(f: *mut Flight, skb: u64, point: u16, kind: u16, key: DevKey, t: u64) {
+pub fn advance(f: *mut Flight, skb: u64, point: u16, kind: u16, key: DevKey, t: u64) {
     let f = unsafe { &mut *f };
     let h = hop::hop_between(f.last_point, f.last_kind, point, kind) as u32;
     if h != f.cur_hop {
@@ -62,29 +65,6 @@ fn advance(f: *mut Flight, skb: u64, point: u16, kind: u16, key: DevKey, t: u64)
     }
 }
 
-#[inline(always)]
-fn append_point(skb: u64, point: u16, kind: u16, key: DevKey, h: u32, t: u64) {
-    let s = match TIMELINES.get_ptr_mut(skb) {
-        Some(s) => unsafe { &mut *s },
-        None => return,
-    };
-    let n = s.npoints as usize;
-    if n < MAX_POINTS {
-        s.points[n] = TimelinePoint {
-            ts: t,
-            netns: key.netns,
-            ifindex: key.ifindex,
-            point,
-            kind,
-            hop: h as u16,
-            cpu: unsafe { bpf_get_smp_processor_id() } as u16,
-        };
-        s.npoints += 1;
-    } else {
-        bump(counter::TRUNCATED);
-    }
-}
-
 /// The device a point happened on: the probe's, else `skb->dev`; none yet (a NAT rewrite in
 /// netfilter OUTPUT, before routing set it) is a point without a device, not an error.
 #[inline(always)]
@@ -96,16 +76,27 @@ fn point_dev(skb: u64, dev: u64) -> Result<DevInfo, i64> {
     dev_info(dev)
 }
 
-/// Key and kind of a device, through the per-pointer cache.
+/// Key and kind of a device, through the direct-mapped per-pointer cache. The tag is read
+/// before and after the entry and the writer clears it while it writes, so an entry another
+/// CPU is rewriting is never taken for this device's.
 #[inline(always)]
 fn dev_info(dev: u64) -> Result<DevInfo, i64> {
-    if let Some(i) = unsafe { DEVCACHE.get(dev) } {
-        return Ok(*i);
+    let s = DEVSLOTS
+        .get_ptr_mut(ptr_slot(dev, DEV_SLOTS - 1))
+        .ok_or(-1i64)?;
+    let tag = unsafe { &raw mut (*s).dev };
+    if unsafe { core::ptr::read_volatile(tag) } == dev {
+        let info = unsafe { (*s).info };
+        if unsafe { core::ptr::read_volatile(tag) } == dev {
+            return Ok(info);
+        }
     }
     let key = kernel::dev_key(dev)?;
     let kind = unsafe { DEVS.get(key).copied().unwrap_or(0) };
     let info = DevInfo { key, kind, _pad: 0 };
-    let _ = DEVCACHE.insert(dev, info, 0);
+    atomic::xchg(tag, 0);
+    unsafe { (*s).info = info };
+    atomic::xchg(tag, dev);
     Ok(info)
 }
 
@@ -133,8 +124,9 @@ fn start(
         _ => (send_ts, 0),
     };
     let started = COUNTERS.get_ptr_mut(counter::STARTED).ok_or(-1i64)?;
-    let n = unsafe { *started };
-    unsafe { *started = n + 1 };
+    // This CPU's count decides sampling (one in `every` per CPU); the add itself is atomic.
+    let n = unsafe { core::ptr::read_volatile(started) };
+    atomic::add(started, 1);
     let every = kernel::sample_every();
     let sampled = every != 0 && n % every as u64 == 0;
     // The packet is born at its first device queue: the sender-stack hop is already open.
@@ -159,80 +151,14 @@ fn start(
     };
     if sampled {
         // A record that does not fit is counted; the packet is still followed.
-        let _ = start_timeline(tid, skb, &f, send_ts, ts.role == ROLE_RELAY);
+        let dst = (ts.dst_addr, ts.dst_port as u16);
+        let _ = start_timeline(tid, skb, &f, send_ts, ts.role == ROLE_RELAY, dst);
         append_point(skb, point as u16, dev.kind as u16, dev.key, h as u32, t);
     }
-    if SKBS.insert(skb, f, BPF_NOEXIST).is_err() {
-        // The address came back without a free we saw (deferred free): new generation.
-        bump(counter::REUSED);
-        if SKBS.insert(skb, f, 0).is_err() {
-            bump(counter::SKB_MAP_FULL);
-        }
-    }
-    Ok(())
-}
-
-/// The full record of a sampled packet, built in per-CPU scratch (it exceeds the BPF stack).
-#[inline(always)]
-fn start_timeline(tid: u32, skb: u64, f: &Flight, send_ts: u64, relay: bool) -> Result<(), i64> {
-    let (sock_daddr, sock_dport) =
-        traced(tid).map_or((0, 0), |ts| (ts.dst_addr, ts.dst_port as u16));
-    // A relayed journey's record starts at the relay's send: the time before it (the first
-    // connection and the proxy hop) is in the record of the first connection.
-    let first = TimelinePoint {
-        ts: send_ts,
-        netns: 0,
-        ifindex: 0,
-        point: Point::SendEnter as u16,
-        kind: 0,
-        hop: if relay { Hop::Proxy } else { Hop::SenderStack } as u16,
-        cpu: unsafe { bpf_get_smp_processor_id() } as u16,
-    };
-    new_record(skb, tid, f, first, sock_daddr, sock_dport)
-}
-
-/// Creates the full record of a sampled packet in `TIMELINES`, built in per-CPU scratch (it
-/// exceeds the BPF stack), with the packet's tuple and its first point.
-#[inline(always)]
-fn new_record(
-    skb: u64,
-    tid: u32,
-    f: &Flight,
-    first: TimelinePoint,
-    sock_daddr: u32,
-    sock_dport: u16,
-) -> Result<(), i64> {
-    let st = SCRATCH.get_ptr_mut(0).ok_or(-1i64)?;
-    let (saddr, daddr, sport, dport, _) = kernel::skb_tuple(skb).unwrap_or((0, 0, 0, 0, 0));
-    let s = unsafe { &mut *st };
-    s.first_ts = f.first_ts;
-    s.last_ts = f.first_ts;
-    s.hop_start = f.first_ts;
-    s.skb = skb;
-    s.cur_hop = NO_HOP;
-    s.dir = f.dir;
-    s.last_point = first.point;
-    s.last_kind = first.kind;
-    s.sampled = 1;
-    s.saddr = saddr;
-    s.daddr = daddr;
-    s.sport = sport;
-    s.dport = dport;
-    s.tid = tid;
-    s.softirqs = 0;
-    s.rx_passes = 0;
-    s.last_softirq = 0;
-    s.end_saddr = 0;
-    s.end_daddr = 0;
-    s.end_sport = 0;
-    s.end_dport = 0;
-    s.sock_daddr = sock_daddr;
-    s.sock_dport = sock_dport;
-    s.points[0] = first;
-    s.npoints = 1;
-    if TIMELINES.insert(skb, s, 0).is_err() {
-        bump(counter::RINGBUF_LOST);
-        return Err(-1);
+    // An address that came back without a free we saw (deferred free) is a new generation
+    // (counted `reused` by the claim).
+    if !flights::claim(skb, &f) && sampled {
+        let _ = TIMELINES.remove(skb);
     }
     Ok(())
 }
@@ -241,9 +167,9 @@ fn new_record(
 /// (read from `skb->dev`).
 #[inline(always)]
 pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
-    // Hot path: most skbs are not ours. Decide that with one hash lookup, before any clock read
-    // or kernel memory read.
-    let mut f = SKBS.get_ptr_mut(skb);
+    // Hot path: most skbs are not ours. Decide that with one inlined array lookup, before any
+    // clock read or kernel memory read.
+    let mut f = flights::get(skb);
     if let Some(old) = f {
         let lp = unsafe { (*old).last_point };
         let lk = unsafe { (*old).last_kind };
@@ -257,7 +183,12 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
                     && (lk == DevKind::Veth as u16
                         || lk == DevKind::Loopback as u16
                         || lk == DevKind::BridgePort as u16));
-        if lp == Point::SockReady as u16 || lp == Point::Copy as u16 || requeued {
+        if lp == Point::SockReady as u16
+            || lp == Point::Copy as u16
+            || lp == Point::SchedWaking as u16
+            || lp == Point::SchedSwitch as u16
+            || requeued
+        {
             // A packet delivered to a socket never returns to a device: this address was freed
             // unseen (splice, deferred free) and reused. New generation.
             bump(counter::REUSED);
@@ -276,6 +207,12 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
                 _ if kernel::trace_any() => return start_any(skb, dev, point),
                 _ => return Ok(()),
             };
+            // Softirq work at interrupt exit (another connection's segment, an ACK) runs in
+            // the traced thread's context too: only its own socket's skb starts a journey.
+            if !own_skb(ts, skb) {
+                bump(counter::FOREIGN);
+                return Ok(());
+            }
             let t = now();
             let info = point_dev(skb, 0)?;
             if !kernel::filter_pass(skb, &info.key) {
@@ -299,6 +236,15 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
     }
     advance(f, skb, point as u16, info.kind as u16, info.key, t);
     Ok(())
+}
+
+/// Whether `skb` belongs to the socket the traced thread sends on: exactly when the socket is
+/// known (`tcp_sendmsg_locked`, or learnt from the thread's receives on syscall-bounded
+/// kernels), else any skb with a socket (forwarded and softirq-built packets have none).
+#[inline(always)]
+fn own_skb(ts: &TidState, skb: u64) -> bool {
+    let sk = kernel::skb_sk(skb);
+    if ts.sock != 0 { sk == ts.sock } else { sk != 0 }
 }
 
 /// `netpath trace` on traffic netpath does not generate: a packet starts when first seen on a
@@ -345,8 +291,7 @@ fn start_any(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
     if new_record(skb, 0, &f, first, 0, 0).is_err() {
         return Ok(());
     }
-    if SKBS.insert(skb, f, 0).is_err() {
-        bump(counter::SKB_MAP_FULL);
+    if !flights::claim(skb, &f) {
         let _ = TIMELINES.remove(skb);
     }
     Ok(())
@@ -361,12 +306,12 @@ fn finish_any(skb: u64, f: *mut Flight, t: u64) {
     record(f.dir, Hop::OneWay as u32, t - f.first_ts);
     bump(counter::COMPLETED);
     emit_timeline(skb, f, t);
-    let _ = SKBS.remove(skb);
+    flights::release(skb);
 }
 
 #[inline(always)]
-fn forget(skb: u64, sampled: u16) {
-    let _ = SKBS.remove(skb);
+pub fn forget(skb: u64, sampled: u16) {
+    flights::release(skb);
     if sampled != 0 {
         let _ = TIMELINES.remove(skb);
     }
@@ -391,11 +336,12 @@ fn on_receive_pass(f: *mut Flight, skb: u64, t: u64) {
     }
     // Without sock:sk_data_ready (before 6.7) the last receive pass is the last point a
     // splicing relay's journey reaches.
-    if kernel::ready_fallback()
-        && f.flags & FLIGHT_RELAYED == 0
-        && let Some(r) = LAST_READY.get_ptr_mut(0)
-    {
-        unsafe { *r = [skb, f.first_ts, f.dir as u64, t] };
+    if kernel::ready_fallback() {
+        if f.flags & FLIGHT_RELAYED == 0 {
+            relay::publish(skb, f.first_ts, f.dir, t);
+        }
+        // No sk_data_ready: the socket's wakeup follows this receive pass on this CPU.
+        sched::arm(skb, f.first_ts);
     }
 }
 
@@ -419,57 +365,71 @@ pub fn on_net_rx_softirq() {
 /// Last point of a packet that has been received but has not yet reached its socket: its
 /// last receive pass, or the IP/TCP receive a function probe saw after it.
 #[inline(always)]
-fn receiving(last_point: u16) -> bool {
+pub fn receiving(last_point: u16) -> bool {
     last_point == Point::NetifReceive as u16
         || last_point == Point::IpRcv as u16
         || last_point == Point::TcpRcv as u16
 }
 
 /// `sock:sk_data_ready` on socket `sk`: attributed to the skb TCP just queued on it (the tail of
-/// its receive queue), else to the last tracked skb received on this CPU. The queue finds it
-/// also when the wakeup comes later from the socket backlog, in process context, on another CPU.
+/// its receive queue), else to the last tracked skb received on this CPU if that skb is this
+/// socket's (its source is the socket's peer: a segment coalesced into an older tail skb has
+/// no `skb->sk`). The queue finds it also when the wakeup comes later from the socket
+/// backlog, in process context, on another CPU.
 #[inline(always)]
 pub fn on_sock_ready(sk: u64) -> Result<(), i64> {
     let rx = RXCPU.get_ptr_mut(0).ok_or(-1i64)?;
     let tail = kernel::sk_rcvq_tail(sk);
-    let skb = match SKBS.get_ptr_mut(tail) {
-        Some(f) if tail != 0 && receiving(unsafe { (*f).last_point }) => tail,
-        _ => unsafe { (*rx)[0] },
+    let queued = match flights::get(tail) {
+        Some(f) if receiving(unsafe { (*f).last_point }) => Some((tail, f)),
+        _ => None,
     };
-    if skb == 0 {
-        return Ok(());
-    }
+    let (skb, f) = match queued {
+        Some(q) => q,
+        None => {
+            let last = unsafe { (*rx)[0] };
+            match flights::get(last) {
+                Some(f) if receiving(unsafe { (*f).last_point }) && peer_of(sk, last) => (last, f),
+                _ => return Ok(()),
+            }
+        }
+    };
     if unsafe { (*rx)[0] } == skb {
         unsafe { (*rx)[0] = 0 };
     }
-    if let Some(f) = SKBS.get_ptr_mut(skb)
-        && receiving(unsafe { (*f).last_point })
-    {
-        let t = now();
-        advance(f, skb, Point::SockReady as u16, 0, DevKey::default(), t);
-        if unsafe { (*f).sampled } != 0 {
-            note_end_tuple(skb);
-        }
-        if unsafe { (*f).flags } & FLIGHT_ANY != 0 {
-            finish_any(skb, f, t);
-            return Ok(());
-        }
-        // A relay that splices (docker-proxy: Go's io.Copy between TCP sockets uses splice)
-        // never copies to user space nor returns from a receive: the last point of the
-        // journey it relays is this wakeup. Remember it for the relay's next send.
-        if unsafe { (*f).flags } & FLIGHT_RELAYED == 0
-            && let Some(r) = LAST_READY.get_ptr_mut(0)
-        {
-            unsafe { *r = [skb, (*f).first_ts, (*f).dir as u64, t] };
-        }
+    let t = now();
+    advance(f, skb, Point::SockReady as u16, 0, DevKey::default(), t);
+    let fl = unsafe { &*f };
+    if fl.sampled != 0 {
+        note_end_tuple(skb);
     }
+    if fl.flags & FLIGHT_ANY != 0 {
+        finish_any(skb, f, t);
+        return Ok(());
+    }
+    // A relay that splices never copies nor returns from a receive: the last point of the
+    // journey it relays is this wakeup. Publish it for the relay's next send.
+    if fl.flags & FLIGHT_RELAYED == 0 {
+        relay::publish(skb, fl.first_ts, fl.dir, t);
+    }
+    // The reader this wakes (if asleep) is woken next on this CPU.
+    sched::arm(skb, fl.first_ts);
     Ok(())
+}
+
+/// Whether `skb` came from the peer `sk` is connected to (source = the socket's destination).
+#[inline(always)]
+fn peer_of(sk: u64, skb: u64) -> bool {
+    match (kernel::sk_dest(sk), kernel::skb_tuple(skb)) {
+        (Ok((a, p)), Ok((sa, _, sp, _, _))) => a == sa && p == sp,
+        _ => false,
+    }
 }
 
 /// `skb:skb_copy_datagram_iovec` in a traced receiver: the data reaches the user buffer.
 #[inline(always)]
 pub fn on_copy(skb: u64) -> Result<(), i64> {
-    let f = match SKBS.get_ptr_mut(skb) {
+    let f = match flights::get(skb) {
         Some(f) => f,
         None => return Ok(()),
     };
@@ -492,258 +452,21 @@ pub fn on_copy(skb: u64) -> Result<(), i64> {
             note_end_tuple(skb);
         }
     }
-    // Delivered to a process: no relay may continue this journey (a relay whose own wakeup
-    // went unseen would otherwise take the last delivery, often the other direction's).
-    if let Some(r) = LAST_READY.get_ptr_mut(0)
-        && unsafe { (*r)[0] } == skb
-    {
-        unsafe { (*r)[0] = 0 };
+    // Syscall-bounded kernels do not show the sending socket: a thread's connection is the
+    // one it receives on (request/response), learnt here once.
+    if ts.sock == 0 {
+        ts.sock = kernel::skb_sk(skb);
     }
+    relay::withdraw(skb);
     ts.pending_skb = skb;
     ts.pending_gen = unsafe { (*f).first_ts };
     Ok(())
 }
 
-/// A thread of a relay process that was not there when tracing started (the Go runtime adds
-/// threads under load): traced from its first send on.
-#[inline(always)]
-fn adopt_relay_thread(tid: u32) -> Option<&'static mut TidState> {
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    unsafe { RELAY_PIDS.get(tgid) }?;
-    let st = TidState {
-        role: ROLE_RELAY,
-        ..TidState::default()
-    };
-    TIDS.insert(tid, st, 1).ok()?;
-    traced(tid)
-}
-
-/// `on_send_enter` with the sending socket: in trace mode (every packet sampled) the socket's
-/// destination is kept, so a NAT rewrite before the first device shows in the timeline.
-#[inline(always)]
-pub fn on_send_enter_sk(sk: u64) -> Result<(), i64> {
-    on_send_enter()?;
-    if kernel::sample_every() == 1
-        && let Some(ts) = traced(current_tid())
-        && let Ok((a, p)) = kernel::sk_dest(sk)
-    {
-        ts.dst_addr = a;
-        ts.dst_port = p as u32;
-    }
-    Ok(())
-}
-
-/// A traced thread starts sending; closes the server's turnaround.
-#[inline(always)]
-pub fn on_send_enter() -> Result<(), i64> {
-    send_enter(true)
-}
-
-/// `count_unmatched`: a relay send without a journey is a lost second leg, except for
-/// splice(2) entries, most of which are not sends (the socket → pipe half, EAGAIN retries).
-#[inline(always)]
-fn send_enter(count_unmatched: bool) -> Result<(), i64> {
-    let tid = current_tid();
-    let ts = match traced(tid) {
-        Some(ts) => ts,
-        None => match adopt_relay_thread(tid) {
-            Some(ts) => ts,
-            None => return Ok(()),
-        },
-    };
-    // tcp_sendmsg_locked fires once per skb filled; the first one starts the send.
-    if ts.send_ts != 0 {
-        return Ok(());
-    }
-    let t = now();
-    if ts.role == ROLE_RELAY {
-        // Only sends that carry a journey the relay received are followed.
-        let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-        let hold = match unsafe { RELAY.get(tgid) } {
-            Some(h) => {
-                let h = *h;
-                let _ = RELAY.remove(tgid);
-                h
-            }
-            None => match take_last_ready(t) {
-                Some(h) => h,
-                None => {
-                    if count_unmatched {
-                        bump(counter::RELAY_UNMATCHED);
-                    }
-                    return Ok(());
-                }
-            },
-        };
-        if t.wrapping_sub(hold.recv_ts) > kernel::max_gap_ns() {
-            bump(counter::STALE);
-            return Ok(());
-        }
-        // The proxy hop: the relay has the message (receive returned, or its socket was woken
-        // when it splices) → it starts sending it on the other connection.
-        record(hold.dir, Hop::Proxy as u32, t - hold.recv_ts);
-        ts.origin_ts = hold.origin_ts;
-        ts.origin_dir = hold.dir;
-        ts.send_ts = t;
-        return Ok(());
-    }
-    if ts.turn_ts != 0 {
-        record(2, Hop::OneWay as u32, t.wrapping_sub(ts.turn_ts));
-        ts.turn_ts = 0;
-    }
-    ts.send_ts = t;
-    Ok(())
-}
-
-/// The last journey that woke a socket, if it was not delivered by a copy since: the journey
-/// a splicing relay is about to send on. Its skb's state ends here (the splice frees it unseen).
-#[inline(always)]
-fn take_last_ready(t: u64) -> Option<RelayHold> {
-    let r = LAST_READY.get_ptr_mut(0)?;
-    let [skb, origin_ts, dir, ready_ts] = unsafe { *r };
-    if skb == 0 {
-        return None;
-    }
-    unsafe { (*r)[0] = 0 };
-    if t.wrapping_sub(ready_ts) > kernel::max_gap_ns() {
-        return None;
-    }
-    // Close the first leg if its state is still there (a splice may have freed the skb).
-    if let Some(f) = SKBS.get_ptr_mut(skb) {
-        let f = unsafe { &*f };
-        let at_socket = f.last_point == Point::SockReady as u16
-            || kernel::ready_fallback() && receiving(f.last_point);
-        if f.first_ts == origin_ts && at_socket {
-            record(f.dir, f.cur_hop, ready_ts.saturating_sub(f.hop_start));
-            if f.sampled != 0 {
-                emit_timeline(skb, f, ready_ts);
-            }
-            forget(skb, f.sampled);
-        }
-    }
-    Some(RelayHold {
-        origin_ts,
-        recv_ts: ready_ts,
-        dir: dir as u32,
-        _pad: 0,
-    })
-}
-
-/// splice(2) entry (syscall-bounded kernels): for a relay thread holding a journey, the start
-/// of its send; ignored for everyone else.
-#[inline(always)]
-pub fn on_relay_splice() -> Result<(), i64> {
-    match traced(current_tid()) {
-        Some(ts) if ts.role == ROLE_RELAY => send_enter(false),
-        None => {
-            // Relay threads not yet known are adopted by send_enter.
-            send_enter(false)
-        }
-        _ => Ok(()),
-    }
-}
-
-#[inline(always)]
-pub fn on_send_exit() {
-    if let Some(ts) = traced(current_tid()) {
-        ts.send_ts = 0;
-    }
-}
-
-/// A traced thread's receive returns `ret` bytes: completes the journey.
-#[inline(always)]
-pub fn on_recv_exit(ret: i64) -> Result<(), i64> {
-    let ts = match traced(current_tid()) {
-        Some(ts) => ts,
-        None => return Ok(()),
-    };
-    if ret <= 0 {
-        return Ok(());
-    }
-    let t = now();
-    let (skb, generation) = (ts.pending_skb, ts.pending_gen);
-    if skb == 0 {
-        bump(counter::RECV_UNMATCHED);
-        return Ok(());
-    }
-    ts.pending_skb = 0;
-    let fp = match SKBS.get_ptr_mut(skb) {
-        Some(f) if unsafe { (*f).first_ts } == generation => f,
-        _ => {
-            bump(counter::RECV_UNMATCHED);
-            return Ok(());
-        }
-    };
-    advance(fp, skb, Point::RecvExit as u16, 0, DevKey::default(), t);
-    let f = unsafe { &*fp };
-    record(f.dir, f.cur_hop, t - f.hop_start);
-    if ts.role == ROLE_RELAY {
-        // The journey goes on when the relay sends it: hand it over, do not complete it.
-        let hold = RelayHold {
-            origin_ts: f.first_ts,
-            recv_ts: t,
-            dir: f.dir,
-            _pad: 0,
-        };
-        let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-        let _ = RELAY.insert(tgid, hold, 0);
-        if f.sampled != 0 {
-            emit_timeline(skb, f, t);
-        }
-        let _ = SKBS.remove(skb);
-        return Ok(());
-    }
-    record(f.dir, Hop::OneWay as u32, t - f.first_ts);
-    let p = (f.rx_passes as u32).min(7) * 8 + (f.softirqs as u32).min(7);
-    if let Some(c) = PASSES.get_ptr_mut(f.dir * 64 + p) {
-        unsafe { *c += 1 };
-    }
-    bump(counter::COMPLETED);
-    if f.sampled != 0 {
-        emit_timeline(skb, f, t);
-    }
-    let _ = SKBS.remove(skb);
-    if ts.role == ROLE_SERVER {
-        ts.turn_ts = t;
-    }
-    Ok(())
-}
-
-/// Keeps the tuple a sampled packet has when it reaches the socket (the skb is still valid at
-/// the wakeup and at the copy; after the receive it may be freed).
-#[inline(always)]
-fn note_end_tuple(skb: u64) {
-    if let Some(s) = TIMELINES.get_ptr_mut(skb)
-        && let Ok((sa, da, sp, dp, _)) = kernel::skb_tuple(skb)
-    {
-        let s = unsafe { &mut *s };
-        s.end_saddr = sa;
-        s.end_daddr = da;
-        s.end_sport = sp;
-        s.end_dport = dp;
-    }
-}
-
-#[inline(always)]
-fn emit_timeline(skb: u64, f: &Flight, t: u64) {
-    if let Some(s) = TIMELINES.get_ptr_mut(skb) {
-        let s = unsafe { &mut *s };
-        s.last_ts = t;
-        s.rx_passes = f.rx_passes;
-        s.softirqs = f.softirqs;
-        if SAMPLES.output::<netpath_common::SkbState>(&*s, 0).is_ok() {
-            bump(counter::SAMPLES);
-        } else {
-            bump(counter::RINGBUF_LOST);
-        }
-        let _ = TIMELINES.remove(skb);
-    }
-}
-
 /// `skb:kfree_skb` / `skb:consume_skb` of a tracked skb before its data was copied out.
 #[inline(always)]
 pub fn on_free(skb: u64, location: u64, reason: u32, dropped: bool) -> Result<(), i64> {
-    let f = match SKBS.get_ptr_mut(skb) {
+    let f = match flights::get(skb) {
         Some(f) => unsafe { &*f },
         None => return Ok(()),
     };
@@ -751,7 +474,10 @@ pub fn on_free(skb: u64, location: u64, reason: u32, dropped: bool) -> Result<()
         // Freed after delivery: the receive exit completes it.
         return Ok(());
     }
-    if !dropped && f.last_point == Point::SockReady as u16 {
+    let at_socket = f.last_point == Point::SockReady as u16
+        || f.last_point == Point::SchedWaking as u16
+        || f.last_point == Point::SchedSwitch as u16;
+    if !dropped && at_socket {
         // Consumed after it reached the socket (a splicing relay takes it this way): the
         // journey is delivered; the relay's send or the copy continues it.
         return Ok(());

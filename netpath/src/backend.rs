@@ -49,6 +49,10 @@ impl Backend {
                 Hop::Uplink,
                 Hop::ReceiverStack,
                 Hop::Wakeup,
+                Hop::IdleExit,
+                Hop::Runqueue,
+                Hop::RecvCopy,
+                Hop::RecvReturn,
             ],
             Backend::Kprobe | Backend::Fentry => &[
                 Hop::SenderStack,
@@ -65,6 +69,10 @@ impl Backend {
                 Hop::Uplink,
                 Hop::ReceiverStack,
                 Hop::Wakeup,
+                Hop::IdleExit,
+                Hop::Runqueue,
+                Hop::RecvCopy,
+                Hop::RecvReturn,
             ],
         }
     }

@@ -235,6 +235,9 @@ pub struct KernelCost {
     pub rtt: Rtt,
     pub round_trips: u64,
     pub programs: Vec<ProgCost>,
+    /// Mean ns per run of an empty program on `net_dev_queue` in the same run: what any
+    /// program costs there (dispatch and the statistics' own clock reads).
+    pub floor_ns: f64,
     /// Σ runs × mean run time / round trips, ns.
     pub ns_per_rtt: f64,
     /// The same as a share of the untraced RTT (median over rounds of its p50, and of its mean;
@@ -390,10 +393,10 @@ fn bench_driver(tracer: &mut Tracer, lab: &NetPath, opts: &BenchOptions) -> Resu
         sp.push(sockperf(lab, on(SOCKPERF_PORT), secs)?);
         let (u, t, ev) = if round % 2 == 0 {
             let u = harness::run_rr(lab, &rr, &NoPhases).context("untraced run")?;
-            let (t, ev) = rr_traced(tracer, lab, &rr)?;
+            let (t, ev) = rr_traced(tracer, lab, &rr, false)?;
             (u, t, ev)
         } else {
-            let (t, ev) = rr_traced(tracer, lab, &rr)?;
+            let (t, ev) = rr_traced(tracer, lab, &rr, false)?;
             let u = harness::run_rr(lab, &rr, &NoPhases).context("untraced run")?;
             (u, t, ev)
         };
@@ -449,11 +452,16 @@ fn bench_driver(tracer: &mut Tracer, lab: &NetPath, opts: &BenchOptions) -> Resu
     let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
         .context("enabling BPF run-time statistics")?;
     let before = tracer.prog_costs();
-    let costed = rr_traced(tracer, lab, &rr);
+    // The floor program (empty, on net_dev_queue) runs beside the others in this same run.
+    let costed = rr_traced(tracer, lab, &rr, true);
     let after = tracer.prog_costs();
     drop(stats);
     let (costed, _) = costed?;
-    let programs = prog_costs(&before, &after, costed.count);
+    let (floor, programs): (Vec<ProgCost>, Vec<ProgCost>) =
+        prog_costs(&before, &after, costed.count)
+            .into_iter()
+            .partition(|p| p.program.starts_with("floor_"));
+    let floor_ns = floor.first().map_or(0.0, |p| p.avg_ns);
     let ns_per_rtt: f64 = programs.iter().map(|p| p.avg_ns * p.runs_per_rtt).sum();
 
     let latency = {
@@ -518,6 +526,7 @@ fn bench_driver(tracer: &mut Tracer, lab: &NetPath, opts: &BenchOptions) -> Resu
         share_of_untraced_p50: ns_per_rtt / 1000.0 / latency.untraced_median.p50_us,
         share_of_untraced_mean: ns_per_rtt / 1000.0 / latency.untraced_median.mean_us,
         ns_per_rtt,
+        floor_ns,
         programs,
     };
     Ok(DriverBench {
@@ -533,9 +542,17 @@ fn bench_driver(tracer: &mut Tracer, lab: &NetPath, opts: &BenchOptions) -> Resu
 
 /// One traced request/response run as `compare` does it: probes attached, the harness threads
 /// traced after warm-up. Also returns the hop events the kernel recorded.
-fn rr_traced(tracer: &mut Tracer, lab: &NetPath, cfg: &RrConfig) -> Result<(RrResult, u64)> {
+fn rr_traced(
+    tracer: &mut Tracer,
+    lab: &NetPath,
+    cfg: &RrConfig,
+    floor: bool,
+) -> Result<(RrResult, u64)> {
     tracer.reset()?;
     tracer.attach()?;
+    if floor {
+        tracer.attach_floor()?;
+    }
     let phases = tracer.tids.clone();
     phases.set_relays(lab.proxy_pid.into_iter().collect());
     let r = harness::run_rr(lab, cfg, phases.as_ref());
@@ -1279,6 +1296,10 @@ pub fn print(r: &BenchReport) {
             "",
             "  top programs, runs/RTT × ns",
             top.join(", ")
+        );
+        println!(
+            "{:<9} {:<34} {:.0} ns per run (an empty program on net_dev_queue, same run)",
+            "", "  floor", k.floor_ns
         );
         println!(
             "{:<9} {:<34} traced/untraced {}; untraced/sockperf {}",

@@ -109,6 +109,8 @@ pub fn kernel_offsets(btf: &Btf) -> Result<KernelOffsets> {
         sk_daddr: o("sock_common", "skc_daddr")?,
         sk_dport: o("sock_common", "skc_dport")?,
         sk_rcvq_tail: o("sock", "sk_receive_queue.prev")?,
+        skb_sk: o("sk_buff", "sk")?,
+        task_pid: o("task_struct", "pid")?,
     })
 }
 
@@ -147,6 +149,7 @@ mod tests {
         // Sanity, not values: fields exist, are distinct, and lie inside the structs.
         assert!(o.skb_head > 0 && o.skb_head < 256, "{o:?}");
         assert_ne!(o.skb_dev, o.skb_head);
+        assert!(o.skb_sk > 0 && o.skb_sk != o.skb_dev, "{o:?}");
         assert_ne!(o.skb_network_header, o.skb_transport_header);
         assert!(o.dev_ifindex > 0 && o.dev_nd_net > 0, "{o:?}");
         assert!(offset_of(&btf, "sk_buff", "no_such_field").is_err());

@@ -2,7 +2,7 @@
 //! lost events, receive passes and softirqs, drops. Printed as a table or serialised as JSON.
 use std::collections::BTreeMap;
 
-use netpath_common::{Dir, DropRecord, Hop, NHOPS, Point, SkbState, counter, hist, hop::slot};
+use netpath_common::{Dir, DropRecord, Hop, Point, SkbState, counter, hist, hop::slot};
 use serde::Serialize;
 
 use crate::{backend::Backend, harness::RrResult, path::Device, tracer::Snapshot};
@@ -329,6 +329,18 @@ fn tuple(s: &SkbState) -> String {
     )
 }
 
+/// What the receiving thread's CPU was doing before it ran, and whether it is another CPU than
+/// the one that woke it.
+fn sched_kind(k: u16) -> &'static str {
+    use netpath_common::hop::{SCHED_CROSS, SCHED_IDLE};
+    match (k & SCHED_IDLE != 0, k & SCHED_CROSS != 0) {
+        (true, false) => "idle",
+        (true, true) => "idle,x-cpu",
+        (false, false) => "busy",
+        (false, true) => "busy,x-cpu",
+    }
+}
+
 pub fn timeline(s: &SkbState, devices: &[Device]) -> Timeline {
     let n = (s.npoints as usize).min(s.points.len());
     let mut prev = s.first_ts;
@@ -340,7 +352,9 @@ pub fn timeline(s: &SkbState, devices: &[Device]) -> Timeline {
             TimelineHop {
                 point: Point::from_u16(p.point).map(|p| p.name()).unwrap_or("?"),
                 device: device_name(devices, p.netns, p.ifindex),
-                kind: if p.ifindex == 0 {
+                kind: if p.point == Point::SchedSwitch as u16 {
+                    sched_kind(p.kind)
+                } else if p.ifindex == 0 {
                     ""
                 } else {
                     netpath_common::DevKind::from_u16(p.kind).name()
@@ -417,7 +431,7 @@ pub fn build(
         if let Some(d) = ow {
             one_way.insert(dir.name(), d);
         }
-        for hop in Hop::ALL.iter().take(NHOPS - 1) {
+        for hop in Hop::ALL.iter().filter(|h| **h != Hop::OneWay) {
             let i = slot(dir as u32, *hop as u32) as usize;
             let st = snap.stats[i];
             if st.count == 0 {

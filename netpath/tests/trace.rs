@@ -141,7 +141,7 @@ fn assert_crossings(r: &DriverReport, done: &BTreeMap<&str, u64>, want: &[(&str,
             t.points
                 .iter()
                 .skip(1)
-                .any(|p| !names.contains(&(t.dir, p.hop)))
+                .any(|p| !names.contains(&(t.dir, p.hop)) && !WAKEUP_PARTS.contains(&p.hop))
         })
         .collect();
     let slack = if r.backend == "tracepoint" {
@@ -174,9 +174,10 @@ fn assert_crossings(r: &DriverReport, done: &BTreeMap<&str, u64>, want: &[(&str,
     let got: std::collections::BTreeSet<(&str, &str)> = r
         .hops
         .iter()
-        .filter(|h| h.hop != "other")
+        .filter(|h| h.hop != "other" && !WAKEUP_PARTS.contains(&h.hop))
         .map(|h| (h.dir, h.hop))
         .collect();
+    // The wakeup's parts depend on whether the reader slept (`assert_wakeup_parts`).
     assert_eq!(got, names, "{} hops; timelines: {odd:#?}", r.driver);
     for (d, h, k) in want {
         let c = r
@@ -240,12 +241,16 @@ fn bridge_path_hops_and_counts() {
     );
     // Function probes add points inside hops (veth_xmit, br_forward, ip_rcv, tcp_v4_rcv); the
     // tracepoint points and their order stay the same with every backend.
+    // The scheduler's points appear when the receiving thread slept (checked in
+    // `assert_wakeup_parts`).
     let fn_points = [
         "veth_xmit",
         "br_forward",
         "ip_rcv",
         "tcp_v4_rcv",
         "nf_nat_manip",
+        "sched_waking",
+        "sched_switch",
     ];
     if r.backend != "tracepoint" {
         let all: Vec<&str> = r.timelines[0].points.iter().map(|p| p.point).collect();
@@ -660,14 +665,14 @@ fn expected(driver: Driver) -> Vec<(&'static str, &'static str, u64)> {
             ("loopback", 1),
             ("backlog", 1),
             ("receiver-stack", 1),
-            ("wakeup", 1),
+            ("recv-return", 1),
         ]),
         Driver::Macvlan => both(&[
             ("sender-stack", 1),
             ("macvlan", 1),
             ("backlog", 1),
             ("receiver-stack", 1),
-            ("wakeup", 1),
+            ("recv-return", 1),
         ]),
         Driver::Overlay => both(&[
             ("sender-stack", 1),
@@ -678,7 +683,7 @@ fn expected(driver: Driver) -> Vec<(&'static str, &'static str, u64)> {
             ("underlay", 1),
             ("vxlan-decap", 1),
             ("receiver-stack", 1),
-            ("wakeup", 1),
+            ("recv-return", 1),
         ]),
         Driver::PublishedNat => both(&[
             ("sender-stack", 1),
@@ -686,7 +691,7 @@ fn expected(driver: Driver) -> Vec<(&'static str, &'static str, u64)> {
             ("backlog", 1),
             ("bridge", 1),
             ("receiver-stack", 1),
-            ("wakeup", 1),
+            ("recv-return", 1),
         ]),
         // Two connections: client ⇄ docker-proxy over loopback, docker-proxy ⇄ server over the
         // bridge; the proxy hop joins them.
@@ -698,7 +703,7 @@ fn expected(driver: Driver) -> Vec<(&'static str, &'static str, u64)> {
             ("bridge", 1),
             ("proxy", 1),
             ("receiver-stack", 2),
-            ("wakeup", 1),
+            ("recv-return", 1),
         ]),
         Driver::Bridge => both(&[
             ("sender-stack", 1),
@@ -706,7 +711,7 @@ fn expected(driver: Driver) -> Vec<(&'static str, &'static str, u64)> {
             ("backlog", 2),
             ("bridge", 1),
             ("receiver-stack", 1),
-            ("wakeup", 1),
+            ("recv-return", 1),
         ]),
         // Out of the container, routed (and masqueraded) by the node, over its uplink; the
         // reply the same way back.
@@ -718,14 +723,14 @@ fn expected(driver: Driver) -> Vec<(&'static str, &'static str, u64)> {
             ("forward", 1),
             ("uplink", 1),
             ("receiver-stack", 1),
-            ("wakeup", 1),
+            ("recv-return", 1),
         ]),
         Driver::HostEgress => both(&[
             ("sender-stack", 1),
             ("uplink", 1),
             ("backlog", 1),
             ("receiver-stack", 1),
-            ("wakeup", 1),
+            ("recv-return", 1),
         ]),
         Driver::Gateway => both(&[
             ("sender-stack", 1),
@@ -733,7 +738,7 @@ fn expected(driver: Driver) -> Vec<(&'static str, &'static str, u64)> {
             ("backlog", 1),
             ("bridge", 1),
             ("receiver-stack", 1),
-            ("wakeup", 1),
+            ("recv-return", 1),
         ]),
     }
 }
@@ -743,22 +748,22 @@ fn expected(driver: Driver) -> Vec<(&'static str, &'static str, u64)> {
 fn expected_order(driver: Driver, function_probes: bool) -> Option<[&'static str; 2]> {
     Some(match (driver, function_probes) {
         (Driver::Egress, false) => [
-            "sender-stack veth backlog bridge forward uplink backlog receiver-stack wakeup",
-            "sender-stack uplink backlog forward bridge veth backlog receiver-stack wakeup",
+            "sender-stack veth backlog bridge forward uplink backlog receiver-stack recv-return",
+            "sender-stack uplink backlog forward bridge veth backlog receiver-stack recv-return",
         ],
         // The rewrite ends a `nat` segment on the node each way: MASQUERADE in POSTROUTING
         // (after the routing), its de-NAT in PREROUTING; the node's IP input before it is
         // receiver-stack.
         (Driver::Egress, true) => [
             "sender-stack veth backlog bridge receiver-stack nat forward uplink backlog \
-             receiver-stack wakeup",
+             receiver-stack recv-return",
             "sender-stack uplink backlog receiver-stack nat forward bridge veth backlog \
-             receiver-stack wakeup",
+             receiver-stack recv-return",
         ],
-        (Driver::HostEgress, _) => ["sender-stack uplink backlog receiver-stack wakeup"; 2],
+        (Driver::HostEgress, _) => ["sender-stack uplink backlog receiver-stack recv-return"; 2],
         (Driver::Gateway, _) => [
-            "sender-stack veth backlog bridge receiver-stack wakeup",
-            "sender-stack bridge veth backlog receiver-stack wakeup",
+            "sender-stack veth backlog bridge receiver-stack recv-return",
+            "sender-stack bridge veth backlog receiver-stack recv-return",
         ],
         _ => return None,
     })
@@ -774,7 +779,15 @@ fn assert_order(r: &DriverReport) {
     };
     let mut odd = Vec::new();
     for t in &r.timelines {
-        let mut hops: Vec<&str> = t.points.iter().skip(1).map(|p| p.hop).collect();
+        // The data path's order; the receiving thread's wakeup parts (present when it slept,
+        // and `wakeup` only where sk_data_ready exists) are checked in `assert_wakeup_parts`.
+        let mut hops: Vec<&str> = t
+            .points
+            .iter()
+            .skip(1)
+            .map(|p| p.hop)
+            .filter(|h| !WAKEUP_PARTS.contains(h))
+            .collect();
         hops.dedup();
         let i = usize::from(t.dir == "response");
         if hops.join(" ") != want[i] {
@@ -791,6 +804,60 @@ fn assert_order(r: &DriverReport) {
         r.timelines.len(),
         &odd[..odd.len().min(3)]
     );
+}
+
+/// Hops of the receiving thread's wakeup, between the socket's wakeup and the copy.
+const WAKEUP_PARTS: [&str; 4] = ["wakeup", "idle-exit", "runqueue", "recv-copy"];
+
+/// The harness blocks in its receives, so its threads sleep between messages: the wakeup opens
+/// up into its scheduler parts (socket woken → runnable → running → copied → returned), the CPU
+/// that was idle before the thread ran gives an idle exit and a busy one a run-queue wait, and
+/// every hop, parts included, adds up to the one-way time.
+fn assert_wakeup_parts(r: &DriverReport) {
+    let slept: Vec<&Timeline> = r
+        .timelines
+        .iter()
+        .filter(|t| t.points.iter().any(|p| p.point == "sched_switch"))
+        .collect();
+    assert!(
+        !slept.is_empty(),
+        "{} ({}): no journey saw its reader switched in",
+        r.driver,
+        r.backend
+    );
+    for t in &slept {
+        let hops: Vec<&str> = t.points.iter().map(|p| p.hop).collect();
+        let sw = t
+            .points
+            .iter()
+            .position(|p| p.point == "sched_switch")
+            .unwrap();
+        let want_part = if t.points[sw].kind.starts_with("idle") {
+            "idle-exit"
+        } else {
+            "runqueue"
+        };
+        assert_eq!(t.points[sw].hop, want_part, "{hops:?}");
+        assert_eq!(t.points[sw - 1].point, "sched_waking", "{hops:?}");
+        let tail: Vec<&str> = t.points[sw + 1..].iter().map(|p| p.hop).collect();
+        assert_eq!(tail, ["recv-copy", "recv-return"], "{hops:?}");
+    }
+    // Per direction, the hops' time per packet adds up to the mean one-way time.
+    for (dir, ow) in &r.one_way {
+        let sum: f64 = r
+            .hops
+            .iter()
+            .filter(|h| h.dir == *dir && h.hop != "one-way")
+            .map(|h| h.per_packet_us)
+            .sum();
+        assert!(
+            (sum - ow.mean_us).abs() <= 0.02 * ow.mean_us + 1.0,
+            "{} {dir}: hops {sum:.2} µs vs one-way {:.2} µs: {:?}",
+            r.driver,
+            ow.mean_us,
+            r.hops
+        );
+    }
 }
 
 #[test]
@@ -873,6 +940,7 @@ fn every_driver_crosses_its_hops() {
         }
         assert_crossings(&r, &done, &want);
         assert_order(&r);
+        assert_wakeup_parts(&r);
         if driver == Driver::Overlay {
             let c = r.context.as_ref().map(|c| c.client_mtu);
             let eth0 = r.devices.iter().find(|d| d.name == "eth0").unwrap();

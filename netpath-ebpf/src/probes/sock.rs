@@ -4,7 +4,7 @@
 //! which push every syscall on the machine onto the slow path.
 use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
 
-use crate::path;
+use crate::{journey, path};
 
 const MSG_PEEK: u64 = 2;
 
@@ -18,14 +18,14 @@ pub fn sk_data_ready(ctx: RawTracePointContext) -> i32 {
 /// TP_PROTO(const struct sock *sk, const struct msghdr *msg, const struct sk_buff *skb, int size_goal)
 #[raw_tracepoint(tracepoint = "tcp_sendmsg_locked")]
 pub fn tcp_sendmsg_locked(ctx: RawTracePointContext) -> i32 {
-    let _ = path::on_send_enter_sk(ctx.arg::<u64>(0));
+    let _ = journey::on_send_enter_sk(ctx.arg::<u64>(0));
     0
 }
 
 /// TP_PROTO(struct sock *sk, int ret, int flags)
 #[raw_tracepoint(tracepoint = "sock_send_length")]
 pub fn sock_send_length(_ctx: RawTracePointContext) -> i32 {
-    path::on_send_exit();
+    journey::on_send_exit();
     0
 }
 
@@ -36,6 +36,6 @@ pub fn sock_recv_length(ctx: RawTracePointContext) -> i32 {
         return 0;
     }
     let ret = ctx.arg::<u64>(1) as i32 as i64;
-    let _ = path::on_recv_exit(ret);
+    let _ = journey::on_recv_exit(ret);
     0
 }

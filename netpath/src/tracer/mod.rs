@@ -3,10 +3,21 @@
 //! measures with and without them.
 use std::sync::Mutex;
 
+mod load;
+mod samples;
+mod tids;
+
+pub use load::add_clsact;
+use load::{
+    clear_array, clear_u64_keys, kernel_at_least, load_fn_probes, tcx, tracepoint_exists,
+    verifier_error,
+};
+pub use tids::TidControl;
+
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, PerCpuValues, RingBuf},
+    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, PerCpuValues, RingBuf},
     programs::{
         FEntry, KProbe, RawTracePoint, SchedClassifier, TcAttachType, TracePoint,
         raw_trace_point::RawTracePointLinkId, tc::SchedClassifierLinkId,
@@ -15,8 +26,8 @@ use aya::{
     util::nr_cpus,
 };
 use netpath_common::{
-    DevInfo, DevKey, DropRecord, Flight, HopHist, HopStat, KernelOffsets, NSLOTS, ROLE_CLIENT,
-    ROLE_RELAY, ROLE_SERVER, SkbState, TidState, counter, hist::NBUCKETS,
+    DEV_SLOTS, DevKey, DevSlot, DropRecord, FLIGHT_SLOTS, FlightSlot, HopHist, HopStat,
+    KernelOffsets, NSLOTS, SkbState, counter, hist::NBUCKETS,
 };
 
 use crate::{backend::Backend, path::Device};
@@ -43,7 +54,11 @@ pub const RAW_TPS: &[(&str, &str)] = &[
     ("consume_skb", "consume_skb"),
     ("sk_data_ready", "sk_data_ready"),
     ("softirq_entry", "softirq_entry"),
+    ("sched_waking", "sched_waking"),
+    ("sched_switch", "sched_switch"),
 ];
+/// The floor: an empty program on a hook the others use, attached only by `attach_floor`.
+pub const FLOOR_RAW_TPS: &[(&str, &str)] = &[("floor_net_dev_queue", "net_dev_queue")];
 /// Points that add detail to timelines but never split a hop (queue → driver transmit is one
 /// device hop either way): attached only when full timelines are wanted.
 pub const DETAIL_RAW_TPS: &[(&str, &str)] = &[("net_dev_start_xmit", "net_dev_start_xmit")];
@@ -75,6 +90,9 @@ pub struct TracerOptions {
     /// Follow any packet first seen on a watched device, not only the harness's sends
     /// (tracing traffic netpath does not generate; such journeys end at the socket wakeup).
     pub trace_any: bool,
+    /// Entries of the flight table in use (a power of two, at most `FLIGHT_SLOTS`): tests
+    /// force a tiny table to see collisions counted.
+    pub flight_slots: u32,
 }
 
 /// Which packets to follow; checked in the kernel when a packet is first seen.
@@ -97,6 +115,7 @@ impl Default for TracerOptions {
             detail: false,
             filter: Filter::default(),
             trace_any: false,
+            flight_slots: FLIGHT_SLOTS,
         }
     }
 }
@@ -136,9 +155,9 @@ pub struct FnProbe {
     /// "fentry", "kprobe", or why neither works.
     pub mechanism: String,
     #[serde(skip)]
-    prog: Option<&'static str>,
+    pub(super) prog: Option<&'static str>,
     #[serde(skip)]
-    fentry: bool,
+    pub(super) fentry: bool,
 }
 
 pub struct Tracer {
@@ -148,7 +167,7 @@ pub struct Tracer {
     links: Vec<Link>,
     tc_links: Vec<(&'static str, SchedClassifierLinkId)>,
     pub tids: std::sync::Arc<TidControl>,
-    samples: RingBuf<MapData>,
+    samples: samples::SampleDrain,
     drops: RingBuf<MapData>,
     /// Tracepoints this kernel lacks (e.g. `sk_data_ready` before 6.7): the hop they bound merges
     /// into its neighbour.
@@ -166,21 +185,6 @@ pub struct Tracer {
     _stats: Option<std::os::fd::OwnedFd>,
     /// The programs' summed `recursion_misses` at the last reset.
     misses_base: u64,
-}
-
-/// Whether the running kernel's release is at least `major.minor`.
-fn kernel_at_least(major: u32, minor: u32) -> bool {
-    nix::sys::utsname::uname()
-        .is_ok_and(|u| release_at_least(&u.release().to_string_lossy(), major, minor))
-}
-
-/// `release` as `uname -r` prints it ("6.1.0-57-cloud-amd64").
-fn release_at_least(release: &str, major: u32, minor: u32) -> bool {
-    let mut parts = release
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|n| n.parse::<u32>().unwrap_or(0));
-    let v = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    v >= (major, minor)
 }
 
 /// Everything the programs aggregated, summed over CPUs.
@@ -216,6 +220,8 @@ impl Tracer {
             .override_global("OFF_SK_DADDR", &offsets.sk_daddr, true)
             .override_global("OFF_SK_DPORT", &offsets.sk_dport, true)
             .override_global("OFF_SK_RCVQ_TAIL", &offsets.sk_rcvq_tail, true)
+            .override_global("OFF_SKB_SK", &offsets.skb_sk, true)
+            .override_global("OFF_TASK_PID", &offsets.task_pid, true)
             .override_global("SAMPLE_EVERY", &opts.sample_every, true)
             .override_global("MAX_GAP_NS", &opts.max_gap_ns, true);
         let f = &opts.filter;
@@ -230,10 +236,18 @@ impl Tracer {
         let netns = f.netns.unwrap_or(0);
         let ifindex = f.ifindex.unwrap_or(0);
         let any = opts.trace_any as u32;
+        if !opts.flight_slots.is_power_of_two() || opts.flight_slots > FLIGHT_SLOTS {
+            bail!(
+                "flight table of {} slots: use a power of two up to {FLIGHT_SLOTS}",
+                opts.flight_slots
+            );
+        }
+        let flight_mask = opts.flight_slots - 1;
         // Known before load (globals are fixed then): does this kernel have sock:sk_data_ready?
         let ready_fallback = (!tracepoint_exists("sock", "sk_data_ready")) as u32;
         loader
             .override_global("TRACE_ANY", &any, true)
+            .override_global("FLIGHT_MASK", &flight_mask, true)
             .override_global("READY_FALLBACK", &ready_fallback, true)
             .override_global("FILTER_ON", &on, true)
             .override_global("FILTER_PORT", &port, true)
@@ -248,7 +262,11 @@ impl Tracer {
         let mut missing = Vec::new();
         let mut raw_plan = Vec::new();
         let mut sock_ok = true;
-        let mut sets = vec![(RAW_TPS, false), (SOCK_RAW_TPS, true)];
+        let mut sets = vec![
+            (RAW_TPS, false),
+            (SOCK_RAW_TPS, true),
+            (FLOOR_RAW_TPS, false),
+        ];
         if opts.detail {
             sets.push((DETAIL_RAW_TPS, false));
         }
@@ -297,6 +315,10 @@ impl Tracer {
         let tids = HashMap::try_from(ebpf.take_map("TIDS").context("TIDS map")?)?;
         let relay_pids = HashMap::try_from(ebpf.take_map("RELAY_PIDS").context("RELAY_PIDS map")?)?;
         let samples = RingBuf::try_from(ebpf.take_map("SAMPLES").context("SAMPLES map")?)?;
+        let bits = tids::Bitmaps {
+            tids: Array::try_from(ebpf.take_map("TID_BITS").context("TID_BITS map")?)?,
+            relays: Array::try_from(ebpf.take_map("RELAY_BITS").context("RELAY_BITS map")?)?,
+        };
         let drops = RingBuf::try_from(ebpf.take_map("DROPS").context("DROPS map")?)?;
         Ok(Tracer {
             ebpf,
@@ -308,8 +330,9 @@ impl Tracer {
                 Mutex::new(tids),
                 Mutex::new(Vec::new()),
                 Mutex::new(relay_pids),
+                Mutex::new(bits),
             )),
-            samples,
+            samples: samples::SampleDrain::start(samples),
             drops,
             missing,
             raw_plan,
@@ -344,7 +367,8 @@ impl Tracer {
         let skip = std::env::var("NETPATH_SKIP").unwrap_or_default();
         let skipped = |p: &str| skip.split(',').any(|s| s == p);
         for &(prog, tp) in &self.raw_plan {
-            if skipped(prog) {
+            // The floor program is attached only when asked for (`attach_floor`).
+            if skipped(prog) || FLOOR_RAW_TPS.iter().any(|(p, _)| *p == prog) {
                 continue;
             }
             let p: &mut RawTracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;
@@ -466,7 +490,10 @@ impl Tracer {
             };
             map.insert(key, d.kind as u32, 0)?;
         }
-        clear_u64_keys::<DevInfo>(self.ebpf.map_mut("DEVCACHE").context("DEVCACHE map")?)?;
+        clear_array::<DevSlot>(
+            self.ebpf.map_mut("DEVSLOTS").context("DEVSLOTS map")?,
+            DEV_SLOTS,
+        )?;
         Ok(())
     }
 
@@ -493,9 +520,9 @@ impl Tracer {
             }
         }
         {
-            clear_u64_keys::<Flight>(self.ebpf.map_mut("SKBS").unwrap())?;
+            clear_array::<FlightSlot>(self.ebpf.map_mut("FLIGHTS").unwrap(), FLIGHT_SLOTS)?;
             clear_u64_keys::<SkbState>(self.ebpf.map_mut("TIMELINES").unwrap())?;
-            clear_u64_keys::<DevInfo>(self.ebpf.map_mut("DEVCACHE").unwrap())?;
+            clear_array::<DevSlot>(self.ebpf.map_mut("DEVSLOTS").unwrap(), DEV_SLOTS)?;
         }
         {
             let mut tc: PerCpuHashMap<&mut MapData, u64, [u64; 2]> =
@@ -505,7 +532,7 @@ impl Tracer {
                 let _ = tc.remove(&k);
             }
         }
-        while self.samples.next().is_some() {}
+        self.samples.reset();
         while self.drops.next().is_some() {}
         self.misses_base = self.recursion_misses();
         Ok(())
@@ -556,6 +583,9 @@ impl Tracer {
         let mut counters = sum_array("COUNTERS", counter::COUNT)?;
         counters[counter::PROBE_MISSES as usize] =
             self.recursion_misses().saturating_sub(self.misses_base);
+        // Timelines the ring delivered but memory did not keep are lost like those the ring
+        // could not take.
+        counters[counter::RINGBUF_LOST as usize] += self.samples.discarded();
         let passes = sum_array("PASSES", 3 * 64)?;
         let tc_map: PerCpuHashMap<&MapData, u64, [u64; 2]> =
             PerCpuHashMap::try_from(self.ebpf.map("TC_STATS").unwrap())?;
@@ -590,16 +620,23 @@ impl Tracer {
             .collect()
     }
 
-    /// Sampled timelines delivered so far.
+    /// Sampled timelines delivered since the last call (drained from the kernel while the run
+    /// goes, see `samples.rs`).
     pub fn drain_samples(&mut self) -> Vec<SkbState> {
-        let mut out = Vec::new();
-        while let Some(item) = self.samples.next() {
-            if item.len() >= std::mem::size_of::<SkbState>() {
-                // SAFETY: the kernel writes a whole SkbState; read_unaligned copes with alignment.
-                out.push(unsafe { std::ptr::read_unaligned(item.as_ptr() as *const SkbState) });
-            }
+        self.samples.take()
+    }
+
+    /// Attaches the floor program (an empty program on `net_dev_queue`) beside the others, so
+    /// a cost measurement has the kernel's own per-run cost on that hook from the same run.
+    pub fn attach_floor(&mut self) -> Result<()> {
+        for &(prog, tp) in FLOOR_RAW_TPS {
+            let p: &mut RawTracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;
+            let id = p
+                .attach(tp)
+                .with_context(|| format!("attaching raw tracepoint {tp}"))?;
+            self.links.push(Link::Raw(prog, id));
         }
-        out
+        Ok(())
     }
 
     pub fn drain_drops(&mut self) -> Vec<DropRecord> {
@@ -610,201 +647,5 @@ impl Tracer {
             }
         }
         out
-    }
-}
-
-/// Loads the function probes: fentry where the function's BTF is reachable (vmlinux: aya
-/// cannot load fentry against module BTF), else a kprobe, per function. A function the kernel
-/// does not have (module not loaded, inlined) is reported and skipped; if none works, the
-/// backend is refused.
-fn load_fn_probes(ebpf: &mut Ebpf, btf: &btf_rs::Btf, want_fentry: bool) -> Result<Vec<FnProbe>> {
-    let aya_btf = if want_fentry {
-        Some(aya::Btf::from_sys_fs().context("kernel BTF for fentry")?)
-    } else {
-        None
-    };
-    let mut out = Vec::new();
-    for &(function, kprog, fprog) in FN_POINTS {
-        if let Some(aya_btf) = &aya_btf
-            && crate::btf::has_func(btf, function)
-        {
-            let p: &mut FEntry = ebpf.program_mut(fprog).unwrap().try_into()?;
-            match p.load(function, aya_btf) {
-                Ok(()) => {
-                    out.push(FnProbe {
-                        function,
-                        mechanism: "fentry".into(),
-                        prog: Some(fprog),
-                        fentry: true,
-                    });
-                    continue;
-                }
-                Err(e) => log::info!("fentry on {function} refused, trying kprobe: {e}"),
-            }
-        }
-        let p: &mut KProbe = ebpf.program_mut(kprog).unwrap().try_into()?;
-        if p.fd().is_err() {
-            p.load().map_err(|e| verifier_error(kprog, e))?;
-        }
-        let why_not_fentry = if want_fentry {
-            " (no vmlinux BTF: module function)"
-        } else {
-            ""
-        };
-        match p.attach(function, 0) {
-            Ok(id) => {
-                p.detach(id)?;
-                out.push(FnProbe {
-                    function,
-                    mechanism: format!("kprobe{why_not_fentry}"),
-                    prog: Some(kprog),
-                    fentry: false,
-                });
-            }
-            Err(e) => out.push(FnProbe {
-                function,
-                mechanism: format!("unavailable: {}", crate::error_chain(&e)),
-                prog: None,
-                fentry: false,
-            }),
-        }
-    }
-    if out.iter().all(|f| f.prog.is_none()) {
-        bail!(
-            "no function probe attaches on this kernel: {}",
-            out.first().map(|f| f.mechanism.as_str()).unwrap_or("")
-        );
-    }
-    Ok(out)
-}
-
-/// Whether tracefs lists `category:name` on this kernel.
-fn tracepoint_exists(category: &str, name: &str) -> bool {
-    [
-        "/sys/kernel/tracing/events",
-        "/sys/kernel/debug/tracing/events",
-    ]
-    .iter()
-    .any(|d| std::path::Path::new(d).join(category).join(name).exists())
-}
-
-/// TCX links (6.6+) rather than netlink TC filters.
-fn tcx() -> bool {
-    aya::util::KernelVersion::current().is_ok_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0))
-}
-
-/// Before 6.6 (no TCX) TC programs attach through a clsact qdisc, which must exist. Only ever
-/// called for devices netpath created (lab devices, a doctor netns loopback).
-pub fn add_clsact(ifname: &str) -> Result<()> {
-    if aya::util::KernelVersion::current()
-        .is_ok_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0))
-    {
-        return Ok(());
-    }
-    match aya::programs::tc::qdisc_add_clsact(ifname) {
-        Ok(()) => Ok(()),
-        Err(e) if crate::error_chain(&e).contains("exists") => Ok(()),
-        Err(e) => Err(anyhow!(
-            "adding a clsact qdisc to {ifname}: {}",
-            crate::error_chain(&e)
-        )),
-    }
-}
-
-/// Empties a hash map keyed by u64 (skb or device addresses).
-fn clear_u64_keys<V: aya::Pod>(map: &mut aya::maps::Map) -> Result<()> {
-    let mut m: HashMap<&mut MapData, u64, V> = HashMap::try_from(map)?;
-    let keys: Vec<u64> = m.keys().filter_map(|k| k.ok()).collect();
-    for k in keys {
-        let _ = m.remove(&k);
-    }
-    Ok(())
-}
-
-/// One clear line for a verifier rejection, with the kernel's log kept for `-v`.
-fn verifier_error(prog: &str, e: aya::programs::ProgramError) -> anyhow::Error {
-    log::debug!("verifier output for {prog}: {e:?}");
-    anyhow!(
-        "the kernel's verifier rejected program {prog}: {e} (run with RUST_LOG=debug for the verifier log)"
-    )
-}
-
-/// The traced-thread set, shared with the harness: it names its client and server threads once
-/// warm-up is over, so only measured requests are traced.
-pub struct TidControl(
-    Mutex<HashMap<MapData, u32, TidState>>,
-    Mutex<Vec<u32>>,
-    Mutex<HashMap<MapData, u32, u32>>,
-);
-
-impl TidControl {
-    /// Processes that relay journeys (docker-proxy): all their threads are traced as relays
-    /// from the next measurement on.
-    pub fn set_relays(&self, pids: Vec<u32>) {
-        *self.1.lock().unwrap() = pids;
-    }
-
-    fn relay_tids(&self) -> Vec<u32> {
-        let mut out = Vec::new();
-        for pid in self.1.lock().unwrap().iter() {
-            if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-                out.extend(dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()));
-            }
-        }
-        out
-    }
-}
-
-impl crate::harness::Phases for TidControl {
-    fn measure_start(&self, client_tid: u32, server_tid: u32) -> Result<()> {
-        let mut t = self.0.lock().unwrap();
-        // Relay threads are enumerated now, after warm-up; threads the Go runtime adds later
-        // are adopted by the kernel side through RELAY_PIDS.
-        let relays = self.relay_tids();
-        {
-            let mut pids = self.2.lock().unwrap();
-            for pid in self.1.lock().unwrap().iter() {
-                pids.insert(*pid, 1, 0)?;
-            }
-        }
-        let roles = [(client_tid, ROLE_CLIENT), (server_tid, ROLE_SERVER)]
-            .into_iter()
-            .chain(relays.into_iter().map(|t| (t, ROLE_RELAY)));
-        for (tid, role) in roles {
-            let st = TidState {
-                role,
-                ..TidState::default()
-            };
-            t.insert(tid, st, 0)?;
-        }
-        Ok(())
-    }
-
-    fn measure_end(&self, _client_tid: u32, _server_tid: u32) -> Result<()> {
-        let mut t = self.0.lock().unwrap();
-        let keys: Vec<u32> = t.keys().filter_map(|k| k.ok()).collect();
-        for k in keys {
-            let _ = t.remove(&k);
-        }
-        let mut pids = self.2.lock().unwrap();
-        let keys: Vec<u32> = pids.keys().filter_map(|k| k.ok()).collect();
-        for k in keys {
-            let _ = pids.remove(&k);
-        }
-        Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::release_at_least;
-
-    #[test]
-    fn kernel_releases_compare_by_major_and_minor() {
-        assert!(!release_at_least("6.1.0-57-cloud-amd64", 6, 7));
-        assert!(release_at_least("6.18.44", 6, 7));
-        assert!(release_at_least("6.7.0", 6, 7));
-        assert!(release_at_least("7.0-rc1", 6, 7));
-        assert!(!release_at_least("5.15.0-91-generic", 6, 7));
     }
 }

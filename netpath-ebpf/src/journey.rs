@@ -1,0 +1,177 @@
+//! Where journeys start and end in the traced threads: the send that starts one (and closes
+//! the server's turnaround, or continues a relayed journey) and the receive that completes it.
+use aya_ebpf::helpers::bpf_get_current_pid_tgid;
+use netpath_common::{DevKey, Hop, Point, ROLE_RELAY, ROLE_SERVER, RelayHold, TidState, counter};
+
+use crate::{
+    atomic, flights, kernel,
+    maps::*,
+    path::{advance, current_tid, now, record},
+    relay,
+    tids::{adopt_relay_thread, traced},
+    timeline::emit_timeline,
+};
+
+/// A traced thread starts sending on socket `sk` (`tcp_sendmsg_locked`): the socket is kept,
+/// so only its skbs start journeys; in trace mode (every packet sampled) its destination is
+/// kept too, so a NAT rewrite before the first device shows in the timeline.
+#[inline(always)]
+pub fn on_send_enter_sk(sk: u64) -> Result<(), i64> {
+    send_enter(true, sk)
+}
+
+/// A traced thread starts sending (syscall tracepoint: no socket); closes the server's
+/// turnaround.
+#[inline(always)]
+pub fn on_send_enter() -> Result<(), i64> {
+    send_enter(true, 0)
+}
+
+/// `count_unmatched`: a relay send without a journey is a lost second leg, except for
+/// splice(2) entries, most of which are not sends (the socket → pipe half, EAGAIN retries).
+#[inline(always)]
+fn send_enter(count_unmatched: bool, sk: u64) -> Result<(), i64> {
+    let tid = current_tid();
+    let ts = match traced(tid) {
+        Some(ts) => ts,
+        None => match adopt_relay_thread(tid) {
+            Some(ts) => ts,
+            None => return Ok(()),
+        },
+    };
+    // tcp_sendmsg_locked fires once per skb filled; the first one starts the send.
+    if ts.send_ts != 0 {
+        return Ok(());
+    }
+    if sk != 0 {
+        ts.sock = sk;
+        if kernel::sample_every() == 1
+            && let Ok((a, p)) = kernel::sk_dest(sk)
+        {
+            ts.dst_addr = a;
+            ts.dst_port = p as u32;
+        }
+    }
+    let t = now();
+    if ts.role == ROLE_RELAY {
+        return relay_send(ts, t, count_unmatched);
+    }
+    if ts.turn_ts != 0 {
+        record(2, Hop::OneWay as u32, t.wrapping_sub(ts.turn_ts));
+        ts.turn_ts = 0;
+    }
+    ts.send_ts = t;
+    Ok(())
+}
+
+/// A relay thread starts a send: only sends that carry a journey the relay received are
+/// followed, from the receive that returned it or the wakeup of a splicing relay's socket.
+#[inline(always)]
+fn relay_send(ts: &mut TidState, t: u64, count_unmatched: bool) -> Result<(), i64> {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let hold = match unsafe { RELAY.get(tgid) } {
+        Some(h) => {
+            let h = *h;
+            let _ = RELAY.remove(tgid);
+            h
+        }
+        None => match relay::take(t) {
+            Some(h) => h,
+            None => {
+                if count_unmatched {
+                    bump(counter::RELAY_UNMATCHED);
+                }
+                return Ok(());
+            }
+        },
+    };
+    if t.wrapping_sub(hold.recv_ts) > kernel::max_gap_ns() {
+        bump(counter::STALE);
+        return Ok(());
+    }
+    // The proxy hop: the relay has the message (receive returned, or its socket was woken
+    // when it splices) → it starts sending it on the other connection.
+    record(hold.dir, Hop::Proxy as u32, t - hold.recv_ts);
+    ts.origin_ts = hold.origin_ts;
+    ts.origin_dir = hold.dir;
+    ts.send_ts = t;
+    Ok(())
+}
+
+/// splice(2) entry (syscall-bounded kernels): for a relay thread holding a journey, the start
+/// of its send; ignored for everyone else (relay threads not yet known are adopted by
+/// `send_enter`).
+#[inline(always)]
+pub fn on_relay_splice() -> Result<(), i64> {
+    match traced(current_tid()) {
+        Some(ts) if ts.role != ROLE_RELAY => Ok(()),
+        _ => send_enter(false, 0),
+    }
+}
+
+#[inline(always)]
+pub fn on_send_exit() {
+    if let Some(ts) = traced(current_tid()) {
+        ts.send_ts = 0;
+    }
+}
+
+/// A traced thread's receive returns `ret` bytes: completes the journey.
+#[inline(always)]
+pub fn on_recv_exit(ret: i64) -> Result<(), i64> {
+    // Errors, EOF and EAGAIN first: no lookup at all.
+    if ret <= 0 {
+        return Ok(());
+    }
+    let ts = match traced(current_tid()) {
+        Some(ts) => ts,
+        None => return Ok(()),
+    };
+    let t = now();
+    let (skb, generation) = (ts.pending_skb, ts.pending_gen);
+    if skb == 0 {
+        bump(counter::RECV_UNMATCHED);
+        return Ok(());
+    }
+    ts.pending_skb = 0;
+    let fp = match flights::get(skb) {
+        Some(f) if unsafe { (*f).first_ts } == generation => f,
+        _ => {
+            bump(counter::RECV_UNMATCHED);
+            return Ok(());
+        }
+    };
+    advance(fp, skb, Point::RecvExit as u16, 0, DevKey::default(), t);
+    let f = unsafe { &*fp };
+    record(f.dir, f.cur_hop, t - f.hop_start);
+    if ts.role == ROLE_RELAY {
+        // The journey goes on when the relay sends it: hand it over, do not complete it.
+        let hold = RelayHold {
+            origin_ts: f.first_ts,
+            recv_ts: t,
+            dir: f.dir,
+            _pad: 0,
+        };
+        let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+        let _ = RELAY.insert(tgid, hold, 0);
+        if f.sampled != 0 {
+            emit_timeline(skb, f, t);
+        }
+        flights::release(skb);
+        return Ok(());
+    }
+    record(f.dir, Hop::OneWay as u32, t - f.first_ts);
+    let p = (f.rx_passes as u32).min(7) * 8 + (f.softirqs as u32).min(7);
+    if let Some(c) = PASSES.get_ptr_mut((f.dir & 3) * 64 + (p & 63)) {
+        atomic::add(c, 1);
+    }
+    bump(counter::COMPLETED);
+    if f.sampled != 0 {
+        emit_timeline(skb, f, t);
+    }
+    flights::release(skb);
+    if ts.role == ROLE_SERVER {
+        ts.turn_ts = t;
+    }
+    Ok(())
+}

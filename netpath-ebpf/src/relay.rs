@@ -1,0 +1,70 @@
+//! The hand-over of a journey to a relay that splices (docker-proxy: Go's io.Copy between TCP
+//! sockets uses splice): it never copies to user space nor returns from a receive, so the last
+//! point of the journey it relays is its socket's wakeup, and its next send continues it.
+//!
+//! `LAST_READY` is written from softirq on any CPU and taken by a relay's send on another: the
+//! skb field is the lock. A writer invalidates it, writes the rest, then publishes the skb; a
+//! taker swaps it to 0, so exactly one send takes a journey, and a delivery by copy withdraws
+//! it only if it is still the one published (compare-and-swap). The generation is checked
+//! against the flight when the taker closes it.
+use netpath_common::{Point, RelayHold};
+
+use crate::{atomic, flights, kernel, maps::*, path};
+
+/// A journey reached a socket: publish it for a splicing relay's next send.
+#[inline(always)]
+pub fn publish(skb: u64, first_ts: u64, dir: u32, t: u64) {
+    if let Some(r) = LAST_READY.get_ptr_mut(0) {
+        let r = r as *mut u64;
+        atomic::xchg(r, 0);
+        unsafe {
+            *r.add(1) = first_ts;
+            *r.add(2) = dir as u64;
+            *r.add(3) = t;
+        }
+        atomic::xchg(r, skb);
+    }
+}
+
+/// `skb` was delivered to a process by a copy: no relay may continue it (a relay whose own
+/// wakeup went unseen would otherwise take the last delivery, often the other direction's).
+#[inline(always)]
+pub fn withdraw(skb: u64) {
+    if let Some(r) = LAST_READY.get_ptr_mut(0) {
+        atomic::cas(r as *mut u64, skb, 0);
+    }
+}
+
+/// The last journey that woke a socket, if it was not delivered by a copy since: the journey
+/// a splicing relay is about to send on. Its skb's state ends here (the splice frees it unseen).
+#[inline(always)]
+pub fn take(t: u64) -> Option<RelayHold> {
+    let r = LAST_READY.get_ptr_mut(0)? as *mut u64;
+    let skb = atomic::xchg(r, 0);
+    if skb == 0 {
+        return None;
+    }
+    let (origin_ts, dir, ready_ts) = unsafe { (*r.add(1), *r.add(2), *r.add(3)) };
+    if t.wrapping_sub(ready_ts) > kernel::max_gap_ns() {
+        return None;
+    }
+    // Close the first leg if its state is still there (a splice may have freed the skb).
+    if let Some(f) = flights::get(skb) {
+        let f = unsafe { &*f };
+        let at_socket = f.last_point == Point::SockReady as u16
+            || kernel::ready_fallback() && path::receiving(f.last_point);
+        if f.first_ts == origin_ts && at_socket {
+            path::record(f.dir, f.cur_hop, ready_ts.saturating_sub(f.hop_start));
+            if f.sampled != 0 {
+                crate::timeline::emit_timeline(skb, f, ready_ts);
+            }
+            path::forget(skb, f.sampled);
+        }
+    }
+    Some(RelayHold {
+        origin_ts,
+        recv_ts: ready_ts,
+        dir: dir as u32,
+        _pad: 0,
+    })
+}

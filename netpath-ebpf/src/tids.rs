@@ -1,0 +1,44 @@
+//! Which threads netpath follows. Every socket syscall on the machine (AF_UNIX included) asks;
+//! the answer for the untraced ones comes from a bitmap (an inlined array lookup and a bit
+//! test) without touching the `TIDS` hash map, which only the traced threads reach.
+use aya_ebpf::helpers::bpf_get_current_pid_tgid;
+use netpath_common::{ID_WORDS, ROLE_RELAY, TidState};
+
+use crate::maps::*;
+
+#[inline(always)]
+fn in_bitmap(map: &aya_ebpf::maps::Array<u64>, id: u32) -> bool {
+    match map.get((id >> 6) & (ID_WORDS - 1)) {
+        Some(w) => *w & (1u64 << (id & 63)) != 0,
+        None => false,
+    }
+}
+
+/// State of thread `tid`, if traced.
+#[inline(always)]
+pub fn traced(tid: u32) -> Option<&'static mut TidState> {
+    if !in_bitmap(&TID_BITS, tid) {
+        return None;
+    }
+    TIDS.get_ptr_mut(tid).map(|p| unsafe { &mut *p })
+}
+
+/// A thread of a relay process that was not there when tracing started (the Go runtime adds
+/// threads under load): traced from its first send on.
+#[inline(always)]
+pub fn adopt_relay_thread(tid: u32) -> Option<&'static mut TidState> {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if !in_bitmap(&RELAY_BITS, tgid) {
+        return None;
+    }
+    let st = TidState {
+        role: ROLE_RELAY,
+        ..TidState::default()
+    };
+    TIDS.insert(tid, st, 1).ok()?;
+    // The bitmap word is shared with other threads: set the bit atomically.
+    if let Some(w) = TID_BITS.get_ptr_mut((tid >> 6) & (ID_WORDS - 1)) {
+        crate::atomic::or(w, 1u64 << (tid & 63));
+    }
+    TIDS.get_ptr_mut(tid).map(|p| unsafe { &mut *p })
+}

@@ -1,0 +1,168 @@
+//! Loading helpers: function probes (fentry or kprobe per function), what this kernel has
+//! (tracepoints, TCX, release), map clearing, and one-line verifier errors.
+use anyhow::{Context as _, Result, anyhow, bail};
+use aya::{
+    Ebpf,
+    maps::{Array, HashMap, MapData},
+    programs::{FEntry, KProbe},
+};
+
+use super::{FN_POINTS, FnProbe};
+
+/// Whether the running kernel's release is at least `major.minor`.
+pub(super) fn kernel_at_least(major: u32, minor: u32) -> bool {
+    nix::sys::utsname::uname()
+        .is_ok_and(|u| release_at_least(&u.release().to_string_lossy(), major, minor))
+}
+
+/// `release` as `uname -r` prints it ("6.1.0-57-cloud-amd64").
+pub(super) fn release_at_least(release: &str, major: u32, minor: u32) -> bool {
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let v = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    v >= (major, minor)
+}
+
+/// Loads the function probes: fentry where the function's BTF is reachable (vmlinux: aya
+/// cannot load fentry against module BTF), else a kprobe, per function. A function the kernel
+/// does not have (module not loaded, inlined) is reported and skipped; if none works, the
+/// backend is refused.
+pub(super) fn load_fn_probes(
+    ebpf: &mut Ebpf,
+    btf: &btf_rs::Btf,
+    want_fentry: bool,
+) -> Result<Vec<FnProbe>> {
+    let aya_btf = if want_fentry {
+        Some(aya::Btf::from_sys_fs().context("kernel BTF for fentry")?)
+    } else {
+        None
+    };
+    let mut out = Vec::new();
+    for &(function, kprog, fprog) in FN_POINTS {
+        if let Some(aya_btf) = &aya_btf
+            && crate::btf::has_func(btf, function)
+        {
+            let p: &mut FEntry = ebpf.program_mut(fprog).unwrap().try_into()?;
+            match p.load(function, aya_btf) {
+                Ok(()) => {
+                    out.push(FnProbe {
+                        function,
+                        mechanism: "fentry".into(),
+                        prog: Some(fprog),
+                        fentry: true,
+                    });
+                    continue;
+                }
+                Err(e) => log::info!("fentry on {function} refused, trying kprobe: {e}"),
+            }
+        }
+        let p: &mut KProbe = ebpf.program_mut(kprog).unwrap().try_into()?;
+        if p.fd().is_err() {
+            p.load().map_err(|e| verifier_error(kprog, e))?;
+        }
+        let why_not_fentry = if want_fentry {
+            " (no vmlinux BTF: module function)"
+        } else {
+            ""
+        };
+        match p.attach(function, 0) {
+            Ok(id) => {
+                p.detach(id)?;
+                out.push(FnProbe {
+                    function,
+                    mechanism: format!("kprobe{why_not_fentry}"),
+                    prog: Some(kprog),
+                    fentry: false,
+                });
+            }
+            Err(e) => out.push(FnProbe {
+                function,
+                mechanism: format!("unavailable: {}", crate::error_chain(&e)),
+                prog: None,
+                fentry: false,
+            }),
+        }
+    }
+    if out.iter().all(|f| f.prog.is_none()) {
+        bail!(
+            "no function probe attaches on this kernel: {}",
+            out.first().map(|f| f.mechanism.as_str()).unwrap_or("")
+        );
+    }
+    Ok(out)
+}
+
+/// Whether tracefs lists `category:name` on this kernel.
+pub(super) fn tracepoint_exists(category: &str, name: &str) -> bool {
+    [
+        "/sys/kernel/tracing/events",
+        "/sys/kernel/debug/tracing/events",
+    ]
+    .iter()
+    .any(|d| std::path::Path::new(d).join(category).join(name).exists())
+}
+
+/// TCX links (6.6+) rather than netlink TC filters.
+pub(super) fn tcx() -> bool {
+    aya::util::KernelVersion::current().is_ok_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0))
+}
+
+/// Before 6.6 (no TCX) TC programs attach through a clsact qdisc, which must exist. Only ever
+/// called for devices netpath created (lab devices, a doctor netns loopback).
+pub fn add_clsact(ifname: &str) -> Result<()> {
+    if aya::util::KernelVersion::current()
+        .is_ok_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0))
+    {
+        return Ok(());
+    }
+    match aya::programs::tc::qdisc_add_clsact(ifname) {
+        Ok(()) => Ok(()),
+        Err(e) if crate::error_chain(&e).contains("exists") => Ok(()),
+        Err(e) => Err(anyhow!(
+            "adding a clsact qdisc to {ifname}: {}",
+            crate::error_chain(&e)
+        )),
+    }
+}
+
+/// Zeroes the first `len` entries of an array map.
+pub(super) fn clear_array<V: aya::Pod + Default>(map: &mut aya::maps::Map, len: u32) -> Result<()> {
+    let mut m: Array<&mut MapData, V> = Array::try_from(map)?;
+    for i in 0..len {
+        m.set(i, V::default(), 0)?;
+    }
+    Ok(())
+}
+
+/// Empties a hash map keyed by u64 (skb or device addresses).
+pub(super) fn clear_u64_keys<V: aya::Pod>(map: &mut aya::maps::Map) -> Result<()> {
+    let mut m: HashMap<&mut MapData, u64, V> = HashMap::try_from(map)?;
+    let keys: Vec<u64> = m.keys().filter_map(|k| k.ok()).collect();
+    for k in keys {
+        let _ = m.remove(&k);
+    }
+    Ok(())
+}
+
+/// One clear line for a verifier rejection, with the kernel's log kept for `-v`.
+pub(super) fn verifier_error(prog: &str, e: aya::programs::ProgramError) -> anyhow::Error {
+    log::debug!("verifier output for {prog}: {e:?}");
+    anyhow!(
+        "the kernel's verifier rejected program {prog}: {e} (run with RUST_LOG=debug for the verifier log)"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::release_at_least;
+
+    #[test]
+    fn kernel_releases_compare_by_major_and_minor() {
+        assert!(!release_at_least("6.1.0-57-cloud-amd64", 6, 7));
+        assert!(release_at_least("6.18.44", 6, 7));
+        assert!(release_at_least("6.7.0", 6, 7));
+        assert!(release_at_least("7.0-rc1", 6, 7));
+        assert!(!release_at_least("5.15.0-91-generic", 6, 7));
+    }
+}

@@ -1,0 +1,99 @@
+//! The traced-thread set, shared with the harness, and the bitmaps in front of it.
+use std::sync::Mutex;
+
+use anyhow::Result;
+use aya::maps::{Array, HashMap, MapData};
+use netpath_common::{ID_WORDS, ROLE_CLIENT, ROLE_RELAY, ROLE_SERVER, TidState};
+
+/// The traced-thread set, shared with the harness: it names its client and server threads once
+/// warm-up is over, so only measured requests are traced.
+pub struct TidControl(
+    pub(super) Mutex<HashMap<MapData, u32, TidState>>,
+    pub(super) Mutex<Vec<u32>>,
+    pub(super) Mutex<HashMap<MapData, u32, u32>>,
+    /// `TID_BITS` and `RELAY_BITS`: the kernel's first filter, one bit per id.
+    pub(super) Mutex<Bitmaps>,
+);
+
+pub(super) struct Bitmaps {
+    pub tids: Array<MapData, u64>,
+    pub relays: Array<MapData, u64>,
+}
+
+/// Sets or clears `id`'s bit (ids alias modulo the bitmap's size: a false positive only sends
+/// that thread to the hash map, which says no).
+fn set_bit(map: &mut Array<MapData, u64>, id: u32, on: bool) -> Result<()> {
+    let w = (id >> 6) & (ID_WORDS - 1);
+    let v = map.get(&w, 0)?;
+    let bit = 1u64 << (id & 63);
+    map.set(w, if on { v | bit } else { v & !bit }, 0)?;
+    Ok(())
+}
+
+impl TidControl {
+    /// Processes that relay journeys (docker-proxy): all their threads are traced as relays
+    /// from the next measurement on.
+    pub fn set_relays(&self, pids: Vec<u32>) {
+        *self.1.lock().unwrap() = pids;
+    }
+
+    fn relay_tids(&self) -> Vec<u32> {
+        let mut out = Vec::new();
+        for pid in self.1.lock().unwrap().iter() {
+            if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+                out.extend(dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()));
+            }
+        }
+        out
+    }
+}
+
+impl crate::harness::Phases for TidControl {
+    fn measure_start(&self, client_tid: u32, server_tid: u32) -> Result<()> {
+        let mut t = self.0.lock().unwrap();
+        // Relay threads are enumerated now, after warm-up; threads the Go runtime adds later
+        // are adopted by the kernel side through RELAY_PIDS.
+        let relays = self.relay_tids();
+        let mut bits = self.3.lock().unwrap();
+        {
+            let mut pids = self.2.lock().unwrap();
+            for pid in self.1.lock().unwrap().iter() {
+                pids.insert(*pid, 1, 0)?;
+                set_bit(&mut bits.relays, *pid, true)?;
+            }
+        }
+        let roles = [(client_tid, ROLE_CLIENT), (server_tid, ROLE_SERVER)]
+            .into_iter()
+            .chain(relays.into_iter().map(|t| (t, ROLE_RELAY)));
+        for (tid, role) in roles {
+            let st = TidState {
+                role,
+                ..TidState::default()
+            };
+            t.insert(tid, st, 0)?;
+            set_bit(&mut bits.tids, tid, true)?;
+        }
+        Ok(())
+    }
+
+    fn measure_end(&self, _client_tid: u32, _server_tid: u32) -> Result<()> {
+        let mut t = self.0.lock().unwrap();
+        // Bits first: a thread whose bit is clear is untraced, whatever its map entry says.
+        // Every traced thread has its entry (relay threads the kernel adopted too).
+        let mut bits = self.3.lock().unwrap();
+        let keys: Vec<u32> = t.keys().filter_map(|k| k.ok()).collect();
+        for &k in &keys {
+            set_bit(&mut bits.tids, k, false)?;
+        }
+        for k in keys {
+            let _ = t.remove(&k);
+        }
+        let mut pids = self.2.lock().unwrap();
+        let keys: Vec<u32> = pids.keys().filter_map(|k| k.ok()).collect();
+        for k in keys {
+            set_bit(&mut bits.relays, k, false)?;
+            let _ = pids.remove(&k);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,266 @@
+//! Privileged tests of what the kernel side follows and what it counts when it cannot: only the
+//! traced threads' own packets start journeys, sampled timelines arrive from the whole of a long
+//! run, and a flight table too small for the packets in flight counts its collisions. Run as root.
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddrV4, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use netpath::{
+    backend::{self, BackendChoice},
+    doctor,
+    driver::Driver,
+    harness::{self, Phases as _, RrConfig},
+    lab,
+    path::NetPath,
+    tracer::{Snapshot, Tracer, TracerOptions},
+};
+use netpath_common::{SkbState, counter};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "these tests load eBPF programs and build network namespaces: run them as root"
+    );
+    g
+}
+
+/// Port of the second request/response pair, beside the harness's `LAB_PORT`.
+const SIDE_PORT: u16 = lab::LAB_PORT + 7;
+
+fn load(opts: TracerOptions) -> Tracer {
+    let caps = doctor::probe().expect("doctor");
+    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend");
+    Tracer::load(backend, &opts).expect("load programs")
+}
+
+fn rr(requests: u64) -> RrConfig {
+    RrConfig {
+        requests,
+        warmup: 50,
+        ..RrConfig::default()
+    }
+}
+
+/// A second request/response pair on the lab, on its own port, with netpath's harness left
+/// out: 64-byte messages until `stop`. Its threads' ids are published so a test may trace them.
+struct SidePair {
+    stop: Arc<AtomicBool>,
+    round_trips: Arc<AtomicU64>,
+    tids: Arc<Mutex<(u32, u32)>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl SidePair {
+    fn start(lab: &NetPath) -> SidePair {
+        let stop = Arc::new(AtomicBool::new(false));
+        let round_trips = Arc::new(AtomicU64::new(0));
+        let tids = Arc::new(Mutex::new((0, 0)));
+        let addr = SocketAddrV4::new(*lab.server_bind.ip(), SIDE_PORT);
+        let listening = Arc::new(AtomicBool::new(false));
+        let server = {
+            let (ns, tids, listening) = (lab.server_ns.clone(), tids.clone(), listening.clone());
+            std::thread::spawn(move || {
+                ns.run(|| {
+                    let l = TcpListener::bind(addr)?;
+                    listening.store(true, Ordering::SeqCst);
+                    let (mut c, _) = l.accept()?;
+                    tids.lock().unwrap().1 = unsafe { libc::gettid() } as u32;
+                    let mut buf = [0u8; 64];
+                    while c.read_exact(&mut buf).is_ok() && c.write_all(&buf).is_ok() {}
+                    Ok(())
+                })
+                .unwrap()
+            })
+        };
+        while !listening.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let client = {
+            let ns = lab.client_ns.clone();
+            let (stop, n, tids) = (stop.clone(), round_trips.clone(), tids.clone());
+            std::thread::spawn(move || {
+                ns.run(|| {
+                    let mut c = TcpStream::connect(addr)?;
+                    c.set_nodelay(true)?;
+                    tids.lock().unwrap().0 = unsafe { libc::gettid() } as u32;
+                    let mut buf = [7u8; 64];
+                    while !stop.load(Ordering::Relaxed) {
+                        c.write_all(&buf)?;
+                        c.read_exact(&mut buf)?;
+                        n.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(())
+                })
+                .unwrap()
+            })
+        };
+        let p = SidePair {
+            stop,
+            round_trips,
+            tids,
+            threads: vec![server, client],
+        };
+        let t0 = Instant::now();
+        while p.round_trips.load(Ordering::Relaxed) < 100 {
+            assert!(t0.elapsed() < Duration::from_secs(10), "side pair stuck");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        p
+    }
+
+    /// Stops the pair; returns its round trips.
+    fn stop(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            t.join().unwrap();
+        }
+        self.round_trips.load(Ordering::Relaxed)
+    }
+}
+
+/// Builds a bridge lab, attaches, runs `f` with the lab and the tracer, detaches, tears down:
+/// returns what the programs counted and the timelines they delivered.
+fn traced_run(tracer: &mut Tracer, f: impl FnOnce(&NetPath, &Tracer)) -> (Snapshot, Vec<SkbState>) {
+    let lab = lab::build(Driver::Bridge).expect("bridge lab");
+    tracer.set_devices(&lab.devices).unwrap();
+    tracer.reset().unwrap();
+    tracer.attach().unwrap();
+    f(&lab, tracer);
+    tracer.detach().unwrap();
+    let snap = tracer.snapshot().unwrap();
+    let samples = tracer.drain_samples();
+    lab.teardown().unwrap();
+    (snap, samples)
+}
+
+fn ports(s: &SkbState) -> [u16; 2] {
+    [u16::from_be(s.sport), u16::from_be(s.dport)]
+}
+
+fn c(snap: &Snapshot, k: u32) -> u64 {
+    snap.counters[k as usize]
+}
+
+#[test]
+fn only_the_traced_pair_starts_journeys() {
+    let _g = serial();
+    let mut tracer = load(TracerOptions {
+        sample_every: 1,
+        ..TracerOptions::default()
+    });
+    let mut side_trips = 0;
+    let (snap, samples) = traced_run(&mut tracer, |lab, tracer| {
+        let side = SidePair::start(lab);
+        let r = harness::run_rr(lab, &rr(1000), tracer.tids.as_ref());
+        side_trips = side.stop();
+        r.expect("traced pair");
+    });
+    assert!(side_trips > 100, "the untraced pair ran: {side_trips}");
+    // Every packet followed was sampled: each timeline belongs to the traced pair's connection.
+    assert_eq!(c(&snap, counter::SAMPLES), samples.len() as u64);
+    assert!(samples.len() >= 1000, "{} timelines", samples.len());
+    let other: Vec<[u16; 2]> = samples
+        .iter()
+        .map(ports)
+        .filter(|p| !p.contains(&lab::LAB_PORT))
+        .collect();
+    assert!(other.is_empty(), "journeys of other traffic: {other:?}");
+    // What did not start is counted, not lost: every journey started is accounted for.
+    let started = c(&snap, counter::STARTED);
+    let done = c(&snap, counter::COMPLETED);
+    assert!(started <= 2 * (1000 + 1), "{started} started");
+    assert!(done >= 2 * 1000 * 99 / 100, "{done} completed");
+    eprintln!(
+        "side pair: {side_trips} round trips untraced; foreign skbs refused in traced sends: {}",
+        c(&snap, counter::FOREIGN)
+    );
+}
+
+#[test]
+fn a_long_run_delivers_timelines_from_its_whole_length() {
+    let _g = serial();
+    let mut tracer = load(TracerOptions {
+        sample_every: 1,
+        ..TracerOptions::default()
+    });
+    // 8,000 journeys: the 1 MiB ring holds about 1,200 timelines at once.
+    let n = 4000;
+    let (snap, samples) = traced_run(&mut tracer, |lab, tracer| {
+        harness::run_rr(lab, &rr(n), tracer.tids.as_ref()).expect("traced run");
+    });
+    let done = c(&snap, counter::COMPLETED);
+    let lost = c(&snap, counter::RINGBUF_LOST);
+    assert_eq!(c(&snap, counter::SAMPLES), samples.len() as u64);
+    // Each completed journey's timeline arrived, or its loss was counted.
+    assert!(
+        samples.len() as u64 + lost >= done,
+        "{} timelines + {lost} lost < {done} journeys",
+        samples.len()
+    );
+    assert!(samples.len() > 4 * 1200, "{} timelines", samples.len());
+    // From the whole run: the last journeys' timelines are there too (they started after
+    // the first 1,200 had filled the ring several times over).
+    let first = samples.iter().map(|s| s.first_ts).min().unwrap();
+    let last = samples.iter().map(|s| s.first_ts).max().unwrap();
+    let late = samples
+        .iter()
+        .filter(|s| s.first_ts > first + (last - first) * 9 / 10)
+        .count();
+    assert!(
+        late > 100,
+        "{late} timelines from the last tenth of the run"
+    );
+}
+
+#[test]
+fn a_tiny_flight_table_counts_its_collisions() {
+    let _g = serial();
+    // One slot: two traced pairs' packets in flight at once collide.
+    let mut tracer = load(TracerOptions {
+        flight_slots: 1,
+        ..TracerOptions::default()
+    });
+    let mut side_trips = 0;
+    let (snap, _) = traced_run(&mut tracer, |lab, tracer| {
+        let side = SidePair::start(lab);
+        let (cli, srv) = *side.tids.lock().unwrap();
+        tracer.tids.measure_start(cli, srv).unwrap();
+        let r = harness::run_rr(lab, &rr(2000), tracer.tids.as_ref());
+        side_trips = side.stop();
+        r.expect("traced pair");
+    });
+    assert!(side_trips > 100);
+    let collisions = c(&snap, counter::SLOT_COLLISION);
+    let started = c(&snap, counter::STARTED);
+    let done = c(&snap, counter::COMPLETED);
+    assert!(collisions > 0, "no collision counted in a one-slot table");
+    assert!(
+        done > 0,
+        "journeys still complete in the slot when it is free"
+    );
+    assert!(done <= started, "{done} completed of {started} started");
+    // Not followed means not started: the collisions are the journeys missing.
+    assert!(
+        c(&snap, counter::STARTED) >= done,
+        "{started} started, {done} done"
+    );
+    eprintln!("one-slot table: {started} started, {done} completed, {collisions} collisions");
+    // Bad sizes are refused with one line.
+    let caps = doctor::probe().unwrap();
+    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).unwrap();
+    let e = Tracer::load(
+        backend,
+        &TracerOptions {
+            flight_slots: 3,
+            ..TracerOptions::default()
+        },
+    )
+    .err()
+    .expect("3 slots refused");
+    assert!(e.to_string().contains("power of two"), "{e}");
+}

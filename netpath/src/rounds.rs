@@ -258,18 +258,18 @@ pub fn mark_mode_changes(rows: &mut [RoundRow]) {
         return;
     }
     let data = Spread::of(data).median;
-    for i in 0..rows.len() {
-        let Some(w) = rows[i].wakeup_p50_us else {
-            continue;
-        };
-        let others: Vec<f64> = rows
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| *j != i)
-            .filter_map(|(_, r)| r.wakeup_p50_us)
-            .collect();
-        if !others.is_empty() && (w - Spread::of(others).median).abs() > data {
-            rows[i].mode_change = true;
+    // Against the median of every round: with three rounds, the median of the two others is
+    // their mean, which one outlier drags away from the two rounds that agree.
+    let all: Vec<f64> = rows.iter().filter_map(|r| r.wakeup_p50_us).collect();
+    if all.len() < 2 {
+        return;
+    }
+    let median = Spread::of(all).median;
+    for r in rows.iter_mut() {
+        if let Some(w) = r.wakeup_p50_us
+            && (w - median).abs() > data
+        {
+            r.mode_change = true;
         }
     }
 }

@@ -313,7 +313,7 @@ impl Receiver {
             std::hint::spin_loop();
         }
         *polls += 1;
-        if *polls % 4096 == 0
+        if (*polls).is_multiple_of(4096)
             && let Some(t) = self.timeout
         {
             let s = *started.get_or_insert_with(Instant::now);

@@ -229,26 +229,20 @@ fn round_rows(traced: &[DriverReport], untraced: &[RrResult]) -> Vec<RoundRow> {
     rows
 }
 
-/// Marks each round whose wakeup p50 differs from the median of the other rounds' by more
-/// than the median data path.
+/// Marks each round whose wakeup p50 differs from the rounds' median wakeup p50 (the median
+/// of all rounds: with three rounds, the mean of the two others would follow an outlier) by
+/// more than the median data path.
 pub fn mark_mode_changes(rows: &mut [RoundRow]) {
     let data: Vec<f64> = rows.iter().filter_map(|r| r.data_path_p50_us).collect();
-    if rows.len() < 2 || data.is_empty() {
+    let wakeups: Vec<f64> = rows.iter().filter_map(|r| r.wakeup_p50_us).collect();
+    if wakeups.len() < 2 || data.is_empty() {
         return;
     }
     let data = Spread::of(data).median;
-    for i in 0..rows.len() {
-        let Some(w) = rows[i].wakeup_p50_us else {
-            continue;
-        };
-        let others: Vec<f64> = rows
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| *j != i)
-            .filter_map(|(_, r)| r.wakeup_p50_us)
-            .collect();
-        if !others.is_empty() && (w - Spread::of(others).median).abs() > data {
-            rows[i].mode_change = true;
+    let typical = Spread::of(wakeups).median;
+    for r in rows.iter_mut() {
+        if let Some(w) = r.wakeup_p50_us {
+            r.mode_change = (w - typical).abs() > data;
         }
     }
 }

@@ -24,10 +24,12 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath doctor                       what this kernel allows, and the backend netpath picks
     netpath compare                      every driver on the embedded netns lab
     netpath compare -d bridge,host --rounds 5 --bulk-secs 0 --burst 0
+    netpath compare -d bridge --wait block --cpus same   what an application sees, both ends on one CPU
     netpath compare --driver bridge -n 50000 --json > bridge.json
     netpath trace --port 11111 --count 5  five complete packet timelines on the bridge lab
     netpath trace --netns srv --iface eth0 --json
     netpath bench --rounds 5             netpath's own cost, as ratios against sockperf and iperf3
+    netpath bench --stability            do compare's ratios hold still, idle vs a busy loop?
     netpath compare -d bridge,overlay --underlay-delay 50us   same node vs cross node
     netpath compare --docker --lab       real Docker networks next to the lab, one run
     netpath compare --between web db     between two running containers (client web, server db)

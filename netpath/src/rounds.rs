@@ -24,9 +24,10 @@ pub struct RoundRow {
     pub round: usize,
     pub untraced_p50_us: Option<f64>,
     pub traced_p50_us: f64,
-    /// p50 of the request's `wakeup` hop (socket woken → receive returns).
+    /// p50 of the request's whole wakeup (socket woken → receive returns: `wakeup` and its
+    /// parts, see `wakeup_p50`).
     pub wakeup_p50_us: Option<f64>,
-    /// Request one-way p50 minus its wakeup p50: every hop but the wakeup.
+    /// Request one-way p50 minus its wakeup p50: every hop but the wakeup and its parts.
     pub data_path_p50_us: Option<f64>,
     pub mode_change: bool,
 }
@@ -38,7 +39,7 @@ pub struct BlockLine {
     pub traced: RttSummary,
     pub wakeup_request_p50_us: Option<f64>,
     pub wakeup_response_p50_us: Option<f64>,
-    /// Request wakeup per packet over the request one-way mean, %.
+    /// Request wakeup (all its parts) per packet over the request one-way mean, %.
     pub wakeup_request_share_pct: Option<f64>,
     pub placement: Placement,
 }
@@ -199,9 +200,8 @@ fn pin_relay(path: &NetPath, rr: &RrConfig) -> Result<()> {
     }
 }
 
-/// Hops of the receiving thread's wakeup: socket woken → receive returns, opened up by the
-/// scheduler's points (the thread made runnable, running after an idle exit or a run-queue
-/// wait, data copied, returned).
+/// The hops between the socket being woken and the receive returning: `wakeup` and, where
+/// the scheduler's tracepoints split it, its parts.
 const WAKEUP_PARTS: [&str; 5] = [
     "wakeup",
     "idle-exit",
@@ -210,21 +210,28 @@ const WAKEUP_PARTS: [&str; 5] = [
     "recv-return",
 ];
 
-/// p50 of a hop; for `wakeup`, the whole wakeup: the sum of its parts' p50s (an estimate of
-/// the p50 of the sum, which the per-hop histograms do not keep).
-fn hop_p50(r: &DriverReport, hop: &str, dir: &str) -> Option<f64> {
-    let parts: &[&str] = if hop == "wakeup" {
-        &WAKEUP_PARTS
-    } else {
-        std::slice::from_ref(&hop)
-    };
-    let p50s: Vec<f64> = r
+/// p50 of the whole wakeup in `dir`: each part's p50 weighted by the share of journeys that
+/// crossed it (idle-exit and runqueue are alternatives, never both), summed.
+fn wakeup_p50(r: &DriverReport, dir: &str) -> Option<f64> {
+    let done = r.one_way.get(dir).map(|d| d.count).filter(|&n| n > 0)? as f64;
+    let parts: Vec<f64> = r
         .hops
         .iter()
-        .filter(|h| h.dir == dir && parts.contains(&h.hop))
-        .map(|h| h.p50_us)
+        .filter(|h| h.dir == dir && WAKEUP_PARTS.contains(&h.hop))
+        .map(|h| h.p50_us * (h.crossings as f64 / done).min(1.0))
         .collect();
-    (!p50s.is_empty()).then(|| p50s.iter().sum())
+    (!parts.is_empty()).then(|| parts.iter().sum())
+}
+
+/// Share of the one-way time in `dir` spent in the wakeup and its parts, %.
+fn wakeup_share(r: &DriverReport, dir: &str) -> Option<f64> {
+    let parts: Vec<f64> = r
+        .hops
+        .iter()
+        .filter(|h| h.dir == dir && WAKEUP_PARTS.contains(&h.hop))
+        .map(|h| h.share_pct)
+        .collect();
+    (!parts.is_empty()).then(|| parts.iter().sum())
 }
 
 fn round_rows(traced: &[DriverReport], untraced: &[RrResult]) -> Vec<RoundRow> {
@@ -232,7 +239,7 @@ fn round_rows(traced: &[DriverReport], untraced: &[RrResult]) -> Vec<RoundRow> {
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let w = hop_p50(t, "wakeup", "request");
+            let w = wakeup_p50(t, "request");
             let ow = t.one_way.get("request").map(|d| d.p50_us);
             RoundRow {
                 round: i + 1,
@@ -250,26 +257,20 @@ fn round_rows(traced: &[DriverReport], untraced: &[RrResult]) -> Vec<RoundRow> {
     rows
 }
 
-/// Marks each round whose wakeup p50 differs from the median of the other rounds' by more
-/// than the median data path.
+/// Marks each round whose wakeup p50 differs from the rounds' median wakeup p50 (the median
+/// of all rounds: with three rounds, the mean of the two others would follow an outlier) by
+/// more than the median data path.
 pub fn mark_mode_changes(rows: &mut [RoundRow]) {
     let data: Vec<f64> = rows.iter().filter_map(|r| r.data_path_p50_us).collect();
-    if rows.len() < 2 || data.is_empty() {
+    let wakeups: Vec<f64> = rows.iter().filter_map(|r| r.wakeup_p50_us).collect();
+    if wakeups.len() < 2 || data.is_empty() {
         return;
     }
     let data = Spread::of(data).median;
-    // Against the median of every round: with three rounds, the median of the two others is
-    // their mean, which one outlier drags away from the two rounds that agree.
-    let all: Vec<f64> = rows.iter().filter_map(|r| r.wakeup_p50_us).collect();
-    if all.len() < 2 {
-        return;
-    }
-    let median = Spread::of(all).median;
+    let typical = Spread::of(wakeups).median;
     for r in rows.iter_mut() {
-        if let Some(w) = r.wakeup_p50_us
-            && (w - median).abs() > data
-        {
-            r.mode_change = true;
+        if let Some(w) = r.wakeup_p50_us {
+            r.mode_change = (w - typical).abs() > data;
         }
     }
 }
@@ -345,18 +346,12 @@ fn block_line(tracer: &mut Tracer, path: &NetPath, opts: &CompareOptions) -> Res
         ..opts.clone()
     };
     let t = traced(tracer, path, "block", &quiet, &rr).context("traced blocking run")?;
-    let parts: Vec<f64> = t
-        .hops
-        .iter()
-        .filter(|h| WAKEUP_PARTS.contains(&h.hop) && h.dir == "request")
-        .map(|h| h.share_pct)
-        .collect();
-    let share = (!parts.is_empty()).then(|| parts.iter().sum());
+    let share = wakeup_share(&t, "request");
     Ok(BlockLine {
         untraced: RttSummary::from_rr(&u),
         traced: t.traced.clone(),
-        wakeup_request_p50_us: hop_p50(&t, "wakeup", "request"),
-        wakeup_response_p50_us: hop_p50(&t, "wakeup", "response"),
+        wakeup_request_p50_us: wakeup_p50(&t, "request"),
+        wakeup_response_p50_us: wakeup_p50(&t, "response"),
         wakeup_request_share_pct: share,
         placement: t.placement.clone().unwrap_or_default(),
     })
@@ -424,7 +419,7 @@ pub fn print_mode(r: &DriverReport) {
     }
     if let Some(b) = &r.block {
         println!(
-            "   RTT block (what an application sees): untraced p50 {:.1} µs, traced p50 {:.1} µs; wakeup hop p50 request {:.1} µs ({:.0}% of its one-way), response {:.1} µs; {}",
+            "   RTT block (what an application sees): untraced p50 {:.1} µs, traced p50 {:.1} µs; wakeup (all its parts) p50 request {:.1} µs ({:.0}% of its one-way), response {:.1} µs; {}",
             b.untraced.p50_us,
             b.traced.p50_us,
             b.wakeup_request_p50_us.unwrap_or(0.0),

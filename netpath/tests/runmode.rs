@@ -137,12 +137,13 @@ fn assert_matched(r: &DriverReport, what: &str) {
     assert_eq!(r.lost["recv_unmatched"], 0, "{what}: {:?}", r.lost);
 }
 
-/// The hops of a run, the receiving thread's scheduler parts left out: they exist only when
-/// it slept (blocking receives), which is what the wait modes change.
+/// The hops of a run, without the scheduler's parts of the wakeup (idle-exit, runqueue,
+/// recv-copy, recv-return): a thread that spins is never asleep, so only `block` has them.
 fn hop_set(r: &DriverReport) -> BTreeSet<(&'static str, &'static str)> {
+    const SLEEP_PARTS: [&str; 4] = ["idle-exit", "runqueue", "recv-copy", "recv-return"];
     r.hops
         .iter()
-        .filter(|h| !["idle-exit", "runqueue", "recv-copy"].contains(&h.hop))
+        .filter(|h| !SLEEP_PARTS.contains(&h.hop))
         .map(|h| (h.dir, h.hop))
         .collect()
 }

@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod bench;
+pub mod bounds;
 pub mod btf;
 pub mod compare;
 pub mod docker;

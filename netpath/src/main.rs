@@ -4,7 +4,7 @@ use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
 use netpath::{
     backend::{self, BackendChoice},
-    compare, doctor,
+    bounds, compare, doctor,
     driver::Driver,
     harness::RrConfig,
     lab,
@@ -50,40 +50,41 @@ enum Cmd {
         #[arg(long, short = 'd', value_delimiter = ',')]
         driver: Vec<Driver>,
         /// Rounds: each visits every driver in turn (untraced and traced runs alternating,
-        /// order reversed every other round); medians, spread and per-round ratios.
-        #[arg(long, default_value_t = 3)]
+        /// order reversed every other round); medians, spread and per-round ratios (1-100).
+        #[arg(long, default_value_t = 3, value_parser = bounds::int(bounds::ROUNDS))]
         rounds: usize,
-        /// Seconds of bulk transfer per round (0: no bulk).
-        #[arg(long, default_value_t = 2.0)]
+        /// Seconds of bulk transfer per round (0: no bulk; at most 600).
+        #[arg(long, default_value_t = 2.0, value_parser = bounds::float(bounds::PHASE_SECS))]
         bulk_secs: f64,
-        /// Parallel bulk streams.
-        #[arg(long, default_value_t = 1)]
+        /// Parallel bulk streams (1-256).
+        #[arg(long, default_value_t = 1, value_parser = bounds::int(bounds::STREAMS))]
         streams: usize,
-        /// Open-loop request rate for the burst phases, then twice it (0: no burst).
-        #[arg(long, default_value_t = 2000.0)]
+        /// Open-loop request rate for the burst phases, then twice it (0: no burst; at most
+        /// 100000 per second).
+        #[arg(long, default_value_t = 2000.0, value_parser = bounds::float(bounds::BURST_RATE))]
         burst: f64,
-        /// Seconds per burst phase.
-        #[arg(long, default_value_t = 1.0)]
+        /// Seconds per burst phase (more than 0, at most 600).
+        #[arg(long, default_value_t = 1.0, value_parser = bounds::phase_secs_nonzero)]
         burst_secs: f64,
-        /// Measured requests per run.
-        #[arg(long, short = 'n', default_value_t = 10_000)]
+        /// Measured requests per run (1-1000000).
+        #[arg(long, short = 'n', default_value_t = 10_000, value_parser = bounds::int(bounds::REQUESTS))]
         requests: u64,
-        /// Unmeasured warm-up requests.
-        #[arg(long, default_value_t = 1_000)]
+        /// Unmeasured warm-up requests (0-100000).
+        #[arg(long, default_value_t = 1_000, value_parser = bounds::int(bounds::WARMUP))]
         warmup: u64,
-        /// Request payload in bytes.
-        #[arg(long, default_value_t = 1024)]
+        /// Request payload in bytes (1 to 1048576).
+        #[arg(long, default_value_t = 1024, value_parser = bounds::int(bounds::PAYLOAD))]
         req_size: usize,
-        /// Response payload in bytes.
-        #[arg(long, default_value_t = 1024)]
+        /// Response payload in bytes (1 to 1048576).
+        #[arg(long, default_value_t = 1024, value_parser = bounds::int(bounds::PAYLOAD))]
         resp_size: usize,
         #[command(flatten)]
         mode: netpath::harness::runmode::RunModeArgs,
         /// Skip the untraced run (no probe-effect figure).
         #[arg(long)]
         no_untraced: bool,
-        /// Keep the full timeline of one packet in N (0: none).
-        #[arg(long, default_value_t = 64)]
+        /// Keep the full timeline of one packet in N (0: none, 1: every packet; at most 1000000).
+        #[arg(long, default_value_t = 64, value_parser = bounds::int(bounds::SAMPLE_EVERY))]
         sample_every: u32,
         #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
         backend: BackendChoice,
@@ -120,8 +121,8 @@ enum Cmd {
         /// Lab topology to build and send request/response traffic through.
         #[arg(long, short = 'd', default_value = "bridge")]
         driver: Driver,
-        /// Complete timelines to print.
-        #[arg(long, short = 'c', default_value_t = 10)]
+        /// Complete timelines to print (1-100000).
+        #[arg(long, short = 'c', default_value_t = 10, value_parser = bounds::int(bounds::TRACE_COUNT))]
         count: usize,
         /// Only this L4 protocol (tcp, udp, icmp or a number).
         #[arg(long)]
@@ -143,8 +144,8 @@ enum Cmd {
         /// instead of building a lab: attaches to their interfaces and host-side peers only.
         #[arg(long)]
         container: Vec<String>,
-        /// With --container: stop after this many seconds even if fewer packets came.
-        #[arg(long, default_value_t = 10.0)]
+        /// With --container: stop after this many seconds even if fewer packets came (0.1-3600).
+        #[arg(long, default_value_t = 10.0, value_parser = bounds::float(bounds::TRACE_SECS))]
         duration: f64,
         #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
         backend: BackendChoice,
@@ -154,14 +155,14 @@ enum Cmd {
     /// Benchmark netpath itself, as ratios from one run: harness vs sockperf and iperf3, traced
     /// vs untraced latency and throughput, kernel cost per round trip, memory.
     Bench {
-        /// Rounds per driver (figures are medians over rounds).
-        #[arg(long, default_value_t = 3)]
+        /// Rounds per driver (figures are medians over rounds; 1-100).
+        #[arg(long, default_value_t = 3, value_parser = bounds::int(bounds::ROUNDS))]
         rounds: usize,
-        /// Seconds per sockperf, iperf3 and bulk run.
-        #[arg(long, default_value_t = 3)]
+        /// Seconds per sockperf, iperf3 and bulk run (1-600).
+        #[arg(long, default_value_t = 3, value_parser = bounds::int(bounds::BENCH_SECS))]
         secs: u64,
-        /// Measured requests per request/response run.
-        #[arg(long, short = 'n', default_value_t = 20_000)]
+        /// Measured requests per request/response run (1-1000000).
+        #[arg(long, short = 'n', default_value_t = 20_000, value_parser = bounds::int(bounds::REQUESTS))]
         requests: u64,
         /// Drivers, comma-separated (default: bridge,host).
         #[arg(long, short = 'd', value_delimiter = ',')]

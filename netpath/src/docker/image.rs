@@ -151,20 +151,28 @@ fn append(b: &mut tar::Builder<Vec<u8>>, path: &str, data: &[u8], mode: u32) -> 
 pub fn shared_libraries(exe: &Path) -> Result<Vec<PathBuf>> {
     // `/proc/self/exe` would name ldd's own process: resolve it here first. A binary
     // replaced since it started (`… (deleted)`) is copied aside for ldd to read.
-    let mut tmp = None;
+    // The copy is created exclusively under a random name (never through a link someone
+    // planted in the world-writable temp directory: netpath runs as root), and removed when
+    // `_tmp` drops.
+    let mut _tmp = None;
     let real = match std::fs::canonicalize(exe) {
         Ok(p) if p.exists() => p,
         _ => {
-            let t = std::env::temp_dir().join(format!("netpath-ldd-{}", std::process::id()));
-            std::fs::copy(exe, &t).with_context(|| format!("cannot copy {}", exe.display()))?;
-            tmp = Some(t.clone());
-            t
+            let mut t = tempfile::Builder::new()
+                .prefix("netpath-ldd-")
+                .permissions(std::fs::Permissions::from_mode(0o700))
+                .tempfile()
+                .context("cannot create a temporary file for ldd")?;
+            let mut src = std::fs::File::open(exe)
+                .with_context(|| format!("cannot open {}", exe.display()))?;
+            std::io::copy(&mut src, t.as_file_mut())
+                .with_context(|| format!("cannot copy {}", exe.display()))?;
+            let path = t.path().to_path_buf();
+            _tmp = Some(t.into_temp_path());
+            path
         }
     };
     let out = Command::new("ldd").arg(&real).output();
-    if let Some(t) = tmp {
-        let _ = std::fs::remove_file(t);
-    }
     let out = out.context("cannot run ldd (needed to find netpath's shared libraries)")?;
     let text = String::from_utf8_lossy(&out.stdout);
     let err = String::from_utf8_lossy(&out.stderr);

@@ -19,8 +19,30 @@ use anyhow::{Context, Result};
 
 use super::STATE_DIR;
 
+/// Creates [`STATE_DIR`] root-only (0700) and checks that what is there is a real directory
+/// owned by this user that nobody else can write: netpath runs as root and writes files with
+/// predictable names in it (locks, records, a daemon's config and log), so a directory or
+/// symlink someone else planted there must stop it.
 pub(crate) fn ensure_dir() -> Result<()> {
-    std::fs::create_dir_all(STATE_DIR).with_context(|| format!("cannot create {STATE_DIR}"))
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    match std::fs::DirBuilder::new().mode(0o700).create(STATE_DIR) {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot create {STATE_DIR}")),
+    }
+    let m =
+        std::fs::symlink_metadata(STATE_DIR).with_context(|| format!("cannot read {STATE_DIR}"))?;
+    let me = nix::unistd::geteuid().as_raw();
+    if !m.file_type().is_dir() || m.uid() != me || m.mode() & 0o022 != 0 {
+        anyhow::bail!(
+            "{STATE_DIR} is not a directory owned by uid {me} that only it can write \
+             (type {:?}, owner {}, mode {:o}): remove it and run again",
+            m.file_type(),
+            m.uid(),
+            m.mode() & 0o7777
+        );
+    }
+    Ok(())
 }
 
 fn lock_path(run_id: &str) -> PathBuf {

@@ -211,9 +211,9 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
-/// On Ctrl-C (SIGINT) or SIGTERM: remove every lab registered in this process, then exit
-/// with 130 / 143. On panic: the same cleanup after the previous hook ran, then unwinding
-/// (or abort) continues. Idempotent.
+/// On Ctrl-C (SIGINT) or SIGTERM: remove every lab registered in this process and run the
+/// hooks (Docker objects), then exit with 130 / 143. On panic: the same cleanup after the
+/// previous hook ran, then unwinding (or abort) continues. Idempotent.
 ///
 /// The signal handler only writes to a pipe; a watcher thread does the cleanup. It
 /// replaces any SIGINT/SIGTERM handler installed before it (e.g. tokio::signal).
@@ -254,13 +254,7 @@ pub fn install_signal_cleanup() {
         let prev = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             prev(info);
-            let removed = cleanup_registered(Duration::from_millis(200));
-            if !removed.is_empty() {
-                eprintln!(
-                    "netpath: panic; removed lab namespaces {}",
-                    removed.join(", ")
-                );
-            }
+            cleanup_after_panic();
         }));
     });
 }
@@ -280,10 +274,17 @@ fn watch_signals(rd: libc::c_int) {
         return;
     }
     let sig = i32::from(b);
-    let removed = cleanup_registered(Duration::from_secs(2));
+    cleanup_everything(Duration::from_secs(2), "interrupted");
+    std::process::exit(128 + sig);
+}
+
+/// What Ctrl-C removes: the labs registered in this process (their processes first), then
+/// the hooks' objects (Docker). Prints what went, prefixed by `why`.
+fn cleanup_everything(wait: Duration, why: &str) {
+    let removed = cleanup_registered(wait);
     if !removed.is_empty() {
         eprintln!(
-            "netpath: interrupted; removed lab namespaces {}",
+            "netpath: {why}; removed lab namespaces {}",
             removed.join(", ")
         );
     }
@@ -291,10 +292,33 @@ fn watch_signals(rd: libc::c_int) {
     for (_, h) in hooks {
         let removed = h();
         if !removed.is_empty() {
-            eprintln!("netpath: interrupted; removed {}", removed.join(", "));
+            eprintln!("netpath: {why}; removed {}", removed.join(", "));
         }
     }
-    std::process::exit(128 + sig);
+}
+
+/// The panic hook's cleanup: the same as Ctrl-C's, run once, whatever happens next. A panic
+/// may unwind into code that turns it into an error, or abort the process (a panic where
+/// unwinding cannot start, e.g. inside the runtime's thread start when memory ran out, or a
+/// second panic): removing everything now is the only way neither leaves state behind.
+/// It runs on a fresh thread so that the panicking thread's async runtime context (the
+/// Docker and netlink cleanups start their own) is not in the way; if no thread can be
+/// started, here.
+fn cleanup_after_panic() {
+    static DONE: AtomicBool = AtomicBool::new(false);
+    if DONE.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let work = || cleanup_everything(Duration::from_millis(200), "panic");
+    match std::thread::Builder::new()
+        .name("np-panicclean".into())
+        .spawn(work)
+    {
+        Ok(t) => {
+            let _ = t.join();
+        }
+        Err(_) => work(),
+    }
 }
 
 /// Remove every netpath namespace (`/run/netns/np<6 hex>-<role>`) left behind by runs that

@@ -6,6 +6,18 @@ use netpath_common::KernelOffsets;
 
 pub const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
 
+/// Fails with one line before anything is built when the kernel has no BTF (every backend
+/// reads its struct offsets from it).
+pub fn require() -> Result<()> {
+    if !std::path::Path::new(VMLINUX).is_file() {
+        bail!(
+            "no kernel BTF at {VMLINUX}: netpath needs a kernel built with CONFIG_DEBUG_INFO_BTF=y \
+             (and sysfs mounted at /sys)"
+        );
+    }
+    Ok(())
+}
+
 pub fn load_vmlinux() -> Result<Btf> {
     Btf::from_file(VMLINUX).with_context(|| {
         format!("cannot read kernel BTF at {VMLINUX}: netpath needs a kernel built with CONFIG_DEBUG_INFO_BTF=y")

@@ -234,6 +234,7 @@ fn run(cli: Cli) -> Result<()> {
             // A placement this machine cannot give is said before anything is loaded or built.
             let mode = mode.resolve()?;
             lab::install_signal_cleanup();
+            netpath::btf::require()?;
             let caps = doctor::probe()?;
             let backend = backend::select(choice, &caps)?;
             // A missing daemon is said before anything else is printed.
@@ -325,6 +326,7 @@ fn run(cli: Cli) -> Result<()> {
             json,
         } => {
             lab::install_signal_cleanup();
+            netpath::btf::require()?;
             let caps = doctor::probe()?;
             let backend = backend::select(choice, &caps)?;
             let out = if !container.is_empty() {
@@ -332,6 +334,12 @@ fn run(cli: Cli) -> Result<()> {
                 let mut devices = Vec::new();
                 for c in &container {
                     let net = netpath::docker::resolve_container(&engine, c)?;
+                    if net.networks.iter().all(|n| n.ip.is_none()) && !net.host_network {
+                        bail!(
+                            "container {c} is on no network (--network none?): nothing of its \
+                             traffic leaves it; trace a container on a bridge, overlay or macvlan network"
+                        );
+                    }
                     for d in net.devices() {
                         if !devices.contains(&d) {
                             devices.push(d);
@@ -394,6 +402,7 @@ fn run(cli: Cli) -> Result<()> {
             json,
         } => {
             lab::install_signal_cleanup();
+            netpath::btf::require()?;
             if stability {
                 let r = netpath::stability::run(requests.min(10_000), !json)?;
                 if json {

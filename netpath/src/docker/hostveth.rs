@@ -54,6 +54,18 @@ impl HostVeth {
     pub(crate) fn create(kind: Kind, run_id: &str, host_netns: &Path, mtu: u32) -> Result<Self> {
         let host_link = ifname(run_id, kind.host)?;
         let peer_link = ifname(run_id, kind.peer)?;
+        // A link of that name that is not ours (a clash) must stay as it is: refusing here
+        // keeps the teardown below from deleting it by name.
+        let taken = Netns::at("host", host_netns)?
+            .run(|| Ok(Nl::new()?.link(&host_link)?.is_some()))
+            .with_context(|| format!("looking for {host_link} in the Docker host"))?;
+        if taken {
+            anyhow::bail!(
+                "a link named {host_link} already exists in the Docker host's namespace and is \
+                 not this run's: rename or delete it (`ip link del {host_link}`) if it is a \
+                 leftover, or run again (a new run picks another name)"
+            );
+        }
         state::write_ns_marker(kind.role, run_id)?;
         let created = Netns::create(&netns_name(run_id, kind.role)).and_then(|ns| {
             Held::open(ns.clone()).inspect_err(|_| {

@@ -2,8 +2,12 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::collections::HashSet;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use netpath::docker::Engine;
 
 use netpath::harness::RrConfig;
 use netpath::netns::Netns;
@@ -78,4 +82,64 @@ pub fn tear_down_cleanly(lab: NetPath, before: &HashSet<String>) {
     lab.teardown().unwrap();
     assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
     assert_eq!(&root_links(), before);
+}
+
+/// The log of a dockerd the tests start: in cargo's per-target temporary directory, not at a
+/// predictable name in the world-writable /tmp (the tests run as root).
+fn dockerd_log() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("netpath-test-dockerd.log")
+}
+
+/// Connect to the default engine; if nothing answers, start `dockerd` from a thread that
+/// lives as long as the test process (its death signal stops the daemon when the tests
+/// end) and wait up to 60 s.
+pub fn ensure_daemon() -> Engine {
+    static STARTED: OnceLock<Result<(), String>> = OnceLock::new();
+    if let Ok(e) = Engine::connect() {
+        return e;
+    }
+    let r = STARTED.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::os::unix::process::CommandExt;
+            let log = std::fs::File::create(dockerd_log());
+            let mut cmd = Command::new("dockerd");
+            cmd.stdin(Stdio::null());
+            if let Ok(l) = log {
+                cmd.stdout(l.try_clone().unwrap()).stderr(l);
+            }
+            // SAFETY: prctl is async-signal-safe.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                    Ok(())
+                });
+            }
+            match cmd.spawn() {
+                Ok(mut c) => {
+                    let _ = tx.send(Ok(()));
+                    let _ = c.wait();
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(format!("cannot start dockerd: {e}")));
+                }
+            }
+        });
+        rx.recv().map_err(|e| e.to_string())??;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if Engine::connect().is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        Err(format!(
+            "dockerd started but did not answer within 60 s (see {})",
+            dockerd_log().display()
+        ))
+    });
+    if let Err(e) = r {
+        panic!("no Docker daemon and none could be started: {e}");
+    }
+    Engine::connect().unwrap_or_else(|e| panic!("{e:#}"))
 }

@@ -52,8 +52,9 @@ pub const BACKENDS: &[&str] = &["tracepoint", "kprobe", "fentry"];
 /// Test binaries that never load eBPF programs: they run in the first backend pass only.
 const BACKEND_INDEPENDENT: &[&str] = &["lab", "lab_drivers", "harness"];
 /// Test binaries left out of the VM: they need a Docker engine (dockerd, containerd, runc,
-/// iptables), which the initramfs does not carry.
-const HOST_ONLY: &[&str] = &["docker"];
+/// iptables), which the initramfs does not carry; bad_input and interrupt also need setpriv,
+/// unshare, bpftool and Docker.
+const HOST_ONLY: &[&str] = &["docker", "bad_input", "interrupt"];
 /// The package whose integration tests run in the VM.
 const PACKAGE: &str = "netpath";
 /// The bin the tests run through `env!("CARGO_BIN_EXE_netpath")`.

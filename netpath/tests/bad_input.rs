@@ -1,0 +1,423 @@
+//! Bad input, as a new user would give it: every case is answered with one line on stderr
+//! saying what and how to fix it, a non-zero exit, and nothing created (the machine's
+//! namespaces, links, nft tables, netpath's state directory, BPF programs, docker-proxy and
+//! dockerd processes and Docker containers/networks are compared before and after).
+//!
+//! Needs root (it also runs netpath as an unprivileged user through `setpriv`) and a Docker
+//! daemon for the container cases (started here if none answers):
+//!
+//!     sudo -E cargo test -p netpath --test bad_input -- --test-threads=1
+
+use std::collections::BTreeSet;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+mod common;
+use common::{SERIAL, ensure_daemon};
+
+const NETPATH: &str = env!("CARGO_BIN_EXE_netpath");
+
+/// How a case runs netpath.
+#[derive(Clone, Copy)]
+enum How {
+    /// As root, as it is.
+    Root,
+    /// As `nobody` through setpriv (no capabilities).
+    Unprivileged,
+    /// In a private mount namespace where /sys/kernel/btf is an empty tmpfs.
+    NoBtf,
+    /// With `DOCKER_HOST` at a socket nothing listens on.
+    DeadDocker,
+}
+
+struct Case {
+    args: Vec<String>,
+    how: How,
+    /// A fragment the one line must contain (what is wrong).
+    says: String,
+}
+
+fn case(args: &str, how: How, says: &str) -> Case {
+    Case {
+        args: args.split_whitespace().map(String::from).collect(),
+        how,
+        says: says.to_string(),
+    }
+}
+
+/// Everything a run could leave behind, as comparable text.
+fn snapshot() -> BTreeSet<String> {
+    let mut s = BTreeSet::new();
+    if let Ok(rd) = std::fs::read_dir("/run/netns") {
+        s.extend(rd.flatten().map(|e| format!("netns {:?}", e.file_name())));
+    }
+    if let Ok(rd) = std::fs::read_dir("/run/netpath") {
+        s.extend(rd.flatten().map(|e| format!("state {:?}", e.file_name())));
+    }
+    s.extend(
+        common::root_links()
+            .into_iter()
+            .map(|l| format!("link {l}")),
+    );
+    let lines = |cmd: &mut Command, tag: &str, s: &mut BTreeSet<String>| {
+        if let Ok(o) = cmd.stderr(Stdio::null()).output() {
+            for l in String::from_utf8_lossy(&o.stdout).lines() {
+                s.insert(format!("{tag} {}", l.trim()));
+            }
+        }
+    };
+    lines(Command::new("nft").args(["list", "tables"]), "nft", &mut s);
+    // Program ids, not names: a program of this run would be a new id.
+    lines(
+        Command::new("sh").args(["-c", "bpftool prog show | grep -o '^[0-9]*:'"]),
+        "bpf",
+        &mut s,
+    );
+    lines(
+        Command::new("pgrep").args(["-x", "docker-proxy|dockerd"]),
+        "pid",
+        &mut s,
+    );
+    if std::path::Path::new("/var/run/docker.sock").exists() {
+        lines(
+            Command::new("docker").args(["ps", "-a", "--format", "{{.Names}}"]),
+            "container",
+            &mut s,
+        );
+        lines(
+            Command::new("docker").args(["network", "ls", "--format", "{{.Name}}"]),
+            "network",
+            &mut s,
+        );
+    }
+    s
+}
+
+fn run(c: &Case) -> Output {
+    let mut cmd = match c.how {
+        How::Root | How::DeadDocker => Command::new(NETPATH),
+        How::Unprivileged => {
+            let mut x = Command::new("setpriv");
+            x.args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+            ]);
+            x.arg(NETPATH);
+            x
+        }
+        How::NoBtf => {
+            let mut x = Command::new("unshare");
+            x.args(["-m", "sh", "-c"]);
+            x.arg("mount -t tmpfs none /sys/kernel/btf && exec \"$0\" \"$@\"");
+            x.arg(NETPATH);
+            x
+        }
+    };
+    cmd.args(&c.args).stdin(Stdio::null());
+    if let How::DeadDocker = c.how {
+        cmd.env("DOCKER_HOST", "unix:///run/netpath-test-no-daemon.sock");
+    }
+    cmd.output().expect("run netpath")
+}
+
+/// Runs every case, checks each, and panics with the list of those that failed.
+fn check_all(cases: &[Case]) {
+    let mut failures = Vec::new();
+    for c in cases {
+        let before = snapshot();
+        let out = run(c);
+        let after = snapshot();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+        let what = format!("`netpath {}`", c.args.join(" "));
+        println!("{what}: exit {:?}: {}", out.status.code(), err.trim());
+        if out.status.success() {
+            failures.push(format!("{what} exited 0"));
+        }
+        if lines.len() != 1 || !lines[0].starts_with("netpath: ") || !lines[0].contains(&c.says) {
+            failures.push(format!(
+                "{what}: want one line containing {:?}, got {lines:?}",
+                c.says
+            ));
+        }
+        let made: Vec<_> = after.difference(&before).collect();
+        let gone: Vec<_> = before.difference(&after).collect();
+        if !made.is_empty() || !gone.is_empty() {
+            failures.push(format!("{what}: created {made:?}, removed {gone:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn need_root() -> std::sync::MutexGuard<'static, ()> {
+    common::need_root()
+}
+
+/// The options and environments that never reach a daemon.
+#[test]
+fn bad_options_and_environments_answered_in_one_line() {
+    let _g = need_root();
+    use How::*;
+    let mut cases = vec![
+        // The eight cases of issue 16.
+        case(
+            "compare -d bridge --streams 100000 --burst 0 -n 100",
+            Root,
+            "--streams",
+        ),
+        case("compare -d bridge --req-size 100000000", Root, "--req-size"),
+        case("compare -d bridge --burst 100000000", Root, "--burst"),
+        case(
+            "compare -d bridge --warmup 99999999999999 -n 10",
+            Root,
+            "--warmup",
+        ),
+        case(
+            "compare -d bridge --bulk-secs 100000000000",
+            Root,
+            "--bulk-secs",
+        ),
+        case("compare -d bridge -n 0", Root, "--requests"),
+        case("compare -d bridge --rounds 0", Root, "--rounds"),
+        case("trace --count 0", Root, "--count"),
+        // More numbers out of range, not numbers, zero where it means nothing.
+        case("compare --burst-secs 0", Root, "--burst-secs"),
+        case("compare --bulk-secs=-1", Root, "--bulk-secs"),
+        case("compare --bulk-secs nan", Root, "--bulk-secs"),
+        case("compare --resp-size 0", Root, "--resp-size"),
+        case("compare --sample-every 2000000", Root, "--sample-every"),
+        case("compare --streams 0", Root, "--streams"),
+        case("compare -n lots", Root, "--requests"),
+        case("trace --duration 0", Root, "--duration"),
+        case("trace --port 70000", Root, "--port"),
+        case("trace --host 10.0.0.300", Root, "--host"),
+        case("bench --rounds 0", Root, "--rounds"),
+        case("bench --secs 0", Root, "--secs"),
+        case("compare --underlay-delay 5s", Root, "at most 1s"),
+        case("compare --underlay-jitter 1ms", Root, "--underlay-delay"),
+        case("compare -d bridge,nosuch", Root, "possible values"),
+        case("compare --backend ebpf", Root, "possible values"),
+        case("compare --between onlyone", Root, "--between"),
+        case("frobnicate", Root, "frobnicate"),
+        // Values only the run can check: refused before any lab is built.
+        case("trace --proto bogus -c 1", Root, "unknown protocol"),
+        case("trace --netns nosuch -c 1", Root, "no lab netns"),
+        case("trace --iface nosuch0 -c 1", Root, "no lab device"),
+        // The environment.
+        case("compare -d host -n 10", Unprivileged, "needs root"),
+        case("trace -c 1", Unprivileged, "needs root"),
+        case("cleanup", Unprivileged, "needs root"),
+        case("compare -d host -n 10 --burst 0", NoBtf, "no kernel BTF"),
+        case("trace -c 1", NoBtf, "no kernel BTF"),
+        case("compare --docker -d bridge", DeadDocker, "not reachable"),
+        case("compare --between a b", DeadDocker, "not reachable"),
+        case("trace --container web", DeadDocker, "not reachable"),
+        case("inspect web", DeadDocker, "not reachable"),
+    ];
+    // A backend the kernel refuses (which one depends on the kernel: doctor says).
+    let doctor = Command::new(NETPATH).args(["doctor", "--json"]).output();
+    let refused = doctor
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .and_then(|j| refused_backend(&j));
+    match refused {
+        Some(b) => cases.push(case(
+            &format!("compare -d host -n 10 --backend {b}"),
+            Root,
+            "cannot be used on this kernel",
+        )),
+        None => println!("every backend loads on this kernel: no refused-backend case here"),
+    }
+    check_all(&cases);
+}
+
+/// The first of kprobe, fentry whose check `doctor --json` reports as failed.
+fn refused_backend(doctor_json: &str) -> Option<&'static str> {
+    let v: serde_json::Value = serde_json::from_str(doctor_json).ok()?;
+    let checks = v.get("capabilities")?.get("checks")?.as_array()?.clone();
+    ["kprobe", "fentry"].into_iter().find(|b| {
+        checks.iter().any(|c| {
+            c.get("name").and_then(|n| n.as_str()) == Some(*b)
+                && c.get("ok").and_then(|o| o.as_bool()) == Some(false)
+        })
+    })
+}
+
+/// Containers: unknown ones, one without a network; a link name clash in the Docker host.
+#[test]
+fn bad_containers_answered_in_one_line() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    assert!(nix::unistd::geteuid().is_root(), "this test needs root");
+    let engine = ensure_daemon();
+    let image = netpath::docker::image::ensure_agent_image_from(
+        &engine,
+        std::path::Path::new(NETPATH),
+        true,
+    )
+    .expect("agent image");
+    let docker = |args: &[&str]| {
+        let o = Command::new("docker").args(args).output().unwrap();
+        assert!(
+            o.status.success(),
+            "docker {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let tag = format!("npt{}", std::process::id());
+    let net = format!("{tag}-net");
+    let (cli, srv, lone) = (
+        format!("{tag}-cli"),
+        format!("{tag}-srv"),
+        format!("{tag}-lone"),
+    );
+    docker(&["network", "create", "--label", "netpath-test", &net]);
+    docker(&[
+        "run",
+        "-d",
+        "--label",
+        "netpath-test",
+        "--name",
+        &cli,
+        "--network",
+        &net,
+        &image,
+        "hold",
+    ]);
+    docker(&[
+        "run",
+        "-d",
+        "--label",
+        "netpath-test",
+        "--name",
+        &srv,
+        "--network",
+        &net,
+        &image,
+        "hold",
+    ]);
+    docker(&[
+        "run",
+        "-d",
+        "--label",
+        "netpath-test",
+        "--name",
+        &lone,
+        "--network",
+        "none",
+        &image,
+        "hold",
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    use How::Root;
+    let cases = vec![
+        case("inspect np-no-such-container", Root, "np-no-such-container"),
+        case(
+            "trace --container np-no-such-container",
+            Root,
+            "np-no-such-container",
+        ),
+        case(
+            &format!("compare --between np-no-such-container {srv}"),
+            Root,
+            "np-no-such-container",
+        ),
+        case(&format!("compare --between {cli} {lone}"), Root, &lone),
+        case(&format!("trace --container {lone}"), Root, &lone),
+    ];
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        check_all(&cases);
+        name_clash_leaves_the_foreign_link(&engine);
+    }));
+    let _ = Command::new("docker")
+        .args(["rm", "-f", &cli, &srv, &lone])
+        .output();
+    let _ = Command::new("docker")
+        .args(["network", "rm", &net])
+        .output();
+    if let Err(e) = r {
+        std::panic::resume_unwind(e);
+    }
+}
+
+/// A link in the Docker host's namespace with the name a run would give its egress uplink:
+/// the build fails with one line naming it, the link stays, nothing else is created.
+fn name_clash_leaves_the_foreign_link(engine: &netpath::docker::Engine) {
+    let id = format!("{:06x}", std::process::id() & 0xff_ffff);
+    let clash = format!("np{id}up");
+    let ip = |args: &[&str]| {
+        let o = Command::new("ip").args(args).output().unwrap();
+        assert!(
+            o.status.success(),
+            "ip {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    // A veth pair (the host kernel has no dummy driver); its peer's name clashes with nothing.
+    ip(&[
+        "link",
+        "add",
+        &clash,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &format!("np{id}zz"),
+    ]);
+    let before = snapshot();
+    let r = netpath::docker::DockerLab::build(
+        engine,
+        netpath::driver::Driver::Egress,
+        &netpath::docker::DockerLabOptions {
+            exe: Some(NETPATH.into()),
+            reuse_image: true,
+            run_id: Some(id.clone()),
+            ..Default::default()
+        },
+    );
+    let after = snapshot();
+    let _ = Command::new("ip").args(["link", "del", &clash]).output();
+    let e = match r {
+        Ok(_) => panic!("the egress lab was built over the existing link {clash}"),
+        Err(e) => format!("{e:#}"),
+    };
+    println!("egress lab with {clash} taken: {e}");
+    assert!(e.contains(&clash) && e.contains("already exists"), "{e}");
+    assert!(!e.contains('\n'), "one line: {e}");
+    assert_eq!(before, after, "the failed build changed the machine");
+}
+
+/// Ports that netpath's lab and Docker drivers use, taken on the host: nothing of netpath's
+/// binds there (the lab lives in its own namespaces, Docker's ports are picked free), so the
+/// run works and leaves nothing.
+#[test]
+fn occupied_host_ports_do_not_matter() {
+    let _g = need_root();
+    let _held: Vec<_> = [netpath::lab::LAB_PORT, netpath::lab::PUBLISHED_PORT]
+        .iter()
+        .map(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).expect("port free on the host"))
+        .collect();
+    let before = snapshot();
+    let out = Command::new(NETPATH)
+        .args([
+            "compare",
+            "-d",
+            "published-proxy,host",
+            "-n",
+            "50",
+            "--warmup",
+            "10",
+        ])
+        .args(["--burst", "0", "--bulk-secs", "0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(before, snapshot());
+}

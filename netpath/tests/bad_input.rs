@@ -8,12 +8,11 @@
 //!
 //!     sudo -E cargo test -p netpath --test bad_input -- --test-threads=1
 
-use std::collections::BTreeSet;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 mod common;
-use common::{SERIAL, ensure_daemon};
+use common::{SERIAL, ensure_daemon, snapshot};
 
 const NETPATH: &str = env!("CARGO_BIN_EXE_netpath");
 
@@ -43,54 +42,6 @@ fn case(args: &str, how: How, says: &str) -> Case {
         how,
         says: says.to_string(),
     }
-}
-
-/// Everything a run could leave behind, as comparable text.
-fn snapshot() -> BTreeSet<String> {
-    let mut s = BTreeSet::new();
-    if let Ok(rd) = std::fs::read_dir("/run/netns") {
-        s.extend(rd.flatten().map(|e| format!("netns {:?}", e.file_name())));
-    }
-    if let Ok(rd) = std::fs::read_dir("/run/netpath") {
-        s.extend(rd.flatten().map(|e| format!("state {:?}", e.file_name())));
-    }
-    s.extend(
-        common::root_links()
-            .into_iter()
-            .map(|l| format!("link {l}")),
-    );
-    let lines = |cmd: &mut Command, tag: &str, s: &mut BTreeSet<String>| {
-        if let Ok(o) = cmd.stderr(Stdio::null()).output() {
-            for l in String::from_utf8_lossy(&o.stdout).lines() {
-                s.insert(format!("{tag} {}", l.trim()));
-            }
-        }
-    };
-    lines(Command::new("nft").args(["list", "tables"]), "nft", &mut s);
-    // Program ids, not names: a program of this run would be a new id.
-    lines(
-        Command::new("sh").args(["-c", "bpftool prog show | grep -o '^[0-9]*:'"]),
-        "bpf",
-        &mut s,
-    );
-    lines(
-        Command::new("pgrep").args(["-x", "docker-proxy|dockerd"]),
-        "pid",
-        &mut s,
-    );
-    if std::path::Path::new("/var/run/docker.sock").exists() {
-        lines(
-            Command::new("docker").args(["ps", "-a", "--format", "{{.Names}}"]),
-            "container",
-            &mut s,
-        );
-        lines(
-            Command::new("docker").args(["network", "ls", "--format", "{{.Name}}"]),
-            "network",
-            &mut s,
-        );
-    }
-    s
 }
 
 fn run(c: &Case) -> Output {

@@ -1,7 +1,7 @@
 //! Helpers shared by the privileged lab test binaries.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -142,4 +142,59 @@ pub fn ensure_daemon() -> Engine {
         panic!("no Docker daemon and none could be started: {e}");
     }
     Engine::connect().unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+/// Everything a run could leave behind, as comparable text.
+pub fn snapshot() -> BTreeSet<String> {
+    let mut s = BTreeSet::new();
+    if let Ok(rd) = std::fs::read_dir("/run/netns") {
+        s.extend(rd.flatten().map(|e| format!("netns {:?}", e.file_name())));
+    }
+    if let Ok(rd) = std::fs::read_dir("/run/netpath") {
+        s.extend(rd.flatten().map(|e| format!("state {:?}", e.file_name())));
+    }
+    s.extend(root_links().into_iter().map(|l| format!("link {l}")));
+    let lines = |cmd: &mut Command, tag: &str, s: &mut BTreeSet<String>| {
+        if let Ok(o) = cmd.stderr(Stdio::null()).output() {
+            for l in String::from_utf8_lossy(&o.stdout).lines() {
+                s.insert(format!("{tag} {}", l.trim()));
+            }
+        }
+    };
+    lines(Command::new("nft").args(["list", "tables"]), "nft", &mut s);
+    // Program ids, not names: a program of this run would be a new id.
+    lines(
+        Command::new("sh").args(["-c", "bpftool prog show | grep -o '^[0-9]*:'"]),
+        "bpf",
+        &mut s,
+    );
+    lines(
+        Command::new("sh").args(["-c", "bpftool link show | grep -o '^[0-9]*:'"]),
+        "bpf-link",
+        &mut s,
+    );
+    // TC and XDP attachments in the host's namespace (tc filters, tcx links).
+    lines(
+        Command::new("bpftool").args(["net", "show"]),
+        "bpf-net",
+        &mut s,
+    );
+    lines(
+        Command::new("pgrep").args(["-x", "docker-proxy|dockerd"]),
+        "pid",
+        &mut s,
+    );
+    if std::path::Path::new("/var/run/docker.sock").exists() {
+        lines(
+            Command::new("docker").args(["ps", "-a", "--format", "{{.Names}}"]),
+            "container",
+            &mut s,
+        );
+        lines(
+            Command::new("docker").args(["network", "ls", "--format", "{{.Name}}"]),
+            "network",
+            &mut s,
+        );
+    }
+    s
 }

@@ -1,4 +1,5 @@
-//! Developer tasks for netpath: `cargo xtask setup | test | vm-test | run -- <netpath args> | bench`.
+//! Developer tasks for netpath: `cargo xtask setup | test | vm-test | run -- <netpath args> |
+//! bench | soak | fuzz`.
 //!
 //! Everything here runs plain commands with `std::process::Command` and prints each one
 //! before it runs, so a failing step can be repeated by hand.
@@ -6,8 +7,10 @@
 mod bench;
 mod cmd;
 mod dockerd;
+mod fuzz;
 mod run;
 mod setup;
+mod soak;
 mod test;
 mod vm;
 
@@ -34,6 +37,11 @@ enum Command {
     Run(run::RunArgs),
     /// Set up, build in release mode and run `netpath bench` (netpath's own cost, as ratios).
     Bench(bench::BenchArgs),
+    /// Run `netpath compare` in a loop for N minutes; fail if memory, fds, BPF map memory or
+    /// kernel objects grow after warm-up.
+    Soak(soak::SoakArgs),
+    /// Run the cargo-fuzz targets (installs cargo-fuzz on demand) for a while each.
+    Fuzz(fuzz::FuzzArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +53,8 @@ fn main() -> ExitCode {
         Command::VmTest(args) => vm::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Soak(args) => soak::run(&args),
+        Command::Fuzz(args) => fuzz::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

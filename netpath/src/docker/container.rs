@@ -222,6 +222,16 @@ pub(crate) fn from_inspect(engine: &Engine, c: &ContainerInspectResponse) -> Res
 }
 
 /// The Docker networks of a container, by name.
+/// The addressing `from_inspect` takes from an engine's inspect answer (networks with their
+/// addresses, published ports), from the answer's JSON: the part of the answer that is parsed
+/// rather than looked up in the kernel (and the fuzz target's entry point).
+pub fn addressing_from_json(json: &[u8]) -> Result<(Vec<NetAttachment>, Vec<PortMapping>)> {
+    let c: ContainerInspectResponse =
+        serde_json::from_slice(json).context("not a container inspect answer")?;
+    let ns = c.network_settings.unwrap_or_default();
+    Ok((networks_of(&ns), ports_of(&ns)))
+}
+
 fn networks_of(ns: &NetworkSettings) -> Vec<NetAttachment> {
     let mut networks: Vec<NetAttachment> = ns
         .networks

@@ -36,7 +36,8 @@ pub use agent::agent_main;
 pub use between::{Between, between};
 pub use cleanup::{cleanup_docker, cleanup_docker_host};
 pub use container::{
-    ContainerNet, Interface, NetAttachment, PeerLink, PortMapping, resolve_container,
+    ContainerNet, Interface, NetAttachment, PeerLink, PortMapping, addressing_from_json,
+    resolve_container,
 };
 pub use daemon::SecondDaemon;
 pub use drivers::{DockerLab, DockerLabOptions};

@@ -198,3 +198,15 @@ pub fn snapshot() -> BTreeSet<String> {
     }
     s
 }
+
+/// What changed between two snapshots, ignoring processes that ended (other users' daemons
+/// and proxies come and go on their own; a process of netpath's that stays is still caught,
+/// as are new ones). Empty when the machine is as it was.
+pub fn changes(before: &BTreeSet<String>, after: &BTreeSet<String>) -> Vec<String> {
+    let made = after.difference(before).map(|s| format!("left {s}"));
+    let gone = before
+        .difference(after)
+        .filter(|s| !s.starts_with("pid "))
+        .map(|s| format!("removed {s}"));
+    made.chain(gone).collect()
+}

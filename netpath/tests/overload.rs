@@ -1,0 +1,121 @@
+//! Overload: the traced path driven far beyond what the consumer takes (tiny messages, a
+//! timeline for every packet, the ring buffer drained only after the run). Nothing may be
+//! lost silently: every record the kernel says it submitted reaches user space, and every
+//! journey that completed is either such a record or counted as lost by the kernel. The
+//! memory the consumer holds is bounded by the ring buffer, and Ctrl-C still ends a run.
+//!
+//!     sudo -E cargo test -p netpath --test overload -- --test-threads=1
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use netpath::{
+    backend::{self, BackendChoice},
+    compare::{self, CompareOptions},
+    doctor,
+    driver::Driver,
+    harness::RrConfig,
+    tracer::{Tracer, TracerOptions},
+};
+
+mod common;
+use common::{need_root, snapshot};
+
+/// Round trips: each is two journeys and two timelines, far more than the 1 MiB ring holds.
+const N: u64 = 40_000;
+/// Byte size of the kernel's SAMPLES ring buffer (netpath-ebpf/src/maps.rs).
+const RING_BYTES: usize = 1 << 20;
+
+#[test]
+fn lost_equals_what_the_kernel_failed_to_submit() {
+    let _g = need_root();
+    let caps = doctor::probe().expect("doctor");
+    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend");
+    let opts = CompareOptions {
+        drivers: vec![Driver::Bridge],
+        rr: RrConfig {
+            requests: N,
+            warmup: 100,
+            req_size: 1,
+            resp_size: 1,
+            timeout: Duration::from_secs(120),
+        },
+        untraced: false,
+        tracer: TracerOptions {
+            sample_every: 1,
+            ..TracerOptions::default()
+        },
+        print: false,
+        tc_counters: false,
+        keep_timelines: usize::MAX,
+        rounds: 1,
+        bulk: None,
+        burst: None,
+        underlay: None,
+    };
+    let mut tracer = Tracer::load(backend, &opts.tracer).expect("load programs");
+    let r = compare::run_driver(&mut tracer, Driver::Bridge, &opts).expect("run");
+    let c = |k: &str| r.lost[k];
+    println!("{:?}; timelines received {}", r.lost, r.timelines.len());
+    // The consumer received exactly what the kernel submitted.
+    assert_eq!(r.timelines.len() as u64, c("samples"), "{:?}", r.lost);
+    // Overloaded: the ring was full, and the kernel counted every record it could not submit.
+    assert!(c("ringbuf_lost") > 0, "not overloaded: {:?}", r.lost);
+    assert!(
+        c("samples") + c("ringbuf_lost") >= c("completed"),
+        "completed journeys neither received nor counted lost: {:?}",
+        r.lost
+    );
+    // Bounded: no more records than the ring holds.
+    let per = std::mem::size_of::<netpath_common::SkbState>();
+    assert!(
+        r.timelines.len() <= RING_BYTES / per,
+        "{} records of {per} B from a {RING_BYTES} B ring",
+        r.timelines.len()
+    );
+}
+
+/// SIGINT in the middle of an overloaded traced run ends it, with everything removed.
+#[test]
+fn ctrl_c_ends_an_overloaded_run() {
+    let _g = need_root();
+    let before = snapshot();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args([
+            "compare",
+            "-d",
+            "bridge",
+            "--no-untraced",
+            "--sample-every",
+            "1",
+        ])
+        .args(["--req-size", "1", "--resp-size", "1", "-n", "1000000"])
+        .args(["--bulk-secs", "0", "--burst", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(
+        c.try_wait().unwrap().is_none(),
+        "the run ended before the signal"
+    );
+    // SAFETY: our own unreaped child.
+    unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGINT) };
+    // A hang detector, not a timing assertion.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let st = loop {
+        if let Some(st) = c.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = c.kill();
+            panic!("netpath ignored SIGINT under overload");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(st.code(), Some(130), "{st}");
+    std::thread::sleep(Duration::from_secs(1));
+    let ch = common::changes(&before, &snapshot());
+    assert!(ch.is_empty(), "{ch:?}");
+}

@@ -168,35 +168,33 @@ fn hwm_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// `bytes_memlock` of the BPF maps `pid` holds (bpftool names the holders of each map).
+/// Memory of the BPF maps `pid` holds open (`memlock` in the fdinfo of each map fd).
 fn map_bytes_of(pid: u32) -> u64 {
-    let Some(out) = cmd::probe(Command::new("bpftool").args(["-j", "map", "show"])) else {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
         return 0;
     };
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(&out) else {
-        return 0;
-    };
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| {
-            m["pids"]
-                .as_array()
-                .is_some_and(|p| p.iter().any(|p| p["pid"].as_u64() == Some(u64::from(pid))))
+    fds.flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .filter(|t| t.lines().any(|l| l.starts_with("map_id:")))
+        .filter_map(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("memlock:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
         })
-        .filter_map(|m| m["bytes_memlock"].as_u64())
         .sum()
 }
 
-/// Network namespaces, root links, nft tables, BPF programs, maps and links, summed.
+/// netpath's kernel objects (namespaces, links and nft tables named `np…`) plus every BPF
+/// program, map and link on the machine (between locked runs nobody else's are loaded).
 fn objects() -> u64 {
     let lines = |c: &mut Command| cmd::probe(c).map(|o| o.lines().count() as u64).unwrap_or(0);
+    let sh = |script: &str| lines(Command::new("sh").args(["-c", script]));
     count_dir("/run/netns")
-        + lines(Command::new("ip").args(["-o", "link", "show"]))
-        + lines(Command::new("nft").args(["list", "tables"]))
-        + lines(Command::new("sh").args(["-c", "bpftool prog show | grep '^[0-9]*:'"]))
-        + lines(Command::new("sh").args(["-c", "bpftool map show | grep '^[0-9]*:'"]))
-        + lines(Command::new("sh").args(["-c", "bpftool link show | grep '^[0-9]*:'"]))
+        + sh("ip -o link show | awk -F': ' '{print $2}' | grep '^np'")
+        + sh("nft list tables | grep ' np'")
+        + sh("bpftool prog show | grep '^[0-9]*:'")
+        + sh("bpftool map show | grep '^[0-9]*:'")
+        + sh("bpftool link show | grep '^[0-9]*:'")
 }
 
 /// An flock held until drop.

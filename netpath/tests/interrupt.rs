@@ -108,6 +108,9 @@ const SIGNALS: [(libc::c_int, &str); 3] = [
 
 /// One run of `args`, signalled after `delay`; true if the signal found it running.
 fn interrupt_once(args: &[&str], sig: (libc::c_int, &str), delay: Duration) -> bool {
+    // What killed runs of others left (e.g. a `doctor` namespace) is not this run's: gone
+    // first, so that the cleanup after SIGKILL removes only what this run left.
+    cleanup();
     let before = snapshot();
     let mut c = compare(args);
     std::thread::sleep(delay);

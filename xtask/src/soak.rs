@@ -39,6 +39,9 @@ pub struct SoakArgs {
     pub args: Vec<String>,
 }
 
+/// One of a run's figures, by name.
+type Figure = fn(&Sample) -> u64;
+
 /// One run's figures.
 #[derive(Clone, Copy, Debug, Default)]
 struct Sample {
@@ -101,7 +104,7 @@ fn summarize(samples: &[Sample], warmup: usize, start_objects: u64) -> anyhow::R
     let mut grew = Vec::new();
     // A fresh process per run: its peaks may wobble by allocator and scheduling noise, so
     // growth is a later run above the warm-up's highest by more than 10%.
-    let figures: [(&str, fn(&Sample) -> u64); 3] = [
+    let figures: [(&str, Figure); 3] = [
         ("peak RSS KiB", |s| s.peak_rss_kib),
         ("peak fds", |s| s.peak_fds),
         ("peak BPF map bytes", |s| s.peak_map_bytes),

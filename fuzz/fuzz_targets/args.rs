@@ -18,8 +18,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = netpath::docker::agent::ServeOpts::parse(&words);
     let _ = netpath::proxy::parse_proxy_args(1, &words);
     let _ = netpath::docker::image::parse_ldd(s);
-    let (a, b) = s.split_at(s.len() / 2);
-    if s.is_char_boundary(s.len() / 2) {
+    if let Some((a, b)) = s.split_at_checked(s.len() / 2) {
         let _ = netpath::harness::context::NetCounters::parse(a, b);
     }
 });

@@ -1077,7 +1077,7 @@ fn cleanup_docker_removes_what_a_killed_run_left() {
 fn interrupted_compare_docker_removes_its_objects() {
     let (_g, _engine) = setup();
     let mut child = Command::new(env!("CARGO_BIN_EXE_netpath"))
-        .args(["compare", "--docker", "-d", "macvlan", "-n", "10000000"])
+        .args(["compare", "--docker", "-d", "macvlan", "-n", "1000000"])
         .args(["--no-untraced", "--bulk-secs", "0", "--burst", "0"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -1,8 +1,8 @@
-//! Overload: the traced path driven far beyond what the consumer takes (tiny messages, a
-//! timeline for every packet, the ring buffer drained only after the run). Nothing may be
-//! lost silently: every record the kernel says it submitted reaches user space, and every
-//! journey that completed is either such a record or counted as lost by the kernel. The
-//! memory the consumer holds is bounded by the ring buffer, and Ctrl-C still ends a run.
+//! Overload: the traced path driven hard (tiny messages, a timeline for every packet, far more
+//! than the 1 MiB ring holds at once). Nothing may be lost silently: every record the kernel
+//! says it submitted reaches user space or is counted as discarded, and every journey that
+//! completed is either such a record or counted as lost by the kernel. The memory the
+//! consumer holds is bounded, and Ctrl-C still ends such a run.
 //!
 //!     sudo -E cargo test -p netpath --test overload -- --test-threads=1
 
@@ -23,8 +23,8 @@ use common::{need_root, snapshot};
 
 /// Round trips: each is two journeys and two timelines, far more than the 1 MiB ring holds.
 const N: u64 = 40_000;
-/// Byte size of the kernel's SAMPLES ring buffer (netpath-ebpf/src/maps.rs).
-const RING_BYTES: usize = 1 << 20;
+/// Most timelines the consumer keeps in memory (netpath/src/tracer/samples.rs).
+const MAX_KEPT: usize = 1 << 20;
 
 #[test]
 fn lost_equals_what_the_kernel_failed_to_submit() {
@@ -39,6 +39,7 @@ fn lost_equals_what_the_kernel_failed_to_submit() {
             req_size: 1,
             resp_size: 1,
             timeout: Duration::from_secs(120),
+            ..RrConfig::default()
         },
         untraced: false,
         tracer: TracerOptions {
@@ -52,27 +53,27 @@ fn lost_equals_what_the_kernel_failed_to_submit() {
         bulk: None,
         burst: None,
         underlay: None,
+        mode: Default::default(),
     };
     let mut tracer = Tracer::load(backend, &opts.tracer).expect("load programs");
     let r = compare::run_driver(&mut tracer, Driver::Bridge, &opts).expect("run");
     let c = |k: &str| r.lost[k];
     println!("{:?}; timelines received {}", r.lost, r.timelines.len());
-    // The consumer received exactly what the kernel submitted.
-    assert_eq!(r.timelines.len() as u64, c("samples"), "{:?}", r.lost);
-    // Overloaded: the ring was full, and the kernel counted every record it could not submit.
-    assert!(c("ringbuf_lost") > 0, "not overloaded: {:?}", r.lost);
+    let got = r.timelines.len() as u64;
+    // Nothing lost silently: every record the kernel submitted (`samples`) was received, or
+    // dropped by the consumer's memory bound and counted (user-side discards are added to
+    // `ringbuf_lost`, beside the kernel's own failed submits).
+    assert!(got <= c("samples"), "{:?}", r.lost);
+    assert!(c("samples") - got <= c("ringbuf_lost"), "{:?}", r.lost);
+    // Every completed journey (one timeline each at --sample-every 1) is a record submitted
+    // or one the kernel counted as lost.
     assert!(
         c("samples") + c("ringbuf_lost") >= c("completed"),
         "completed journeys neither received nor counted lost: {:?}",
         r.lost
     );
-    // Bounded: no more records than the ring holds.
-    let per = std::mem::size_of::<netpath_common::SkbState>();
-    assert!(
-        r.timelines.len() <= RING_BYTES / per,
-        "{} records of {per} B from a {RING_BYTES} B ring",
-        r.timelines.len()
-    );
+    // Bounded: the consumer keeps at most MAX_KEPT records.
+    assert!(got as usize <= MAX_KEPT, "{got} records kept");
 }
 
 /// SIGINT in the middle of an overloaded traced run ends it, with everything removed.

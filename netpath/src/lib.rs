@@ -16,6 +16,7 @@ pub mod netns;
 pub mod nl;
 pub mod path;
 pub mod proxy;
+pub mod render;
 pub mod report;
 pub mod rounds;
 pub mod stability;

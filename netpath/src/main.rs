@@ -8,6 +8,7 @@ use netpath::{
     driver::Driver,
     harness::RrConfig,
     lab,
+    render::to_json,
     tracer::TracerOptions,
 };
 
@@ -194,6 +195,7 @@ fn require_root() -> Result<()> {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    netpath::render::header::mark_start();
     require_root()?;
     match cli.cmd {
         Cmd::Doctor { json } => {
@@ -201,7 +203,7 @@ fn run(cli: Cli) -> Result<()> {
             let chosen = backend::select(BackendChoice::Auto, &caps).ok();
             if json {
                 let v = serde_json::json!({ "capabilities": caps, "backend": chosen });
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                println!("{}", to_json("doctor", chosen.map(|b| b.name()), &v)?);
             } else {
                 doctor::print(&caps, chosen);
             }
@@ -307,7 +309,7 @@ fn run(cli: Cli) -> Result<()> {
             };
             if json {
                 let v = serde_json::json!({ "backend": backend, "drivers": reports });
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                println!("{}", to_json("compare", Some(backend.name()), &v)?);
             }
         }
         Cmd::Trace {
@@ -376,7 +378,7 @@ fn run(cli: Cli) -> Result<()> {
                 )?
             };
             if json {
-                println!("{}", serde_json::to_string_pretty(&out)?);
+                println!("{}", to_json("trace", Some(backend.name()), &out)?);
             } else {
                 netpath::trace::print(&out);
             }
@@ -413,7 +415,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             let r = netpath::bench::run(&opts)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                println!("{}", to_json("bench", Some(r.backend.name()), &r)?);
             } else {
                 netpath::bench::print(&r);
             }
@@ -422,7 +424,7 @@ fn run(cli: Cli) -> Result<()> {
             let engine = netpath::docker::Engine::connect()?;
             let r = netpath::docker::inspect(&engine, &container)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                println!("{}", to_json("inspect", None, &r)?);
             } else {
                 r.print();
             }

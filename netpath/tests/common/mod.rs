@@ -1,6 +1,8 @@
 //! Helpers shared by the privileged lab test binaries.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod schema;
+
 use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::Duration;

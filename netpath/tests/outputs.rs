@@ -1,0 +1,91 @@
+//! What people and other programs read: every command's JSON against the committed schemas
+//! (`inspect`'s is checked in the docker tests, which have containers), and the HTML report.
+//! Runs the real binary as root; host only (bench needs sockperf and iperf3).
+mod common;
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn netpath(args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "netpath {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty() || !String::from_utf8_lossy(&out.stderr).contains('\r'),
+        "a progress bar was drawn with stderr not a terminal"
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn doctor_json_matches_its_schema() {
+    let _g = common::need_root();
+    let v = netpath(&["doctor", "--json"]);
+    common::schema::validate("doctor", &v);
+    // The header's clock offset turns a kernel (monotonic) timestamp into UTC.
+    let c = &v["header"]["clock"];
+    let utc =
+        c["monotonic_ns"].as_i64().unwrap() + c["monotonic_to_utc_offset_ns"].as_i64().unwrap();
+    assert!(
+        (utc - c["realtime_ns"].as_i64().unwrap()).abs() < 1_000_000,
+        "{c}"
+    );
+}
+
+pub const SMALL_COMPARE: &[&str] = &[
+    "compare",
+    "-d",
+    "host,bridge",
+    "-n",
+    "300",
+    "--warmup",
+    "20",
+    "--rounds",
+    "2",
+    "--bulk-secs",
+    "0.3",
+    "--burst",
+    "300",
+    "--burst-secs",
+    "0.3",
+    "--prog-stats",
+    "--json",
+];
+
+#[test]
+fn compare_json_matches_its_schema() {
+    let _g = common::need_root();
+    let v = netpath(SMALL_COMPARE);
+    common::schema::validate("compare", &v);
+    assert_eq!(v["header"]["command_line"][1], "compare");
+    for d in v["drivers"].as_array().unwrap() {
+        let cdf = d["rtt_cdf"].as_array().unwrap();
+        assert!(cdf.len() > 100, "{}", d["driver"]);
+        assert_eq!(cdf.last().unwrap()[1], 1.0);
+    }
+}
+
+#[test]
+fn trace_json_matches_its_schema() {
+    let _g = common::need_root();
+    let v = netpath(&["trace", "-d", "bridge", "-c", "3", "--json"]);
+    common::schema::validate("trace", &v);
+    assert!(!v["timelines"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn bench_json_matches_its_schema() {
+    let _g = common::need_root();
+    let v = netpath(&[
+        "bench", "-d", "host", "--rounds", "1", "--secs", "1", "-n", "500", "--json",
+    ]);
+    common::schema::validate("bench", &v);
+}

@@ -36,6 +36,8 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath compare --between web db     between two running containers (client web, server db)
     netpath trace --container web --container db --port 5432
     netpath inspect web
+    netpath compare -d bridge,host --report run.html --svg run.svg
+    netpath report bridge.json -o bridge.html   the HTML report of a saved compare --json
     netpath cleanup                      remove what a killed run left behind";
 
 #[derive(Subcommand)]
@@ -112,8 +114,25 @@ enum Cmd {
         /// With --underlay-delay: jitter around that delay (uniform, e.g. 10us).
         #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, requires = "underlay_delay")]
         underlay_jitter: Option<std::time::Duration>,
+        /// Also write a self-contained HTML report (inline SVG charts, no script) to this file.
+        #[arg(long, value_name = "FILE")]
+        report: Option<std::path::PathBuf>,
+        /// Also write the report's charts as one SVG file.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<std::path::PathBuf>,
         #[arg(long)]
         json: bool,
+    },
+    /// Render a saved `netpath compare --json` output as the HTML report (and SVG charts).
+    Report {
+        /// The JSON file `netpath compare --json` wrote.
+        input: std::path::PathBuf,
+        /// The HTML file to write.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<std::path::PathBuf>,
+        /// The charts as one SVG file.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<std::path::PathBuf>,
     },
     /// Print per-packet timelines (one line per point, time since the previous one, device,
     /// hop) for traffic on a lab path; filters are applied in the kernel.
@@ -196,8 +215,13 @@ fn require_root() -> Result<()> {
 
 fn run(cli: Cli) -> Result<()> {
     netpath::render::header::mark_start();
+    if let Cmd::Report { input, output, svg } = &cli.cmd {
+        // Reads a file and writes others: needs no privilege.
+        return report_file(input, output.as_deref(), svg.as_deref());
+    }
     require_root()?;
     match cli.cmd {
+        Cmd::Report { .. } => unreachable!("handled above"),
         Cmd::Doctor { json } => {
             let caps = doctor::probe()?;
             let chosen = backend::select(BackendChoice::Auto, &caps).ok();
@@ -230,10 +254,17 @@ fn run(cli: Cli) -> Result<()> {
             between,
             underlay_delay,
             underlay_jitter,
+            report,
+            svg,
             json,
         } => {
             // A placement this machine cannot give is said before anything is loaded or built.
             let mode = mode.resolve()?;
+            for (flag, p) in [("--report", &report), ("--svg", &svg)] {
+                if let Some(p) = p {
+                    netpath::render::check_output_path(flag, p)?;
+                }
+            }
             lab::install_signal_cleanup();
             let caps = doctor::probe()?;
             let backend = backend::select(choice, &caps)?;
@@ -307,9 +338,14 @@ fn run(cli: Cli) -> Result<()> {
                 (Some(e), _) => compare::run_docker(backend, &opts, e, with_lab)?,
                 (None, _) => compare::run(backend, &opts)?,
             };
+            let v = serde_json::json!({ "backend": backend, "drivers": reports });
             if json {
-                let v = serde_json::json!({ "backend": backend, "drivers": reports });
                 println!("{}", to_json("compare", Some(backend.name()), &v)?);
+            }
+            if report.is_some() || svg.is_some() {
+                let v = netpath::render::header::to_value("compare", Some(backend.name()), &v)?;
+                let view = netpath::render::CompareView::from_value(v)?;
+                netpath::render::write_reports(&view, report.as_deref(), svg.as_deref())?;
             }
         }
         Cmd::Trace {
@@ -449,6 +485,23 @@ fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn report_file(
+    input: &std::path::Path,
+    output: Option<&std::path::Path>,
+    svg: Option<&std::path::Path>,
+) -> Result<()> {
+    if output.is_none() && svg.is_none() {
+        bail!("netpath report: nothing to write; give -o out.html and/or --svg out.svg");
+    }
+    for (flag, p) in [("-o", output), ("--svg", svg)] {
+        if let Some(p) = p {
+            netpath::render::check_output_path(flag, p)?;
+        }
+    }
+    let view = netpath::render::CompareView::from_file(input)?;
+    netpath::render::write_reports(&view, output, svg)
 }
 
 fn main() -> ExitCode {

@@ -1,4 +1,4 @@
-//! Developer tasks for netpath: `cargo xtask setup | test | vm-test | run -- <netpath args> | bench`.
+//! Developer tasks for netpath: `cargo xtask setup | test | vm-test | run -- <netpath args> | bench | screenshot`.
 //!
 //! Everything here runs plain commands with `std::process::Command` and prints each one
 //! before it runs, so a failing step can be repeated by hand.
@@ -7,6 +7,7 @@ mod bench;
 mod cmd;
 mod dockerd;
 mod run;
+mod screenshot;
 mod setup;
 mod test;
 mod vm;
@@ -34,6 +35,8 @@ enum Command {
     Run(run::RunArgs),
     /// Set up, build in release mode and run `netpath bench` (netpath's own cost, as ratios).
     Bench(bench::BenchArgs),
+    /// Render netpath's HTML report to a PNG with headless chromium (to look at it).
+    Screenshot(screenshot::ScreenshotArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
         Command::VmTest(args) => vm::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Screenshot(args) => screenshot::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -16,7 +16,9 @@ use crate::cmd;
 
 /// Debian packages every run needs: the lab (nftables, iproute2, and docker.io for the real
 /// `/usr/sbin/docker-proxy` of the published-port driver; the daemon is not started), the
-/// traffic generators (sockperf, iperf3) and bpftool for inspecting loaded programs.
+/// traffic generators (sockperf, iperf3), bpftool for inspecting loaded programs, chromium
+/// (headless, `xtask screenshot` of the HTML report) and prometheus (its `promtool` checks the
+/// exporter's output and the example scrape config; the tests start a server of their own).
 const APT_BASE: &[&str] = &[
     "nftables",
     "iproute2",
@@ -24,6 +26,8 @@ const APT_BASE: &[&str] = &[
     "sockperf",
     "iperf3",
     "bpftool",
+    "chromium",
+    "prometheus",
 ];
 /// Docker engine, for the tests that run the real Docker network drivers.
 const APT_DOCKER: &[&str] = &["docker.io"];

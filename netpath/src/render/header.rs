@@ -150,3 +150,16 @@ pub fn to_json<T: Serialize>(kind: &str, backend: Option<&str>, body: &T) -> Res
     };
     Ok(serde_json::to_string_pretty(&v)?)
 }
+
+/// `to_json`'s value, for renderers that read it back (the HTML report of a live run).
+pub fn to_value<T: Serialize>(
+    kind: &str,
+    backend: Option<&str>,
+    body: &T,
+) -> Result<serde_json::Value> {
+    let v = Versioned {
+        header: Header::new(kind, backend),
+        body,
+    };
+    Ok(serde_json::to_value(&v)?)
+}

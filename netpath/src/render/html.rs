@@ -1,0 +1,191 @@
+//! `compare --report out.html` and `netpath report run.json -o out.html`: one self-contained
+//! page (inline SVG charts, inline CSS, no script, nothing fetched) with the run's context
+//! beside the figures, since a latency means little without its machine state.
+use anyhow::Result;
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+
+use super::svg;
+use super::view::{CompareView, DriverView, Stat};
+
+const STYLE: &str = "
+body { font-family: sans-serif; margin: 24px; color: #222; max-width: 1040px; }
+h1 { font-size: 22px; margin-bottom: 4px; }
+h2 { font-size: 17px; margin-top: 28px; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+th { background: #f2f2f2; }
+dl.run { display: grid; grid-template-columns: max-content auto; gap: 2px 14px; font-size: 13px; }
+dl.run dt { font-weight: bold; }
+dl.run dd { margin: 0; }
+code { font-size: 12px; }
+.chart svg { max-width: 100%; height: auto; }
+.note { font-size: 12px; color: #555; }
+.warn { color: #a40; }
+";
+
+/// The whole page.
+pub fn page(view: &CompareView) -> Result<String> {
+    let bars = svg::hop_bars(view, &[Stat::Mean, Stat::P50])?;
+    let p99 = svg::hop_bars(view, &[Stat::P99])?;
+    let cdf = svg::rtt_cdf(view)?;
+    let m = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                title { "netpath compare: " (names(view)) }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                h1 { "netpath compare: " (names(view)) }
+                (run_context(view))
+                h2 { "Round trips" }
+                (rtt_table(view))
+                h2 { "Where the time goes" }
+                p.note { "Each bar is one driver's traced run: the time each hop adds to one packet, the request's hops, a black mark, then the response's. Mean bars add up to the one-way means; percentile bars stack per-hop percentiles, which do not add exactly: the table below has the figures." }
+                div.chart { (PreEscaped(bars)) }
+                div.chart { (PreEscaped(p99)) }
+                (hop_table(view))
+                h2 { "Distribution" }
+                div.chart { (PreEscaped(cdf)) }
+                h2 { "Lost events" }
+                (lost_table(view))
+            }
+        }
+    };
+    Ok(m.into_string())
+}
+
+fn names(view: &CompareView) -> String {
+    let n: Vec<&str> = view.drivers.iter().map(|d| d.driver.as_str()).collect();
+    n.join(", ")
+}
+
+fn run_context(view: &CompareView) -> Markup {
+    let Some(h) = &view.header else {
+        return html! { p.warn { "This JSON has no header (written before netpath 0.1's versioned output): kernel, time and machine state unknown." } };
+    };
+    let m = &h.machine;
+    let busy = m.loadavg[0] > 0.5 * m.online_cpus as f64;
+    html! {
+        dl.run {
+            dt { "netpath" } dd { (h.netpath_version) " (output schema " (h.schema_version) ")" }
+            dt { "command" } dd { code { (h.command_line.join(" ")) } }
+            dt { "started (UTC)" } dd { (h.started_utc) }
+            dt { "host, kernel" } dd { (h.hostname) ", " (h.kernel) }
+            dt { "backend" } dd { (view.backend) }
+            dt { "machine at start" } dd {
+                (m.online_cpus) " CPUs online, load average "
+                (format!("{:.2} {:.2} {:.2}", m.loadavg[0], m.loadavg[1], m.loadavg[2]))
+                ", " (m.runnable) " runnable threads"
+                @if busy { span.warn { " (busy: other work shared the CPUs, so wakeups were faster than on an idle machine and figures are not comparable with an idle run's)" } }
+                @else { " (idle: an idle CPU takes tens of µs to wake a thread, which dominates RTT)" }
+            }
+        }
+    }
+}
+
+fn wait(d: &DriverView) -> (&str, &str) {
+    (
+        d.wait_mode.as_deref().unwrap_or("blocking read"),
+        d.placement
+            .as_deref()
+            .unwrap_or("none (threads left to the scheduler)"),
+    )
+}
+
+fn rtt_table(view: &CompareView) -> Markup {
+    html! {
+        table {
+            tr {
+                th { "driver" } th { "untraced p50 µs [rounds]" } th { "untraced p99 µs" }
+                th { "traced p50 µs" } th { "probe effect p50 / mean" } th { "rounds" }
+                th { "receive passes, softirq runs per packet (req / resp)" }
+                th { "attributed" } th { "wait mode" } th { "placement" }
+            }
+            @for d in &view.drivers {
+                @let (w, p) = wait(d);
+                tr {
+                    td { (d.driver) }
+                    td { (untraced_p50(d)) }
+                    td { (d.untraced.as_ref().map_or("–".into(), |u| format!("{:.1}", u.p99_us))) }
+                    td { (format!("{:.1}", d.traced.p50_us)) }
+                    td {
+                        (pct(d.probe_effect_p50_pct)) " / " (pct(d.probe_effect_mean_pct))
+                        @if d.probe_effect_below_noise { br; span.warn { "below the noise" } }
+                    }
+                    td { (d.rr.as_ref().map_or(0, |r| r.rounds)) }
+                    td { (passes(d)) }
+                    td { (format!("{:.0}%", d.attributed_pct)) }
+                    td { (w) } td { (p) }
+                }
+            }
+        }
+        p.note { "RTT of request/response over one TCP connection; traced rows count " (view.drivers.first().map_or(0, |d| d.traced.count)) " round trips." }
+    }
+}
+
+fn untraced_p50(d: &DriverView) -> String {
+    match (&d.rr, &d.untraced) {
+        (Some(r), _) => format!(
+            "{:.1} [{:.1}–{:.1}]",
+            r.p50_us.median, r.p50_us.min, r.p50_us.max
+        ),
+        (None, Some(u)) => format!("{:.1}", u.p50_us),
+        _ => "–".into(),
+    }
+}
+
+fn pct(p: Option<f64>) -> String {
+    p.map_or("–".into(), |p| format!("{p:+.0}%"))
+}
+
+fn passes(d: &DriverView) -> String {
+    let p: Vec<String> = d
+        .passes
+        .iter()
+        .map(|p| format!("{} {}, {}", p.dir, p.rx_passes, p.softirq_runs))
+        .collect();
+    p.join(" / ")
+}
+
+fn hop_table(view: &CompareView) -> Markup {
+    html! {
+        table {
+            tr {
+                th { "driver" } th { "direction" } th { "hop" } th { "crossings per packet" }
+                th { "mean µs per packet" } th { "p50 µs" } th { "p99 µs" }
+            }
+            @for d in &view.drivers {
+                @for h in &d.hops {
+                    @let idx = view.hop_order().iter().position(|n| *n == h.hop).unwrap_or(0);
+                    tr {
+                        td { (d.driver) } td { (h.dir) }
+                        td { span style=(format!("color:{}", svg::css_colour(idx))) { "■ " } (h.hop) }
+                        td { (format!("{:.1}", if h.mean_us > 0.0 { h.per_packet_us / h.mean_us } else { 0.0 })) }
+                        td { (format!("{:.2}", h.per_packet(Stat::Mean))) }
+                        td { (format!("{:.2}", h.p50_us)) }
+                        td { (format!("{:.2}", h.p99_us)) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn lost_table(view: &CompareView) -> Markup {
+    let keys: Vec<&String> = view
+        .drivers
+        .first()
+        .map(|d| d.lost.keys().collect())
+        .unwrap_or_default();
+    html! {
+        table {
+            tr { th { "driver" } @for k in &keys { th { (k) } } }
+            @for d in &view.drivers {
+                tr { td { (d.driver) } @for k in &keys { td { (d.lost.get(*k).copied().unwrap_or(0)) } } }
+            }
+        }
+    }
+}

@@ -19,6 +19,7 @@ pub mod proxy;
 pub mod render;
 pub mod report;
 pub mod rounds;
+pub mod serve;
 pub mod stability;
 pub mod trace;
 pub mod tracer;

@@ -36,6 +36,8 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath compare --between web db     between two running containers (client web, server db)
     netpath trace --container web --container db --port 5432
     netpath inspect web
+    netpath serve --all                  Prometheus metrics of every running container's traffic
+    netpath serve --label app=web --listen 0.0.0.0:9433
     netpath compare -d bridge,host --report run.html --svg run.svg
     netpath report bridge.json -o bridge.html   the HTML report of a saved compare --json
     netpath cleanup                      remove what a killed run left behind";
@@ -199,6 +201,28 @@ enum Cmd {
         container: String,
         #[arg(long)]
         json: bool,
+    },
+    /// Keep the probes attached and export per-hop latency of running containers' traffic as
+    /// Prometheus metrics (GET /metrics; GET /ready for a readiness probe). Follows
+    /// containers as they start and stop.
+    Serve {
+        /// Address to listen on (loopback unless told otherwise).
+        #[arg(long, default_value = "127.0.0.1:9433")]
+        listen: std::net::SocketAddr,
+        /// Follow this container (name or id; repeat for several); picked up when it starts.
+        #[arg(long, conflicts_with = "all")]
+        container: Vec<String>,
+        /// Follow the running containers with this label (KEY or KEY=VALUE; repeat: all must match).
+        #[arg(long, conflicts_with = "all")]
+        label: Vec<String>,
+        /// Follow every running container.
+        #[arg(long)]
+        all: bool,
+        /// Seconds between listings of the running containers.
+        #[arg(long, default_value_t = 2.0)]
+        rescan_secs: f64,
+        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+        backend: BackendChoice,
     },
     /// Remove every netpath namespace, link and table a killed run left behind.
     Cleanup,
@@ -464,6 +488,35 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 r.print();
             }
+        }
+        Cmd::Serve {
+            listen,
+            container,
+            label,
+            all,
+            rescan_secs,
+            backend: choice,
+        } => {
+            if container.is_empty() && label.is_empty() && !all {
+                bail!("netpath serve: say which containers to follow: --container NAME, --label K=V or --all");
+            }
+            lab::install_signal_cleanup();
+            let engine = netpath::docker::Engine::connect()?;
+            let caps = doctor::probe()?;
+            let backend = backend::select(choice, &caps)?;
+            netpath::serve::run(
+                backend,
+                &engine,
+                &netpath::serve::ServeOptions {
+                    listen,
+                    select: netpath::serve::Selection {
+                        names: container,
+                        labels: label,
+                        all,
+                    },
+                    rescan: std::time::Duration::from_secs_f64(rescan_secs.clamp(0.1, 3600.0)),
+                },
+            )?;
         }
         Cmd::Cleanup => {
             let mut removed = lab::cleanup_leftovers()?;

@@ -46,3 +46,4 @@ pub fn check_output_path(flag: &str, p: &std::path::Path) -> anyhow::Result<()> 
     }
     Ok(())
 }
+pub mod prom;

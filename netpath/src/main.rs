@@ -498,7 +498,9 @@ fn run(cli: Cli) -> Result<()> {
             backend: choice,
         } => {
             if container.is_empty() && label.is_empty() && !all {
-                bail!("netpath serve: say which containers to follow: --container NAME, --label K=V or --all");
+                bail!(
+                    "netpath serve: say which containers to follow: --container NAME, --label K=V or --all"
+                );
             }
             lab::install_signal_cleanup();
             let engine = netpath::docker::Engine::connect()?;

@@ -334,7 +334,11 @@ fn answer(
     let (status, ctype, body) = match path.split('?').next() {
         Some("/metrics") => {
             let body = metrics.lock().unwrap_or_else(|e| e.into_inner()).encode();
-            ("200 OK", "application/openmetrics-text; version=1.0.0; charset=utf-8", body)
+            (
+                "200 OK",
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                body,
+            )
         }
         Some("/ready") if ready.load(std::sync::atomic::Ordering::SeqCst) => {
             ("200 OK", "text/plain", "ready\n".to_string())

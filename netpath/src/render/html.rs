@@ -150,23 +150,39 @@ fn passes(d: &DriverView) -> String {
     p.join(" / ")
 }
 
+/// Hops as rows (request path, then response), drivers as columns: each cell the hop's mean
+/// time per packet, its per-crossing p50 and p99 beside it.
 fn hop_table(view: &CompareView) -> Markup {
+    let order = view.hop_order();
+    let cell = |d: &DriverView, dir: &str, hop: &str| {
+        d.hops
+            .iter()
+            .find(|h| h.dir == dir && h.hop == hop)
+            .cloned()
+    };
     html! {
         table {
             tr {
-                th { "driver" } th { "direction" } th { "hop" } th { "crossings per packet" }
-                th { "mean µs per packet" } th { "p50 µs" } th { "p99 µs" }
+                th { "hop" }
+                @for d in &view.drivers { th { (d.driver) br; span.note { "mean per packet (p50 / p99 per crossing), µs" } } }
             }
-            @for d in &view.drivers {
-                @for h in &d.hops {
-                    @let idx = view.hop_order().iter().position(|n| *n == h.hop).unwrap_or(0);
-                    tr {
-                        td { (d.driver) } td { (h.dir) }
-                        td { span style=(format!("color:{}", svg::css_colour(idx))) { "■ " } (h.hop) }
-                        td { (format!("{:.1}", if h.mean_us > 0.0 { h.per_packet_us / h.mean_us } else { 0.0 })) }
-                        td { (format!("{:.2}", h.per_packet(Stat::Mean))) }
-                        td { (format!("{:.2}", h.p50_us)) }
-                        td { (format!("{:.2}", h.p99_us)) }
+            @for dir in ["request", "response"] {
+                @for (i, hop) in order.iter().enumerate() {
+                    @if view.drivers.iter().any(|d| cell(d, dir, hop).is_some()) {
+                        tr {
+                            td { span style=(format!("color:{}", svg::css_colour(i))) { "■ " } (dir) " " (hop) }
+                            @for d in &view.drivers {
+                                td {
+                                    @if let Some(h) = cell(d, dir, hop) {
+                                        (format!("{:.2}", h.per_packet(Stat::Mean)))
+                                        span.note { (format!(" ({:.2} / {:.2})", h.p50_us, h.p99_us)) }
+                                        @if h.mean_us > 0.0 && h.per_packet_us / h.mean_us > 1.5 {
+                                            span.note { (format!(" ×{:.0}", h.per_packet_us / h.mean_us)) }
+                                        }
+                                    } @else { "–" }
+                                }
+                            }
+                        }
                     }
                 }
             }
@@ -174,6 +190,7 @@ fn hop_table(view: &CompareView) -> Markup {
     }
 }
 
+/// Counters as rows, drivers as columns: ten counters do not fit across a page.
 fn lost_table(view: &CompareView) -> Markup {
     let keys: Vec<&String> = view
         .drivers
@@ -182,9 +199,9 @@ fn lost_table(view: &CompareView) -> Markup {
         .unwrap_or_default();
     html! {
         table {
-            tr { th { "driver" } @for k in &keys { th { (k) } } }
-            @for d in &view.drivers {
-                tr { td { (d.driver) } @for k in &keys { td { (d.lost.get(*k).copied().unwrap_or(0)) } } }
+            tr { th { "counter" } @for d in &view.drivers { th { (d.driver) } } }
+            @for k in &keys {
+                tr { td { (k) } @for d in &view.drivers { td { (d.lost.get(*k).copied().unwrap_or(0)) } } }
             }
         }
     }

@@ -175,11 +175,10 @@ impl Metrics {
     }
 
     pub fn observe_hop(&mut self, l: HopLabels, seconds: f64) {
-        self.hop_sets.entry(l.container.clone()).or_default().insert((
-            l.hop.clone(),
-            l.direction.clone(),
-            l.driver.clone(),
-        ));
+        self.hop_sets
+            .entry(l.container.clone())
+            .or_default()
+            .insert((l.hop.clone(), l.direction.clone(), l.driver.clone()));
         self.hop.get_or_create(&l).observe(seconds);
     }
 

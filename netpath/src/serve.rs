@@ -325,20 +325,26 @@ fn answer(
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut line = String::new();
     reader.read_line(&mut line)?;
-    // Headers are read and ignored.
+    // Of the headers only Accept matters: Prometheus asks for OpenMetrics.
     let mut h = String::new();
+    let mut openmetrics = false;
     while reader.read_line(&mut h)? > 2 {
+        let lower = h.to_ascii_lowercase();
+        openmetrics |=
+            lower.starts_with("accept:") && lower.contains("application/openmetrics-text");
         h.clear();
     }
     let path = line.split_whitespace().nth(1).unwrap_or("");
     let (status, ctype, body) = match path.split('?').next() {
         Some("/metrics") => {
-            let body = metrics.lock().unwrap_or_else(|e| e.into_inner()).encode();
-            (
-                "200 OK",
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                body,
-            )
+            let m = metrics.lock().unwrap_or_else(|e| e.into_inner());
+            if openmetrics {
+                let ct = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+                ("200 OK", ct, m.encode())
+            } else {
+                let ct = "text/plain; version=0.0.4; charset=utf-8";
+                ("200 OK", ct, m.encode_classic())
+            }
         }
         Some("/ready") if ready.load(std::sync::atomic::Ordering::SeqCst) => {
             ("200 OK", "text/plain", "ready\n".to_string())

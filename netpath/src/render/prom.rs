@@ -220,12 +220,51 @@ impl Metrics {
         c.into_iter().collect()
     }
 
+    /// The OpenMetrics text (what Prometheus asks for).
     pub fn encode(&self) -> String {
         let mut s = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut s, &self.registry);
         s
     }
+
+    /// The classic Prometheus text format (0.0.4), for clients that do not ask for
+    /// OpenMetrics (curl, `promtool check metrics`).
+    pub fn encode_classic(&self) -> String {
+        to_classic(&self.encode())
+    }
+}
+
+/// OpenMetrics → classic text: a counter family `x` whose samples are `x_total` is described
+/// as `x_total` (HELP, TYPE), and the `# UNIT` and `# EOF` lines go. Samples are unchanged.
+pub fn to_classic(om: &str) -> String {
+    let counters: BTreeSet<&str> = om
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(om.len());
+    for l in om.lines() {
+        if l.starts_with("# UNIT ") || l == "# EOF" {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| l.strip_prefix(p).map(|rest| (p, rest)));
+        match meta {
+            Some((p, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                if counters.contains(name) {
+                    out.push_str(&format!("{p}{name}_total {tail}"));
+                } else {
+                    out.push_str(l);
+                }
+            }
+            None => out.push_str(l),
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// Raises a counter to a cumulative value read from the kernel (which only grows while the

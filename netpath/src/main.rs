@@ -290,6 +290,7 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
             lab::install_signal_cleanup();
+            netpath::render::progress::enable(!json);
             let caps = doctor::probe()?;
             let backend = backend::select(choice, &caps)?;
             // A missing daemon is said before anything else is printed.

@@ -19,8 +19,8 @@ fn netpath(args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        out.stderr.is_empty() || !String::from_utf8_lossy(&out.stderr).contains('\r'),
-        "a progress bar was drawn with stderr not a terminal"
+        !String::from_utf8_lossy(&out.stderr).contains("round"),
+        "a progress bar was drawn in JSON mode"
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -88,4 +88,35 @@ fn bench_json_matches_its_schema() {
         "bench", "-d", "host", "--rounds", "1", "--secs", "1", "-n", "500", "--json",
     ]);
     common::schema::validate("bench", &v);
+}
+
+/// A bar per driver and phase on a terminal (a pty from `script`), nothing on a pipe.
+#[test]
+fn progress_bars_on_a_terminal_only() {
+    let _g = common::need_root();
+    let args = "compare -d host -n 300 --warmup 20 --rounds 2 --bulk-secs 0.2 --burst 0";
+    let tty = Command::new("script")
+        .args([
+            "-qec",
+            &format!("{} {args}", env!("CARGO_BIN_EXE_netpath")),
+            "/dev/null",
+        ])
+        .output()
+        .expect("script (util-linux)");
+    assert!(tty.status.success());
+    let tty = String::from_utf8_lossy(&tty.stdout);
+    for phase in ["untraced round 2/2", "bulk round 1/2", "traced run"] {
+        assert!(
+            tty.contains(phase),
+            "no `{phase}` bar on a terminal:\n{tty}"
+        );
+    }
+    let piped = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args(args.split(' '))
+        .output()
+        .unwrap();
+    assert!(piped.status.success());
+    let err = String::from_utf8_lossy(&piped.stderr);
+    assert!(!err.contains("untraced round"), "a bar on a pipe: {err}");
+    assert!(String::from_utf8_lossy(&piped.stdout).contains("host"));
 }

@@ -46,4 +46,5 @@ pub fn check_output_path(flag: &str, p: &std::path::Path) -> anyhow::Result<()> 
     }
     Ok(())
 }
+pub mod progress;
 pub mod prom;

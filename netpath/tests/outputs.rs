@@ -71,6 +71,56 @@ fn compare_json_matches_its_schema() {
         assert!(cdf.len() > 100, "{}", d["driver"]);
         assert_eq!(cdf.last().unwrap()[1], 1.0);
     }
+    // The saved JSON renders as one self-contained page and one SVG.
+    let dir = std::env::temp_dir().join(format!("np-outputs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("run.json");
+    std::fs::write(&json, v.to_string()).unwrap();
+    let (html, svg) = (dir.join("run.html"), dir.join("run.svg"));
+    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .arg("report")
+        .arg(&json)
+        .arg("-o")
+        .arg(&html)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(
+        page.matches("<svg").count(),
+        3,
+        "two bar charts and the CDF"
+    );
+    for d in ["host", "bridge"] {
+        assert!(page.contains(&format!("\n{d} mean\n")), "no {d} bar");
+    }
+    for forbidden in ["<script", "src=", "href=", "@import", "url("] {
+        assert!(
+            !page.contains(forbidden),
+            "the page fetches or runs something: {forbidden}"
+        );
+    }
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("bridge p99"));
+    // A file that is not compare's output: one line, non-zero.
+    let bad = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args(["report", "/etc/hostname", "-o"])
+        .arg(dir.join("x.html"))
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&bad.stderr).trim().lines().count(),
+        1
+    );
+    assert!(!dir.join("x.html").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

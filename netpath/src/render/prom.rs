@@ -275,3 +275,114 @@ pub fn raise_to(c: &Counter, total: u64) {
         c.inc_by(total - now);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every series name a scrape can carry, with one of each kind observed.
+    fn emitted() -> BTreeSet<String> {
+        let mut m = Metrics::new();
+        let hop = HopLabels {
+            hop: "veth".into(),
+            direction: "request".into(),
+            driver: "bridge".into(),
+            container: "web".into(),
+        };
+        m.observe_hop(hop, 2e-6);
+        let path = PathLabels {
+            direction: "request".into(),
+            driver: "bridge".into(),
+            container: "web".into(),
+        };
+        m.observe_path(path, 20e-6, 2, 1);
+        let drop = DropLabels {
+            reason: "NETFILTER_DROP".into(),
+            hop: "bridge".into(),
+        };
+        m.drops.get_or_create(&drop).inc();
+        let name = NameLabel {
+            name: "ringbuf_lost".into(),
+        };
+        m.lost.get_or_create(&name).inc();
+        m.journeys.get_or_create(&name).inc();
+        let prog = ProgLabel {
+            program: "tp_net_dev_queue".into(),
+        };
+        m.prog_runs.get_or_create(&prog).inc();
+        m.prog_seconds.get_or_create(&prog).inc_by(1e-6);
+        m.encode_classic()
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .map(|l| l.split(['{', ' ']).next().unwrap_or("").to_string())
+            .collect()
+    }
+
+    #[test]
+    fn every_listed_metric_is_emitted() {
+        let names = emitted();
+        for m in METRICS {
+            assert!(
+                names.iter().any(|n| n.starts_with(m)),
+                "{m} not in {names:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn grafana_queries_name_only_emitted_metrics() {
+        let names = emitted();
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/grafana/netpath-dashboard.json"
+        );
+        let dash: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut exprs: Vec<String> = dash["panels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+            .filter_map(|t| t["expr"].as_str().map(str::to_string))
+            .collect();
+        let panels_with_queries = exprs.len();
+        exprs.extend(
+            dash["templating"]["list"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|v| v["query"].as_str())
+                .filter(|q| q.contains("netpath_"))
+                .map(str::to_string),
+        );
+        assert!(panels_with_queries >= 9, "{panels_with_queries}");
+        let mut used = BTreeSet::new();
+        for e in &exprs {
+            let mut rest = e.as_str();
+            let mut found = false;
+            while let Some(i) = rest.find("netpath_") {
+                let tail = &rest[i..];
+                let end = tail
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(tail.len());
+                let name = &tail[..end];
+                assert!(
+                    names.contains(name),
+                    "`{name}` in `{e}` is not emitted: {names:?}"
+                );
+                used.insert(name.to_string());
+                found = true;
+                rest = &tail[end..];
+            }
+            assert!(found, "query names no netpath metric: {e}");
+        }
+        // The dashboard shows the hop histograms, lost events and netpath's own cost.
+        for needed in [
+            "netpath_hop_latency_seconds_bucket",
+            "netpath_lost_events_total",
+            "netpath_bpf_program_run_seconds_total",
+        ] {
+            assert!(used.contains(needed), "the dashboard never shows {needed}");
+        }
+    }
+}

@@ -224,6 +224,10 @@ enum Cmd {
         #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
         backend: BackendChoice,
     },
+    /// Build the netpath image (FROM scratch: this binary and its shared libraries) through
+    /// the Docker API and print its tag; `netpath cleanup` leaves it. For the DaemonSet and
+    /// the swarm stack under deploy/ (which run `/netpath serve`).
+    Image,
     /// Remove every netpath namespace, link and table a killed run left behind.
     Cleanup,
 }
@@ -520,6 +524,10 @@ fn run(cli: Cli) -> Result<()> {
                     rescan: std::time::Duration::from_secs_f64(rescan_secs.clamp(0.1, 3600.0)),
                 },
             )?;
+        }
+        Cmd::Image => {
+            let engine = netpath::docker::Engine::connect()?;
+            println!("{}", netpath::docker::image::ensure_agent_image(&engine, true)?);
         }
         Cmd::Cleanup => {
             let mut removed = lab::cleanup_leftovers()?;

@@ -1,4 +1,4 @@
-//! Developer tasks for netpath: `cargo xtask setup | test | vm-test | run -- <netpath args> | bench | screenshot`.
+//! Developer tasks for netpath: `cargo xtask setup | test | vm-test | run -- <netpath args> | bench | screenshot | image`.
 //!
 //! Everything here runs plain commands with `std::process::Command` and prints each one
 //! before it runs, so a failing step can be repeated by hand.
@@ -6,6 +6,7 @@
 mod bench;
 mod cmd;
 mod dockerd;
+mod image;
 mod run;
 mod screenshot;
 mod setup;
@@ -35,6 +36,8 @@ enum Command {
     Run(run::RunArgs),
     /// Set up, build in release mode and run `netpath bench` (netpath's own cost, as ratios).
     Bench(bench::BenchArgs),
+    /// Build the netpath image FROM scratch through the Docker API (a daemon must answer).
+    Image,
     /// Render netpath's HTML report to a PNG with headless chromium (to look at it).
     Screenshot(screenshot::ScreenshotArgs),
 }
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Screenshot(args) => screenshot::run(&args),
+        Command::Image => image::run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

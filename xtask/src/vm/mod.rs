@@ -54,7 +54,7 @@ const BACKEND_INDEPENDENT: &[&str] = &["lab", "lab_drivers", "harness"];
 /// Test binaries left out of the VM: they need a Docker engine (dockerd, containerd, runc,
 /// iptables), or sockperf, iperf3, promtool and prometheus (`outputs`: the output formats do
 /// not depend on the kernel), which the initramfs does not carry.
-const HOST_ONLY: &[&str] = &["docker", "outputs", "serve"];
+const HOST_ONLY: &[&str] = &["docker", "outputs", "serve", "fleet"];
 /// The package whose integration tests run in the VM.
 const PACKAGE: &str = "netpath";
 /// The bin the tests run through `env!("CARGO_BIN_EXE_netpath")`.

@@ -527,7 +527,10 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Image => {
             let engine = netpath::docker::Engine::connect()?;
-            println!("{}", netpath::docker::image::ensure_agent_image(&engine, true)?);
+            println!(
+                "{}",
+                netpath::docker::image::ensure_agent_image(&engine, true)?
+            );
         }
         Cmd::Cleanup => {
             let mut removed = lab::cleanup_leftovers()?;

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn deploy(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy").join(p)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy")
+        .join(p)
 }
 
 /// kubernetes-validate from the venv `cargo xtask setup` made in the target directory (found
@@ -33,15 +35,26 @@ fn run(cmd: &mut Command) -> (bool, String) {
 #[test]
 fn daemonset_validates_against_kubernetes_schemas() {
     let manifest = deploy("kubernetes/netpath-daemonset.yaml");
-    let (ok, said) = run(Command::new(kubernetes_validate()).arg("--strict").arg(&manifest));
+    let (ok, said) = run(Command::new(kubernetes_validate())
+        .arg("--strict")
+        .arg(&manifest));
     eprintln!("{said}");
     assert!(ok, "{said}");
-    assert!(said.contains("daemonset/netpath") && said.contains("passed"), "{said}");
+    assert!(
+        said.contains("daemonset/netpath") && said.contains("passed"),
+        "{said}"
+    );
     // The validator really checks: a wrong type is refused.
     let text = std::fs::read_to_string(&manifest).unwrap();
     let broken = std::env::temp_dir().join(format!("np-fleet-{}.yaml", std::process::id()));
-    std::fs::write(&broken, text.replace("hostNetwork: true", "hostNetwork: yes-please")).unwrap();
-    let (ok, said) = run(Command::new(kubernetes_validate()).arg("--strict").arg(&broken));
+    std::fs::write(
+        &broken,
+        text.replace("hostNetwork: true", "hostNetwork: yes-please"),
+    )
+    .unwrap();
+    let (ok, said) = run(Command::new(kubernetes_validate())
+        .arg("--strict")
+        .arg(&broken));
     std::fs::remove_file(&broken).unwrap();
     assert!(!ok, "a broken manifest passed: {said}");
     // What the node agent needs is there.

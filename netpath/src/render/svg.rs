@@ -140,7 +140,7 @@ pub fn hop_bars(view: &CompareView, stats: &[Stat]) -> Result<String> {
             top.draw(&Text::new(b.label.clone(), (px - 8, py), lstyle))
                 .map_err(err)?;
         }
-        draw_legend(&legend, &hops, label_w as i32 + 12)?;
+        draw_legend(&legend, &hops, label_w + 12)?;
         root.present().map_err(err)?;
     }
     Ok(buf)

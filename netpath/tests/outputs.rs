@@ -20,7 +20,7 @@ fn netpath(args: &[&str]) -> Value {
     );
     // (bench logs its phases as plain lines; the bars' own words must not appear.)
     assert!(
-        !String::from_utf8_lossy(&out.stderr).contains("untraced round"),
+        !String::from_utf8_lossy(&out.stderr).contains("interleaved round"),
         "a progress bar was drawn in JSON mode"
     );
     serde_json::from_slice(&out.stdout).unwrap()
@@ -156,7 +156,7 @@ fn progress_bars_on_a_terminal_only() {
         .expect("script (util-linux)");
     assert!(tty.status.success());
     let tty = String::from_utf8_lossy(&tty.stdout);
-    for phase in ["untraced round 2/2", "bulk round 1/2", "traced run"] {
+    for phase in ["interleaved round 1/2", "interleaved round 2/2"] {
         assert!(
             tty.contains(phase),
             "no `{phase}` bar on a terminal:\n{tty}"
@@ -168,6 +168,6 @@ fn progress_bars_on_a_terminal_only() {
         .unwrap();
     assert!(piped.status.success());
     let err = String::from_utf8_lossy(&piped.stderr);
-    assert!(!err.contains("untraced round"), "a bar on a pipe: {err}");
+    assert!(!err.contains("interleaved round"), "a bar on a pipe: {err}");
     assert!(String::from_utf8_lossy(&piped.stdout).contains("host"));
 }

@@ -86,13 +86,36 @@ fn run_context(view: &CompareView) -> Markup {
     }
 }
 
-fn wait(d: &DriverView) -> (&str, &str) {
-    (
-        d.wait_mode.as_deref().unwrap_or("blocking read"),
-        d.placement
-            .as_deref()
-            .unwrap_or("none (threads left to the scheduler)"),
-    )
+/// A JSON value in one short line: strings bare, objects as `key value` pairs.
+fn compact(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(m) => m
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| format!("{k} {}", compact(v)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        serde_json::Value::Array(a) => a.iter().map(compact).collect::<Vec<_>>().join(" "),
+        other => other.to_string(),
+    }
+}
+
+/// Wait mode, and placement (asked; observed when the run sampled it).
+fn wait(d: &DriverView) -> (String, String) {
+    let w = d
+        .wait
+        .as_ref()
+        .map_or("blocking read (not recorded)".into(), compact);
+    let asked = d.cpus.as_ref().map(compact);
+    let seen = d.placement.as_ref().map(compact);
+    let p = match (asked, seen) {
+        (Some(a), Some(s)) => format!("{a} (observed: {s})"),
+        (Some(a), None) => a,
+        (None, Some(s)) => s,
+        (None, None) => "not recorded".into(),
+    };
+    (w, p)
 }
 
 fn rtt_table(view: &CompareView) -> Markup {

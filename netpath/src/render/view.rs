@@ -36,9 +36,12 @@ pub struct DriverView {
     pub rtt_cdf: Vec<[f64; 2]>,
     #[serde(default)]
     pub attributed_pct: f64,
-    /// How the harness waits for data and where its threads run, when the run says so.
-    pub wait_mode: Option<String>,
-    pub placement: Option<String>,
+    /// How the harness waited for data, the CPU placement asked and the one observed, and
+    /// the machine's state, when the run says so (shown as the JSON has them).
+    pub wait: Option<serde_json::Value>,
+    pub cpus: Option<serde_json::Value>,
+    pub placement: Option<serde_json::Value>,
+    pub machine: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]

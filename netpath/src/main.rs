@@ -8,6 +8,7 @@ use netpath::{
     driver::Driver,
     harness::RrConfig,
     lab,
+    render::to_json,
     tracer::TracerOptions,
 };
 
@@ -35,6 +36,10 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath compare --between web db     between two running containers (client web, server db)
     netpath trace --container web --container db --port 5432
     netpath inspect web
+    netpath serve --all                  Prometheus metrics of every running container's traffic
+    netpath serve --label app=web --listen 0.0.0.0:9433
+    netpath compare -d bridge,host --report run.html --svg run.svg
+    netpath report bridge.json -o bridge.html   the HTML report of a saved compare --json
     netpath cleanup                      remove what a killed run left behind";
 
 #[derive(Subcommand)]
@@ -112,8 +117,25 @@ enum Cmd {
         /// With --underlay-delay: jitter around that delay (uniform, e.g. 10us).
         #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, requires = "underlay_delay")]
         underlay_jitter: Option<std::time::Duration>,
+        /// Also write a self-contained HTML report (inline SVG charts, no script) to this file.
+        #[arg(long, value_name = "FILE")]
+        report: Option<std::path::PathBuf>,
+        /// Also write the report's charts as one SVG file.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<std::path::PathBuf>,
         #[arg(long)]
         json: bool,
+    },
+    /// Render a saved `netpath compare --json` output as the HTML report (and SVG charts).
+    Report {
+        /// The JSON file `netpath compare --json` wrote.
+        input: std::path::PathBuf,
+        /// The HTML file to write.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<std::path::PathBuf>,
+        /// The charts as one SVG file.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<std::path::PathBuf>,
     },
     /// Print per-packet timelines (one line per point, time since the previous one, device,
     /// hop) for traffic on a lab path; filters are applied in the kernel.
@@ -181,6 +203,32 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Keep the probes attached and export per-hop latency of running containers' traffic as
+    /// Prometheus metrics (GET /metrics; GET /ready for a readiness probe). Follows
+    /// containers as they start and stop.
+    Serve {
+        /// Address to listen on (loopback unless told otherwise).
+        #[arg(long, default_value = "127.0.0.1:9433")]
+        listen: std::net::SocketAddr,
+        /// Follow this container (name or id; repeat for several); picked up when it starts.
+        #[arg(long, conflicts_with = "all")]
+        container: Vec<String>,
+        /// Follow the running containers with this label (KEY or KEY=VALUE; repeat: all must match).
+        #[arg(long, conflicts_with = "all")]
+        label: Vec<String>,
+        /// Follow every running container.
+        #[arg(long)]
+        all: bool,
+        /// Seconds between listings of the running containers.
+        #[arg(long, default_value_t = 2.0)]
+        rescan_secs: f64,
+        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+        backend: BackendChoice,
+    },
+    /// Build the netpath image (FROM scratch: this binary and its shared libraries) through
+    /// the Docker API and print its tag; `netpath cleanup` leaves it. For the DaemonSet and
+    /// the swarm stack under deploy/ (which run `/netpath serve`).
+    Image,
     /// Remove every netpath namespace, link and table a killed run left behind.
     Cleanup,
 }
@@ -195,14 +243,20 @@ fn require_root() -> Result<()> {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    netpath::render::header::mark_start();
+    if let Cmd::Report { input, output, svg } = &cli.cmd {
+        // Reads a file and writes others: needs no privilege.
+        return report_file(input, output.as_deref(), svg.as_deref());
+    }
     require_root()?;
     match cli.cmd {
+        Cmd::Report { .. } => unreachable!("handled above"),
         Cmd::Doctor { json } => {
             let caps = doctor::probe()?;
             let chosen = backend::select(BackendChoice::Auto, &caps).ok();
             if json {
                 let v = serde_json::json!({ "capabilities": caps, "backend": chosen });
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                println!("{}", to_json("doctor", chosen.map(|b| b.name()), &v)?);
             } else {
                 doctor::print(&caps, chosen);
             }
@@ -229,12 +283,20 @@ fn run(cli: Cli) -> Result<()> {
             between,
             underlay_delay,
             underlay_jitter,
+            report,
+            svg,
             json,
         } => {
             // A placement this machine cannot give is said before anything is loaded or built.
             let mode = mode.resolve()?;
+            for (flag, p) in [("--report", &report), ("--svg", &svg)] {
+                if let Some(p) = p {
+                    netpath::render::check_output_path(flag, p)?;
+                }
+            }
             lab::install_signal_cleanup();
             netpath::btf::require()?;
+            netpath::render::progress::enable(!json);
             let caps = doctor::probe()?;
             let backend = backend::select(choice, &caps)?;
             // A missing daemon is said before anything else is printed.
@@ -307,9 +369,14 @@ fn run(cli: Cli) -> Result<()> {
                 (Some(e), _) => compare::run_docker(backend, &opts, e, with_lab)?,
                 (None, _) => compare::run(backend, &opts)?,
             };
+            let v = serde_json::json!({ "backend": backend, "drivers": reports });
             if json {
-                let v = serde_json::json!({ "backend": backend, "drivers": reports });
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                println!("{}", to_json("compare", Some(backend.name()), &v)?);
+            }
+            if report.is_some() || svg.is_some() {
+                let v = netpath::render::header::to_value("compare", Some(backend.name()), &v)?;
+                let view = netpath::render::CompareView::from_value(v)?;
+                netpath::render::write_reports(&view, report.as_deref(), svg.as_deref())?;
             }
         }
         Cmd::Trace {
@@ -385,7 +452,7 @@ fn run(cli: Cli) -> Result<()> {
                 )?
             };
             if json {
-                println!("{}", serde_json::to_string_pretty(&out)?);
+                println!("{}", to_json("trace", Some(backend.name()), &out)?);
             } else {
                 netpath::trace::print(&out);
             }
@@ -423,7 +490,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             let r = netpath::bench::run(&opts)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                println!("{}", to_json("bench", Some(r.backend.name()), &r)?);
             } else {
                 netpath::bench::print(&r);
             }
@@ -432,10 +499,48 @@ fn run(cli: Cli) -> Result<()> {
             let engine = netpath::docker::Engine::connect()?;
             let r = netpath::docker::inspect(&engine, &container)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                println!("{}", to_json("inspect", None, &r)?);
             } else {
                 r.print();
             }
+        }
+        Cmd::Serve {
+            listen,
+            container,
+            label,
+            all,
+            rescan_secs,
+            backend: choice,
+        } => {
+            if container.is_empty() && label.is_empty() && !all {
+                bail!(
+                    "netpath serve: say which containers to follow: --container NAME, --label K=V or --all"
+                );
+            }
+            lab::install_signal_cleanup();
+            let engine = netpath::docker::Engine::connect()?;
+            let caps = doctor::probe()?;
+            let backend = backend::select(choice, &caps)?;
+            netpath::serve::run(
+                backend,
+                &engine,
+                &netpath::serve::ServeOptions {
+                    listen,
+                    select: netpath::serve::Selection {
+                        names: container,
+                        labels: label,
+                        all,
+                    },
+                    rescan: std::time::Duration::from_secs_f64(rescan_secs.clamp(0.1, 3600.0)),
+                },
+            )?;
+        }
+        Cmd::Image => {
+            let engine = netpath::docker::Engine::connect()?;
+            println!(
+                "{}",
+                netpath::docker::image::ensure_agent_image(&engine, true)?
+            );
         }
         Cmd::Cleanup => {
             let mut removed = lab::cleanup_leftovers()?;
@@ -457,6 +562,23 @@ fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn report_file(
+    input: &std::path::Path,
+    output: Option<&std::path::Path>,
+    svg: Option<&std::path::Path>,
+) -> Result<()> {
+    if output.is_none() && svg.is_none() {
+        bail!("netpath report: nothing to write; give -o out.html and/or --svg out.svg");
+    }
+    for (flag, p) in [("-o", output), ("--svg", svg)] {
+        if let Some(p) = p {
+            netpath::render::check_output_path(flag, p)?;
+        }
+    }
+    let view = netpath::render::CompareView::from_file(input)?;
+    netpath::render::write_reports(&view, output, svg)
 }
 
 fn main() -> ExitCode {

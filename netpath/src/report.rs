@@ -18,6 +18,19 @@ pub struct RttSummary {
     pub req_per_s: f64,
 }
 
+/// Points of an RTT distribution's CDF: every percent, then the tail in finer steps.
+pub fn rtt_cdf(r: &RrResult) -> Vec<[f64; 2]> {
+    if r.hist.is_empty() {
+        return Vec::new();
+    }
+    let tail = [0.995, 0.999, 0.9995, 0.9999, 1.0];
+    (0..100)
+        .map(|p| p as f64 / 100.0)
+        .chain(tail)
+        .map(|q| [r.hist.value_at_quantile(q) as f64 / 1000.0, q])
+        .collect()
+}
+
 impl RttSummary {
     pub fn from_rr(r: &RrResult) -> RttSummary {
         let us = |ns: u64| ns as f64 / 1000.0;
@@ -162,6 +175,9 @@ pub struct DriverReport {
     pub block: Option<crate::rounds::BlockLine>,
     /// Per round: p50s, wakeup, data path, mode-change mark.
     pub round_detail: Vec<crate::rounds::RoundRow>,
+    /// RTT distribution of the untraced run (the traced one without it) as `[µs, fraction at
+    /// or below]`, for the report's CDF chart.
+    pub rtt_cdf: Vec<[f64; 2]>,
 }
 
 /// Median and range of one figure over rounds.
@@ -272,6 +288,28 @@ pub struct ProgCost {
     pub avg_ns: f64,
     /// Runs per round trip.
     pub runs_per_rtt: f64,
+}
+
+/// Every lost or unmatched event counter, as every result reports them.
+pub const LOST: [u32; 10] = [
+    counter::RINGBUF_LOST,
+    counter::SKB_MAP_FULL,
+    counter::STALE,
+    counter::REUSED,
+    counter::RECV_UNMATCHED,
+    counter::RELAY_UNMATCHED,
+    counter::PROBE_MISSES,
+    counter::CONSUMED_EARLY,
+    counter::DROPPED,
+    counter::TRUNCATED,
+];
+
+/// The lost counters, then the bookkeeping ones (journeys started, completed, sampled).
+pub fn lost_counters(snap: &Snapshot) -> BTreeMap<&'static str, u64> {
+    LOST.iter()
+        .chain(&[counter::STARTED, counter::COMPLETED, counter::SAMPLES])
+        .map(|&c| (counter::NAMES[c as usize], snap.counters[c as usize]))
+        .collect()
 }
 
 fn percentile_us(h: &[u64], q: f64) -> f64 {
@@ -462,26 +500,7 @@ pub fn build(
     let attributed = one_way.values().map(|d| d.mean_us).sum::<f64>()
         + turnaround.as_ref().map(|d| d.mean_us).unwrap_or(0.0);
 
-    let lost = [
-        counter::RINGBUF_LOST,
-        counter::SKB_MAP_FULL,
-        counter::STALE,
-        counter::REUSED,
-        counter::RECV_UNMATCHED,
-        counter::RELAY_UNMATCHED,
-        counter::PROBE_MISSES,
-        counter::CONSUMED_EARLY,
-        counter::DROPPED,
-        counter::TRUNCATED,
-    ]
-    .iter()
-    .map(|&c| (counter::NAMES[c as usize], snap.counters[c as usize]))
-    .chain(
-        [counter::STARTED, counter::COMPLETED, counter::SAMPLES]
-            .iter()
-            .map(|&c| (counter::NAMES[c as usize], snap.counters[c as usize])),
-    )
-    .collect();
+    let lost = lost_counters(snap);
 
     let mut passes = Vec::new();
     for dir in [Dir::Request, Dir::Response] {
@@ -549,6 +568,7 @@ pub fn build(
         .collect();
 
     DriverReport {
+        rtt_cdf: rtt_cdf(untraced.unwrap_or(traced)),
         driver: driver.to_string(),
         backend: backend.name(),
         hops_visible: backend.visible_hops().iter().map(|h| h.name()).collect(),

@@ -91,7 +91,13 @@ pub fn run(
         pin: opts.mode.pin,
         ..opts.rr.clone()
     };
-    for r in 0..opts.rounds.max(1) {
+    let rounds = opts.rounds.max(1);
+    // On a terminal: a bar per path, stepping through the interleaved rounds.
+    let bars: Vec<_> = paths
+        .iter()
+        .map(|(_, label)| crate::render::progress::DriverBar::new(label, rounds as u64))
+        .collect();
+    for r in 0..rounds {
         let order: Vec<usize> = if r % 2 == 0 {
             (0..n).collect()
         } else {
@@ -99,10 +105,13 @@ pub fn run(
         };
         for i in order {
             let (path, label) = &paths[i];
+            bars[i].phase(format!("interleaved round {}/{rounds}", r + 1));
             one_round(tracer, path, label, opts, &rr, r % 2 == 1, &mut acc[i])
                 .with_context(|| format!("{label}, round {}", r + 1))?;
+            bars[i].done();
         }
     }
+    bars.iter().for_each(|b| b.finish());
     let mut out = Vec::with_capacity(n);
     for (i, a) in acc.into_iter().enumerate() {
         let (path, label) = &paths[i];

@@ -124,7 +124,7 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
             .take(o.count)
             .map(|s| report::timeline(s, &lab.devices))
             .collect();
-        let lost = lost_counters(&snap);
+        let lost = crate::report::lost_counters(&snap);
         Ok(TraceOutput {
             driver: o.driver.to_string(),
             backend: backend.name(),
@@ -171,7 +171,7 @@ pub fn run_passive(
     tracer.detach()?;
     samples.extend(tracer.drain_samples());
     let snap = tracer.snapshot()?;
-    let lost = lost_counters(&snap);
+    let lost = crate::report::lost_counters(&snap);
     Ok(TraceOutput {
         driver: label.to_string(),
         backend: backend.name(),
@@ -183,27 +183,6 @@ pub fn run_passive(
         lost,
         uncounted: tracer.uncounted.clone(),
     })
-}
-
-/// The loss and bookkeeping counters a trace reports.
-fn lost_counters(snap: &crate::tracer::Snapshot) -> std::collections::BTreeMap<&'static str, u64> {
-    use netpath_common::counter::*;
-    [
-        RINGBUF_LOST,
-        SKB_MAP_FULL,
-        STALE,
-        REUSED,
-        RECV_UNMATCHED,
-        RELAY_UNMATCHED,
-        PROBE_MISSES,
-        TRUNCATED,
-        STARTED,
-        COMPLETED,
-        SAMPLES,
-    ]
-    .iter()
-    .map(|&c| (NAMES[c as usize], snap.counters[c as usize]))
-    .collect()
 }
 
 pub fn print(out: &TraceOutput) {

@@ -1,5 +1,5 @@
 //! Developer tasks for netpath: `cargo xtask setup | test | vm-test | run -- <netpath args> |
-//! bench | soak | fuzz`.
+//! bench | soak | fuzz | screenshot | image`.
 //!
 //! Everything here runs plain commands with `std::process::Command` and prints each one
 //! before it runs, so a failing step can be repeated by hand.
@@ -8,7 +8,9 @@ mod bench;
 mod cmd;
 mod dockerd;
 mod fuzz;
+mod image;
 mod run;
+mod screenshot;
 mod setup;
 mod soak;
 mod test;
@@ -42,6 +44,10 @@ enum Command {
     Soak(soak::SoakArgs),
     /// Run the cargo-fuzz targets (installs cargo-fuzz on demand) for a while each.
     Fuzz(fuzz::FuzzArgs),
+    /// Build the netpath image FROM scratch through the Docker API (a daemon must answer).
+    Image,
+    /// Render netpath's HTML report to a PNG with headless chromium (to look at it).
+    Screenshot(screenshot::ScreenshotArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +61,8 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(&args),
         Command::Soak(args) => soak::run(&args),
         Command::Fuzz(args) => fuzz::run(&args),
+        Command::Screenshot(args) => screenshot::run(&args),
+        Command::Image => image::run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

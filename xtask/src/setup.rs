@@ -16,14 +16,20 @@ use crate::cmd;
 
 /// Debian packages every run needs: the lab (nftables, iproute2, and docker.io for the real
 /// `/usr/sbin/docker-proxy` of the published-port driver; the daemon is not started), the
-/// traffic generators (sockperf, iperf3) and bpftool for inspecting loaded programs.
+/// traffic generators (sockperf, iperf3), bpftool for inspecting loaded programs, chromium
+/// (headless, `xtask screenshot` of the HTML report) and prometheus (its `promtool` checks the
+/// exporter's output and the example scrape config; the tests start a server of their own),
+/// python3-venv for kubernetes-validate's venv.
 const APT_BASE: &[&str] = &[
+    "python3-venv",
     "nftables",
     "iproute2",
     "docker.io",
     "sockperf",
     "iperf3",
     "bpftool",
+    "chromium",
+    "prometheus",
 ];
 /// Docker engine, for the tests that run the real Docker network drivers.
 const APT_DOCKER: &[&str] = &["docker.io"];
@@ -82,6 +88,7 @@ pub fn run(args: &SetupArgs) -> anyhow::Result<()> {
     apt(&args.apt_packages())?;
     toolchain_components()?;
     bpf_linker()?;
+    kubernetes_validate()?;
     securityfs();
     if args.vm {
         let vm_dir = crate::target_dir(&crate::workspace_root())?.join("vm");
@@ -235,6 +242,23 @@ fn find_libllvm(lib_dir: &Path) -> anyhow::Result<String> {
 }
 
 /// Mounts securityfs so `/sys/kernel/security/lockdown` can be read. Failure is harmless.
+/// The kubernetes-validate release the fleet test checks the DaemonSet with (offline: it
+/// ships Kubernetes' schemas).
+const KUBERNETES_VALIDATE: &str = "kubernetes-validate==1.37.0";
+
+/// kubernetes-validate (PyPI) in a venv of its own under `target/tools/venv`: Debian's Python
+/// is externally managed, and nothing outside the target directory changes.
+fn kubernetes_validate() -> anyhow::Result<()> {
+    let venv = crate::target_dir(&crate::workspace_root())?.join("tools/venv");
+    if venv.join("bin/kubernetes-validate").is_file() {
+        return Ok(());
+    }
+    if !venv.join("bin/pip").is_file() {
+        cmd::run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    }
+    cmd::run(Command::new(venv.join("bin/pip")).args(["install", "-q", KUBERNETES_VALIDATE]))
+}
+
 fn securityfs() {
     const DIR: &str = "/sys/kernel/security";
     let mounted = fs::read_to_string("/proc/mounts").is_ok_and(|m| {

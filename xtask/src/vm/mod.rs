@@ -52,9 +52,19 @@ pub const BACKENDS: &[&str] = &["tracepoint", "kprobe", "fentry"];
 /// Test binaries that never load eBPF programs: they run in the first backend pass only.
 const BACKEND_INDEPENDENT: &[&str] = &["lab", "lab_drivers", "harness"];
 /// Test binaries left out of the VM: they need a Docker engine (dockerd, containerd, runc,
-/// iptables), which the initramfs does not carry; bad_input and interrupt also need setpriv,
-/// unshare, bpftool and Docker; overload sends more traffic than TCG emulates in time.
-const HOST_ONLY: &[&str] = &["docker", "bad_input", "interrupt", "overload"];
+/// iptables), sockperf, iperf3, promtool and prometheus (`outputs`: the output formats do
+/// not depend on the kernel), which the initramfs does not carry; bad_input and interrupt
+/// also need setpriv, unshare, bpftool and Docker; overload sends more traffic than TCG
+/// emulates in time.
+const HOST_ONLY: &[&str] = &[
+    "docker",
+    "outputs",
+    "serve",
+    "fleet",
+    "bad_input",
+    "interrupt",
+    "overload",
+];
 /// The package whose integration tests run in the VM.
 const PACKAGE: &str = "netpath";
 /// The bin the tests run through `env!("CARGO_BIN_EXE_netpath")`.

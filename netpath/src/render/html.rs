@@ -1,0 +1,231 @@
+//! `compare --report out.html` and `netpath report run.json -o out.html`: one self-contained
+//! page (inline SVG charts, inline CSS, no script, nothing fetched) with the run's context
+//! beside the figures, since a latency means little without its machine state.
+use anyhow::Result;
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+
+use super::svg;
+use super::view::{CompareView, DriverView, Stat};
+
+const STYLE: &str = "
+body { font-family: sans-serif; margin: 24px; color: #222; max-width: 1040px; }
+h1 { font-size: 22px; margin-bottom: 4px; }
+h2 { font-size: 17px; margin-top: 28px; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+th { background: #f2f2f2; }
+dl.run { display: grid; grid-template-columns: max-content auto; gap: 2px 14px; font-size: 13px; }
+dl.run dt { font-weight: bold; }
+dl.run dd { margin: 0; }
+code { font-size: 12px; }
+.chart svg { max-width: 100%; height: auto; }
+.note { font-size: 12px; color: #555; }
+.warn { color: #a40; }
+";
+
+/// The whole page.
+pub fn page(view: &CompareView) -> Result<String> {
+    let bars = svg::hop_bars(view, &[Stat::Mean, Stat::P50])?;
+    let p99 = svg::hop_bars(view, &[Stat::P99])?;
+    let cdf = svg::rtt_cdf(view)?;
+    let m = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                title { "netpath compare: " (names(view)) }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                h1 { "netpath compare: " (names(view)) }
+                (run_context(view))
+                h2 { "Round trips" }
+                (rtt_table(view))
+                h2 { "Where the time goes" }
+                p.note { "Each bar is one driver's traced run: the time each hop adds to one packet, the request's hops, a black mark, then the response's. Mean bars add up to the one-way means; percentile bars stack per-hop percentiles, which do not add exactly: the table below has the figures." }
+                div.chart { (PreEscaped(bars)) }
+                div.chart { (PreEscaped(p99)) }
+                (hop_table(view))
+                h2 { "Distribution" }
+                div.chart { (PreEscaped(cdf)) }
+                h2 { "Lost events" }
+                (lost_table(view))
+            }
+        }
+    };
+    Ok(m.into_string())
+}
+
+fn names(view: &CompareView) -> String {
+    let n: Vec<&str> = view.drivers.iter().map(|d| d.driver.as_str()).collect();
+    n.join(", ")
+}
+
+fn run_context(view: &CompareView) -> Markup {
+    let Some(h) = &view.header else {
+        return html! { p.warn { "This JSON has no header (written before netpath 0.1's versioned output): kernel, time and machine state unknown." } };
+    };
+    let m = &h.machine;
+    let busy = m.loadavg[0] > 0.5 * m.online_cpus as f64;
+    html! {
+        dl.run {
+            dt { "netpath" } dd { (h.netpath_version) " (output schema " (h.schema_version) ")" }
+            dt { "command" } dd { code { (h.command_line.join(" ")) } }
+            dt { "started (UTC)" } dd { (h.started_utc) }
+            dt { "host, kernel" } dd { (h.hostname) ", " (h.kernel) }
+            dt { "backend" } dd { (view.backend) }
+            dt { "machine at start" } dd {
+                (m.online_cpus) " CPUs online, load average "
+                (format!("{:.2} {:.2} {:.2}", m.loadavg[0], m.loadavg[1], m.loadavg[2]))
+                ", " (m.runnable) " runnable threads"
+                @if busy { span.warn { " (busy: other work shared the CPUs, so wakeups were faster than on an idle machine and figures are not comparable with an idle run's)" } }
+                @else { " (idle: an idle CPU takes tens of µs to wake a thread, which dominates RTT)" }
+            }
+        }
+    }
+}
+
+/// A JSON value in one short line: strings bare, objects as `key value` pairs.
+fn compact(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(m) => m
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| format!("{k} {}", compact(v)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        serde_json::Value::Array(a) => a.iter().map(compact).collect::<Vec<_>>().join(" "),
+        other => other.to_string(),
+    }
+}
+
+/// Wait mode, and placement (asked; observed when the run sampled it).
+fn wait(d: &DriverView) -> (String, String) {
+    let w = d
+        .wait
+        .as_ref()
+        .map_or("blocking read (not recorded)".into(), compact);
+    let asked = d.cpus.as_ref().map(compact);
+    let seen = d.placement.as_ref().map(compact);
+    let p = match (asked, seen) {
+        (Some(a), Some(s)) => format!("{a} (observed: {s})"),
+        (Some(a), None) => a,
+        (None, Some(s)) => s,
+        (None, None) => "not recorded".into(),
+    };
+    (w, p)
+}
+
+fn rtt_table(view: &CompareView) -> Markup {
+    html! {
+        table {
+            tr {
+                th { "driver" } th { "untraced p50 µs [rounds]" } th { "untraced p99 µs" }
+                th { "traced p50 µs" } th { "probe effect p50 / mean" } th { "rounds" }
+                th { "receive passes, softirq runs per packet (req / resp)" }
+                th { "attributed" } th { "wait mode" } th { "placement" }
+            }
+            @for d in &view.drivers {
+                @let (w, p) = wait(d);
+                tr {
+                    td { (d.driver) }
+                    td { (untraced_p50(d)) }
+                    td { (d.untraced.as_ref().map_or("–".into(), |u| format!("{:.1}", u.p99_us))) }
+                    td { (format!("{:.1}", d.traced.p50_us)) }
+                    td {
+                        (pct(d.probe_effect_p50_pct)) " / " (pct(d.probe_effect_mean_pct))
+                        @if d.probe_effect_below_noise { br; span.warn { "below the noise" } }
+                    }
+                    td { (d.rr.as_ref().map_or(0, |r| r.rounds)) }
+                    td { (passes(d)) }
+                    td { (format!("{:.0}%", d.attributed_pct)) }
+                    td { (w) } td { (p) }
+                }
+            }
+        }
+        p.note { "RTT of request/response over one TCP connection; traced rows count " (view.drivers.first().map_or(0, |d| d.traced.count)) " round trips." }
+    }
+}
+
+fn untraced_p50(d: &DriverView) -> String {
+    match (&d.rr, &d.untraced) {
+        (Some(r), _) => format!(
+            "{:.1} [{:.1}–{:.1}]",
+            r.p50_us.median, r.p50_us.min, r.p50_us.max
+        ),
+        (None, Some(u)) => format!("{:.1}", u.p50_us),
+        _ => "–".into(),
+    }
+}
+
+fn pct(p: Option<f64>) -> String {
+    p.map_or("–".into(), |p| format!("{p:+.0}%"))
+}
+
+fn passes(d: &DriverView) -> String {
+    let p: Vec<String> = d
+        .passes
+        .iter()
+        .map(|p| format!("{} {}, {}", p.dir, p.rx_passes, p.softirq_runs))
+        .collect();
+    p.join(" / ")
+}
+
+/// Hops as rows (request path, then response), drivers as columns: each cell the hop's mean
+/// time per packet, its per-crossing p50 and p99 beside it.
+fn hop_table(view: &CompareView) -> Markup {
+    let order = view.hop_order();
+    let cell = |d: &DriverView, dir: &str, hop: &str| {
+        d.hops
+            .iter()
+            .find(|h| h.dir == dir && h.hop == hop)
+            .cloned()
+    };
+    html! {
+        table {
+            tr {
+                th { "hop" }
+                @for d in &view.drivers { th { (d.driver) br; span.note { "mean per packet (p50 / p99 per crossing), µs" } } }
+            }
+            @for dir in ["request", "response"] {
+                @for (i, hop) in order.iter().enumerate() {
+                    @if view.drivers.iter().any(|d| cell(d, dir, hop).is_some()) {
+                        tr {
+                            td { span style=(format!("color:{}", svg::css_colour(i))) { "■ " } (dir) " " (hop) }
+                            @for d in &view.drivers {
+                                td {
+                                    @if let Some(h) = cell(d, dir, hop) {
+                                        (format!("{:.2}", h.per_packet(Stat::Mean)))
+                                        span.note { (format!(" ({:.2} / {:.2})", h.p50_us, h.p99_us)) }
+                                        @if h.mean_us > 0.0 && h.per_packet_us / h.mean_us > 1.5 {
+                                            span.note { (format!(" ×{:.0}", h.per_packet_us / h.mean_us)) }
+                                        }
+                                    } @else { "–" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Counters as rows, drivers as columns: ten counters do not fit across a page.
+fn lost_table(view: &CompareView) -> Markup {
+    let keys: Vec<&String> = view
+        .drivers
+        .first()
+        .map(|d| d.lost.keys().collect())
+        .unwrap_or_default();
+    html! {
+        table {
+            tr { th { "counter" } @for d in &view.drivers { th { (d.driver) } } }
+            @for k in &keys {
+                tr { td { (k) } @for d in &view.drivers { td { (d.lost.get(*k).copied().unwrap_or(0)) } } }
+            }
+        }
+    }
+}

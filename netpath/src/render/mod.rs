@@ -1,0 +1,50 @@
+//! Renderers of a run's results, beside the text tables of `report`: the versioned JSON header
+//! every command's JSON starts with, the HTML report with its SVG charts, and the Prometheus
+//! exposition of `serve`. They read the same records (`report::DriverReport` and friends) so a
+//! saved JSON renders the same as a live run.
+pub mod header;
+
+pub use header::{Header, to_json};
+pub mod html;
+pub mod svg;
+pub mod view;
+
+pub use view::CompareView;
+
+/// Writes the report files a compare run asked for (`--report`, `--svg`).
+pub fn write_reports(
+    view: &CompareView,
+    html_out: Option<&std::path::Path>,
+    svg_out: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    if let Some(p) = html_out {
+        std::fs::write(p, html::page(view)?).with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = svg_out {
+        std::fs::write(p, svg::document(view)?)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// An output file's directory must exist: checked before a long run, not after it.
+pub fn check_output_path(flag: &str, p: &std::path::Path) -> anyhow::Result<()> {
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "{flag} {}: directory {} does not exist; create it or pick another path",
+            p.display(),
+            dir.display()
+        );
+    }
+    if p.is_dir() {
+        anyhow::bail!("{flag} {}: is a directory; give a file name", p.display());
+    }
+    Ok(())
+}
+pub mod progress;
+pub mod prom;

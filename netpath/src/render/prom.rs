@@ -1,0 +1,388 @@
+//! `netpath serve`'s metrics in the Prometheus text format (prometheus-client). Labels are
+//! bounded: hop, direction, driver and container (the containers being followed, removed when
+//! they stop), drop reason; never addresses, ports or tuples.
+use std::collections::{BTreeMap, BTreeSet};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets, linear_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+/// Every metric name the exporter emits (the Grafana dashboard's test checks against it).
+pub const METRICS: &[&str] = &[
+    "netpath_hop_latency_seconds",
+    "netpath_one_way_latency_seconds",
+    "netpath_receive_passes",
+    "netpath_softirq_runs",
+    "netpath_drops_total",
+    "netpath_lost_events_total",
+    "netpath_journeys_total",
+    "netpath_bpf_program_run_seconds_total",
+    "netpath_bpf_program_runs_total",
+    "netpath_watched_containers",
+    "netpath_watched_devices",
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HopLabels {
+    pub hop: String,
+    pub direction: String,
+    pub driver: String,
+    pub container: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PathLabels {
+    pub direction: String,
+    pub driver: String,
+    pub container: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DropLabels {
+    pub reason: String,
+    pub hop: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NameLabel {
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProgLabel {
+    pub program: String,
+}
+
+/// Seconds from 2^-20 (≈ 1 µs) to 2^3 in powers of two: a hop takes about a µs, a wakeup
+/// tens, a wire delay milliseconds.
+fn latency() -> Histogram {
+    Histogram::new(exponential_buckets(2f64.powi(-20), 2.0, 24))
+}
+
+fn per_packet() -> Histogram {
+    Histogram::new(linear_buckets(1.0, 1.0, 8))
+}
+
+type HistFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+pub struct Metrics {
+    pub registry: Registry,
+    pub hop: HistFamily<HopLabels>,
+    pub one_way: HistFamily<PathLabels>,
+    pub passes: HistFamily<PathLabels>,
+    pub softirqs: HistFamily<PathLabels>,
+    pub drops: Family<DropLabels, Counter>,
+    pub lost: Family<NameLabel, Counter>,
+    pub journeys: Family<NameLabel, Counter>,
+    pub prog_seconds: Family<ProgLabel, Counter<f64, std::sync::atomic::AtomicU64>>,
+    pub prog_runs: Family<ProgLabel, Counter>,
+    pub containers: Gauge,
+    pub devices: Gauge,
+    /// Label sets in use per container, so its series go when it stops (bounded memory
+    /// under container churn).
+    hop_sets: BTreeMap<String, BTreeSet<(String, String, String)>>,
+    path_sets: BTreeMap<String, BTreeSet<(String, String)>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let m = Metrics {
+            hop: Family::new_with_constructor(latency as fn() -> Histogram),
+            one_way: Family::new_with_constructor(latency as fn() -> Histogram),
+            passes: Family::new_with_constructor(per_packet as fn() -> Histogram),
+            softirqs: Family::new_with_constructor(per_packet as fn() -> Histogram),
+            drops: Family::default(),
+            lost: Family::default(),
+            journeys: Family::default(),
+            prog_seconds: Family::default(),
+            prog_runs: Family::default(),
+            containers: Gauge::default(),
+            devices: Gauge::default(),
+            registry: Registry::default(),
+            hop_sets: BTreeMap::new(),
+            path_sets: BTreeMap::new(),
+        };
+        let r = &mut registry;
+        r.register_with_unit(
+            "netpath_hop_latency",
+            "Time a packet spent in one hop of its path (one crossing)",
+            Unit::Seconds,
+            m.hop.clone(),
+        );
+        r.register_with_unit(
+            "netpath_one_way_latency",
+            "A packet's time from its first watched point to the receiving socket",
+            Unit::Seconds,
+            m.one_way.clone(),
+        );
+        r.register(
+            "netpath_receive_passes",
+            "Receive passes (netif_receive_skb) per packet",
+            m.passes.clone(),
+        );
+        r.register(
+            "netpath_softirq_runs",
+            "NET_RX softirq runs a packet's receive passes took",
+            m.softirqs.clone(),
+        );
+        r.register(
+            "netpath_drops",
+            "Packets the kernel freed on a followed path, by reason and hop",
+            m.drops.clone(),
+        );
+        r.register(
+            "netpath_lost_events",
+            "Events netpath lost or could not match, by counter (ringbuf_lost, skb_map_full, …)",
+            m.lost.clone(),
+        );
+        r.register(
+            "netpath_journeys",
+            "Journeys the kernel programs started, completed and sampled",
+            m.journeys.clone(),
+        );
+        r.register_with_unit(
+            "netpath_bpf_program_run",
+            "Run time of netpath's kernel programs (bpf_stats)",
+            Unit::Seconds,
+            m.prog_seconds.clone(),
+        );
+        r.register(
+            "netpath_bpf_program_runs",
+            "Runs of netpath's kernel programs (bpf_stats)",
+            m.prog_runs.clone(),
+        );
+        r.register(
+            "netpath_watched_containers",
+            "Containers followed",
+            m.containers.clone(),
+        );
+        r.register(
+            "netpath_watched_devices",
+            "Devices the probes watch",
+            m.devices.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    pub fn observe_hop(&mut self, l: HopLabels, seconds: f64) {
+        self.hop_sets
+            .entry(l.container.clone())
+            .or_default()
+            .insert((l.hop.clone(), l.direction.clone(), l.driver.clone()));
+        self.hop.get_or_create(&l).observe(seconds);
+    }
+
+    pub fn observe_path(&mut self, l: PathLabels, one_way_s: f64, passes: u16, softirqs: u16) {
+        self.path_sets
+            .entry(l.container.clone())
+            .or_default()
+            .insert((l.direction.clone(), l.driver.clone()));
+        self.one_way.get_or_create(&l).observe(one_way_s);
+        self.passes.get_or_create(&l).observe(passes as f64);
+        self.softirqs.get_or_create(&l).observe(softirqs as f64);
+    }
+
+    /// Removes every series of a container that stopped.
+    pub fn forget_container(&mut self, container: &str) {
+        for (hop, direction, driver) in self.hop_sets.remove(container).unwrap_or_default() {
+            self.hop.remove(&HopLabels {
+                hop,
+                direction,
+                driver,
+                container: container.to_string(),
+            });
+        }
+        for (direction, driver) in self.path_sets.remove(container).unwrap_or_default() {
+            let l = PathLabels {
+                direction,
+                driver,
+                container: container.to_string(),
+            };
+            self.one_way.remove(&l);
+            self.passes.remove(&l);
+            self.softirqs.remove(&l);
+        }
+    }
+
+    pub fn containers_with_series(&self) -> Vec<String> {
+        let mut c: BTreeSet<String> = self.hop_sets.keys().cloned().collect();
+        c.extend(self.path_sets.keys().cloned());
+        c.into_iter().collect()
+    }
+
+    /// The OpenMetrics text (what Prometheus asks for).
+    pub fn encode(&self) -> String {
+        let mut s = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut s, &self.registry);
+        s
+    }
+
+    /// The classic Prometheus text format (0.0.4), for clients that do not ask for
+    /// OpenMetrics (curl, `promtool check metrics`).
+    pub fn encode_classic(&self) -> String {
+        to_classic(&self.encode())
+    }
+}
+
+/// OpenMetrics → classic text: a counter family `x` whose samples are `x_total` is described
+/// as `x_total` (HELP, TYPE), and the `# UNIT` and `# EOF` lines go. Samples are unchanged.
+pub fn to_classic(om: &str) -> String {
+    let counters: BTreeSet<&str> = om
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(om.len());
+    for l in om.lines() {
+        if l.starts_with("# UNIT ") || l == "# EOF" {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| l.strip_prefix(p).map(|rest| (p, rest)));
+        match meta {
+            Some((p, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                if counters.contains(name) {
+                    out.push_str(&format!("{p}{name}_total {tail}"));
+                } else {
+                    out.push_str(l);
+                }
+            }
+            None => out.push_str(l),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Raises a counter to a cumulative value read from the kernel (which only grows while the
+/// programs stay loaded).
+pub fn raise_to(c: &Counter, total: u64) {
+    let now = c.get();
+    if total > now {
+        c.inc_by(total - now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every series name a scrape can carry, with one of each kind observed.
+    fn emitted() -> BTreeSet<String> {
+        let mut m = Metrics::new();
+        let hop = HopLabels {
+            hop: "veth".into(),
+            direction: "request".into(),
+            driver: "bridge".into(),
+            container: "web".into(),
+        };
+        m.observe_hop(hop, 2e-6);
+        let path = PathLabels {
+            direction: "request".into(),
+            driver: "bridge".into(),
+            container: "web".into(),
+        };
+        m.observe_path(path, 20e-6, 2, 1);
+        let drop = DropLabels {
+            reason: "NETFILTER_DROP".into(),
+            hop: "bridge".into(),
+        };
+        m.drops.get_or_create(&drop).inc();
+        let name = NameLabel {
+            name: "ringbuf_lost".into(),
+        };
+        m.lost.get_or_create(&name).inc();
+        m.journeys.get_or_create(&name).inc();
+        let prog = ProgLabel {
+            program: "tp_net_dev_queue".into(),
+        };
+        m.prog_runs.get_or_create(&prog).inc();
+        m.prog_seconds.get_or_create(&prog).inc_by(1e-6);
+        m.encode_classic()
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .map(|l| l.split(['{', ' ']).next().unwrap_or("").to_string())
+            .collect()
+    }
+
+    #[test]
+    fn every_listed_metric_is_emitted() {
+        let names = emitted();
+        for m in METRICS {
+            assert!(
+                names.iter().any(|n| n.starts_with(m)),
+                "{m} not in {names:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn grafana_queries_name_only_emitted_metrics() {
+        let names = emitted();
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/grafana/netpath-dashboard.json"
+        );
+        let dash: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut exprs: Vec<String> = dash["panels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+            .filter_map(|t| t["expr"].as_str().map(str::to_string))
+            .collect();
+        let panels_with_queries = exprs.len();
+        exprs.extend(
+            dash["templating"]["list"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|v| v["query"].as_str())
+                .filter(|q| q.contains("netpath_"))
+                .map(str::to_string),
+        );
+        assert!(panels_with_queries >= 9, "{panels_with_queries}");
+        let mut used = BTreeSet::new();
+        for e in &exprs {
+            let mut rest = e.as_str();
+            let mut found = false;
+            while let Some(i) = rest.find("netpath_") {
+                let tail = &rest[i..];
+                let end = tail
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(tail.len());
+                let name = &tail[..end];
+                assert!(
+                    names.contains(name),
+                    "`{name}` in `{e}` is not emitted: {names:?}"
+                );
+                used.insert(name.to_string());
+                found = true;
+                rest = &tail[end..];
+            }
+            assert!(found, "query names no netpath metric: {e}");
+        }
+        // The dashboard shows the hop histograms, lost events and netpath's own cost.
+        for needed in [
+            "netpath_hop_latency_seconds_bucket",
+            "netpath_lost_events_total",
+            "netpath_bpf_program_run_seconds_total",
+        ] {
+            assert!(used.contains(needed), "the dashboard never shows {needed}");
+        }
+    }
+}

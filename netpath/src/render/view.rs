@@ -1,0 +1,162 @@
+//! What the HTML and SVG renderers read of a compare result: deserialised from its JSON, so a
+//! live run (serialised first) and a saved file (`netpath report run.json`) render the same.
+//! Fields a file lacks (older outputs) default.
+use std::collections::BTreeMap;
+
+use anyhow::{Context as _, Result};
+use serde::Deserialize;
+
+use super::Header;
+
+#[derive(Debug, Deserialize)]
+pub struct CompareView {
+    pub header: Option<Header>,
+    #[serde(default)]
+    pub backend: String,
+    pub drivers: Vec<DriverView>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DriverView {
+    pub driver: String,
+    pub traced: Rtt,
+    pub untraced: Option<Rtt>,
+    pub probe_effect_mean_pct: Option<f64>,
+    pub probe_effect_p50_pct: Option<f64>,
+    #[serde(default)]
+    pub probe_effect_below_noise: bool,
+    #[serde(default)]
+    pub hops: Vec<HopView>,
+    #[serde(default)]
+    pub lost: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub passes: Vec<PassView>,
+    pub rr: Option<RrView>,
+    #[serde(default)]
+    pub rtt_cdf: Vec<[f64; 2]>,
+    #[serde(default)]
+    pub attributed_pct: f64,
+    /// How the harness waited for data, the CPU placement asked and the one observed, and
+    /// the machine's state, when the run says so (shown as the JSON has them).
+    pub wait: Option<serde_json::Value>,
+    pub cpus: Option<serde_json::Value>,
+    pub placement: Option<serde_json::Value>,
+    pub machine: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Rtt {
+    pub count: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub mean_us: f64,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct HopView {
+    pub hop: String,
+    pub dir: String,
+    pub crossings: u64,
+    pub per_packet_us: f64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PassView {
+    pub dir: String,
+    pub rx_passes: u32,
+    pub softirq_runs: u32,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RrView {
+    pub rounds: usize,
+    pub p50_us: SpreadView,
+    pub p99_us: SpreadView,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SpreadView {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// Which per-packet figure of each hop a bar chart stacks.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Stat {
+    Mean,
+    P50,
+    P99,
+}
+
+impl Stat {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stat::Mean => "mean",
+            Stat::P50 => "p50",
+            Stat::P99 => "p99",
+        }
+    }
+}
+
+impl HopView {
+    /// Time this hop adds to one packet: the per-crossing figure times the crossings per
+    /// packet (a bridge path crosses veth twice). For the mean this is the report's own
+    /// per-packet figure; for the percentiles it is the per-crossing percentile scaled the
+    /// same way (percentiles do not add, so the bar is a guide, the table the figure).
+    pub fn per_packet(&self, stat: Stat) -> f64 {
+        let per_crossing = match stat {
+            Stat::Mean => return self.per_packet_us,
+            Stat::P50 => self.p50_us,
+            Stat::P99 => self.p99_us,
+        };
+        if self.mean_us > 0.0 {
+            per_crossing * self.per_packet_us / self.mean_us
+        } else {
+            0.0
+        }
+    }
+}
+
+impl CompareView {
+    pub fn from_value(v: serde_json::Value) -> Result<CompareView> {
+        serde_json::from_value(v).context("not the JSON of `netpath compare --json`")
+    }
+
+    pub fn from_file(path: &std::path::Path) -> Result<CompareView> {
+        let s =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&s).with_context(|| {
+            format!(
+                "{} is not JSON: save `netpath compare --json` output",
+                path.display()
+            )
+        })?;
+        if let Some(k) = v.pointer("/header/kind").and_then(|k| k.as_str())
+            && k != "compare"
+        {
+            anyhow::bail!(
+                "{} is the output of `netpath {k}`; `netpath report` renders `netpath compare --json`",
+                path.display()
+            );
+        }
+        Self::from_value(v).with_context(|| path.display().to_string())
+    }
+
+    /// Hop names in the order they first appear (request path, then response), for one
+    /// colour per hop across every chart.
+    pub fn hop_order(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for d in &self.drivers {
+            for h in &d.hops {
+                if !out.contains(&h.hop) {
+                    out.push(h.hop.clone());
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,362 @@
+//! `netpath serve`: the probes stay attached and follow the traffic of running containers
+//! (re-resolved every few seconds, so containers that start are picked up and those that stop
+//! dropped, with their series), and Prometheus scrapes the per-hop histograms over HTTP.
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result};
+use bollard::query_parameters::{InspectNetworkOptions, ListContainersOptions};
+use netpath_common::{Hop, SkbState, counter};
+
+use crate::backend::Backend;
+use crate::docker::{ContainerNet, Engine, resolve_container};
+use crate::path::Device;
+use crate::render::prom::{self, DropLabels, HopLabels, Metrics, NameLabel, PathLabels, ProgLabel};
+use crate::report;
+use crate::tracer::{Tracer, TracerOptions};
+
+/// Which containers to follow.
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    pub names: Vec<String>,
+    /// `key=value` (or `key`) label filters, as `docker ps --filter label=…`.
+    pub labels: Vec<String>,
+    pub all: bool,
+}
+
+pub struct ServeOptions {
+    pub listen: SocketAddr,
+    pub select: Selection,
+    /// How often the running containers are listed again.
+    pub rescan: Duration,
+}
+
+/// A followed container: its name (the `container` label), network driver and devices.
+struct Followed {
+    name: String,
+    driver: String,
+    netns_inum: u32,
+    devices: Vec<Device>,
+}
+
+pub fn run(backend: Backend, engine: &Engine, opts: &ServeOptions) -> Result<()> {
+    // A port in use is said before any program is loaded.
+    let listener = TcpListener::bind(opts.listen).with_context(|| {
+        format!(
+            "cannot listen on {}: pick a free address with --listen",
+            opts.listen
+        )
+    })?;
+    let mut tracer = Tracer::load(
+        backend,
+        &TracerOptions {
+            sample_every: 1,
+            trace_any: true,
+            prog_stats: true,
+            ..TracerOptions::default()
+        },
+    )?;
+    let metrics = Arc::new(Mutex::new(Metrics::new()));
+    let ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    spawn_http(listener, metrics.clone(), ready.clone())?;
+    eprintln!(
+        "netpath serve: metrics on http://{}/metrics (backend {})",
+        opts.listen,
+        backend.name()
+    );
+    let mut followed: Vec<Followed> = Vec::new();
+    let mut last_scan: Option<Instant> = None;
+    loop {
+        if last_scan.is_none_or(|t| t.elapsed() >= opts.rescan) {
+            last_scan = Some(Instant::now());
+            match scan(engine, &opts.select) {
+                Ok(now) => {
+                    let changed = device_set(&now) != device_set(&followed);
+                    let mut m = metrics.lock().unwrap_or_else(|e| e.into_inner());
+                    for gone in m.containers_with_series() {
+                        if !now.iter().any(|f| f.name == gone) {
+                            m.forget_container(&gone);
+                        }
+                    }
+                    followed = now;
+                    let devices = device_set(&followed);
+                    if changed || !tracer.attached() {
+                        tracer.set_devices(&devices)?;
+                        if !tracer.attached() {
+                            tracer.attach()?;
+                        }
+                    }
+                    m.containers.set(followed.len() as i64);
+                    m.devices.set(devices.len() as i64);
+                    ready.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+                // The daemon restarting: keep what is followed and try again.
+                Err(e) => log::warn!("listing containers: {e:#}"),
+            }
+        }
+        let samples = tracer.drain_samples();
+        let drops = tracer.drain_drops();
+        {
+            let mut m = metrics.lock().unwrap_or_else(|e| e.into_inner());
+            for s in &samples {
+                observe(&mut m, s, &followed);
+            }
+            for d in &drops {
+                let hop = netpath_common::hop::drop_hop(d.last_point, d.last_kind);
+                let reason = tracer
+                    .drop_reasons
+                    .get(&d.reason)
+                    .cloned()
+                    .unwrap_or_else(|| d.reason.to_string());
+                m.drops
+                    .get_or_create(&DropLabels {
+                        reason,
+                        hop: hop.name().to_string(),
+                    })
+                    .inc();
+            }
+            update_counters(&m, &tracer)?;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn device_set(f: &[Followed]) -> Vec<Device> {
+    let mut v: Vec<Device> = Vec::new();
+    for d in f.iter().flat_map(|f| &f.devices) {
+        if !v
+            .iter()
+            .any(|x| x.netns_inum == d.netns_inum && x.ifindex == d.ifindex)
+        {
+            v.push(d.clone());
+        }
+    }
+    v.sort_by_key(|d| (d.netns_inum, d.ifindex));
+    v
+}
+
+/// The running containers the selection names, resolved to their devices.
+fn scan(engine: &Engine, sel: &Selection) -> Result<Vec<Followed>> {
+    let mut filters = std::collections::HashMap::new();
+    filters.insert("status".to_string(), vec!["running".to_string()]);
+    if !sel.labels.is_empty() {
+        filters.insert("label".to_string(), sel.labels.clone());
+    }
+    let list = engine
+        .block_on(engine.docker().list_containers(Some(ListContainersOptions {
+            filters: Some(filters),
+            ..Default::default()
+        })))
+        .map_err(|e| engine.err(e, "listing running containers"))?;
+    let mut out = Vec::new();
+    for c in list {
+        let names: Vec<String> = c
+            .names
+            .unwrap_or_default()
+            .iter()
+            .map(|n| n.trim_start_matches('/').to_string())
+            .collect();
+        let id = c.id.unwrap_or_default();
+        let wanted = sel.all
+            || !sel.labels.is_empty()
+            || sel
+                .names
+                .iter()
+                .any(|n| names.contains(n) || (n.len() >= 12 && id.starts_with(n.as_str())));
+        if !wanted {
+            continue;
+        }
+        // A container that stops between the listing and here is simply not followed.
+        match resolve_container(engine, &id) {
+            Ok(net) => out.push(followed(engine, net)),
+            Err(e) => log::info!("skipping {id}: {e:#}"),
+        }
+    }
+    Ok(out)
+}
+
+fn followed(engine: &Engine, net: ContainerNet) -> Followed {
+    let driver = if net.host_network {
+        "host".to_string()
+    } else {
+        net.networks
+            .first()
+            .and_then(|n| {
+                engine
+                    .block_on(
+                        engine
+                            .docker()
+                            .inspect_network(&n.network_id, None::<InspectNetworkOptions>),
+                    )
+                    .ok()?
+                    .driver
+            })
+            .unwrap_or_else(|| net.network_mode.clone())
+    };
+    Followed {
+        name: net.name.clone(),
+        driver,
+        netns_inum: net.netns_inum,
+        devices: net.devices(),
+    }
+}
+
+/// The container a journey belongs to: the first followed container whose namespace it
+/// touched, else the owner of the first followed device it crossed.
+fn owner<'a>(s: &SkbState, followed: &'a [Followed]) -> Option<&'a Followed> {
+    let n = (s.npoints as usize).min(s.points.len());
+    let pts = &s.points[..n];
+    pts.iter()
+        .find_map(|p| followed.iter().find(|f| f.netns_inum == p.netns))
+        .or_else(|| {
+            pts.iter().find_map(|p| {
+                followed.iter().find(|f| {
+                    f.devices
+                        .iter()
+                        .any(|d| d.netns_inum == p.netns && d.ifindex == p.ifindex)
+                })
+            })
+        })
+}
+
+fn observe(m: &mut Metrics, s: &SkbState, followed: &[Followed]) {
+    let Some(f) = owner(s, followed) else {
+        return;
+    };
+    let t = report::timeline(s, &f.devices);
+    let direction = t.dir.to_string();
+    // Consecutive segments of one hop are one crossing (the hop model merges them).
+    let mut crossings: Vec<(&str, f64)> = Vec::new();
+    for p in t.points.iter().skip(1) {
+        match crossings.last_mut() {
+            Some((h, us)) if *h == p.hop => *us += p.since_prev_us,
+            _ => crossings.push((p.hop, p.since_prev_us)),
+        }
+    }
+    for (hop, us) in crossings {
+        if hop == Hop::OneWay.name() {
+            continue;
+        }
+        m.observe_hop(
+            HopLabels {
+                hop: hop.to_string(),
+                direction: direction.clone(),
+                driver: f.driver.clone(),
+                container: f.name.clone(),
+            },
+            us / 1e6,
+        );
+    }
+    m.observe_path(
+        PathLabels {
+            direction,
+            driver: f.driver.clone(),
+            container: f.name.clone(),
+        },
+        t.total_us / 1e6,
+        t.rx_passes,
+        t.softirq_runs,
+    );
+}
+
+/// The kernel's cumulative counters (lost events, journeys) and bpf_stats, into counters.
+fn update_counters(m: &Metrics, tracer: &Tracer) -> Result<()> {
+    let snap = tracer.snapshot()?;
+    for &c in &report::LOST {
+        let name = counter::NAMES[c as usize].to_string();
+        prom::raise_to(
+            &m.lost.get_or_create(&NameLabel { name }),
+            snap.counters[c as usize],
+        );
+    }
+    for c in [counter::STARTED, counter::COMPLETED, counter::SAMPLES] {
+        let name = counter::NAMES[c as usize].to_string();
+        prom::raise_to(
+            &m.journeys.get_or_create(&NameLabel { name }),
+            snap.counters[c as usize],
+        );
+    }
+    let mut by_prog: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for (program, runs, ns) in tracer.prog_costs() {
+        let e = by_prog.entry(program).or_default();
+        e.0 += runs;
+        e.1 += ns;
+    }
+    for (program, (runs, ns)) in by_prog {
+        let l = ProgLabel { program };
+        prom::raise_to(&m.prog_runs.get_or_create(&l), runs);
+        let secs = m.prog_seconds.get_or_create(&l);
+        let total = ns as f64 / 1e9;
+        if total > secs.get() {
+            secs.inc_by(total - secs.get());
+        }
+    }
+    Ok(())
+}
+
+/// GET /metrics (the text format), GET /ready (200 once the first container scan is done,
+/// for a readiness probe); anything else 404. One short request per connection.
+fn spawn_http(
+    listener: TcpListener,
+    metrics: Arc<Mutex<Metrics>>,
+    ready: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<()> {
+    std::thread::Builder::new()
+        .name("np-serve-http".into())
+        .spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+                if let Err(e) = answer(conn, &metrics, &ready) {
+                    log::debug!("http: {e}");
+                }
+            }
+        })?;
+    Ok(())
+}
+
+fn answer(
+    conn: TcpStream,
+    metrics: &Mutex<Metrics>,
+    ready: &std::sync::atomic::AtomicBool,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    // Of the headers only Accept matters: Prometheus asks for OpenMetrics.
+    let mut h = String::new();
+    let mut openmetrics = false;
+    while reader.read_line(&mut h)? > 2 {
+        let lower = h.to_ascii_lowercase();
+        openmetrics |=
+            lower.starts_with("accept:") && lower.contains("application/openmetrics-text");
+        h.clear();
+    }
+    let path = line.split_whitespace().nth(1).unwrap_or("");
+    let (status, ctype, body) = match path.split('?').next() {
+        Some("/metrics") => {
+            let m = metrics.lock().unwrap_or_else(|e| e.into_inner());
+            if openmetrics {
+                let ct = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+                ("200 OK", ct, m.encode())
+            } else {
+                let ct = "text/plain; version=0.0.4; charset=utf-8";
+                ("200 OK", ct, m.encode_classic())
+            }
+        }
+        Some("/ready") if ready.load(std::sync::atomic::Ordering::SeqCst) => {
+            ("200 OK", "text/plain", "ready\n".to_string())
+        }
+        Some("/ready") => ("503 Service Unavailable", "text/plain", "starting\n".into()),
+        _ => ("404 Not Found", "text/plain", "see /metrics\n".into()),
+    };
+    let mut conn = conn;
+    write!(
+        conn,
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    conn.flush()
+}

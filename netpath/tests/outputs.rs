@@ -1,0 +1,173 @@
+//! What people and other programs read: every command's JSON against the committed schemas
+//! (`inspect`'s is checked in the docker tests, which have containers), and the HTML report.
+//! Runs the real binary as root; host only (bench needs sockperf and iperf3).
+mod common;
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn netpath(args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "netpath {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // (bench logs its phases as plain lines; the bars' own words must not appear.)
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("interleaved round"),
+        "a progress bar was drawn in JSON mode"
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn doctor_json_matches_its_schema() {
+    let _g = common::need_root();
+    let v = netpath(&["doctor", "--json"]);
+    common::schema::validate("doctor", &v);
+    // The header's clock offset turns a kernel (monotonic) timestamp into UTC.
+    let c = &v["header"]["clock"];
+    let utc =
+        c["monotonic_ns"].as_i64().unwrap() + c["monotonic_to_utc_offset_ns"].as_i64().unwrap();
+    assert!(
+        (utc - c["realtime_ns"].as_i64().unwrap()).abs() < 1_000_000,
+        "{c}"
+    );
+}
+
+pub const SMALL_COMPARE: &[&str] = &[
+    "compare",
+    "-d",
+    "host,bridge",
+    "-n",
+    "300",
+    "--warmup",
+    "20",
+    "--rounds",
+    "2",
+    "--bulk-secs",
+    "0.3",
+    "--burst",
+    "300",
+    "--burst-secs",
+    "0.3",
+    "--prog-stats",
+    "--json",
+];
+
+#[test]
+fn compare_json_matches_its_schema() {
+    let _g = common::need_root();
+    let v = netpath(SMALL_COMPARE);
+    common::schema::validate("compare", &v);
+    assert_eq!(v["header"]["command_line"][1], "compare");
+    for d in v["drivers"].as_array().unwrap() {
+        let cdf = d["rtt_cdf"].as_array().unwrap();
+        assert!(cdf.len() > 100, "{}", d["driver"]);
+        assert_eq!(cdf.last().unwrap()[1], 1.0);
+    }
+    // The saved JSON renders as one self-contained page and one SVG.
+    let dir = std::env::temp_dir().join(format!("np-outputs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("run.json");
+    std::fs::write(&json, v.to_string()).unwrap();
+    let (html, svg) = (dir.join("run.html"), dir.join("run.svg"));
+    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .arg("report")
+        .arg(&json)
+        .arg("-o")
+        .arg(&html)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(
+        page.matches("<svg").count(),
+        3,
+        "two bar charts and the CDF"
+    );
+    for d in ["host", "bridge"] {
+        assert!(page.contains(&format!("\n{d} mean\n")), "no {d} bar");
+    }
+    for forbidden in ["<script", "src=", "href=", "@import", "url("] {
+        assert!(
+            !page.contains(forbidden),
+            "the page fetches or runs something: {forbidden}"
+        );
+    }
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("bridge p99"));
+    // A file that is not compare's output: one line, non-zero.
+    let bad = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args(["report", "/etc/hostname", "-o"])
+        .arg(dir.join("x.html"))
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&bad.stderr).trim().lines().count(),
+        1
+    );
+    assert!(!dir.join("x.html").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn trace_json_matches_its_schema() {
+    let _g = common::need_root();
+    let v = netpath(&["trace", "-d", "bridge", "-c", "3", "--json"]);
+    common::schema::validate("trace", &v);
+    assert!(!v["timelines"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn bench_json_matches_its_schema() {
+    let _g = common::need_root();
+    let v = netpath(&[
+        "bench", "-d", "host", "--rounds", "1", "--secs", "1", "-n", "500", "--json",
+    ]);
+    common::schema::validate("bench", &v);
+}
+
+/// A bar per driver and phase on a terminal (a pty from `script`), nothing on a pipe.
+#[test]
+fn progress_bars_on_a_terminal_only() {
+    let _g = common::need_root();
+    let args = "compare -d host -n 300 --warmup 20 --rounds 2 --bulk-secs 0.2 --burst 0";
+    let tty = Command::new("script")
+        .args([
+            "-qec",
+            &format!("{} {args}", env!("CARGO_BIN_EXE_netpath")),
+            "/dev/null",
+        ])
+        .output()
+        .expect("script (util-linux)");
+    assert!(tty.status.success());
+    let tty = String::from_utf8_lossy(&tty.stdout);
+    for phase in ["interleaved round 1/2", "interleaved round 2/2"] {
+        assert!(
+            tty.contains(phase),
+            "no `{phase}` bar on a terminal:\n{tty}"
+        );
+    }
+    let piped = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args(args.split(' '))
+        .output()
+        .unwrap();
+    assert!(piped.status.success());
+    let err = String::from_utf8_lossy(&piped.stderr);
+    assert!(!err.contains("interleaved round"), "a bar on a pipe: {err}");
+    assert!(String::from_utf8_lossy(&piped.stdout).contains("host"));
+}

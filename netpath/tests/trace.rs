@@ -502,6 +502,7 @@ fn passive_trace_follows_traffic_netpath_does_not_trace() {
                 proto: Some(6),
                 ..Default::default()
             },
+            &[],
             40,
             std::time::Duration::from_secs(20),
         );

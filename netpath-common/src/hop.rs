@@ -959,7 +959,7 @@ mod tests {
     fn ipvlan_and_netkit_have_their_own_hop() {
         use paths::{IPVLAN_FN, NETKIT_FN};
         for (p, hop) in [(IPVLAN_FN, "ipvlan"), (NETKIT_FN, "netkit")] {
-            let want = std::format!("sender-stack {hop} backlog receiver-stack wakeup");
+            let want = std::format!("sender-stack {hop} backlog receiver-stack wakeup recv-return");
             assert_eq!(hop_names(&tracepoints_of(p)), want);
             assert_eq!(hop_names(p), want);
         }

@@ -127,6 +127,13 @@ pub enum DevKind {
     /// A node's link to another host (an egress path's uplink): a plain veth between two
     /// hosts' stacks. Not `Underlay`: nothing is decapsulated behind it.
     Uplink = 9,
+    /// An ipvlan child (L2 mode). Between children of one parent the transmit hands the
+    /// frame straight to the other child's backlog (`dev_forward_skb`); the parent is not
+    /// crossed.
+    Ipvlan = 10,
+    /// Either end of a netkit pair (6.7+, L3 mode): like veth, the transmit ends in the
+    /// peer's backlog, with no Ethernet header and, without a BPF program, policy pass.
+    Netkit = 11,
 }
 
 impl DevKind {
@@ -141,6 +148,8 @@ impl DevKind {
             7 => DevKind::Underlay,
             8 => DevKind::MacvlanParent,
             9 => DevKind::Uplink,
+            10 => DevKind::Ipvlan,
+            11 => DevKind::Netkit,
             _ => DevKind::Unknown,
         }
     }
@@ -157,6 +166,8 @@ impl DevKind {
             DevKind::Underlay => "underlay",
             DevKind::MacvlanParent => "mv-parent",
             DevKind::Uplink => "uplink",
+            DevKind::Ipvlan => "ipvlan",
+            DevKind::Netkit => "netkit",
         }
     }
 }
@@ -225,10 +236,15 @@ pub enum Hop {
     RecvCopy = 19,
     /// Data copied → receive syscall returns.
     RecvReturn = 20,
+    /// An ipvlan child's transmit to another child of its parent: queue → the peer child's
+    /// netif_rx.
+    Ipvlan = 21,
+    /// A netkit pair crossing: queue on one end → netif_rx on its peer.
+    Netkit = 22,
 }
 
 impl Hop {
-    pub const ALL: [Hop; 21] = [
+    pub const ALL: [Hop; 23] = [
         Hop::SenderStack,
         Hop::Loopback,
         Hop::Veth,
@@ -250,6 +266,8 @@ impl Hop {
         Hop::Runqueue,
         Hop::RecvCopy,
         Hop::RecvReturn,
+        Hop::Ipvlan,
+        Hop::Netkit,
     ];
 
     pub fn from_u32(v: u32) -> Hop {
@@ -279,6 +297,8 @@ impl Hop {
             Hop::Runqueue => "runqueue",
             Hop::RecvCopy => "recv-copy",
             Hop::RecvReturn => "recv-return",
+            Hop::Ipvlan => "ipvlan",
+            Hop::Netkit => "netkit",
         }
     }
 }
@@ -327,6 +347,8 @@ fn xmit_hop(kind: u16) -> Hop {
         6 | 8 => Hop::Macvlan,
         7 => Hop::Underlay,
         9 => Hop::Uplink,
+        10 => Hop::Ipvlan,
+        11 => Hop::Netkit,
         _ => Hop::Other,
     }
 }
@@ -721,6 +743,29 @@ mod tests {
             (TcpRcv, Macvlan),
         ];
 
+        /// ipvlan (L2 mode) between two children: the transmit ends in the other child's
+        /// backlog (`dev_forward_skb`), the parent is not crossed.
+        pub const IPVLAN_FN: &[(Point, DevKind)] = &[
+            (SendEnter, Unknown),
+            (DevQueue, Ipvlan),
+            (DevXmit, Ipvlan),
+            (NetifRx, Ipvlan),
+            (NetifReceive, Ipvlan),
+            (IpRcv, Ipvlan),
+            (TcpRcv, Ipvlan),
+        ];
+
+        /// A netkit pair (L3 mode): the transmit ends in the peer's backlog, like veth.
+        pub const NETKIT_FN: &[(Point, DevKind)] = &[
+            (SendEnter, Unknown),
+            (DevQueue, Netkit),
+            (DevXmit, Netkit),
+            (NetifRx, Netkit),
+            (NetifReceive, Netkit),
+            (IpRcv, Netkit),
+            (TcpRcv, Netkit),
+        ];
+
         /// published without the proxy: OUTPUT DNAT, then routed to the bridge device.
         pub const PUBLISHED_NAT_FN: &[(Point, DevKind)] = &[
             (SendEnter, Unknown),
@@ -910,6 +955,22 @@ mod tests {
         );
     }
 
+    #[test]
+    fn ipvlan_and_netkit_have_their_own_hop() {
+        use paths::{IPVLAN_FN, NETKIT_FN};
+        for (p, hop) in [(IPVLAN_FN, "ipvlan"), (NETKIT_FN, "netkit")] {
+            let want = std::format!("sender-stack {hop} backlog receiver-stack wakeup recv-return");
+            assert_eq!(hop_names(&tracepoints_of(p)), want);
+            assert_eq!(hop_names(p), want);
+        }
+        assert_eq!(
+            drop_hop(Point::DevXmit as u16, DevKind::Netkit as u16),
+            Hop::Netkit
+        );
+        assert_eq!(DevKind::from_u16(DevKind::Ipvlan as u16), DevKind::Ipvlan);
+        assert_eq!(DevKind::from_u16(DevKind::Netkit as u16), DevKind::Netkit);
+    }
+
     /// Every known path, completed.
     fn known_paths() -> std::vec::Vec<std::vec::Vec<(Point, DevKind)>> {
         use paths::*;
@@ -921,6 +982,8 @@ mod tests {
             OVERLAY,
             OVERLAY_FN,
             MACVLAN_FN,
+            IPVLAN_FN,
+            NETKIT_FN,
             PUBLISHED_NAT_FN,
             PUBLISHED_NAT_FN_REPLY,
         ]

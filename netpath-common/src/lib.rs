@@ -18,7 +18,7 @@ pub use hop::{DevKind, Dir, Hop, Point};
 pub const MAX_POINTS: usize = 64;
 const _: () = assert!(MAX_POINTS.is_power_of_two());
 /// Hop slots per direction in the stats and histogram maps.
-pub const NHOPS: usize = 21;
+pub const NHOPS: usize = 23;
 /// Directions: request (client → server), response (server → client), server turnaround.
 pub const NDIRS: usize = 3;
 /// Slots in the per-hop stats map.

@@ -48,6 +48,10 @@ static FILTER_ON: u32 = 0;
 /// Port (network byte order) matched against source or destination.
 #[unsafe(no_mangle)]
 static FILTER_PORT: u32 = 0;
+/// A second port that also passes the port filter (0: none): the container side of a
+/// published port, so both legs of a relayed journey are followed.
+#[unsafe(no_mangle)]
+static FILTER_PORT2: u32 = 0;
 /// IPv4 address (network byte order) matched against source or destination.
 #[unsafe(no_mangle)]
 static FILTER_ADDR: u32 = 0;
@@ -167,8 +171,8 @@ pub fn filter_pass(skb: u64, key: &DevKey) -> bool {
         }
     }
     if on & F_PORT != 0 {
-        let p = g32(&FILTER_PORT) as u16;
-        if sport != p && dport != p {
+        let (p, p2) = (g32(&FILTER_PORT) as u16, g32(&FILTER_PORT2) as u16);
+        if sport != p && dport != p && (p2 == 0 || sport != p2 && dport != p2) {
             return false;
         }
     }

@@ -142,10 +142,11 @@ fn start(
         sampled: sampled as u16,
         rx_passes: 0,
         softirqs: 0,
-        flags: if ts.role == ROLE_RELAY {
-            FLIGHT_RELAYED
-        } else {
-            0
+        // Passively traced (`trace --container`), a relayed leg ends at its socket too.
+        flags: match (ts.role == ROLE_RELAY, kernel::trace_any()) {
+            (true, true) => FLIGHT_RELAYED | FLIGHT_ANY,
+            (true, false) => FLIGHT_RELAYED,
+            _ => 0,
         },
         last_softirq: u32::MAX,
     };
@@ -404,6 +405,11 @@ pub fn on_sock_ready(sk: u64) -> Result<(), i64> {
         note_end_tuple(skb);
     }
     if fl.flags & FLIGHT_ANY != 0 {
+        // Passively traced (`trace --container` on a published port): a relay (docker-proxy)
+        // may send this journey on, from this wakeup, as below.
+        if fl.flags & FLIGHT_RELAYED == 0 {
+            relay::publish(skb, fl.first_ts, fl.dir, t);
+        }
         finish_any(skb, f, t);
         return Ok(());
     }

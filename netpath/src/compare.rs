@@ -172,10 +172,15 @@ pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>>
     let mut tracer = Tracer::load(backend, &opts.tracer)?;
     // Every lab exists for the whole run: the rounds visit them in turn.
     let mut labs = Vec::new();
+    let mut skipped = 0;
     let built = opts.drivers.iter().try_for_each(|d| {
-        labs.push(build_lab(*d, opts)?);
+        match build_lab(*d, opts) {
+            Ok(l) => labs.push(l),
+            Err(e) => skip_or_fail(opts, *d, e, &mut skipped)?,
+        }
         Ok::<_, anyhow::Error>(())
     });
+    let built = built.and_then(|()| all_skipped(labs.len(), skipped));
     let result = built.and_then(|()| {
         let paths: Vec<(&NetPath, String)> = labs
             .iter()
@@ -206,7 +211,7 @@ pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>>
 
 /// One driver's lab, with the emulated wire when asked (and its description).
 fn build_lab(driver: Driver, opts: &CompareOptions) -> Result<(NetPath, Option<String>)> {
-    let lab = lab::build(driver).with_context(|| format!("building the {} lab", driver.name()))?;
+    let lab = lab::build(driver)?;
     let wire = match &opts.underlay {
         Some(w) => netem::delay_wire(&lab, w),
         None => Ok(None),
@@ -218,6 +223,32 @@ fn build_lab(driver: Driver, opts: &CompareOptions) -> Result<(NetPath, Option<S
             Err(e)
         }
     }
+}
+
+/// A driver this machine cannot build (a kernel without ipvlan or netkit, a lab-only driver
+/// asked of Docker) skips its row with one line when other drivers were asked too; asked
+/// alone, its error is the run's. Any other error fails the run.
+fn skip_or_fail(
+    opts: &CompareOptions,
+    d: Driver,
+    e: anyhow::Error,
+    skipped: &mut usize,
+) -> Result<()> {
+    match crate::driver::unavailable(&e) {
+        Some(why) if opts.drivers.len() > 1 => {
+            eprintln!("skipped {d}: {why}");
+            *skipped += 1;
+            Ok(())
+        }
+        _ => Err(e),
+    }
+}
+
+fn all_skipped(built: usize, skipped: usize) -> Result<()> {
+    if built == 0 && skipped > 0 {
+        anyhow::bail!("none of the drivers asked for can be built here (see the lines above)");
+    }
+    Ok(())
 }
 
 /// `--underlay-delay` needs a driver with an underlay and a kernel with netem: said in one
@@ -261,9 +292,16 @@ pub fn run_docker(
 ) -> Result<Vec<DriverReport>> {
     let mut tracer = Tracer::load(backend, &opts.tracer)?;
     let mut out = Vec::new();
+    let mut skipped = 0;
     for d in &opts.drivers {
-        let dl = crate::docker::DockerLab::build(engine, *d, &Default::default())
-            .with_context(|| format!("building the Docker {d} network"))?;
+        let dl = match crate::docker::DockerLab::build(engine, *d, &Default::default()) {
+            Ok(dl) => dl,
+            Err(e) => {
+                let e = e.context(format!("building the Docker {d} network"));
+                skip_or_fail(opts, *d, e, &mut skipped)?;
+                continue;
+            }
+        };
         // With the lab: both built, their rounds interleaved.
         let lab = if with_lab {
             match build_lab(*d, opts) {
@@ -291,6 +329,7 @@ pub fn run_docker(
             emit(opts, &mut out, x);
         }
     }
+    all_skipped(out.len(), skipped)?;
     summarise(opts, &out);
     Ok(out)
 }

@@ -30,6 +30,10 @@ macro_rules! driver_table {
                 "`--network host` to another host: the node's own stack over the same uplink as egress.";
             Gateway gateway "gateway"
                 "A bridge container to its bridge's own address on the node: one veth crossing and local delivery.";
+            Ipvlan ipvlan "ipvlan"
+                "ipvlan in L2 mode: two children of one parent link, the frame handed from one child to the other (lab only; CONFIG_IPVLAN).";
+            Netkit netkit "netkit"
+                "A netkit pair in L3 mode, the device Cilium uses in place of veth, between the two namespaces (lab only; kernel 6.7+, CONFIG_NETKIT).";
         }
     };
 }
@@ -66,6 +70,32 @@ impl Driver {
     }
 }
 
+/// A driver netpath builds in its own lab only: its Docker builder refuses with this before
+/// anything is made, and `compare --docker` skips its row with this line.
+#[derive(Debug)]
+pub struct LabOnly {
+    pub driver: &'static str,
+    pub why: &'static str,
+}
+
+impl std::fmt::Display for LabOnly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} is a lab driver: {}", self.driver, self.why)
+    }
+}
+
+impl std::error::Error for LabOnly {}
+
+/// Why `driver` cannot be built here, if that is what `e` says: a kernel without its device
+/// kind, or a lab-only driver asked of Docker. `compare` skips such a row with this line
+/// instead of failing the whole run.
+pub fn unavailable(e: &anyhow::Error) -> Option<String> {
+    if let Some(k) = e.downcast_ref::<crate::nl::UnknownLinkKind>() {
+        return Some(k.to_string());
+    }
+    e.downcast_ref::<LabOnly>().map(ToString::to_string)
+}
+
 impl std::fmt::Display for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -80,7 +110,7 @@ mod tests {
 
     #[test]
     fn names_are_the_cli_names() {
-        assert_eq!(Driver::ALL.len(), 10);
+        assert_eq!(Driver::ALL.len(), 12);
         for d in &Driver::ALL {
             let v = d.to_possible_value().unwrap();
             assert_eq!(v.get_name(), d.name());

@@ -399,6 +399,7 @@ fn run(cli: Cli) -> Result<()> {
             let out = if !container.is_empty() {
                 let engine = netpath::docker::Engine::connect()?;
                 let mut devices = Vec::new();
+                let mut published = Vec::new();
                 for c in &container {
                     let net = netpath::docker::resolve_container(&engine, c)?;
                     if net.networks.iter().all(|n| n.ip.is_none()) && !net.host_network {
@@ -407,12 +408,24 @@ fn run(cli: Cli) -> Result<()> {
                              traffic leaves it; trace a container on a bridge, overlay or macvlan network"
                         );
                     }
-                    for d in net.devices() {
+                    let leg = match port {
+                        Some(p) => netpath::docker::published_leg(&engine, &net, p)?,
+                        None => None,
+                    };
+                    let host_lo = leg.as_ref().map(|l| l.host_lo.clone());
+                    for d in net.devices().into_iter().chain(host_lo) {
                         if !devices.contains(&d) {
                             devices.push(d);
                         }
                     }
+                    published.extend(leg);
                 }
+                if !json {
+                    for l in &published {
+                        println!("{}", l.describe());
+                    }
+                }
+                let relays: Vec<u32> = published.iter().flat_map(|l| l.relay_pids()).collect();
                 let proto = proto
                     .as_deref()
                     .map(|p| match p {
@@ -430,10 +443,12 @@ fn run(cli: Cli) -> Result<()> {
                     &devices,
                     netpath::tracer::Filter {
                         port,
+                        also_port: published.first().map(|l| l.container_port),
                         addr: host,
                         proto,
                         ..Default::default()
                     },
+                    &relays,
                     count,
                     std::time::Duration::from_secs_f64(duration.max(0.1)),
                 )?

@@ -14,15 +14,15 @@ use rtnetlink::packet_core::{
 };
 use rtnetlink::packet_route::address::AddressAttribute;
 use rtnetlink::packet_route::link::{
-    InfoData, InfoKind, InfoMacVlan, InfoVeth, InfoVxlan, LinkAttribute, LinkFlags, LinkInfo,
-    LinkMessage, MacVlanMode,
+    InfoData, InfoKind, InfoMacVlan, InfoNetkit, InfoVeth, InfoVxlan, IpVlanMode, LinkAttribute,
+    LinkFlags, LinkInfo, LinkMessage, MacVlanMode, NetkitMode,
 };
 use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteMessage};
 use rtnetlink::packet_route::tc::{TcAttribute, TcHandle, TcMessage};
 use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 use rtnetlink::{
-    Handle, LinkBridge, LinkMacVlan, LinkMessageBuilder, LinkUnspec, LinkVeth, LinkVxlan,
-    RouteMessageBuilder,
+    Handle, LinkBridge, LinkIpVlan, LinkMacVlan, LinkMessageBuilder, LinkNetkit, LinkUnspec,
+    LinkVeth, LinkVxlan, RouteMessageBuilder,
 };
 
 use crate::netns::Netns;
@@ -88,6 +88,7 @@ pub struct Nl {
 
 const ENODEV: i32 = 19;
 const ENOENT: i32 = 2;
+const EOPNOTSUPP: i32 = 95;
 /// `TCA_OPTIONS` of a qdisc message (linux/rtnetlink.h).
 const TCA_OPTIONS: u16 = 2;
 
@@ -102,6 +103,44 @@ impl std::fmt::Display for UnknownQdisc {
 }
 
 impl std::error::Error for UnknownQdisc {}
+
+/// The kernel cannot create links of this kind: rtnetlink answers EOPNOTSUPP for a kind that
+/// is neither built in nor loadable as a module.
+#[derive(Debug)]
+pub struct UnknownLinkKind {
+    pub kind: &'static str,
+    /// The kernel option that provides it, e.g. `CONFIG_IPVLAN`.
+    pub config: &'static str,
+}
+
+impl std::fmt::Display for UnknownLinkKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        write!(
+            f,
+            "this kernel ({}) cannot create {} devices: {} is unset or its module is missing",
+            release.trim(),
+            self.kind,
+            self.config
+        )
+    }
+}
+
+impl std::error::Error for UnknownLinkKind {}
+
+/// `Err(UnknownLinkKind)` for EOPNOTSUPP, else the error with `what` as context.
+fn link_added(
+    res: std::result::Result<(), rtnetlink::Error>,
+    kind: &'static str,
+    config: &'static str,
+    what: impl FnOnce() -> String,
+) -> Result<()> {
+    match res {
+        Ok(()) => Ok(()),
+        Err(e) if nl_errno(&e) == Some(EOPNOTSUPP) => Err(UnknownLinkKind { kind, config }.into()),
+        Err(e) => Err(anyhow!(e)).with_context(what),
+    }
+}
 
 fn nl_errno(e: &rtnetlink::Error) -> Option<i32> {
     match e {
@@ -268,6 +307,48 @@ impl Nl {
             .build();
         self.block(self.handle.link().add(msg).execute())
             .with_context(|| format!("netlink: creating macvlan {name} on link {parent}"))
+    }
+
+    /// `ip link add link PARENT name NAME netns NS type ipvlan mode l2`: the child is created
+    /// directly inside `ns` (the parent stays here). [`UnknownLinkKind`] without ipvlan.
+    pub fn add_ipvlan_into(&self, name: &str, parent: u32, ns: BorrowedFd<'_>) -> Result<()> {
+        let msg = LinkIpVlan::new(name, parent, IpVlanMode::L2)
+            .setns_by_fd(ns.as_raw_fd())
+            .build();
+        let res = self.block(self.handle.link().add(msg).execute());
+        link_added(res, "ipvlan", "CONFIG_IPVLAN", || {
+            format!("netlink: creating ipvlan {name} on link {parent}")
+        })
+    }
+
+    /// A netkit pair in L3 mode (6.7+; iproute2 6.1 cannot make one): `name` here, `peer`
+    /// created directly inside `peer_ns`, both with policy pass (no BPF program attached).
+    /// [`UnknownLinkKind`] without netkit.
+    pub fn add_netkit_into(
+        &self,
+        name: &str,
+        peer: &str,
+        peer_ns: BorrowedFd<'_>,
+        mtu: u32,
+    ) -> Result<Link> {
+        let peer_msg = LinkMessageBuilder::<LinkUnspec>::new()
+            .name(peer.to_string())
+            .mtu(mtu)
+            .setns_by_fd(peer_ns.as_raw_fd())
+            .build();
+        let msg = LinkMessageBuilder::<LinkNetkit>::new_with_info_kind(InfoKind::Netkit)
+            .name(name.to_string())
+            .mtu(mtu)
+            .set_info_data(InfoData::Netkit(vec![
+                InfoNetkit::Peer(peer_msg),
+                InfoNetkit::Mode(NetkitMode::L3),
+            ]))
+            .build();
+        let res = self.block(self.handle.link().add(msg).execute());
+        link_added(res, "netkit", "CONFIG_NETKIT (6.7+)", || {
+            format!("netlink: creating netkit pair {name} / {peer}")
+        })?;
+        self.require_link(name)
     }
 
     /// The VXLAN attributes of link `name`; `None` if it is not a VXLAN device.

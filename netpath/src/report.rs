@@ -328,6 +328,21 @@ fn percentile_us(h: &[u64], q: f64) -> f64 {
     0.0
 }
 
+/// The per-hop table's rows in path order: the device hops appended to the model later
+/// (ipvlan, netkit) beside macvlan, not after `other`; the whole journey has its own line.
+fn table_hops() -> Vec<Hop> {
+    let mut v: Vec<Hop> = Hop::ALL
+        .iter()
+        .copied()
+        .filter(|h| *h != Hop::OneWay)
+        .collect();
+    v.sort_by_key(|h| match h {
+        Hop::Ipvlan | Hop::Netkit => Hop::Macvlan as u32,
+        h => *h as u32,
+    });
+    v
+}
+
 fn distribution(s: &Snapshot, dir: Dir, hop: Hop) -> Option<Distribution> {
     let i = slot(dir as u32, hop as u32) as usize;
     let st = s.stats[i];
@@ -469,7 +484,7 @@ pub fn build(
         if let Some(d) = ow {
             one_way.insert(dir.name(), d);
         }
-        for hop in Hop::ALL.iter().filter(|h| **h != Hop::OneWay) {
+        for hop in &table_hops() {
             let i = slot(dir as u32, *hop as u32) as usize;
             let st = snap.stats[i];
             if st.count == 0 {

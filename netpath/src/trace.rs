@@ -97,6 +97,7 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
                 detail: true,
                 filter: Filter {
                     port: o.port,
+                    also_port: None,
                     addr: o.host,
                     proto,
                     netns,
@@ -147,6 +148,7 @@ pub fn run_passive(
     label: &str,
     devices: &[Device],
     filter: Filter,
+    relays: &[u32],
     count: usize,
     timeout: std::time::Duration,
 ) -> Result<TraceOutput> {
@@ -162,6 +164,9 @@ pub fn run_passive(
     )?;
     tracer.set_devices(devices)?;
     tracer.attach()?;
+    // docker-proxy of a published port: its receive continues a journey as its next send.
+    tracer.tids.set_relays(relays.to_vec());
+    tracer.tids.start_relays()?;
     let deadline = std::time::Instant::now() + timeout;
     let mut samples = Vec::new();
     while samples.len() < count && std::time::Instant::now() < deadline {

@@ -1138,3 +1138,124 @@ fn zz_cleanup_docker_leaves_nothing() {
     assert!(imgs.is_empty(), "images left: {imgs}");
     assert!(docker::image::agent_tag().starts_with("netpath-agent:"));
 }
+
+/// What a new user tries (issue 12): a container on a user-defined network publishing
+/// `-p 127.0.0.1:P:8080`, requests from the host to 127.0.0.1:P, and
+/// `netpath trace --container web --port P`: the journeys are followed from the host's
+/// loopback through docker-proxy (the proxy hop) to the container, and the output says
+/// which port the container side uses.
+#[test]
+fn published_port_trace_follows_host_loopback_and_docker_proxy() {
+    let (_g, engine) = setup();
+    let tag = docker::image::ensure_agent_image_from(&engine, &agent_exe(), false).unwrap();
+    let id = lab::new_run_id().unwrap();
+    let k = u8::from_str_radix(&id[..2], 16).unwrap() % 254 + 1;
+    let port = 20000 + u16::from_str_radix(&id[..3], 16).unwrap() % 10000;
+    let (net, web) = (format!("np-test-{id}-net"), format!("np-test-{id}-web"));
+    let subnet = format!("10.212.{k}.0/24");
+    docker_cli(&[
+        "network", "create", "--label", "netpath", "--subnet", &subnet, &net,
+    ]);
+    // Removed however the test ends.
+    struct Gone<'a>(&'a str, &'a str);
+    impl Drop for Gone<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("docker").args(["rm", "-f", self.0]).output();
+            let _ = Command::new("docker")
+                .args(["network", "rm", self.1])
+                .output();
+        }
+    }
+    let gone = Gone(&web, &net);
+    let publish = format!("127.0.0.1:{port}:8080");
+    let web_ip = format!("10.212.{k}.10");
+    docker_cli(&[
+        "run",
+        "-d",
+        "--name",
+        &web,
+        "--label",
+        "netpath",
+        "--network",
+        &net,
+        "--ip",
+        &web_ip,
+        "-p",
+        &publish,
+        &tag,
+        "serve",
+        "--bind",
+        &format!("{web_ip}:8080"),
+        "--req",
+        "64",
+        "--resp",
+        "32",
+    ]);
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let out = std::thread::scope(|sc| {
+        let traffic = sc.spawn(|| -> std::io::Result<u64> {
+            // docker-proxy accepts before the server in the container listens: until then
+            // each connection is reset; retry until one exchange goes through.
+            let exchange = |c: &mut TcpStream| -> std::io::Result<()> {
+                let mut resp = [0u8; 32];
+                c.write_all(&[7u8; 64])?;
+                c.read_exact(&mut resp)
+            };
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let mut conn = loop {
+                let tried = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+                    .and_then(|mut c| exchange(&mut c).map(|()| c));
+                match tried {
+                    Ok(c) => break c,
+                    Err(e) if Instant::now() > deadline => return Err(e),
+                    Err(_) => std::thread::sleep(Duration::from_millis(200)),
+                }
+            };
+            let mut n = 1;
+            let until = Instant::now() + Duration::from_secs(40);
+            while !done.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < until {
+                exchange(&mut conn)?;
+                n += 1;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Ok(n)
+        });
+        let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+            .args(["trace", "--container", &web, "--port", &port.to_string()])
+            .args(["-c", "20", "--duration", "30"])
+            .output()
+            .unwrap();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let n = traffic.join().unwrap().unwrap();
+        assert!(n > 0, "no request answered through the published port");
+        out
+    });
+    drop(gone);
+    assert!(docker_cli(&["ps", "-aq", "--filter", &format!("name={web}")]).is_empty());
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(&format!("127.0.0.1:{port} is published by {web}"))
+            && first.contains("docker-proxy (pid ")
+            && first.ends_with("container port 8080/tcp"),
+        "{first}"
+    );
+    // Points: `   at  +since  point  device  kind  cpuN  hop`.
+    let hops: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    for want in ["loopback", "proxy", "veth"] {
+        assert!(hops.contains(&want), "no {want} hop in:\n{text}");
+    }
+    // The leg after the proxy reaches the container: its journeys cross the bridge.
+    assert!(hops.contains(&"bridge"), "{text}");
+}

@@ -502,6 +502,7 @@ fn passive_trace_follows_traffic_netpath_does_not_trace() {
                 proto: Some(6),
                 ..Default::default()
             },
+            &[],
             40,
             std::time::Duration::from_secs(20),
         );
@@ -674,6 +675,22 @@ fn expected(driver: Driver) -> Vec<(&'static str, &'static str, u64)> {
             ("receiver-stack", 1),
             ("recv-return", 1),
         ]),
+        // Like macvlan, one device hop each way: the transmit ends in the other child's
+        // (ipvlan) or the peer's (netkit) backlog.
+        Driver::Ipvlan => both(&[
+            ("sender-stack", 1),
+            ("ipvlan", 1),
+            ("backlog", 1),
+            ("receiver-stack", 1),
+            ("recv-return", 1),
+        ]),
+        Driver::Netkit => both(&[
+            ("sender-stack", 1),
+            ("netkit", 1),
+            ("backlog", 1),
+            ("receiver-stack", 1),
+            ("recv-return", 1),
+        ]),
         Driver::Overlay => both(&[
             ("sender-stack", 1),
             ("veth", 2),
@@ -761,6 +778,8 @@ fn expected_order(driver: Driver, function_probes: bool) -> Option<[&'static str
              receiver-stack recv-return",
         ],
         (Driver::HostEgress, _) => ["sender-stack uplink backlog receiver-stack recv-return"; 2],
+        (Driver::Ipvlan, _) => ["sender-stack ipvlan backlog receiver-stack recv-return"; 2],
+        (Driver::Netkit, _) => ["sender-stack netkit backlog receiver-stack recv-return"; 2],
         (Driver::Gateway, _) => [
             "sender-stack veth backlog bridge receiver-stack recv-return",
             "sender-stack bridge veth backlog receiver-stack recv-return",
@@ -948,4 +967,119 @@ fn every_driver_crosses_its_hops() {
         }
         assert_eq!(leftovers(&before), Vec::<String>::new());
     }
+}
+
+/// Whether this kernel can build `driver`'s lab; if not, why (the line `compare` prints).
+fn unavailable_here(driver: Driver) -> Option<String> {
+    match lab::build(driver) {
+        Ok(lab) => {
+            lab.teardown().unwrap();
+            None
+        }
+        Err(e) => Some(netpath::driver::unavailable(&e).unwrap_or_else(|| panic!("{e:#}"))),
+    }
+}
+
+/// ipvlan and netkit (the 6.12 VM has both): their own device hop each way, counted like
+/// the other drivers, nothing left behind. On a kernel without them (this host), what a
+/// user sees: asked alone, one line and a failure; asked with others, one skip line.
+#[test]
+fn ipvlan_and_netkit_cross_their_hops_or_are_skipped() {
+    let _g = serial();
+    let before = lab::list_netpath_netns().unwrap();
+    for driver in [Driver::Ipvlan, Driver::Netkit] {
+        let name = driver.name();
+        if let Some(why) = unavailable_here(driver) {
+            eprintln!("{name} not on this kernel, checking its skip line: {why}");
+            let kind = format!("cannot create {name} devices");
+            assert!(why.contains(&kind), "{why}");
+            let err = one_line_error(&["compare", "-d", name, "-n", "10", "--bulk-secs", "0"]);
+            assert!(err.contains(&kind), "{err}");
+            let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+                .args(["compare", "-d", &format!("host,{name}"), "-n", "20"])
+                .args([
+                    "--warmup",
+                    "5",
+                    "--rounds",
+                    "1",
+                    "--bulk-secs",
+                    "0",
+                    "--json",
+                ])
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{err}");
+            let skip: Vec<&str> = err.lines().filter(|l| l.contains(&kind)).collect();
+            assert_eq!(skip, [format!("skipped {name}: {why}")], "{err}");
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(v["drivers"].as_array().unwrap().len(), 1, "host only");
+        } else {
+            let r = run(driver);
+            let done = assert_counts(&r);
+            assert_crossings(&r, &done, &expected(driver));
+            assert_order(&r);
+            assert_wakeup_parts(&r);
+            let kind = |k: &str| r.devices.iter().filter(|d| d.kind == k).count();
+            assert_eq!(kind(name), 2, "{:?}", r.devices);
+        }
+        assert_eq!(leftovers(&before), Vec::<String>::new());
+    }
+}
+
+/// veth (bridge) vs macvlan vs ipvlan vs netkit in one `compare` run: each row shows its own
+/// device hop; the tables go to the console past the test harness's capture (in the VM, the
+/// serial console) so the figures can be read from the run. Rows this kernel cannot build
+/// are skipped with their line.
+#[test]
+fn compare_weighs_veth_against_macvlan_ipvlan_and_netkit() {
+    let _g = serial();
+    let before = lab::list_netpath_netns().unwrap();
+    let n = std::env::var("NETPATH_DEVICES_N").unwrap_or_else(|_| "2000".into());
+    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args(["compare", "-d", "bridge,macvlan,ipvlan,netkit", "-n", &n])
+        .args([
+            "--warmup",
+            "200",
+            "--rounds",
+            "3",
+            "--bulk-secs",
+            "0",
+            "--burst",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    {
+        use std::io::Write;
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{stdout}{stderr}");
+    }
+    assert!(out.status.success(), "{stderr}");
+    for (driver, hop) in [
+        (Driver::Bridge, "veth"),
+        (Driver::Macvlan, "macvlan"),
+        (Driver::Ipvlan, "ipvlan"),
+        (Driver::Netkit, "netkit"),
+    ] {
+        let name = driver.name();
+        let header = format!("== driver {name} ");
+        if stderr.contains(&format!("skipped {name}: ")) {
+            assert!(!stdout.contains(&header), "{stdout}");
+            continue;
+        }
+        let table = stdout
+            .split("== driver ")
+            .find(|t| t.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} row: {stdout}"));
+        assert!(
+            table.lines().any(|l| l.trim_start().starts_with(hop)),
+            "{name}: no {hop} hop: {table}"
+        );
+    }
+    assert_eq!(leftovers(&before), Vec::<String>::new());
 }

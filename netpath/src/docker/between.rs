@@ -86,7 +86,8 @@ fn driver_of(cn: &ContainerNet, network: &str) -> Driver {
         return Driver::Bridge;
     };
     match (i.link.kind.as_str(), &i.peer) {
-        ("macvlan" | "ipvlan", _) => Driver::Macvlan,
+        ("macvlan", _) => Driver::Macvlan,
+        ("ipvlan", _) => Driver::Ipvlan,
         (_, Some(p)) if !p.vxlans.is_empty() => Driver::Overlay,
         _ => Driver::Bridge,
     }

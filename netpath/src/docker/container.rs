@@ -141,7 +141,7 @@ impl ContainerNet {
             let Some(p) = &i.peer else { continue };
             // A macvlan's (or ipvlan's) other end is its lower device.
             let role = match kind {
-                DevKind::Macvlan => Role::MacvlanParent,
+                DevKind::Macvlan | DevKind::Ipvlan => Role::MacvlanParent,
                 _ => Role::Link,
             };
             push(&p.netns, p.netns_inum, &p.link, role);

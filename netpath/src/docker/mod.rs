@@ -28,6 +28,7 @@ mod engine;
 mod hostveth;
 pub mod image;
 mod inspect;
+mod published;
 mod resources;
 mod state;
 mod swarm;
@@ -43,6 +44,7 @@ pub use daemon::SecondDaemon;
 pub use drivers::{DockerLab, DockerLabOptions};
 pub use engine::Engine;
 pub use inspect::{InspectReport, inspect};
+pub use published::{PublishedLeg, published_leg};
 
 /// Label on every container, network and image netpath creates (value `1`).
 pub const LABEL: &str = "netpath";

@@ -19,6 +19,8 @@
 //! | `egress`          | node, cli, rmt              | veth → bridge → route + MASQUERADE → uplink |
 //! | `host-egress`     | node, rmt                   | uplink                                   |
 //! | `gateway`         | node, cli                   | veth → bridge → node's stack             |
+//! | `ipvlan`          | node, ivp, cli, srv         | ipvlan → ipvlan (L2 mode)                |
+//! | `netkit`          | cli, srv                    | netkit → netkit (L3 mode pair)           |
 
 mod cleanup;
 mod namespaces;
@@ -90,8 +92,17 @@ pub fn build_with_id(driver: Driver, run_id: &str) -> Result<NetPath> {
             existing.join(", ")
         );
     }
-    build_driver(driver, run_id)
-        .with_context(|| format!("cannot build the {} lab (run {run_id})", driver.name()))
+    build_driver(driver, run_id).map_err(|e| {
+        // What this kernel lacks, without the build steps around it (the fix is a kernel),
+        // still typed for `driver::unavailable`.
+        let e = match e.downcast::<nl::UnknownLinkKind>() {
+            Ok(k) => {
+                return anyhow::Error::new(k).context(format!("cannot build the {driver} lab"));
+            }
+            Err(e) => e,
+        };
+        e.context(format!("cannot build the {driver} lab (run {run_id})"))
+    })
 }
 
 /// A fresh run id: 6 lowercase hex characters from the kernel's random pool.

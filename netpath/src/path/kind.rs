@@ -31,7 +31,9 @@ pub fn kind_of(link: &Link, role: Role) -> Option<DevKind> {
         (Role::MacvlanParent, _) => DevKind::MacvlanParent,
         (Role::Link, "bridge") => DevKind::Bridge,
         (Role::Link, "vxlan") => DevKind::Vxlan,
-        (Role::Link, "macvlan" | "ipvlan") => DevKind::Macvlan,
+        (Role::Link, "macvlan") => DevKind::Macvlan,
+        (Role::Link, "ipvlan") => DevKind::Ipvlan,
+        (Role::Link, "netkit") => DevKind::Netkit,
         (Role::Link, "veth") if link.master.is_some() => DevKind::BridgePort,
         (Role::Link, "veth") => DevKind::Veth,
         (Role::Link, _) => return None,
@@ -69,7 +71,8 @@ mod tests {
         assert_eq!(k("bridge", None, Role::Link), Some(DevKind::Bridge));
         assert_eq!(k("vxlan", Some(3), Role::Link), Some(DevKind::Vxlan));
         assert_eq!(k("macvlan", None, Role::Link), Some(DevKind::Macvlan));
-        assert_eq!(k("ipvlan", None, Role::Link), Some(DevKind::Macvlan));
+        assert_eq!(k("ipvlan", None, Role::Link), Some(DevKind::Ipvlan));
+        assert_eq!(k("netkit", None, Role::Link), Some(DevKind::Netkit));
         assert_eq!(k("veth", None, Role::Underlay), Some(DevKind::Underlay));
         assert_eq!(k("veth", None, Role::Uplink), Some(DevKind::Uplink));
         assert_eq!(

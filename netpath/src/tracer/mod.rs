@@ -99,6 +99,8 @@ pub struct TracerOptions {
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
     pub port: Option<u16>,
+    /// With `port`: a second port that also passes (a published port's container side).
+    pub also_port: Option<u16>,
     pub addr: Option<std::net::Ipv4Addr>,
     pub proto: Option<u8>,
     /// Netns inode and ifindex of the device where the packet is first seen.
@@ -231,6 +233,7 @@ impl Tracer {
             | f.netns.map_or(0, |_| 8)
             | f.ifindex.map_or(0, |_| 16);
         let port = f.port.unwrap_or(0).to_be() as u32;
+        let port2 = f.also_port.unwrap_or(0).to_be() as u32;
         let addr = u32::from_ne_bytes(f.addr.map_or([0; 4], |a| a.octets()));
         let proto = f.proto.unwrap_or(0) as u32;
         let netns = f.netns.unwrap_or(0);
@@ -251,6 +254,7 @@ impl Tracer {
             .override_global("READY_FALLBACK", &ready_fallback, true)
             .override_global("FILTER_ON", &on, true)
             .override_global("FILTER_PORT", &port, true)
+            .override_global("FILTER_PORT2", &port2, true)
             .override_global("FILTER_ADDR", &addr, true)
             .override_global("FILTER_PROTO", &proto, true)
             .override_global("FILTER_NETNS", &netns, true)

@@ -37,6 +37,26 @@ impl TidControl {
         *self.1.lock().unwrap() = pids;
     }
 
+    /// Trace the relays' threads now (passive tracing has no measurement to start them).
+    pub fn start_relays(&self) -> Result<()> {
+        let relays = self.relay_tids();
+        let mut t = self.0.lock().unwrap();
+        let mut bits = self.3.lock().unwrap();
+        for pid in self.1.lock().unwrap().iter() {
+            self.2.lock().unwrap().insert(*pid, 1, 0)?;
+            set_bit(&mut bits.relays, *pid, true)?;
+        }
+        for tid in relays {
+            let st = TidState {
+                role: ROLE_RELAY,
+                ..TidState::default()
+            };
+            t.insert(tid, st, 0)?;
+            set_bit(&mut bits.tids, tid, true)?;
+        }
+        Ok(())
+    }
+
     fn relay_tids(&self) -> Vec<u32> {
         let mut out = Vec::new();
         for pid in self.1.lock().unwrap().iter() {

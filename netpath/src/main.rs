@@ -193,6 +193,16 @@ enum Cmd {
         /// runs alternating an idle machine and a busy loop on one CPU, and their ratios.
         #[arg(long)]
         stability: bool,
+        /// Also write the report as Markdown to this file (`cargo xtask bench` writes
+        /// BENCHMARKS.md at the repository root).
+        #[arg(long)]
+        markdown: Option<std::path::PathBuf>,
+        /// One-way journeys of a traced run counting every loss, on the first driver (0: none).
+        #[arg(long, default_value_t = 0)]
+        journeys: u64,
+        /// What else ran on the machine meanwhile, printed in the Markdown report.
+        #[arg(long, default_value = "")]
+        note: String,
         #[arg(long)]
         json: bool,
     },
@@ -481,6 +491,9 @@ fn run(cli: Cli) -> Result<()> {
             requests,
             driver,
             stability,
+            markdown,
+            journeys,
+            note,
             json,
         } => {
             lab::install_signal_cleanup();
@@ -498,12 +511,19 @@ fn run(cli: Cli) -> Result<()> {
                 rounds,
                 secs,
                 requests,
+                journeys,
+                note,
                 ..Default::default()
             };
             if !driver.is_empty() {
                 opts.drivers = driver;
             }
             let r = netpath::bench::run(&opts)?;
+            if let Some(path) = &markdown {
+                std::fs::write(path, netpath::bench::markdown(&r))
+                    .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+                eprintln!("bench: wrote {}", path.display());
+            }
             if json {
                 println!("{}", to_json("bench", Some(r.backend.name()), &r)?);
             } else {

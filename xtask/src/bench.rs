@@ -1,5 +1,6 @@
-//! `cargo xtask bench [netpath bench args]`: setup, release build, then `netpath bench` and its
-//! stability section (`netpath bench --stability`).
+//! `cargo xtask bench [netpath bench args]`: setup, release build, then `netpath bench`, which
+//! regenerates `BENCHMARKS.md` at the repository root (with a one-million-journey run unless
+//! `--journeys` says otherwise), and its stability section (`netpath bench --stability`).
 //!
 //! The bench measures netpath's own cost as ratios (harness vs sockperf and iperf3, traced vs
 //! untraced, kernel ns per round trip, memory) on this machine. Timing never belongs in
@@ -40,10 +41,28 @@ fn stability_args(args: &BenchArgs) -> Vec<String> {
     v
 }
 
+/// `bench` and the given arguments; `--markdown <root>/BENCHMARKS.md` and `--journeys 1000000`
+/// unless given (or `--json` asked for the report instead).
 fn netpath_args(args: &BenchArgs) -> Vec<String> {
-    std::iter::once("bench".to_string())
+    let mut v: Vec<String> = std::iter::once("bench".to_string())
         .chain(args.args.iter().cloned())
-        .collect()
+        .collect();
+    let has = |flag: &str| {
+        args.args
+            .iter()
+            .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+    };
+    if has("--stability") || has("--json") {
+        return v;
+    }
+    if !has("--markdown") {
+        let path = crate::workspace_root().join("BENCHMARKS.md");
+        v.extend(["--markdown".into(), path.display().to_string()]);
+    }
+    if !has("--journeys") {
+        v.extend(["--journeys".into(), "1000000".into()]);
+    }
+    v
 }
 
 #[cfg(test)]
@@ -64,7 +83,17 @@ mod tests {
         let crate::Command::Bench(args) = cli.command else {
             panic!("not bench")
         };
-        assert_eq!(super::netpath_args(&args), ["bench"]);
+        let md = crate::workspace_root().join("BENCHMARKS.md");
+        assert_eq!(
+            super::netpath_args(&args),
+            [
+                "bench",
+                "--markdown",
+                &md.display().to_string(),
+                "--journeys",
+                "1000000"
+            ]
+        );
         assert_eq!(super::stability_args(&args), ["bench", "--stability"]);
     }
 }

@@ -1,0 +1,606 @@
+//! `netpath bench`: netpath's own cost, as ratios measured in one process run on the same lab
+//! path, never as absolute thresholds (the figures of a shared, noisy machine move; ratios of
+//! runs taken seconds apart on the same path move much less).
+//!
+//! Per driver (default bridge and host), `rounds` times:
+//!
+//! 1. latency: `sockperf ping-pong` over TCP with 1 KiB messages, then netpath's request/response
+//!    harness untraced and traced (probes attached, the harness threads traced, as in
+//!    `compare`), the last two in alternating order (ABBA) so drift cancels;
+//! 2. optionally the same with a naive `bpftrace` script running (hash map keyed by skb address
+//!    on four net tracepoints) when bpftrace is installed;
+//! 3. throughput: `iperf3` (one stream, 128 KiB writes), then netpath's bulk harness (one
+//!    stream, 128 KiB writes) untraced, with the probes attached but no thread traced (what
+//!    netpath costs other traffic), and with the bulk threads traced.
+//!
+//! Ratios are computed per round (each pair measured back to back) and the median over rounds
+//! is reported. Then one more traced request/response run with the kernel's BPF run-time
+//! statistics enabled gives each program's cost per round trip (kept out of the ratio rounds:
+//! the statistics themselves cost two clock reads per program run), and the process's peak
+//! RSS and the kernel memory of its BPF maps and programs are read.
+//!
+//! All external tools run on the lab's own addresses (`server_bind`, `connect_to`), one after the
+//! other, so they cross exactly the devices the harness crosses; each tool has its own port
+//! ([`SOCKPERF_PORT`], [`IPERF3_PORT`]) because sockperf's server does not set SO_REUSEADDR and
+//! cannot bind a port that a harness connection left in TIME_WAIT. Drivers whose client reaches
+//! the server through a port mapping (published-proxy, published-nat) are therefore refused.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::harness::runmode::{Cpus, WaitMode};
+use serde::Serialize;
+
+use crate::{
+    backend::{self, Backend, BackendChoice},
+    driver::Driver,
+    harness::{self, BulkConfig, NoPhases, Phases as _, RrConfig, RrResult},
+    lab,
+    netns::Netns,
+    path::NetPath,
+    report::{ProgCost, RttSummary},
+    tracer::{Tracer, TracerOptions},
+};
+
+mod journeys;
+mod markdown;
+mod modes;
+mod print;
+mod tools;
+mod traced;
+
+pub use journeys::JourneyRun;
+pub use markdown::markdown;
+pub use modes::ModeLatency;
+pub use print::print;
+use tools::*;
+use traced::*;
+
+/// Port of the sockperf server (on the lab server's address).
+pub const SOCKPERF_PORT: u16 = crate::lab::LAB_PORT + 1;
+/// Port of the iperf3 server (on the lab server's address).
+pub const IPERF3_PORT: u16 = crate::lab::LAB_PORT + 2;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// Rounds per driver; every figure is the median over rounds.
+    pub rounds: usize,
+    /// Seconds per sockperf, iperf3 and bulk run.
+    pub secs: u64,
+    /// Measured requests per netpath request/response run.
+    pub requests: u64,
+    pub drivers: Vec<Driver>,
+    pub backend: BackendChoice,
+    /// Print progress lines on stderr.
+    pub progress: bool,
+    /// One-way journeys of the journey-count run on the first driver (0: none).
+    pub journeys: u64,
+    /// What else ran on the machine, in the operator's words (printed in BENCHMARKS.md).
+    pub note: String,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        BenchOptions {
+            rounds: 3,
+            secs: 3,
+            requests: 20_000,
+            drivers: vec![Driver::Bridge, Driver::Host],
+            backend: BackendChoice::Auto,
+            progress: true,
+            journeys: 0,
+            note: String::new(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    pub backend: Backend,
+    pub kernel: String,
+    pub online_cpus: usize,
+    pub possible_cpus: usize,
+    pub rounds: usize,
+    pub secs: u64,
+    pub requests: u64,
+    /// `/proc/loadavg` before and after: how busy the machine was meanwhile.
+    pub loadavg_start: String,
+    pub loadavg_end: String,
+    /// `kernel.bpf_stats_enabled` during the ratio rounds (1 means someone else enabled BPF
+    /// statistics, which makes every program run cost two more clock reads).
+    pub bpf_stats_enabled_during_rounds: bool,
+    pub drivers: Vec<DriverBench>,
+    pub memory: Memory,
+    /// The journey-count run (on the first driver), if asked.
+    pub journeys: Option<JourneyRun>,
+    /// Idle configuration and CPU time during the whole bench.
+    pub machine: crate::machine::MachineState,
+    /// The busiest other processes at the end (`ps`, by CPU share), and the operator's note.
+    pub others: Vec<String>,
+    pub note: String,
+    /// Wall time of the whole bench.
+    pub elapsed_s: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DriverBench {
+    pub driver: Driver,
+    /// Client source address → server address, as the tools used them.
+    pub client: Ipv4Addr,
+    pub server: SocketAddrV4,
+    pub latency: Latency,
+    pub naive_tracer: NaiveTracer,
+    pub throughput: Throughput,
+    pub kernel_cost: KernelCost,
+}
+
+/// Round-trip figures of one run, µs.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Rtt {
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub mean_us: f64,
+}
+
+impl Rtt {
+    fn median(v: &[Rtt]) -> Rtt {
+        Rtt {
+            p50_us: median(v.iter().map(|r| r.p50_us)),
+            p99_us: median(v.iter().map(|r| r.p99_us)),
+            mean_us: median(v.iter().map(|r| r.mean_us)),
+        }
+    }
+
+    fn of(r: &RrResult) -> Rtt {
+        let s = RttSummary::from_rr(r);
+        Rtt {
+            p50_us: s.p50_us,
+            p99_us: s.p99_us,
+            mean_us: s.mean_us,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Latency {
+    /// sockperf ping-pong per round, as round trips: sockperf reports one-way latency, i.e.
+    /// RTT/2, so its figures are doubled here.
+    pub sockperf: Vec<Rtt>,
+    pub untraced: Vec<Rtt>,
+    pub traced: Vec<Rtt>,
+    /// Medians over rounds.
+    pub sockperf_median: Rtt,
+    pub untraced_median: Rtt,
+    pub traced_median: Rtt,
+    /// netpath untraced / sockperf, median of the per-round ratios.
+    pub netpath_vs_sockperf: Ratios,
+    /// netpath traced / untraced, median of the per-round ratios.
+    pub traced_vs_untraced: Ratios,
+    /// The per-round ratios behind the medians (their spread shows the noise).
+    pub netpath_vs_sockperf_rounds: Vec<Ratios>,
+    pub traced_vs_untraced_rounds: Vec<Ratios>,
+    /// Traced p50 − untraced p50, µs, median over rounds (compare with the kernel cost).
+    pub traced_minus_untraced_p50_us: f64,
+    /// Hop events the kernel recorded per traced round trip (shows tracing was live).
+    pub hop_events_per_rtt: f64,
+    /// Per wait mode: blocking (placement left to the scheduler; `untraced`/`traced` above are
+    /// its runs) and spinning (client and server on different CPUs, both kept busy).
+    pub block: ModeLatency,
+    pub spin: ModeLatency,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Ratios {
+    pub p50: f64,
+    pub p99: f64,
+    pub mean: f64,
+}
+
+impl Ratios {
+    fn of(num: &Rtt, den: &Rtt) -> Ratios {
+        Ratios {
+            p50: num.p50_us / den.p50_us,
+            p99: num.p99_us / den.p99_us,
+            mean: num.mean_us / den.mean_us,
+        }
+    }
+
+    fn median(all: &[Ratios]) -> Ratios {
+        Ratios {
+            p50: median(all.iter().map(|r| r.p50)),
+            p99: median(all.iter().map(|r| r.p99)),
+            mean: median(all.iter().map(|r| r.mean)),
+        }
+    }
+}
+
+/// A naive tracer for reference: bpftrace, hash map keyed by skb address on four net
+/// tracepoints, running during an untraced harness run.
+#[derive(Clone, Debug, Serialize)]
+pub struct NaiveTracer {
+    /// "ran", "not installed", or why it failed.
+    pub status: String,
+    pub script: String,
+    pub runs: Vec<Rtt>,
+    pub median: Option<Rtt>,
+    /// bpftrace-running / untraced, median of the per-round ratios (untraced of the same round).
+    pub vs_untraced: Option<Ratios>,
+}
+
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Bulk {
+    pub gbit_per_s: f64,
+    pub retransmits: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Throughput {
+    /// iperf3 sender figure (end.sum_sent) per round.
+    pub iperf3: Vec<Bulk>,
+    pub untraced: Vec<Bulk>,
+    /// Probes attached, no thread traced: what netpath costs traffic it does not follow.
+    pub attached: Vec<Bulk>,
+    /// Probes attached and both bulk threads traced.
+    pub traced: Vec<Bulk>,
+    /// Whether the bulk threads were found and traced in every traced round.
+    pub traced_threads_found: bool,
+    /// Hop events the kernel recorded per traced bulk run (median; shows tracing was live).
+    pub traced_hop_events: f64,
+    pub traced_hop_events_rounds: Vec<u64>,
+    pub iperf3_median_gbit: f64,
+    pub untraced_median_gbit: f64,
+    pub attached_median_gbit: f64,
+    pub traced_median_gbit: f64,
+    /// Medians of the per-round ratios.
+    pub netpath_vs_iperf3: f64,
+    pub attached_vs_untraced: f64,
+    pub traced_vs_untraced: f64,
+    /// The per-round ratios behind the medians.
+    pub netpath_vs_iperf3_rounds: Vec<f64>,
+    pub attached_vs_untraced_rounds: Vec<f64>,
+    pub traced_vs_untraced_rounds: Vec<f64>,
+}
+
+/// Kernel run time of the programs during one traced request/response run with BPF run-time
+/// statistics on (a separate run, not one of the ratio rounds).
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelCost {
+    pub rtt: Rtt,
+    pub round_trips: u64,
+    pub programs: Vec<ProgCost>,
+    /// Mean ns per run of an empty program on `net_dev_queue` in the same run: what any
+    /// program costs there (dispatch and the statistics' own clock reads).
+    pub floor_ns: f64,
+    /// Σ runs × mean run time / round trips, ns.
+    pub ns_per_rtt: f64,
+    /// Mean ns per run over the hot programs (those running at least once per round trip),
+    /// weighted by their runs: the cost of one tracked hop event.
+    pub hot_ns_per_event: f64,
+    /// A run with the probes attached and nothing followed (stats on, floor attached): mean ns
+    /// per program run, and the floor of that same run.
+    pub untracked_ns_per_run: f64,
+    pub untracked_floor_ns: f64,
+    pub untracked_programs: Vec<ProgCost>,
+    /// The same as a share of the untraced RTT (median over rounds of its p50, and of its mean;
+    /// the mean of a busy machine carries its preemptions).
+    pub share_of_untraced_p50: f64,
+    pub share_of_untraced_mean: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Memory {
+    /// VmRSS when the bench started, before the eBPF object was loaded (after reading the
+    /// kernel's capabilities), after, and the process peak (VmHWM) at the end.
+    pub rss_at_start_kib: u64,
+    pub rss_before_load_kib: u64,
+    pub rss_after_load_kib: u64,
+    pub peak_rss_kib: u64,
+    /// Kernel memory of netpath's BPF maps (`memlock` of each map fd this process holds).
+    pub maps: Vec<MapMem>,
+    pub maps_bytes: u64,
+    /// The part of `maps_bytes` that is per-CPU (per-CPU maps' values, one copy per possible
+    /// CPU), and its size per CPU.
+    pub per_cpu_bytes: u64,
+    pub per_cpu_bytes_each: u64,
+    /// Maps at 64 possible CPUs: fixed part + 64 × per-CPU part.
+    pub maps_bytes_at_64_cpus: u64,
+    /// Kernel memory of netpath's loaded programs (`memlock` of each program fd).
+    pub programs: usize,
+    pub programs_bytes: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MapMem {
+    pub name: String,
+    pub map_type: u32,
+    pub per_cpu: bool,
+    pub max_entries: u32,
+    pub value_size: u32,
+    pub bytes: u64,
+}
+
+/// Runs the whole bench (as root).
+pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
+    let t0 = Instant::now();
+    let rss_at_start_kib = proc_status_kib("VmRSS").unwrap_or(0);
+    if opts.drivers.is_empty() {
+        bail!("no driver to bench");
+    }
+    for tool in ["sockperf", "iperf3"] {
+        if which(tool).is_none() {
+            bail!("{tool} is not installed (`cargo xtask setup` installs it)");
+        }
+    }
+    let loadavg_start = loadavg();
+    let cpu_start = crate::machine::CpuTimes::now();
+    let caps = crate::doctor::probe()?;
+    let backend = backend::select(opts.backend, &caps)?;
+    let rss_before_load_kib = proc_status_kib("VmRSS").unwrap_or(0);
+    let mut tracer = Tracer::load(backend, &TracerOptions::default())?;
+    let rss_after_load_kib = proc_status_kib("VmRSS").unwrap_or(0);
+    let stats_on = bpf_stats_enabled();
+
+    let mut drivers = Vec::new();
+    let mut journeys = None;
+    for &d in &opts.drivers {
+        progress(opts, &format!("{d}: building the lab"));
+        let lab = lab::build(d).with_context(|| format!("building the {d} lab"))?;
+        let mut r = bench_driver(&mut tracer, &lab, opts);
+        if r.is_ok() && journeys.is_none() && opts.journeys > 0 {
+            progress(opts, &format!("{d}: {} journeys", opts.journeys));
+            match journeys::run(&mut tracer, &lab, opts.journeys) {
+                Ok(j) => journeys = Some(j),
+                Err(e) => r = Err(e),
+            }
+        }
+        let _ = tracer.detach();
+        let torn = lab.teardown();
+        drivers.push(r.with_context(|| format!("benchmarking the {d} lab"))?);
+        torn?;
+    }
+
+    let mut memory = bpf_memory().context("reading the BPF objects' memory")?;
+    memory.rss_at_start_kib = rss_at_start_kib;
+    memory.rss_before_load_kib = rss_before_load_kib;
+    memory.rss_after_load_kib = rss_after_load_kib;
+    memory.peak_rss_kib = proc_status_kib("VmHWM").unwrap_or(0);
+    drop(tracer);
+    Ok(BenchReport {
+        backend,
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        online_cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        possible_cpus: aya::util::nr_cpus().unwrap_or(0),
+        rounds: opts.rounds.max(1),
+        secs: opts.secs.max(1),
+        requests: opts.requests,
+        loadavg_start,
+        loadavg_end: loadavg(),
+        bpf_stats_enabled_during_rounds: stats_on,
+        drivers,
+        memory,
+        journeys,
+        machine: crate::machine::MachineState::since(
+            cpu_start,
+            Default::default(),
+            Default::default(),
+            Default::default(),
+        ),
+        others: busiest_processes(6),
+        note: opts.note.clone(),
+        elapsed_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+fn progress(opts: &BenchOptions, msg: &str) {
+    if opts.progress {
+        eprintln!("bench: {msg}");
+    }
+}
+
+fn bench_driver(tracer: &mut Tracer, lab: &NetPath, opts: &BenchOptions) -> Result<DriverBench> {
+    let d = lab.driver;
+    tracer.set_devices(&lab.devices)?;
+    tracer.detach()?;
+    let secs = opts.secs.max(1);
+    let rr = RrConfig {
+        requests: opts.requests,
+        ..RrConfig::default()
+    };
+    let bulk = BulkConfig {
+        duration: Duration::from_secs(secs),
+        ..BulkConfig::default()
+    };
+    if lab.server_bind != lab.connect_to {
+        bail!(
+            "the {d} lab reaches its server through a port mapping ({} → {}): sockperf and iperf3 \
+             cannot follow it on their own ports; bench drivers where the client connects straight \
+             to the server (bridge, host, none, macvlan, overlay)",
+            lab.connect_to,
+            lab.server_bind
+        );
+    }
+    let server = lab.server_bind;
+    let connect = lab.connect_to;
+    let client = source_addr(&lab.client_ns, connect)?;
+    let on = |port: u16| SocketAddrV4::new(*server.ip(), port);
+    let bpftrace = which("bpftrace");
+    let mut naive = NaiveTracer {
+        status: if bpftrace.is_some() {
+            "ran".into()
+        } else {
+            "not installed".into()
+        },
+        script: NAIVE_SCRIPT.trim().to_string(),
+        runs: Vec::new(),
+        median: None,
+        vs_untraced: None,
+    };
+    let mut naive_ratios = Vec::new();
+
+    let mut sp = Vec::new();
+    let mut block = ModeLatency::new(WaitMode::Block, Cpus::Auto);
+    let mut spin = ModeLatency::new(WaitMode::Spin, Cpus::Split);
+    let (mut ip, mut bu, mut ba, mut bt) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut threads_found = true;
+    let mut bulk_events = Vec::new();
+    let rounds = opts.rounds.max(1);
+    for round in 0..rounds {
+        progress(opts, &format!("{d}: round {}/{rounds}", round + 1));
+        // Latency: sockperf, then untraced / traced / attached per wait mode.
+        sp.push(sockperf(lab, on(SOCKPERF_PORT), secs)?);
+        block.round(tracer, lab, &rr, round)?;
+        spin.round(tracer, lab, &rr, round)?;
+        if let Some(bin) = &bpftrace
+            && naive.status == "ran"
+        {
+            match rr_under_bpftrace(bin, lab, &rr) {
+                Ok(r) => {
+                    let r = Rtt::of(&r);
+                    naive_ratios.push(Ratios::of(&r, block.untraced.last().unwrap()));
+                    naive.runs.push(r);
+                }
+                Err(e) => naive.status = format!("failed: {e:#}"),
+            }
+        }
+
+        // Throughput: iperf3, then untraced / attached / traced (order rotated per round).
+        ip.push(iperf3(lab, on(IPERF3_PORT), client, secs)?);
+        let order: [u8; 3] = match round % 3 {
+            0 => [0, 1, 2],
+            1 => [2, 0, 1],
+            _ => [1, 2, 0],
+        };
+        let mut got: [Option<Bulk>; 3] = [None; 3];
+        for k in order {
+            got[k as usize] = Some(match k {
+                0 => bulk_of(&harness::run_bulk(lab, &bulk).context("untraced bulk")?),
+                1 => {
+                    tracer.reset()?;
+                    tracer.attach()?;
+                    let r = harness::run_bulk(lab, &bulk);
+                    tracer.detach()?;
+                    bulk_of(&r.context("bulk with probes attached")?)
+                }
+                _ => {
+                    let (r, found, ev) = bulk_traced(tracer, lab, &bulk)?;
+                    threads_found &= found;
+                    bulk_events.push(ev);
+                    r
+                }
+            });
+        }
+        bu.push(got[0].unwrap());
+        ba.push(got[1].unwrap());
+        bt.push(got[2].unwrap());
+    }
+
+    // Kernel cost: one traced run with BPF run-time statistics on.
+    progress(opts, &format!("{d}: program costs"));
+    let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
+        .context("enabling BPF run-time statistics")?;
+    let before = tracer.prog_costs();
+    // The floor program (empty, on net_dev_queue) runs beside the others in this same run.
+    let costed = rr_traced(tracer, lab, &rr, true);
+    let after = tracer.prog_costs();
+    drop(stats);
+    let (costed, _) = costed?;
+    let (floor, programs): (Vec<ProgCost>, Vec<ProgCost>) =
+        prog_costs(&before, &after, costed.count)
+            .into_iter()
+            .partition(|p| p.program.starts_with("floor_"));
+    let floor_ns = floor.first().map_or(0.0, |p| p.avg_ns);
+    let ns_per_rtt: f64 = programs.iter().map(|p| p.avg_ns * p.runs_per_rtt).sum();
+    let hot_ns_per_event = weighted_ns(programs.iter().filter(|p| p.runs_per_rtt >= 1.0));
+    progress(opts, &format!("{d}: program costs on traffic not followed"));
+    let untracked = untracked_costs(tracer, lab, &rr)?;
+
+    block.finish();
+    spin.finish();
+    let (un, tr) = (block.untraced.clone(), block.traced.clone());
+    let latency = {
+        let med = |v: &[Rtt]| Rtt::median(v);
+        let vs_sp: Vec<Ratios> = un.iter().zip(&sp).map(|(u, s)| Ratios::of(u, s)).collect();
+        let vs_un: Vec<Ratios> = tr.iter().zip(&un).map(|(t, u)| Ratios::of(t, u)).collect();
+        if !naive.runs.is_empty() {
+            naive.median = Some(med(&naive.runs));
+            naive.vs_untraced = Some(Ratios::median(&naive_ratios));
+        }
+        let diff = median(tr.iter().zip(&un).map(|(t, u)| t.p50_us - u.p50_us));
+        Latency {
+            traced_minus_untraced_p50_us: diff,
+            netpath_vs_sockperf_rounds: vs_sp.clone(),
+            traced_vs_untraced_rounds: vs_un.clone(),
+            sockperf_median: med(&sp),
+            untraced_median: med(&un),
+            traced_median: med(&tr),
+            netpath_vs_sockperf: Ratios::median(&vs_sp),
+            traced_vs_untraced: Ratios::median(&vs_un),
+            hop_events_per_rtt: block.hop_events_per_rtt,
+            block,
+            spin,
+            sockperf: sp,
+            untraced: un,
+            traced: tr,
+        }
+    };
+    let gbit = |v: &[Bulk]| median(v.iter().map(|b| b.gbit_per_s));
+    let ratios = |a: &[Bulk], b: &[Bulk]| -> Vec<f64> {
+        a.iter()
+            .zip(b)
+            .map(|(a, b)| a.gbit_per_s / b.gbit_per_s)
+            .collect()
+    };
+    let ratio = |a: &[Bulk], b: &[Bulk]| median(ratios(a, b).into_iter());
+    let throughput = Throughput {
+        iperf3_median_gbit: gbit(&ip),
+        untraced_median_gbit: gbit(&bu),
+        attached_median_gbit: gbit(&ba),
+        traced_median_gbit: gbit(&bt),
+        netpath_vs_iperf3: ratio(&bu, &ip),
+        attached_vs_untraced: ratio(&ba, &bu),
+        traced_vs_untraced: ratio(&bt, &bu),
+        netpath_vs_iperf3_rounds: ratios(&bu, &ip),
+        attached_vs_untraced_rounds: ratios(&ba, &bu),
+        traced_vs_untraced_rounds: ratios(&bt, &bu),
+        traced_threads_found: threads_found,
+        traced_hop_events: median(bulk_events.iter().map(|&e| e as f64)),
+        traced_hop_events_rounds: bulk_events,
+        iperf3: ip,
+        untraced: bu,
+        attached: ba,
+        traced: bt,
+    };
+    let kernel_cost = KernelCost {
+        rtt: Rtt::of(&costed),
+        round_trips: costed.count,
+        share_of_untraced_p50: ns_per_rtt / 1000.0 / latency.untraced_median.p50_us,
+        share_of_untraced_mean: ns_per_rtt / 1000.0 / latency.untraced_median.mean_us,
+        ns_per_rtt,
+        floor_ns,
+        programs,
+        hot_ns_per_event,
+        untracked_ns_per_run: untracked.0,
+        untracked_floor_ns: untracked.1,
+        untracked_programs: untracked.2,
+    };
+    Ok(DriverBench {
+        driver: d,
+        client,
+        server: connect,
+        latency,
+        naive_tracer: naive,
+        throughput,
+        kernel_cost,
+    })
+}

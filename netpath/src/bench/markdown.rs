@@ -187,6 +187,13 @@ fn goal_list(r: &BenchReport) -> Vec<Goal> {
     g
 }
 
+/// The goals table alone (the compact table ends with it too).
+pub fn goals_table(r: &BenchReport) -> String {
+    let mut s = String::new();
+    goals(&mut s, r);
+    s
+}
+
 fn goals(s: &mut String, r: &BenchReport) {
     let _ = writeln!(s, "## Goals (issue 10)\n");
     let _ = writeln!(s, "| goal | measured | |\n|---|---|---|");

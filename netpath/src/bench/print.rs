@@ -206,4 +206,6 @@ pub fn print(r: &BenchReport) {
         .collect();
     println!("        largest maps: {}", big.join(", "));
     println!("bench took {:.0} s", r.elapsed_s);
+    println!();
+    print!("{}", super::markdown::goals_table(r));
 }

@@ -400,7 +400,15 @@ fn cleanup_leftovers_removes_a_dead_lab_and_nothing_else() {
 fn interface_names_fit_ifnamsiz() {
     let _serial = need_root();
     for d in Driver::ALL {
-        let lab = lab::build(d).unwrap();
+        let lab = match lab::build(d) {
+            Ok(lab) => lab,
+            Err(e) => {
+                // ipvlan and netkit on a kernel without them: the VM kernels run this part.
+                let why = netpath::driver::unavailable(&e).unwrap_or_else(|| panic!("{e:#}"));
+                eprintln!("skipped {d}: {why}");
+                continue;
+            }
+        };
         for dev in &lab.devices {
             assert!(dev.name.len() <= IFNAME_MAX, "{dev:?}");
             assert!(!dev.name.is_empty());

@@ -137,13 +137,36 @@ pub(crate) fn interrupted() -> Vec<String> {
     if state::release_held_locks() == 0 {
         return Vec::new();
     }
-    match Engine::connect().and_then(|e| cleanup_docker(&e)) {
+    let mut removed = match Engine::connect().and_then(|e| sweep_until_quiet(&e)) {
         Ok(removed) => removed,
         Err(e) => {
             eprintln!("netpath: Docker cleanup failed ({e:#}); run `netpath cleanup`");
             Vec::new()
         }
+    };
+    // Our locks were released above, so they are stale now: their files go too.
+    removed.extend(
+        state::remove_stale_locks()
+            .into_iter()
+            .map(|id| format!("run lock {id}")),
+    );
+    removed
+}
+
+/// [`cleanup_docker`] until a sweep finds nothing: a create the run sent just before the
+/// signal can land in the daemon after the first sweep listed what exists (seen: a network
+/// and its bridge left by a SIGINT 3.4 s into `compare --docker`).
+fn sweep_until_quiet(engine: &Engine) -> Result<Vec<String>> {
+    let mut removed = cleanup_docker(engine)?;
+    for _ in 0..4 {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let more = cleanup_docker(engine)?;
+        if more.is_empty() {
+            break;
+        }
+        removed.extend(more);
     }
+    Ok(removed)
 }
 
 /// The part of [`cleanup_docker`] that needs no engine (for when no daemon answers):

@@ -93,6 +93,21 @@ fn dockerd_log() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("netpath-test-dockerd.log")
 }
 
+/// A daemon an earlier test binary started gets SIGTERM when that binary exits and may still
+/// be shutting down; while it lives, its pid file makes a new dockerd refuse to start.
+fn wait_for_exiting_dockerd() {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Some(pid) = std::fs::read_to_string("/var/run/docker.pid")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+    {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() || Instant::now() > deadline {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Connect to the default engine; if nothing answers, start `dockerd` from a thread that
 /// lives as long as the test process (its death signal stops the daemon when the tests
 /// end) and wait up to 60 s.
@@ -102,6 +117,7 @@ pub fn ensure_daemon() -> Engine {
         return e;
     }
     let r = STARTED.get_or_init(|| {
+        wait_for_exiting_dockerd();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             use std::os::unix::process::CommandExt;

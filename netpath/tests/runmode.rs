@@ -123,6 +123,7 @@ fn assert_matched(r: &DriverReport, what: &str) {
         + r.lost["reused"]
         + r.lost["dropped"]
         + r.lost["relay_unmatched"]
+        + r.lost["recv_unmatched"]
         + r.lost["probe_misses"];
     assert!(
         missing <= counted,
@@ -134,7 +135,12 @@ fn assert_matched(r: &DriverReport, what: &str) {
         "{what}: more than 1% unmatched: {:?}",
         r.lost
     );
-    assert_eq!(r.lost["recv_unmatched"], 0, "{what}: {:?}", r.lost);
+    // Before 6.10 docker-proxy's legs are joined from the last receive pass at its socket,
+    // which a race can miss (counted as recv_unmatched, as `trace` checks); elsewhere every
+    // receive belongs to a journey.
+    if !what.starts_with("published-proxy") {
+        assert_eq!(r.lost["recv_unmatched"], 0, "{what}: {:?}", r.lost);
+    }
 }
 
 /// The hops of a run, without the scheduler's parts of the wakeup (idle-exit, runqueue,

@@ -130,15 +130,18 @@ fn assert_matched(r: &DriverReport, what: &str) {
         "{what}: {missing} missing, uncounted: {:?}",
         r.lost
     );
+    // Before 6.10 docker-proxy's legs are joined from the last receive pass at its socket,
+    // which a race can miss (a few in a hundred, each counted as recv_unmatched: `trace`
+    // holds such kernels to 90% joined); elsewhere every receive belongs to a journey.
+    let relay = what.starts_with("published-proxy");
+    let pct = if relay { 90 } else { 99 };
     assert!(
-        completed * 100 >= 2 * N * 99,
-        "{what}: more than 1% unmatched: {:?}",
+        completed * 100 >= 2 * N * pct,
+        "{what}: more than {}% unmatched: {:?}",
+        100 - pct,
         r.lost
     );
-    // Before 6.10 docker-proxy's legs are joined from the last receive pass at its socket,
-    // which a race can miss (counted as recv_unmatched, as `trace` checks); elsewhere every
-    // receive belongs to a journey.
-    if !what.starts_with("published-proxy") {
+    if !relay {
         assert_eq!(r.lost["recv_unmatched"], 0, "{what}: {:?}", r.lost);
     }
 }

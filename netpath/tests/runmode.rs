@@ -186,6 +186,18 @@ fn every_wait_mode_on_every_lab_driver_keeps_the_hops_and_journeys() {
             assert_eq!(r.wait, wait, "{what}");
             assert_eq!(r.traced.count, N, "{what}");
             assert_matched(&r, &what);
+            if d == Driver::PublishedProxy {
+                // Before 6.10 the relay's legs are joined from its last receive pass, which
+                // can put a rare segment (e.g. `forward`) on one run and not another: the
+                // relay itself must be crossed both ways in every mode.
+                for dir in ["request", "response"] {
+                    assert!(
+                        hop_set(&r).contains(&(dir, "proxy")),
+                        "{what}: no {dir} proxy"
+                    );
+                }
+                continue;
+            }
             assert_eq!(
                 hop_set(&r),
                 hop_set(&block),

@@ -74,7 +74,7 @@ fn traffic(dl: &DockerLab, rounds: usize) {
 #[test]
 fn serve_exports_hop_histograms_that_prometheus_scrapes() {
     let _g = common::need_root();
-    let engine = common::dockerd::ensure_daemon();
+    let engine = common::ensure_daemon();
     let o = DockerLabOptions {
         exe: Some(env!("CARGO_BIN_EXE_netpath").into()),
         reuse_image: true,

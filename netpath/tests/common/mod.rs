@@ -1,7 +1,6 @@
 //! Helpers shared by the privileged lab test binaries.
 #![allow(dead_code)] // each test binary uses its own subset
 
-pub mod dockerd;
 pub mod schema;
 
 use std::collections::{BTreeSet, HashSet};

@@ -1,6 +1,7 @@
 //! Privileged tests of `--wait` and `--cpus`: where the threads and the softirq ran (from the
 //! programs' CPU field), every wait mode on every lab driver with the hops and journeys of the
 //! blocking mode, and what the JSON and the errors say. Behaviour only, no timing. Run as root.
+mod common;
 use std::{collections::BTreeSet, process::Command, sync::Mutex};
 
 use netpath::{
@@ -157,23 +158,12 @@ fn hop_set(r: &DriverReport) -> BTreeSet<(&'static str, &'static str)> {
         .collect()
 }
 
-/// Whether this kernel can build `driver`'s lab; if not, why (the line `compare` prints).
-fn unavailable_here(driver: Driver) -> Option<String> {
-    match lab::build(driver) {
-        Ok(lab) => {
-            lab.teardown().unwrap();
-            None
-        }
-        Err(e) => Some(netpath::driver::unavailable(&e).unwrap_or_else(|| panic!("{e:#}"))),
-    }
-}
-
 #[test]
 fn every_wait_mode_on_every_lab_driver_keeps_the_hops_and_journeys() {
     let _g = serial();
     let mut t = tracer();
     for d in Driver::ALL {
-        if let Some(why) = unavailable_here(d) {
+        if let Some(why) = common::unavailable_here(d) {
             // ipvlan and netkit on a kernel without them: the 6.12 VM runs them.
             eprintln!("skipped {d}: {why}");
             continue;

@@ -1,5 +1,6 @@
 //! Privileged end-to-end tests of the tracer: real programs in the real kernel, real netns
 //! labs, known traffic; assert hop sequences and event counts. Run as root.
+mod common;
 use std::{collections::BTreeMap, process::Command, sync::Mutex};
 
 use netpath::{
@@ -969,17 +970,6 @@ fn every_driver_crosses_its_hops() {
     }
 }
 
-/// Whether this kernel can build `driver`'s lab; if not, why (the line `compare` prints).
-fn unavailable_here(driver: Driver) -> Option<String> {
-    match lab::build(driver) {
-        Ok(lab) => {
-            lab.teardown().unwrap();
-            None
-        }
-        Err(e) => Some(netpath::driver::unavailable(&e).unwrap_or_else(|| panic!("{e:#}"))),
-    }
-}
-
 /// ipvlan and netkit (the 6.12 VM has both): their own device hop each way, counted like
 /// the other drivers, nothing left behind. On a kernel without them (this host), what a
 /// user sees: asked alone, one line and a failure; asked with others, one skip line.
@@ -989,7 +979,7 @@ fn ipvlan_and_netkit_cross_their_hops_or_are_skipped() {
     let before = lab::list_netpath_netns().unwrap();
     for driver in [Driver::Ipvlan, Driver::Netkit] {
         let name = driver.name();
-        if let Some(why) = unavailable_here(driver) {
+        if let Some(why) = common::unavailable_here(driver) {
             eprintln!("{name} not on this kernel, checking its skip line: {why}");
             let kind = format!("cannot create {name} devices");
             assert!(why.contains(&kind), "{why}");

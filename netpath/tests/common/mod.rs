@@ -228,3 +228,14 @@ pub fn changes(before: &BTreeSet<String>, after: &BTreeSet<String>) -> Vec<Strin
         .map(|s| format!("removed {s}"));
     made.chain(gone).collect()
 }
+
+/// Whether this kernel can build `driver`'s lab; if not, why (the line `compare` prints).
+pub fn unavailable_here(driver: netpath::driver::Driver) -> Option<String> {
+    match netpath::lab::build(driver) {
+        Ok(lab) => {
+            lab.teardown().unwrap();
+            None
+        }
+        Err(e) => Some(netpath::driver::unavailable(&e).unwrap_or_else(|| panic!("{e:#}"))),
+    }
+}

@@ -232,6 +232,10 @@ enum Cmd {
         /// Seconds between listings of the running containers.
         #[arg(long, default_value_t = 2.0)]
         rescan_secs: f64,
+        /// The host's /proc, mounted here, when netpath runs in a PID namespace of its own
+        /// (a swarm service: deploy/swarm mounts it at /host/proc).
+        #[arg(long)]
+        host_proc: Option<std::path::PathBuf>,
         #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
         backend: BackendChoice,
     },
@@ -545,12 +549,16 @@ fn run(cli: Cli) -> Result<()> {
             label,
             all,
             rescan_secs,
+            host_proc,
             backend: choice,
         } => {
             if container.is_empty() && label.is_empty() && !all {
                 bail!(
                     "netpath serve: say which containers to follow: --container NAME, --label K=V or --all"
                 );
+            }
+            if let Some(dir) = host_proc {
+                netpath::docker::set_host_proc(dir)?;
             }
             lab::install_signal_cleanup();
             let engine = netpath::docker::Engine::connect()?;

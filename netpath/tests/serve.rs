@@ -71,6 +71,64 @@ fn traffic(dl: &DockerLab, rounds: usize) {
     }
 }
 
+/// A real Prometheus (Debian's) on loopback scraping 127.0.0.1:`target` every second:
+/// (the process, its port, its directory).
+fn start_prometheus(target: u16) -> (Reaped, u16, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("np-serve-prom-{target}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("prometheus.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: netpath\n    static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
+        ),
+    )
+    .unwrap();
+    let prom_port = free_port();
+    let prom = Reaped(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
+            .spawn()
+            .expect("prometheus (Debian's package; `cargo xtask setup`)"),
+    );
+    (prom, prom_port, dir)
+}
+
+/// Traffic on `dl` until Prometheus answers a hop quantile query of the bridge driver with
+/// numbers, for the veth and bridge hops at least.
+fn assert_hop_quantile(prom_port: u16, dl: &DockerLab) {
+    let q = "histogram_quantile(0.5, sum by (le, hop) (rate(netpath_hop_latency_seconds_bucket{driver=\"bridge\"}[20s])))";
+    let path = format!("/api/v1/query?query={}", urlencode(q));
+    let mut answer = String::new();
+    wait_for("a hop quantile from Prometheus", 90, || {
+        traffic(dl, 1);
+        answer = get(prom_port, &path).map(|r| r.1).unwrap_or_default();
+        let v: serde_json::Value = serde_json::from_str(&answer).unwrap_or_default();
+        v["data"]["result"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|s| s["value"][1] != "NaN"))
+    });
+    eprintln!("prometheus: {q} → {answer}");
+    let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    let hops: Vec<&str> = v["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["metric"]["hop"].as_str())
+        .collect();
+    assert!(
+        hops.contains(&"veth") && hops.contains(&"bridge"),
+        "{answer}"
+    );
+}
+
 #[test]
 fn serve_exports_hop_histograms_that_prometheus_scrapes() {
     let _g = common::need_root();
@@ -141,54 +199,8 @@ fn serve_exports_hop_histograms_that_prometheus_scrapes() {
     assert!(out.status.success(), "promtool check metrics: {said}");
 
     // A real Prometheus scrapes it, and a hop quantile query answers.
-    let dir = std::env::temp_dir().join(format!("np-serve-prom-{port}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let cfg = dir.join("prometheus.yml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: netpath\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
-        ),
-    )
-    .unwrap();
-    let prom_port = free_port();
-    let _prom = Reaped(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", cfg.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
-            .spawn()
-            .expect("prometheus (Debian's package; `cargo xtask setup`)"),
-    );
-    let q = "histogram_quantile(0.5, sum by (le, hop) (rate(netpath_hop_latency_seconds_bucket{driver=\"bridge\"}[20s])))";
-    let path = format!("/api/v1/query?query={}", urlencode(q));
-    let mut answer = String::new();
-    wait_for("a hop quantile from Prometheus", 90, || {
-        traffic(&dl, 1);
-        answer = get(prom_port, &path).map(|r| r.1).unwrap_or_default();
-        let v: serde_json::Value = serde_json::from_str(&answer).unwrap_or_default();
-        v["data"]["result"]
-            .as_array()
-            .is_some_and(|r| r.iter().any(|s| s["value"][1] != "NaN"))
-    });
-    eprintln!("prometheus: {q} → {answer}");
-    let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
-    let hops: Vec<&str> = v["data"]["result"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|s| s["metric"]["hop"].as_str())
-        .collect();
-    assert!(
-        hops.contains(&"veth") && hops.contains(&"bridge"),
-        "{answer}"
-    );
-
+    let (_prom, prom_port, dir) = start_prometheus(port);
+    assert_hop_quantile(prom_port, &dl);
     // The containers stop: their series go at the next rescan.
     dl.teardown().unwrap();
     wait_for("the stopped containers' series to go", 20, || {
@@ -199,4 +211,157 @@ fn serve_exports_hop_histograms_that_prometheus_scrapes() {
     });
     drop(serve);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn docker(args: &[&str]) -> (bool, String) {
+    let out = Command::new("docker")
+        .args(args)
+        .output()
+        .expect("docker CLI");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// The stack this test deployed and the single-node swarm it made (if it made one): removed
+/// and left on drop, pass or fail.
+struct Stack {
+    name: String,
+    made_swarm: bool,
+    gwbridge_existed: bool,
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let _ = docker(&["stack", "rm", &self.name]);
+        let filter = format!("label=com.docker.swarm.service.name={}_netpath", self.name);
+        for _ in 0..60 {
+            if docker(&["ps", "-aq", "--filter", &filter])
+                .1
+                .trim()
+                .is_empty()
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        if self.made_swarm {
+            let _ = docker(&["swarm", "leave", "--force"]);
+            if !self.gwbridge_existed {
+                let _ = docker(&["network", "rm", "docker_gwbridge"]);
+            }
+        }
+    }
+}
+
+/// deploy/swarm/netpath-stack.yml as committed (only its port changed) on a single-node swarm
+/// on 127.0.0.1: the exporter runs as a global service without the host's PID namespace,
+/// follows containers started after it through the host's /proc, and a real Prometheus
+/// scrapes it.
+#[test]
+fn swarm_stack_follows_containers_and_prometheus_scrapes_it() {
+    let _g = common::need_root();
+    let engine = common::ensure_daemon();
+    let (ok, tag) = docker(&[
+        "info",
+        "--format",
+        "{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}}",
+    ]);
+    assert!(ok, "docker info: {tag}");
+    let state = tag.trim().to_string();
+    assert!(
+        state.starts_with("inactive") || state == "active true",
+        "this engine's swarm state is {state:?}: a worker or locked swarm cannot take the stack"
+    );
+    let made_swarm = state.starts_with("inactive");
+    let gwbridge_existed = docker(&["network", "inspect", "docker_gwbridge"]).0;
+    if made_swarm {
+        let (ok, out) = docker(&[
+            "swarm",
+            "init",
+            "--advertise-addr",
+            "127.0.0.1",
+            "--listen-addr",
+            "127.0.0.1:2377",
+        ]);
+        assert!(ok, "docker swarm init: {out}");
+    }
+    let stack = Stack {
+        name: format!("npsw{}", std::process::id()),
+        made_swarm,
+        gwbridge_existed,
+    };
+    // The image the stack names, built from this binary.
+    let img = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .arg("image")
+        .output()
+        .unwrap();
+    assert!(img.status.success(), "netpath image: {img:?}");
+    let port = free_port();
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/swarm/netpath-stack.yml"
+    );
+    let yml = std::fs::read_to_string(file).unwrap();
+    assert!(
+        yml.contains("127.0.0.1:9433"),
+        "{file} no longer listens on 9433"
+    );
+    let dir = std::env::temp_dir().join(format!("np-swarm-{port}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let deployed = dir.join("stack.yml");
+    std::fs::write(
+        &deployed,
+        yml.replace("127.0.0.1:9433", &format!("127.0.0.1:{port}")),
+    )
+    .unwrap();
+    let (ok, out) = docker(&[
+        "stack",
+        "deploy",
+        "-c",
+        deployed.to_str().unwrap(),
+        &stack.name,
+    ]);
+    assert!(ok, "docker stack deploy: {out}");
+    wait_for("the swarm service's /ready", 120, || {
+        get(port, "/ready").is_some_and(|(st, _)| st.contains(" 200 "))
+    });
+
+    let o = DockerLabOptions {
+        exe: Some(env!("CARGO_BIN_EXE_netpath").into()),
+        reuse_image: true,
+        ..Default::default()
+    };
+    let dl = DockerLab::build(&engine, Driver::Bridge, &o).unwrap();
+    let server = dl.server.as_ref().unwrap().name.clone();
+    let metrics = || get(port, "/metrics").map(|r| r.1).unwrap_or_default();
+    wait_for(
+        "the service to follow the lab's server container",
+        30,
+        || {
+            traffic(&dl, 1);
+            metrics().contains(&format!("container=\"{server}\""))
+        },
+    );
+    let (_prom, prom_port, pdir) = start_prometheus(port);
+    assert_hop_quantile(prom_port, &dl);
+    let watched = |m: &str| -> u64 {
+        m.lines()
+            .find_map(|l| l.strip_prefix("netpath_watched_containers "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let before = watched(&metrics());
+    assert!(before >= 2, "{}", metrics());
+    dl.teardown().unwrap();
+    wait_for("the lab containers' series to go", 30, || {
+        let m = metrics();
+        !m.contains(&format!("container=\"{server}\"")) && watched(&m) == before - 2
+    });
+    drop(stack);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&pdir);
 }

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use anyhow::{Context, Result, bail};
 use bollard::models::{ContainerInspectResponse, NetworkSettings};
@@ -179,6 +180,30 @@ pub fn resolve_container(engine: &Engine, name: &str) -> Result<ContainerNet> {
     from_inspect(engine, &c).with_context(|| format!("resolving the network of container {name}"))
 }
 
+/// Where the host's /proc is, when netpath runs in a PID namespace of its own: a swarm
+/// service cannot share the host's (Docker 20.10 has no PID mode for services), so the stack
+/// bind-mounts the host's /proc at /host/proc and `serve --host-proc` names it. Set once.
+static HOST_PROC: OnceLock<PathBuf> = OnceLock::new();
+
+/// Read containers' namespaces through the host's /proc mounted at `dir`.
+pub fn set_host_proc(dir: PathBuf) -> Result<()> {
+    if !dir.join("self/ns/net").exists() {
+        bail!(
+            "--host-proc {}: no host /proc there (mount it, e.g. `-v /proc:{}:ro`)",
+            dir.display(),
+            dir.display()
+        );
+    }
+    let _ = HOST_PROC.set(dir);
+    Ok(())
+}
+
+/// The network namespace file of the process Docker reports by its host PID.
+fn netns_file(pid: u32) -> PathBuf {
+    let proc = HOST_PROC.get().map_or(Path::new("/proc"), |p| p.as_path());
+    proc.join(pid.to_string()).join("ns/net")
+}
+
 pub(crate) fn from_inspect(engine: &Engine, c: &ContainerInspectResponse) -> Result<ContainerNet> {
     let cname = c
         .name
@@ -197,11 +222,11 @@ pub(crate) fn from_inspect(engine: &Engine, c: &ContainerInspectResponse) -> Res
         .as_ref()
         .and_then(|h| h.network_mode.clone())
         .unwrap_or_default();
-    let netns_path = PathBuf::from(format!("/proc/{pid}/ns/net"));
-    let netns_inum = ns_inum(&netns_path)?;
-    let host_network = netns_inum == ns_inum(&engine.host_netns)?;
     let ns = c.network_settings.clone().unwrap_or_default();
     let sandbox_key = ns.sandbox_key.clone().filter(|s| !s.is_empty());
+    let netns_path = netns_file(pid);
+    let netns_inum = ns_inum(&netns_path)?;
+    let host_network = netns_inum == ns_inum(&engine.host_netns)?;
     let networks = networks_of(&ns);
     let mut cn = ContainerNet {
         id: c.id.clone().unwrap_or_default(),

@@ -38,7 +38,7 @@ pub use between::{Between, between};
 pub use cleanup::{cleanup_docker, cleanup_docker_host};
 pub use container::{
     ContainerNet, Interface, NetAttachment, PeerLink, PortMapping, addressing_from_json,
-    resolve_container,
+    resolve_container, set_host_proc,
 };
 pub use daemon::SecondDaemon;
 pub use drivers::{DockerLab, DockerLabOptions};

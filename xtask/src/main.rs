@@ -1,10 +1,11 @@
 //! Developer tasks for netpath: `cargo xtask setup | test | vm-test | run -- <netpath args> |
-//! bench | soak | fuzz | screenshot | image`.
+//! bench | soak | churn | fuzz | screenshot | image`.
 //!
 //! Everything here runs plain commands with `std::process::Command` and prints each one
 //! before it runs, so a failing step can be repeated by hand.
 
 mod bench;
+mod churn;
 mod cmd;
 mod dockerd;
 mod fuzz;
@@ -42,6 +43,8 @@ enum Command {
     /// Run `netpath compare` in a loop for N minutes; fail if memory, fds, BPF map memory or
     /// kernel objects grow after warm-up.
     Soak(soak::SoakArgs),
+    /// `netpath serve --all` under container churn: its RSS and series over N minutes.
+    Churn(churn::ChurnArgs),
     /// Run the cargo-fuzz targets (installs cargo-fuzz on demand) for a while each.
     Fuzz(fuzz::FuzzArgs),
     /// Build the netpath image FROM scratch through the Docker API (a daemon must answer).
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Soak(args) => soak::run(&args),
+        Command::Churn(args) => churn::run(&args),
         Command::Fuzz(args) => fuzz::run(&args),
         Command::Screenshot(args) => screenshot::run(&args),
         Command::Image => image::run(),

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod bounds;
 pub mod btf;
 pub mod compare;
+pub mod delta;
 pub mod docker;
 pub mod doctor;
 pub mod driver;

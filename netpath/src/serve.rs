@@ -69,59 +69,82 @@ pub fn run(backend: Backend, engine: &Engine, opts: &ServeOptions) -> Result<()>
     );
     let mut followed: Vec<Followed> = Vec::new();
     let mut last_scan: Option<Instant> = None;
+    let mut daemon_down = false;
     loop {
         if last_scan.is_none_or(|t| t.elapsed() >= opts.rescan) {
             last_scan = Some(Instant::now());
             match scan(engine, &opts.select) {
                 Ok(now) => {
-                    let changed = device_set(&now) != device_set(&followed);
+                    if std::mem::take(&mut daemon_down) {
+                        log::warn!("the Docker daemon answers again");
+                    }
                     let mut m = metrics.lock().unwrap_or_else(|e| e.into_inner());
-                    for gone in m.containers_with_series() {
-                        if !now.iter().any(|f| f.name == gone) {
-                            m.forget_container(&gone);
-                        }
-                    }
-                    followed = now;
-                    let devices = device_set(&followed);
-                    if changed || !tracer.attached() {
-                        tracer.set_devices(&devices)?;
-                        if !tracer.attached() {
-                            tracer.attach()?;
-                        }
-                    }
-                    m.containers.set(followed.len() as i64);
-                    m.devices.set(devices.len() as i64);
+                    follow(&mut tracer, &mut m, &mut followed, now)?;
                     ready.store(true, std::sync::atomic::Ordering::SeqCst);
                 }
-                // The daemon restarting: keep what is followed and try again.
-                Err(e) => log::warn!("listing containers: {e:#}"),
+                // The daemon restarting: keep what is followed and try again, saying so once
+                // rather than at every rescan.
+                Err(e) if !daemon_down => {
+                    daemon_down = true;
+                    log::warn!("{e:#}; keeping what is followed and retrying");
+                }
+                Err(_) => {}
             }
         }
-        let samples = tracer.drain_samples();
-        let drops = tracer.drain_drops();
-        {
-            let mut m = metrics.lock().unwrap_or_else(|e| e.into_inner());
-            for s in &samples {
-                observe(&mut m, s, &followed);
-            }
-            for d in &drops {
-                let hop = netpath_common::hop::drop_hop(d.last_point, d.last_kind);
-                let reason = tracer
-                    .drop_reasons
-                    .get(&d.reason)
-                    .cloned()
-                    .unwrap_or_else(|| d.reason.to_string());
-                m.drops
-                    .get_or_create(&DropLabels {
-                        reason,
-                        hop: hop.name().to_string(),
-                    })
-                    .inc();
-            }
-            update_counters(&m, &tracer)?;
-        }
+        let mut m = metrics.lock().unwrap_or_else(|e| e.into_inner());
+        record(&mut m, &mut tracer, &followed)?;
+        drop(m);
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The containers a scan found become the followed set: series of those gone are dropped,
+/// the programs follow the new device set.
+fn follow(
+    tracer: &mut Tracer,
+    m: &mut Metrics,
+    followed: &mut Vec<Followed>,
+    now: Vec<Followed>,
+) -> Result<()> {
+    let changed = device_set(&now) != device_set(followed);
+    for gone in m.containers_with_series() {
+        if !now.iter().any(|f| f.name == gone) {
+            m.forget_container(&gone);
+        }
+    }
+    *followed = now;
+    let devices = device_set(followed);
+    if changed || !tracer.attached() {
+        tracer.set_devices(&devices)?;
+        if !tracer.attached() {
+            tracer.attach()?;
+        }
+    }
+    m.containers.set(followed.len() as i64);
+    m.devices.set(devices.len() as i64);
+    Ok(())
+}
+
+/// What the programs saw since the last call, into the metrics.
+fn record(m: &mut Metrics, tracer: &mut Tracer, followed: &[Followed]) -> Result<()> {
+    for s in &tracer.drain_samples() {
+        observe(m, s, followed);
+    }
+    for d in &tracer.drain_drops() {
+        let hop = netpath_common::hop::drop_hop(d.last_point, d.last_kind);
+        let reason = tracer
+            .drop_reasons
+            .get(&d.reason)
+            .cloned()
+            .unwrap_or_else(|| d.reason.to_string());
+        m.drops
+            .get_or_create(&DropLabels {
+                reason,
+                hop: hop.name().to_string(),
+            })
+            .inc();
+    }
+    update_counters(m, tracer)
 }
 
 fn device_set(f: &[Followed]) -> Vec<Device> {

@@ -365,3 +365,189 @@ fn swarm_stack_follows_containers_and_prometheus_scrapes_it() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&pdir);
 }
+
+/// A Docker daemon of this test's own (socket, exec root and data root of its own, no default
+/// bridge, no iptables, containerd namespaces of its own), so the test can stop and restart a
+/// daemon without touching the one other tests or the user run. Stopped and its state removed
+/// on drop.
+struct OwnDockerd {
+    run_dir: std::path::PathBuf,
+    data_root: std::path::PathBuf,
+    child: Option<Child>,
+}
+
+impl OwnDockerd {
+    fn new(tag: &str) -> OwnDockerd {
+        let run_dir = std::path::PathBuf::from(format!("/run/{tag}"));
+        let data_root = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(tag);
+        std::fs::create_dir_all(&run_dir).unwrap();
+        std::fs::create_dir_all(&data_root).unwrap();
+        OwnDockerd {
+            run_dir,
+            data_root,
+            child: None,
+        }
+    }
+
+    fn host(&self) -> String {
+        format!("unix://{}/docker.sock", self.run_dir.display())
+    }
+
+    /// Starts the daemon (again) and waits until it answers.
+    fn start(&mut self) {
+        let log = std::fs::File::create(self.data_root.with_extension("log")).unwrap();
+        let ns = self
+            .run_dir
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        let child = Command::new("dockerd")
+            .args(["--host", &self.host()])
+            .arg(format!("--exec-root={}/exec", self.run_dir.display()))
+            .arg(format!("--pidfile={}/dockerd.pid", self.run_dir.display()))
+            .arg(format!("--data-root={}", self.data_root.display()))
+            .args(["--bridge=none", "--iptables=false", "--ip-masq=false"])
+            .arg(format!("--containerd-namespace={ns}"))
+            .arg(format!("--containerd-plugins-namespace={ns}-plugins"))
+            .args(["--shutdown-timeout", "1"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("dockerd (Debian's docker.io; `cargo xtask setup`)");
+        self.child = Some(child);
+        wait_for("this test's own dockerd to answer", 60, || {
+            self.docker(&["version"]).0
+        });
+    }
+
+    /// Stops the daemon the way an init system does (SIGTERM) and waits for it to exit.
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+    }
+
+    fn docker(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new("docker")
+            .args(["--host", &self.host()])
+            .args(args)
+            .output()
+            .expect("docker CLI");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    }
+}
+
+impl Drop for OwnDockerd {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            let _ = self.docker(&["rm", "-f", "nprs-a", "nprs-b"]);
+            let _ = self.docker(&["network", "rm", "nprs-net"]);
+        }
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.run_dir);
+        let _ = std::fs::remove_dir_all(&self.data_root);
+        let _ = std::fs::remove_file(self.data_root.with_extension("log"));
+    }
+}
+
+/// `netpath serve --all` keeps serving while its Docker daemon stops and comes back, and
+/// follows what runs after the restart: a container followed before the stop, nothing while
+/// the daemon is down (metrics still answer), a new container after it.
+#[test]
+fn serve_survives_a_docker_restart() {
+    let _g = common::need_root();
+    let mut d = OwnDockerd::new(&format!("nprs{}", std::process::id()));
+    d.start();
+    let engine = netpath::docker::Engine::connect_to(&d.host()).unwrap();
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_netpath"));
+    let image = netpath::docker::image::ensure_agent_image_from(&engine, exe, false).unwrap();
+    let bridge = format!("com.docker.network.bridge.name=np{}rs", std::process::id());
+    let (ok, out) = d.docker(&[
+        "network", "create", "--label", "netpath", "-o", &bridge, "nprs-net",
+    ]);
+    assert!(ok, "docker network create: {out}");
+    let run = |d: &OwnDockerd, name: &str| {
+        let (ok, out) = d.docker(&[
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--label",
+            "netpath",
+            "--network",
+            "nprs-net",
+            &image,
+            "hold",
+        ]);
+        assert!(ok, "docker run {name}: {out}");
+    };
+    run(&d, "nprs-a");
+
+    let port = free_port();
+    let mut serve = Reaped(
+        Command::new(exe)
+            .args(["serve", "--all", "--rescan-secs", "0.5"])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env("DOCKER_HOST", d.host())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let metrics = || get(port, "/metrics").map(|r| r.1).unwrap_or_default();
+    let watched = || -> Option<u64> {
+        metrics()
+            .lines()
+            .find_map(|l| l.strip_prefix("netpath_watched_containers "))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    wait_for("serve to follow the first container", 60, || {
+        watched() == Some(1)
+    });
+
+    d.stop();
+    // Several rescans with no daemon: the exporter is still up and still answers.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        serve.0.try_wait().unwrap().is_none(),
+        "netpath serve exited while its Docker daemon was down"
+    );
+    assert!(
+        metrics().contains("netpath_watched_containers"),
+        "no metrics while the daemon was down"
+    );
+
+    d.start();
+    // The first container did not survive the daemon (no restart policy): it is no longer
+    // followed; one started after the restart is.
+    wait_for(
+        "serve to let go of the container the restart stopped",
+        30,
+        || watched() == Some(0),
+    );
+    run(&d, "nprs-b");
+    wait_for(
+        "serve to follow the container started after the restart",
+        30,
+        || watched() == Some(1),
+    );
+    assert!(
+        serve.0.try_wait().unwrap().is_none(),
+        "netpath serve exited"
+    );
+    let m = metrics();
+    let devices = m
+        .lines()
+        .find_map(|l| l.strip_prefix("netpath_watched_devices "))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    assert!(devices.is_some_and(|n| n >= 1), "no device followed:\n{m}");
+    drop(serve);
+}

@@ -1,8 +1,8 @@
 //! `netpath serve` on real Docker: it follows two running containers, exposes per-hop
 //! histograms that `promtool check metrics` accepts, a real Prometheus (Debian's, started here
 //! on loopback) scrapes it and answers a hop quantile query, and a container's series go when
-//! it stops. Needs root, Docker (started if none answers), promtool and prometheus
-//! (`cargo xtask setup`). Host only.
+//! it stops; it keeps serving across a restart of a daemon of the test's own. Needs root,
+//! Docker (started if none answers), promtool and prometheus (`cargo xtask setup`). Host only.
 mod common;
 
 use std::io::{Read as _, Write as _};
@@ -214,10 +214,16 @@ fn serve_exports_hop_histograms_that_prometheus_scrapes() {
 }
 
 fn docker(args: &[&str]) -> (bool, String) {
-    let out = Command::new("docker")
-        .args(args)
-        .output()
-        .expect("docker CLI");
+    docker_at(None, args)
+}
+
+/// The docker CLI against the default daemon or the one at `host`: (succeeded, its output).
+fn docker_at(host: Option<&str>, args: &[&str]) -> (bool, String) {
+    let mut c = Command::new("docker");
+    if let Some(h) = host {
+        c.args(["--host", h]);
+    }
+    let out = c.args(args).output().expect("docker CLI");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -432,17 +438,7 @@ impl OwnDockerd {
     }
 
     fn docker(&self, args: &[&str]) -> (bool, String) {
-        let out = Command::new("docker")
-            .args(["--host", &self.host()])
-            .args(args)
-            .output()
-            .expect("docker CLI");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
+        docker_at(Some(&self.host()), args)
     }
 }
 

@@ -1,6 +1,7 @@
 //! `cargo xtask churn --minutes N`: `netpath serve --all` while containers of netpath's agent
-//! image start and stop for N minutes (three at a time, each living about a second), scraped
-//! after every batch. Prints the exporter's RSS, its series count and what it follows once a
+//! image start and stop for N minutes (three at a time, each living about a second and
+//! answering a few request/response round trips from the host, so each makes series of its
+//! own), scraped with each batch up and after it is gone. Prints the exporter's RSS, its series count and what it follows once a
 //! minute, and fails if the series or the followed set did not come back down once the churn
 //! stopped. RSS is reported, not judged: the machine is shared.
 
@@ -52,6 +53,10 @@ pub fn run(args: &ChurnArgs) -> anyhow::Result<()> {
         }
     };
     let _dockerd = dockerd::ensure_dockerd()?;
+    // The containers carry this run's id and its lock is held while they churn, so a
+    // `netpath cleanup` (a test's, or a user's) running meanwhile leaves them alone.
+    let lock = RunLock::acquire()?;
+    let net = Network::create(&lock)?;
     let image = capture(Command::new(&exe).arg("image"))?
         .lines()
         .last()
@@ -72,47 +77,180 @@ pub fn run(args: &ChurnArgs) -> anyhow::Result<()> {
     println!("start: {start}");
     let end = Instant::now() + Duration::from_secs(args.minutes * 60);
     let mut next_report = Instant::now() + Duration::from_secs(60);
-    let (mut started, mut peak) = (0u64, start.rss_kib);
+    let (mut started, mut peak) = (0u64, start);
     while Instant::now() < end {
-        started += batch(&image)?;
+        let alive = batch(&image, &lock.label, &net, || snapshot(pid, port))?;
+        started += 3;
         let s = snapshot(pid, port);
-        peak = peak.max(s.rss_kib);
+        peak.rss_kib = peak.rss_kib.max(s.rss_kib).max(alive.rss_kib);
+        peak.series = peak.series.max(alive.series);
         if Instant::now() >= next_report {
-            println!("{started:>6} containers started and removed: {s}");
+            println!("{started:>6} containers started and removed: {s} (with a batch up: {alive})");
             next_report += Duration::from_secs(60);
         }
     }
     std::thread::sleep(Duration::from_secs(3));
     let last = snapshot(pid, port);
     println!(
-        "after {} min, {started} containers: {last}; peak RSS {peak} KiB (start {} KiB)",
-        args.minutes, start.rss_kib
+        "after {} min, {started} containers: {last}; peak RSS {} KiB, peak {} series (start {})",
+        args.minutes, peak.rss_kib, peak.series, start
     );
+    if peak.series <= start.series {
+        bail!("no container's traffic made a series: the churn measured nothing");
+    }
     if last.containers != start.containers || last.series > start.series {
         bail!("the exporter still follows what churned away: start {start}, end {last}");
     }
     Ok(())
 }
 
-/// Three containers up for a second, scraped, then removed. Returns how many started.
-fn batch(image: &str) -> anyhow::Result<u64> {
+/// Three containers serving request/response on addresses of netpath's churn network, a few
+/// round trips to each from the host (so the exporter makes their hop series), scraped with
+/// all three up (`alive`, returned), then removed.
+fn batch(
+    image: &str,
+    run_label: &str,
+    net: &Network,
+    alive: impl Fn() -> Snap,
+) -> anyhow::Result<Snap> {
     let mut ids = Vec::new();
-    for _ in 0..3 {
-        let out = capture(Command::new("docker").args([
+    let addrs: Vec<String> = (10..13).map(|h| net.host(h)).collect();
+    for ip in &addrs {
+        let bind = format!("{ip}:8080");
+        let out = capture(&mut docker(&[
             "run",
             "-d",
             "--label",
             "netpath=churn",
+            "--label",
+            run_label,
+            "--network",
+            &net.name,
+            "--ip",
+            ip,
             image,
-            "hold",
+            "serve",
+            "--bind",
+            &bind,
         ]))?;
         ids.push(out.trim().to_string());
     }
+    for ip in &addrs {
+        round_trips(ip, 20)?;
+    }
+    // The exporter rescans every 0.5 s and drains the programs every 0.1 s.
     std::thread::sleep(Duration::from_secs(1));
-    let mut rm = Command::new("docker");
-    rm.args(["rm", "-f"]).args(&ids).stdout(Stdio::null());
+    let snap = alive();
+    let mut rm = docker(&["rm", "-f"]);
+    rm.args(&ids).stdout(Stdio::null());
     capture(&mut rm)?;
-    Ok(ids.len() as u64)
+    Ok(snap)
+}
+
+/// `n` request/response exchanges (1 KiB each way, the agent's defaults) with the agent
+/// serving on `ip`:8080, retrying the connect while the container starts.
+fn round_trips(ip: &str, n: usize) -> anyhow::Result<()> {
+    let addr: std::net::SocketAddr = format!("{ip}:8080").parse()?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut s = loop {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+            Ok(s) => break s,
+            Err(e) if Instant::now() > deadline => bail!("connecting to {addr}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let (req, mut resp) = ([7u8; 1024], [0u8; 1024]);
+    for _ in 0..n {
+        s.write_all(&req)?;
+        s.read_exact(&mut resp)
+            .with_context(|| format!("the agent on {addr} answering"))?;
+    }
+    Ok(())
+}
+
+/// A Docker bridge network of the churn's own (`npchurn<pid>`, bridge `np<pid>ch`, subnet
+/// 10.218.K.0/24, no prefix a lab uses), labelled with its run; removed on drop.
+struct Network {
+    name: String,
+    prefix: String,
+}
+
+impl Network {
+    fn create(lock: &RunLock) -> anyhow::Result<Network> {
+        let pid = std::process::id();
+        let prefix = format!("10.218.{}", pid % 254 + 1);
+        let name = format!("npchurn{pid}");
+        capture(&mut docker(&[
+            "network",
+            "create",
+            "--label",
+            "netpath",
+            "--label",
+            &lock.label,
+            "--subnet",
+            &format!("{prefix}.0/24"),
+            "-o",
+            &format!("com.docker.network.bridge.name=np{pid}ch"),
+            &name,
+        ]))?;
+        Ok(Network { name, prefix })
+    }
+
+    fn host(&self, h: u8) -> String {
+        format!("{}.{h}", self.prefix)
+    }
+}
+
+impl Drop for Network {
+    fn drop(&mut self) {
+        let _ = capture(&mut docker(&["network", "rm", &self.name]));
+    }
+}
+
+/// The docker CLI, bounded: Docker 20.10 can stall on a remove under load, which is then
+/// said rather than waited on forever.
+fn docker(args: &[&str]) -> Command {
+    let mut c = Command::new("timeout");
+    c.args(["--kill-after=5", "120", "docker"]).args(args);
+    c
+}
+
+/// netpath's run lock (`/run/netpath/docker-run-<id>.lock`, flock held while this lives),
+/// the way a netpath run holds it: what carries its id is not a leftover.
+struct RunLock {
+    path: PathBuf,
+    _file: std::fs::File,
+    /// `netpath.run=<id>`.
+    label: String,
+}
+
+impl RunLock {
+    fn acquire() -> anyhow::Result<RunLock> {
+        use std::os::{fd::AsRawFd as _, unix::fs::DirBuilderExt as _};
+        let dir = std::path::Path::new("/run/netpath");
+        if !dir.exists() {
+            std::fs::DirBuilder::new().mode(0o700).create(dir)?;
+        }
+        let id = format!("churn{}", std::process::id());
+        let path = dir.join(format!("docker-run-{id}.lock"));
+        let file = std::fs::File::create(&path).with_context(|| path.display().to_string())?;
+        // SAFETY: flock on an fd this process owns; released when it closes.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            bail!("{} is held by another process", path.display());
+        }
+        Ok(RunLock {
+            path,
+            _file: file,
+            label: format!("netpath.run={id}"),
+        })
+    }
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// Runs `c`, returns its stdout; fails with its stderr when it exits non-zero.

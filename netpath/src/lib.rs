@@ -2,6 +2,7 @@
 //!
 //! The binary is a thin CLI over this library so integration tests drive the same code.
 
+pub mod ab;
 pub mod backend;
 pub mod bench;
 pub mod bounds;

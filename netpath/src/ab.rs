@@ -369,6 +369,20 @@ fn placement(d: &DriverView) -> String {
     )
 }
 
+/// A side's conditions in one line: wait mode, placement asked and where most sampled points
+/// ran, the machine during the run.
+pub fn conditions(d: &DriverView) -> String {
+    format!(
+        "wait {}, cpus {}; ran on {}; machine busy {:.0}%, steal {:.1}%, load {}",
+        text(&d.wait),
+        text(&d.cpus),
+        placement(d),
+        machine_num(d, "busy_pct").unwrap_or(0.0),
+        machine_num(d, "steal_pct").unwrap_or(0.0),
+        machine_str(d, "loadavg")
+    )
+}
+
 fn machine_num(d: &DriverView, key: &str) -> Option<f64> {
     d.machine.as_ref()?.get(key)?.as_f64()
 }
@@ -466,13 +480,18 @@ pub fn context_warnings(a: &Side, b: &Side) -> Vec<String> {
         head(a, |h| h.netpath_version.clone()),
         head(b, |h| h.netpath_version.clone()),
     );
-    differ(
-        "host",
-        head(a, |h| h.hostname.clone()),
-        head(b, |h| h.hostname.clone()),
-    );
     differ("wait mode", text(&a.driver.wait), text(&b.driver.wait));
     differ("--cpus", text(&a.driver.cpus), text(&b.driver.cpus));
+    let host = |s: &Side| head(s, |h| h.hostname.clone());
+    if host(a) != host(b) {
+        out.push(format!(
+            "{} ran on host {}, {} on {}",
+            a.label,
+            host(a),
+            b.label,
+            host(b)
+        ));
+    }
     let (pa, pb) = (placement(a.driver), placement(b.driver));
     if pa != pb {
         out.push(format!(

@@ -262,7 +262,10 @@ fn run(cli: Cli) -> Result<()> {
             ..
         } => {
             let (a, b) = live_pair(driver.as_deref(), vs.as_deref())?;
-            let opts = traffic.options(vec![a, b], false, None)?;
+            let mut opts = traffic.options(vec![a, b], false, None)?;
+            // diff compares the runs its tables come from; compare's extra blocking line
+            // would cost a run per driver and say nothing here (`--wait block` diffs that).
+            opts.mode.block_line = false;
             lab::install_signal_cleanup();
             netpath::btf::require()?;
             netpath::render::progress::enable(!json);

@@ -273,6 +273,28 @@ fn live_bad_input_is_one_line() {
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    // Files need no privilege (like `report`): as nobody, with no capabilities.
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            NETPATH,
+            "diff",
+        ])
+        .args([data("compare-vm61.json"), data("compare-host.json")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .starts_with("bridge (compare-vm61.json) is 3.9 µs faster")
+    );
 }
 
 /// Live, as root: overlay and bridge in one interleaved run. The hops only overlay has are

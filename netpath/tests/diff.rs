@@ -299,7 +299,8 @@ fn live_bad_input_is_one_line() {
 
 /// Live, as root: overlay and bridge in one interleaved run. The hops only overlay has are
 /// exactly VXLAN's and the underlay's, each a result, and the top of the ranking is made of
-/// them and of the second backlog pass VXLAN's receive adds (`×2 more`).
+/// them and of the hops overlay crosses twice per packet (`×2 more`: the second node's bridge,
+/// the second backlog pass of the decapsulated packet).
 #[test]
 fn live_overlay_vs_bridge() {
     let _g = common::need_root();
@@ -359,10 +360,16 @@ fn live_overlay_vs_bridge() {
         let h = hop(d);
         assert!(
             ["vxlan-encap", "vxlan-decap", "underlay"].contains(&h.as_str())
-                || (h == "backlog" && d["note"] == "×2 more"),
+                || d["note"] == "×2 more",
             "top-ranked {d} is not a VXLAN or underlay hop (ranking: {:?})",
             names(&v["hops_p50"])
         );
     }
-    assert!(v["verdict"].as_str().unwrap().starts_with("overlay is"));
+    // The RTT headline may be within noise on a busy machine; the sentence still names the
+    // VXLAN hops, which are results.
+    let verdict = v["verdict"].as_str().unwrap();
+    assert!(
+        verdict.starts_with("overlay ") && verdict.contains("vxlan-decap"),
+        "{verdict}"
+    );
 }

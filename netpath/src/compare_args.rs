@@ -13,7 +13,7 @@ use crate::{
     tracer::TracerOptions,
 };
 
-#[derive(Clone, Debug, clap::Args)]
+#[derive(Clone, Debug, PartialEq, clap::Args)]
 pub struct TrafficArgs {
     /// Rounds: each visits every driver in turn (untraced and traced runs alternating,
     /// order reversed every other round); medians, spread and per-round ratios (1-100).
@@ -62,7 +62,21 @@ pub struct TrafficArgs {
     pub prog_stats: bool,
 }
 
+/// The flags alone, to read their defaults.
+#[derive(clap::Parser)]
+struct Defaults {
+    #[command(flatten)]
+    traffic: TrafficArgs,
+}
+
 impl TrafficArgs {
+    /// No flag was given a value other than its default (a command reading saved results
+    /// refuses flags it would ignore).
+    pub fn is_default(&self) -> bool {
+        use clap::Parser as _;
+        Defaults::try_parse_from(["netpath"]).is_ok_and(|d| &d.traffic == self)
+    }
+
     /// The options of a run over `drivers`; the placement is checked against this machine's
     /// CPUs here, before anything is loaded or built.
     pub fn options(

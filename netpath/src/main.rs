@@ -242,11 +242,16 @@ fn run(cli: Cli) -> Result<()> {
         files,
         driver,
         vs,
+        traffic,
         json,
-        ..
     } = &cli.cmd
         && !files.is_empty()
     {
+        if !traffic.is_default() {
+            bail!(
+                "netpath diff: the traffic and mode flags (--rounds, -n, --wait, --cpus, --backend …) are for measuring now; saved files were measured already: drop those flags, or the files to measure -d A --vs B"
+            );
+        }
         // Reads files: needs no privilege.
         let r = netpath::diff::from_files(files, driver.as_deref(), vs.as_deref())?;
         return print_diff(&r, None, *json);

@@ -227,6 +227,14 @@ fn bad_input_is_one_line() {
             "has no driver macvlan",
         ),
         (vec!["diff", &one, &one, &one], "got 3"),
+        (
+            vec!["diff", &a, &b, "--rounds", "5"],
+            "saved files were measured already",
+        ),
+        (
+            vec!["diff", &a, &b, "--wait", "block"],
+            "saved files were measured already",
+        ),
     ];
     for (args, says) in cases {
         let out = run(&args);

@@ -159,6 +159,16 @@ fn bad_options_and_environments_answered_in_one_line() {
         case("compare -d host -n 10", Unprivileged, "needs root"),
         case("trace -c 1", Unprivileged, "needs root"),
         case("cleanup", Unprivileged, "needs root"),
+        case(
+            "diff -d overlay --vs bridge -n 10",
+            Unprivileged,
+            "needs root",
+        ),
+        case(
+            "diff -d overlay --vs bridge -n 10 --burst 0",
+            NoBtf,
+            "no kernel BTF",
+        ),
         case("compare -d host -n 10 --burst 0", NoBtf, "no kernel BTF"),
         case("trace -c 1", NoBtf, "no kernel BTF"),
         case("compare --docker -d bridge", DeadDocker, "not reachable"),

@@ -110,7 +110,7 @@ pub struct RunMode {
 }
 
 /// `--wait` and `--cpus`, shared by every command that runs request/response traffic.
-#[derive(Clone, Debug, clap::Args)]
+#[derive(Clone, Debug, PartialEq, clap::Args)]
 pub struct RunModeArgs {
     /// How receivers wait: block (what an application sees), spin (non-blocking receives in a
     /// loop: the data path without the scheduler), busy-poll (SO_BUSY_POLL on netpath's own

@@ -55,10 +55,12 @@ const BACKEND_INDEPENDENT: &[&str] = &["lab", "lab_drivers", "harness"];
 /// iptables), sockperf, iperf3, promtool and prometheus (`outputs`: the output formats do
 /// not depend on the kernel), which the initramfs does not carry; bad_input and interrupt
 /// also need setpriv, unshare, bpftool and Docker; overload sends more traffic than TCG
-/// emulates in time.
+/// emulates in time; diff reads its fixtures and schemas from the repository, which the VM
+/// does not carry (its live run is a compare, which the VM runs itself).
 const HOST_ONLY: &[&str] = &[
     "docker",
     "outputs",
+    "diff",
     "serve",
     "fleet",
     "bad_input",

@@ -26,6 +26,12 @@ pub fn validate(kind: &str, v: &Value) {
             Resource::from_contents(load("common.json")),
         )
         .unwrap()
+        // tune's sides are compare's driver entries.
+        .add(
+            format!("{BASE}compare.json"),
+            Resource::from_contents(load("compare.json")),
+        )
+        .unwrap()
         .prepare()
         .unwrap();
     let schema = load(&format!("{kind}.json"));

@@ -2,12 +2,15 @@
 //!
 //! The binary is a thin CLI over this library so integration tests drive the same code.
 
+pub mod ab;
 pub mod backend;
 pub mod bench;
 pub mod bounds;
 pub mod btf;
 pub mod compare;
+pub mod compare_args;
 pub mod delta;
+pub mod diff;
 pub mod docker;
 pub mod doctor;
 pub mod driver;

@@ -6,10 +6,8 @@ use netpath::{
     backend::{self, BackendChoice},
     bounds, compare, doctor,
     driver::Driver,
-    harness::RrConfig,
     lab,
     render::to_json,
-    tracer::TracerOptions,
 };
 
 /// Where the microseconds go when containers talk: per-hop latency of each packet through
@@ -43,6 +41,8 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath tune -d bridge --knob wait=block,spin  the receiver's wakeup, A/B
     netpath compare -d bridge,host --report run.html --svg run.svg
     netpath report bridge.json -o bridge.html   the HTML report of a saved compare --json
+    netpath diff -d overlay --vs bridge  which hops make overlay slower, with each delta's noise
+    netpath diff a.json b.json --driver bridge   the same driver in two saved runs
     netpath cleanup                      remove what a killed run left behind";
 
 #[derive(Subcommand)]
@@ -57,48 +57,8 @@ enum Cmd {
         /// Drivers to measure, comma-separated (default: all of them).
         #[arg(long, short = 'd', value_delimiter = ',')]
         driver: Vec<Driver>,
-        /// Rounds: each visits every driver in turn (untraced and traced runs alternating,
-        /// order reversed every other round); medians, spread and per-round ratios (1-100).
-        #[arg(long, default_value_t = 3, value_parser = bounds::int(bounds::ROUNDS))]
-        rounds: usize,
-        /// Seconds of bulk transfer per round (0: no bulk; at most 600).
-        #[arg(long, default_value_t = 2.0, value_parser = bounds::float(bounds::PHASE_SECS))]
-        bulk_secs: f64,
-        /// Parallel bulk streams (1-256).
-        #[arg(long, default_value_t = 1, value_parser = bounds::int(bounds::STREAMS))]
-        streams: usize,
-        /// Open-loop request rate for the burst phases, then twice it (0: no burst; at most
-        /// 100000 per second).
-        #[arg(long, default_value_t = 2000.0, value_parser = bounds::float(bounds::BURST_RATE))]
-        burst: f64,
-        /// Seconds per burst phase (more than 0, at most 600).
-        #[arg(long, default_value_t = 1.0, value_parser = bounds::phase_secs_nonzero)]
-        burst_secs: f64,
-        /// Measured requests per run (1-1000000).
-        #[arg(long, short = 'n', default_value_t = 10_000, value_parser = bounds::int(bounds::REQUESTS))]
-        requests: u64,
-        /// Unmeasured warm-up requests (0-100000).
-        #[arg(long, default_value_t = 1_000, value_parser = bounds::int(bounds::WARMUP))]
-        warmup: u64,
-        /// Request payload in bytes (1 to 1048576).
-        #[arg(long, default_value_t = 1024, value_parser = bounds::int(bounds::PAYLOAD))]
-        req_size: usize,
-        /// Response payload in bytes (1 to 1048576).
-        #[arg(long, default_value_t = 1024, value_parser = bounds::int(bounds::PAYLOAD))]
-        resp_size: usize,
         #[command(flatten)]
-        mode: netpath::harness::runmode::RunModeArgs,
-        /// Skip the untraced run (no probe-effect figure).
-        #[arg(long)]
-        no_untraced: bool,
-        /// Keep the full timeline of one packet in N (0: none, 1: every packet; at most 1000000).
-        #[arg(long, default_value_t = 64, value_parser = bounds::int(bounds::SAMPLE_EVERY))]
-        sample_every: u32,
-        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
-        backend: BackendChoice,
-        /// Attach TC ingress/egress packet counters to every lab device as a cross-check.
-        #[arg(long)]
-        tc_counters: bool,
+        traffic: netpath::compare_args::TrafficArgs,
         /// Measure real Docker networks and containers (a daemon must answer) instead of the lab.
         #[arg(long)]
         docker: bool,
@@ -109,9 +69,6 @@ enum Cmd {
         /// second, on a network they share); nothing is created in Docker.
         #[arg(long, num_args = 2, value_names = ["CLIENT", "SERVER"], conflicts_with_all = ["docker", "driver"])]
         between: Vec<String>,
-        /// Report each kernel program's run count and mean cost (BPF run-time stats).
-        #[arg(long)]
-        prog_stats: bool,
         /// Emulate the wire between two nodes: netem delays every packet a node sends on the
         /// overlay's underlay link (the egress drivers' uplink) by this much (e.g. 50us, 2ms),
         /// so cross-node drivers can be compared with same-node ones. Needs a kernel with netem (sch_netem).
@@ -142,6 +99,25 @@ enum Cmd {
         /// The charts as one SVG file.
         #[arg(long, value_name = "FILE")]
         svg: Option<std::path::PathBuf>,
+    },
+    /// One driver against another, noise-aware: one sentence, the hops ranked by their share
+    /// of the difference (each delta with its spread over rounds), and what differed in the two
+    /// sides' conditions. From two saved `compare --json` files (or two drivers of one), or
+    /// measured live in one interleaved run (`-d overlay --vs bridge`, needs root).
+    Diff {
+        /// Saved `netpath compare --json` outputs: A and B, or one file with --driver X --vs Y.
+        /// None: measure -d A --vs B now.
+        files: Vec<std::path::PathBuf>,
+        /// A's driver (in both files when --vs is not given).
+        #[arg(long, short = 'd')]
+        driver: Option<String>,
+        /// B's driver.
+        #[arg(long)]
+        vs: Option<String>,
+        #[command(flatten)]
+        traffic: netpath::compare_args::TrafficArgs,
+        #[arg(long)]
+        json: bool,
     },
     /// Print per-packet timelines (one line per point, time since the previous one, device,
     /// hop) for traffic on a lab path; filters are applied in the kernel.
@@ -268,10 +244,40 @@ fn run(cli: Cli) -> Result<()> {
         // Reads a file and writes others: needs no privilege.
         return report_file(input, output.as_deref(), svg.as_deref());
     }
+    if let Cmd::Diff {
+        files,
+        driver,
+        vs,
+        json,
+        ..
+    } = &cli.cmd
+        && !files.is_empty()
+    {
+        // Reads files: needs no privilege.
+        let r = netpath::diff::from_files(files, driver.as_deref(), vs.as_deref())?;
+        return print_diff(&r, None, *json);
+    }
     require_root()?;
     match cli.cmd {
         Cmd::Report { .. } => unreachable!("handled above"),
         Cmd::Tune(args) => netpath::tune::cli::main(args)?,
+        Cmd::Diff {
+            driver,
+            vs,
+            traffic,
+            json,
+            ..
+        } => {
+            let (a, b) = live_pair(driver.as_deref(), vs.as_deref())?;
+            let opts = traffic.options(vec![a, b], false, None)?;
+            lab::install_signal_cleanup();
+            netpath::btf::require()?;
+            netpath::render::progress::enable(!json);
+            let caps = doctor::probe()?;
+            let backend = backend::select(traffic.backend, &caps)?;
+            let r = netpath::diff::live(backend, &opts)?;
+            print_diff(&r, Some(backend.name()), json)?;
+        }
         Cmd::Doctor { json } => {
             let caps = doctor::probe()?;
             let chosen = backend::select(BackendChoice::Auto, &caps).ok();
@@ -284,21 +290,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Compare {
             driver,
-            rounds,
-            bulk_secs,
-            streams,
-            burst,
-            burst_secs,
-            requests,
-            warmup,
-            req_size,
-            resp_size,
-            mode,
-            no_untraced,
-            sample_every,
-            backend: choice,
-            prog_stats,
-            tc_counters,
+            traffic,
             docker,
             lab: with_lab,
             between,
@@ -308,8 +300,17 @@ fn run(cli: Cli) -> Result<()> {
             svg,
             json,
         } => {
+            let drivers = if driver.is_empty() {
+                Driver::ALL.to_vec()
+            } else {
+                driver
+            };
+            let underlay = underlay_delay.map(|delay| lab::netem::WireDelay {
+                delay,
+                jitter: underlay_jitter.unwrap_or_default(),
+            });
             // A placement this machine cannot give is said before anything is loaded or built.
-            let mode = mode.resolve()?;
+            let opts = traffic.options(drivers, !json, underlay)?;
             for (flag, p) in [("--report", &report), ("--svg", &svg)] {
                 if let Some(p) = p {
                     netpath::render::check_output_path(flag, p)?;
@@ -319,7 +320,7 @@ fn run(cli: Cli) -> Result<()> {
             netpath::btf::require()?;
             netpath::render::progress::enable(!json);
             let caps = doctor::probe()?;
-            let backend = backend::select(choice, &caps)?;
+            let backend = backend::select(traffic.backend, &caps)?;
             // A missing daemon is said before anything else is printed.
             let engine = if docker || !between.is_empty() {
                 Some(netpath::docker::Engine::connect()?)
@@ -335,54 +336,6 @@ fn run(cli: Cli) -> Result<()> {
                 );
                 println!();
             }
-            let drivers = if driver.is_empty() {
-                Driver::ALL.to_vec()
-            } else {
-                driver
-            };
-            let secs = |s: f64| std::time::Duration::from_secs_f64(s.max(0.0));
-            let opts = compare::CompareOptions {
-                drivers,
-                rounds,
-                bulk: (bulk_secs > 0.0).then(|| netpath::harness::BulkConfig {
-                    streams: streams.max(1),
-                    duration: secs(bulk_secs),
-                    ..Default::default()
-                }),
-                burst: (burst > 0.0).then(|| {
-                    (
-                        netpath::harness::BurstConfig {
-                            rate: burst,
-                            duration: secs(burst_secs),
-                            req_size,
-                            resp_size,
-                            ..Default::default()
-                        },
-                        vec![1.0, 2.0],
-                    )
-                }),
-                rr: RrConfig {
-                    requests,
-                    warmup,
-                    req_size,
-                    resp_size,
-                    ..RrConfig::default()
-                },
-                untraced: !no_untraced,
-                tracer: TracerOptions {
-                    sample_every,
-                    prog_stats,
-                    ..TracerOptions::default()
-                },
-                print: !json,
-                tc_counters,
-                keep_timelines: 4,
-                underlay: underlay_delay.map(|delay| lab::netem::WireDelay {
-                    delay,
-                    jitter: underlay_jitter.unwrap_or_default(),
-                }),
-                mode,
-            };
             let reports = match (&engine, between.as_slice()) {
                 (Some(e), [client, server]) => {
                     compare::run_between(backend, &opts, e, client, server)?
@@ -610,6 +563,36 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// `diff -d A --vs B`: two different lab drivers.
+fn live_pair(a: Option<&str>, b: Option<&str>) -> Result<(Driver, Driver)> {
+    let (Some(a), Some(b)) = (a, b) else {
+        bail!(
+            "netpath diff: give two saved `compare --json` files, or -d A --vs B to measure two drivers now (e.g. -d overlay --vs bridge)"
+        );
+    };
+    let parse = |flag: &str, s: &str| {
+        use clap::ValueEnum;
+        Driver::from_str(s, false).map_err(|_| {
+            let all: Vec<&str> = Driver::ALL.iter().map(|d| d.name()).collect();
+            anyhow::anyhow!("{flag} {s}: no such driver; use one of {}", all.join(", "))
+        })
+    };
+    let (a, b) = (parse("--driver", a)?, parse("--vs", b)?);
+    if a == b {
+        bail!("--driver and --vs both name {a}: diff two different drivers");
+    }
+    Ok((a, b))
+}
+
+fn print_diff(r: &netpath::diff::DiffResult, backend: Option<&str>, json: bool) -> Result<()> {
+    if json {
+        println!("{}", to_json("diff", backend, r)?);
+    } else {
+        netpath::render::diff::print(r);
     }
     Ok(())
 }

@@ -30,6 +30,35 @@ pub struct RoundRow {
     /// Request one-way p50 minus its wakeup p50: every hop but the wakeup and its parts.
     pub data_path_p50_us: Option<f64>,
     pub mode_change: bool,
+    /// The round's traced run in brief, so a difference between two results (`diff`, `tune`)
+    /// has a spread over rounds, not only the median round's table.
+    pub traced_p99_us: f64,
+    /// One-way p50 per direction.
+    pub one_way_p50_us: std::collections::BTreeMap<&'static str, f64>,
+    pub hops: Vec<RoundHop>,
+    /// Receive passes and NET_RX softirq runs per packet, per direction.
+    pub passes: Vec<RoundPasses>,
+    /// The round's bulk throughput (all streams), when bulk ran.
+    pub bulk_gbit_per_s: Option<f64>,
+}
+
+/// One hop of one round's traced run: what `report::HopRow` says, without the shares.
+#[derive(Clone, Debug, Serialize)]
+pub struct RoundHop {
+    pub hop: &'static str,
+    pub dir: &'static str,
+    pub crossings: u64,
+    pub per_packet_us: f64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RoundPasses {
+    pub dir: &'static str,
+    pub rx_passes_per_packet: f64,
+    pub softirqs_per_packet: f64,
 }
 
 /// The blocking run printed beside the default spin tables: what an application sees.
@@ -279,7 +308,48 @@ fn wakeup_share(r: &DriverReport, dir: &str) -> Option<f64> {
     (!parts.is_empty()).then(|| parts.iter().sum())
 }
 
-fn round_rows(traced: &[DriverReport], untraced: &[RrResult]) -> Vec<RoundRow> {
+/// Mean receive passes and softirq runs per packet of a traced run, per direction.
+fn passes_per_packet(t: &DriverReport) -> Vec<RoundPasses> {
+    ["request", "response"]
+        .into_iter()
+        .filter_map(|dir| {
+            let rows: Vec<_> = t.passes.iter().filter(|p| p.dir == dir).collect();
+            let n: u64 = rows.iter().map(|p| p.packets).sum();
+            let per = |f: fn(&report::PassRow) -> u32| {
+                rows.iter()
+                    .map(|p| f(p) as f64 * p.packets as f64)
+                    .sum::<f64>()
+                    / n as f64
+            };
+            (n > 0).then(|| RoundPasses {
+                dir,
+                rx_passes_per_packet: per(|p| p.rx_passes),
+                softirqs_per_packet: per(|p| p.softirq_runs),
+            })
+        })
+        .collect()
+}
+
+fn round_hops(t: &DriverReport) -> Vec<RoundHop> {
+    t.hops
+        .iter()
+        .map(|h| RoundHop {
+            hop: h.hop,
+            dir: h.dir,
+            crossings: h.crossings,
+            per_packet_us: h.per_packet_us,
+            mean_us: h.mean_us,
+            p50_us: h.p50_us,
+            p99_us: h.p99_us,
+        })
+        .collect()
+}
+
+fn round_rows(
+    traced: &[DriverReport],
+    untraced: &[RrResult],
+    bulk: &[harness::BulkResult],
+) -> Vec<RoundRow> {
     let mut rows: Vec<RoundRow> = traced
         .iter()
         .enumerate()
@@ -295,6 +365,11 @@ fn round_rows(traced: &[DriverReport], untraced: &[RrResult]) -> Vec<RoundRow> {
                 wakeup_p50_us: w,
                 data_path_p50_us: ow.zip(w).map(|(o, w)| (o - w).max(0.0)),
                 mode_change: false,
+                traced_p99_us: t.traced.p99_us,
+                one_way_p50_us: t.one_way.iter().map(|(d, x)| (*d, x.p50_us)).collect(),
+                hops: round_hops(t),
+                passes: passes_per_packet(t),
+                bulk_gbit_per_s: bulk.get(i).map(|b| b.gbit_per_s),
             }
         })
         .collect();
@@ -330,7 +405,7 @@ fn finish(
     before: (harness::NetCounters, harness::NetCounters),
     t0: CpuTimes,
 ) -> Result<DriverReport> {
-    let rows = round_rows(&acc.traced, &acc.untraced);
+    let rows = round_rows(&acc.traced, &acc.untraced, &acc.bulk);
     let mut by_p50: Vec<usize> = (0..acc.traced.len()).collect();
     by_p50.sort_by(|a, b| {
         acc.traced[*a]
@@ -507,6 +582,11 @@ mod tests {
             wakeup_p50_us: Some(w),
             data_path_p50_us: Some(d),
             mode_change: false,
+            traced_p99_us: 0.0,
+            one_way_p50_us: Default::default(),
+            hops: Vec::new(),
+            passes: Vec::new(),
+            bulk_gbit_per_s: None,
         }
     }
 

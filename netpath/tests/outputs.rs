@@ -92,6 +92,31 @@ fn compare_json_matches_its_schema() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Two drivers of the saved run, diffed (paired: one interleaved run), per-hop deltas with
+    // a spread from every round's traced run.
+    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .arg("diff")
+        .arg(&json)
+        .args(["--driver", "bridge", "--vs", "host", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    common::schema::validate("diff", &d);
+    assert_eq!(d["paired"], true);
+    assert!(
+        d["hops_p50"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["a_rounds"] == 2 && h["noise_known"] == true),
+        "{}",
+        d["hops_p50"]
+    );
     let page = std::fs::read_to_string(&html).unwrap();
     assert_eq!(
         page.matches("<svg").count(),

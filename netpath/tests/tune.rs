@@ -28,14 +28,16 @@ fn our_root_links() -> BTreeSet<String> {
         .collect()
 }
 
-/// What changed on the machine among netpath's own kinds of objects (namespaces, np links,
-/// nft tables, BPF programs, state files): other users' containers and their veths are not
-/// netpath's to account for.
+/// What this test's netpath runs left behind or removed among the kinds of objects netpath
+/// makes (namespaces, np links, nft tables, BPF programs and links, state files). The machine
+/// is shared: other users' containers, their veths and daemons come and go, and BPF programs
+/// of other runs end meanwhile; none of those is netpath's to account for here.
 fn our_changes(before: &BTreeSet<String>) -> Vec<String> {
     common::changes(before, &snapshot())
         .into_iter()
         .filter(|c| !c.contains(" container ") && !c.contains(" network "))
         .filter(|c| !c.contains(" link ") || c.contains(" link np"))
+        .filter(|c| !c.starts_with("removed bpf") && !c.starts_with("left pid"))
         .collect()
 }
 
@@ -180,12 +182,15 @@ fn tune_json(args: &str) -> Value {
 }
 
 fn delta<'a>(v: &'a Value, name: &str) -> &'a Value {
-    v["deltas"]
+    if name == "bulk" {
+        return &v["bulk"];
+    }
+    v["rtt"]
         .as_array()
         .unwrap()
         .iter()
         .find(|d| d["name"] == name)
-        .unwrap_or_else(|| panic!("no delta {name}: {}", v["deltas"]))
+        .unwrap_or_else(|| panic!("no delta {name}: {}", v["rtt"]))
 }
 
 #[test]
@@ -221,7 +226,7 @@ fn tune_json_carries_both_settings_and_the_deltas() {
         );
     }
     // Paired: two rounds a side, the delta the median of the per-round deltas.
-    for name in ["RR p50", "RR p99", "bulk", "traced RR p50"] {
+    for name in ["RTT p50", "RTT p99", "bulk", "RTT p50 traced"] {
         let d = delta(&v, name);
         assert_eq!(
             (d["a_rounds"].as_u64(), d["b_rounds"].as_u64()),
@@ -234,12 +239,24 @@ fn tune_json_carries_both_settings_and_the_deltas() {
     let per: Vec<f64> = (0..2)
         .map(|i| a[i]["p50_us"].as_f64().unwrap() - b[i]["p50_us"].as_f64().unwrap())
         .collect();
-    let d = delta(&v, "RR p50")["delta"].as_f64().unwrap();
+    let d = delta(&v, "RTT p50")["delta"].as_f64().unwrap();
     assert!((d - (per[0] + per[1]) / 2.0).abs() < 1e-6, "{d} vs {per:?}");
-    assert_eq!(
-        v["verdicts"].as_array().unwrap().len(),
-        v["deltas"].as_array().unwrap().len()
+    // Every hop figure has a value per round on each side (each round's traced table).
+    let hops = v["hops_p50"].as_array().unwrap();
+    assert!(hops.len() >= 10, "{hops:?}");
+    assert!(
+        hops.iter()
+            .all(|h| h["a_rounds"] == 2 && h["b_rounds"] == 2),
+        "{hops:?}"
     );
+    // The brief line, then one line per figure that is a result.
+    let results = ["rtt", "hops_p50", "one_way", "passes"]
+        .iter()
+        .flat_map(|k| v[*k].as_array().unwrap())
+        .chain(std::iter::once(&v["bulk"]))
+        .filter(|d| d["within_noise"] == false && d["delta"].as_f64() != Some(0.0))
+        .count();
+    assert_eq!(v["verdicts"].as_array().unwrap().len(), 1 + results);
     assert!(
         v["verdicts"][0]
             .as_str()

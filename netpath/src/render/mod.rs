@@ -5,6 +5,7 @@
 pub mod header;
 
 pub use header::{Header, to_json};
+pub mod diff;
 pub mod html;
 pub mod svg;
 pub mod view;

@@ -19,6 +19,8 @@ pub struct CompareView {
 #[derive(Debug, Deserialize)]
 pub struct DriverView {
     pub driver: String,
+    #[serde(default)]
+    pub backend: String,
     pub traced: Rtt,
     pub untraced: Option<Rtt>,
     pub probe_effect_mean_pct: Option<f64>,
@@ -33,6 +35,15 @@ pub struct DriverView {
     pub passes: Vec<PassView>,
     pub rr: Option<RrView>,
     #[serde(default)]
+    pub one_way: BTreeMap<String, Rtt>,
+    /// Untraced request/response, one entry per round.
+    #[serde(default)]
+    pub rounds: Vec<Rtt>,
+    /// Per round: the traced run in brief (older files: p50s only).
+    #[serde(default)]
+    pub round_detail: Vec<RoundView>,
+    pub bulk: Option<BulkView>,
+    #[serde(default)]
     pub rtt_cdf: Vec<[f64; 2]>,
     #[serde(default)]
     pub attributed_pct: f64,
@@ -42,6 +53,43 @@ pub struct DriverView {
     pub cpus: Option<serde_json::Value>,
     pub placement: Option<serde_json::Value>,
     pub machine: Option<serde_json::Value>,
+}
+
+/// One round of a driver (`rounds::RoundRow`); fields a file lacks (older outputs) default.
+#[derive(Debug, Deserialize)]
+pub struct RoundView {
+    pub untraced_p50_us: Option<f64>,
+    pub traced_p50_us: f64,
+    pub traced_p99_us: Option<f64>,
+    #[serde(default)]
+    pub mode_change: bool,
+    #[serde(default)]
+    pub one_way_p50_us: BTreeMap<String, f64>,
+    #[serde(default)]
+    pub hops: Vec<HopView>,
+    #[serde(default)]
+    pub passes: Vec<RoundPassesView>,
+    pub bulk_gbit_per_s: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RoundPassesView {
+    pub dir: String,
+    pub rx_passes_per_packet: f64,
+    pub softirqs_per_packet: f64,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct BulkView {
+    pub streams: usize,
+    pub gbit_per_s: SpreadView,
+    #[serde(default)]
+    pub per_round: Vec<StreamView>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct StreamView {
+    pub gbit_per_s: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -127,6 +175,12 @@ impl CompareView {
     }
 
     pub fn from_file(path: &std::path::Path) -> Result<CompareView> {
+        Self::read_for(path, "report", "renders")
+    }
+
+    /// A saved compare JSON read for `netpath <cmd>`, which `verb`s it: every error one line
+    /// naming the file and what to give instead.
+    pub fn read_for(path: &std::path::Path, cmd: &str, verb: &str) -> Result<CompareView> {
         let s =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let v: serde_json::Value = serde_json::from_str(&s).with_context(|| {
@@ -139,7 +193,7 @@ impl CompareView {
             && k != "compare"
         {
             anyhow::bail!(
-                "{} is the output of `netpath {k}`; `netpath report` renders `netpath compare --json`",
+                "{} is the output of `netpath {k}`; `netpath {cmd}` {verb} `netpath compare --json`",
                 path.display()
             );
         }

@@ -17,9 +17,9 @@ pub mod knobs;
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 
+use crate::ab::{self, Deltas};
 use crate::backend::Backend;
 use crate::compare::CompareOptions;
-use crate::delta::{self, Delta, Figure, Unit};
 use crate::driver::Driver;
 use crate::path::NetPath;
 use crate::report::DriverReport;
@@ -51,10 +51,15 @@ pub struct TuneResult {
     pub knob: KnobSpec,
     pub a: TuneSide,
     pub b: TuneSide,
-    /// A − B per figure, ranked (see `delta`).
-    pub deltas: Vec<Delta>,
-    /// One line per figure: "gro=on vs gro=off: bulk +1.2 Gbit/s (+18%), spread 0.2".
+    /// A − B per figure, by `ab`'s groups (hops ranked by share of the difference).
+    #[serde(flatten)]
+    pub deltas: Deltas,
+    /// The brief line (bulk and RTT p50), then one line per figure that is a result:
+    /// "gro=on vs gro=off: bulk +1.2 Gbit/s (+18%), spread 0.2".
     pub verdicts: Vec<String>,
+    /// What differed between the sides' conditions besides the knob's own setting (a wait or
+    /// cpus knob's sides differ in it by design).
+    pub warnings: Vec<String>,
 }
 
 /// A lab built for one side, with its knob applied.
@@ -166,19 +171,7 @@ pub fn run(
         rb,
         &opts_b,
     );
-    let deltas = delta::rank(&figures(&a.report, &b.report));
-    let verdicts = deltas
-        .iter()
-        .map(|d| {
-            format!(
-                "{} vs {}: {} {}",
-                spec.a_label,
-                spec.b_label,
-                d.name,
-                d.summary()
-            )
-        })
-        .collect();
+    let (deltas, verdicts, warnings) = judge(spec, &a.report, &b.report)?;
     Ok(TuneResult {
         driver,
         knob: spec.clone(),
@@ -186,6 +179,7 @@ pub fn run(
         b,
         deltas,
         verdicts,
+        warnings,
     })
 }
 
@@ -214,73 +208,59 @@ fn segments(r: &DriverReport, o: &CompareOptions) -> Option<(f64, f64)> {
     })
 }
 
-/// The figures of both sides, per round where the rounds give one (paired).
-fn figures(a: &DriverReport, b: &DriverReport) -> Vec<Figure> {
-    let per = |r: &DriverReport, f: fn(&crate::report::RttSummary) -> f64| -> Vec<f64> {
-        r.rounds.iter().map(f).collect()
-    };
-    let mut figs = vec![
-        Figure::new("RR p50", per(a, |s| s.p50_us), per(b, |s| s.p50_us))
-            .paired(true)
-            .histogram_percentile(),
-        Figure::new("RR p99", per(a, |s| s.p99_us), per(b, |s| s.p99_us))
-            .paired(true)
-            .histogram_percentile(),
-        Figure::new("RR mean", per(a, |s| s.mean_us), per(b, |s| s.mean_us)).paired(true),
-        Figure::new(
-            "traced RR p50",
-            a.round_detail.iter().map(|r| r.traced_p50_us).collect(),
-            b.round_detail.iter().map(|r| r.traced_p50_us).collect(),
+/// The figures of both sides (`ab`'s, paired: one interleaved run), their deltas, and one
+/// line per figure that is a result plus the brief one naming the headline figures.
+fn judge(
+    spec: &KnobSpec,
+    a: &DriverReport,
+    b: &DriverReport,
+) -> Result<(Deltas, Vec<String>, Vec<String>)> {
+    let (va, vb) = (ab::view_of(a)?, ab::view_of(b)?);
+    let figs = ab::figures(&va, &vb, true);
+    let d = ab::deltas(&spec.a_label, &spec.b_label, &figs);
+    let mut lines = vec![brief(spec, &d)];
+    let results = d
+        .rtt
+        .iter()
+        .chain(&d.bulk)
+        .chain(&d.hops_p50)
+        .chain(&d.one_way)
+        .chain(&d.passes)
+        .filter(|x| !x.within_noise && x.delta != 0.0);
+    lines.extend(results.map(|x| {
+        format!(
+            "{} vs {}: {} {}",
+            spec.a_label,
+            spec.b_label,
+            x.name,
+            x.summary()
         )
-        .paired(true)
-        .histogram_percentile(),
-    ];
-    let bulk = |r: &DriverReport| -> Vec<f64> {
-        r.bulk
-            .as_ref()
-            .map(|b| {
-                b.per_round
-                    .chunks(b.streams.max(1))
-                    .map(|c| c.iter().map(|s| s.gbit_per_s).sum())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let (ba, bb) = (bulk(a), bulk(b));
-    if !ba.is_empty() || !bb.is_empty() {
-        figs.push(
-            Figure::new("bulk", ba, bb)
-                .unit(Unit::GbitPerS)
-                .paired(true),
-        );
-    }
-    figs.extend(hop_figures(a, b));
-    figs
+    }));
+    let warnings = ab::context_warnings(
+        &ab::Side {
+            label: &spec.a_label,
+            header: None,
+            driver: &va,
+        },
+        &ab::Side {
+            label: &spec.b_label,
+            header: None,
+            driver: &vb,
+        },
+    );
+    Ok((d, lines, warnings))
 }
 
-/// Per hop and direction, the per-packet time of the round with the median traced p50 (one
-/// value a side: their noise is unknown, and the verdict says so).
-fn hop_figures(a: &DriverReport, b: &DriverReport) -> Vec<Figure> {
-    let mut keys: Vec<(&str, &str)> = a
-        .hops
+/// "gro=on vs gro=off: bulk +1.2 Gbit/s (+18%), spread 0.2; RTT p50 +0.4 µs (+2%), spread
+/// 0.9: within noise" — bulk (when it ran) and the untraced RTT p50.
+fn brief(spec: &KnobSpec, d: &Deltas) -> String {
+    let parts: Vec<String> = d
+        .bulk
         .iter()
-        .chain(&b.hops)
-        .map(|h| (h.dir, h.hop))
+        .chain(d.rtt.iter().filter(|x| x.name == "RTT p50").take(1))
+        .map(|x| format!("{} {}", x.name, x.summary()))
         .collect();
-    keys.sort();
-    keys.dedup();
-    keys.into_iter()
-        .map(|(dir, hop)| {
-            let v = |r: &DriverReport| -> Vec<f64> {
-                r.hops
-                    .iter()
-                    .filter(|h| h.dir == dir && h.hop == hop)
-                    .map(|h| h.per_packet_us)
-                    .collect()
-            };
-            Figure::new(format!("{dir} {hop} per packet"), v(a), v(b)).paired(true)
-        })
-        .collect()
+    format!("{} vs {}: {}", spec.a_label, spec.b_label, parts.join("; "))
 }
 
 /// The result on a terminal: both sides' tables, then the verdict lines.
@@ -311,20 +291,16 @@ pub fn print(r: &TuneResult) {
         r.a.report.cpus,
         r.b.report.cpus,
     );
-    for d in r
-        .deltas
-        .iter()
-        .filter(|d| !d.name.ends_with("per packet") || !d.within_noise)
-    {
-        println!("   {} {}", d.name, d.summary());
+    println!("   {}", r.deltas.verdict);
+    for v in &r.verdicts {
+        println!("   {v}");
     }
-    let quiet = r
-        .deltas
-        .iter()
-        .filter(|d| d.name.ends_with("per packet") && d.within_noise)
-        .count();
+    let quiet = r.deltas.hops_p50.iter().filter(|d| d.within_noise).count();
     if quiet > 0 {
-        println!("   {quiet} more hops within noise");
+        println!("   {quiet} hop(s) within noise at p50 per packet");
+    }
+    for w in &r.warnings {
+        println!("   context: {w}");
     }
     if let Some(m) = &r.a.report.machine {
         println!("   {}", m.line());

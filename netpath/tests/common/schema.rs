@@ -26,10 +26,15 @@ pub fn validate(kind: &str, v: &Value) {
             Resource::from_contents(load("common.json")),
         )
         .unwrap()
-        // tune's sides are compare's driver entries.
+        // tune's sides are compare's driver entries, its deltas diff's.
         .add(
             format!("{BASE}compare.json"),
             Resource::from_contents(load("compare.json")),
+        )
+        .unwrap()
+        .add(
+            format!("{BASE}diff.json"),
+            Resource::from_contents(load("diff.json")),
         )
         .unwrap()
         .prepare()

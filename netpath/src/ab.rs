@@ -1,0 +1,622 @@
+//! The A/B seam of `diff` and `tune`: turns two sides' measurements into `delta::Figure`s,
+//! each with its values per round, and says what differed in the two sides' context
+//! (backend, kernel, wait mode, placement, machine state, netpath version).
+//!
+//! Both sides are read as `render::view` reads a saved `compare --json` (a live report goes
+//! through its own JSON first, `view_of`), so a live run and a saved file give the same
+//! figures. Per-round values come from the untraced rounds (`rounds`), and from each round's
+//! traced run in brief (`round_detail`: its p50 and p99, one-way p50, per-hop table, receive
+//! passes, bulk); a file saved before rounds kept their hop tables has only the median round's
+//! table, and its hop figures then have one value: `delta` says their noise is unknown.
+//! The noise rule, ranking and verdict are `delta`'s.
+use anyhow::Result;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::delta::{self, Delta, Figure, Unit};
+use crate::render::Header;
+use crate::render::view::{DriverView, HopView, Stat};
+use crate::report::{DriverReport, Spread};
+
+/// A driver's report as `render::view` reads a saved one.
+pub fn view_of(r: &DriverReport) -> Result<DriverView> {
+    Ok(serde_json::from_value(serde_json::to_value(r)?)?)
+}
+
+/// One side's figures, grouped: a ranking and its shares mean something within a group only
+/// (µs of a hop's p50 do not add to its p99 or to a throughput).
+#[derive(Debug, Default)]
+pub struct Figures {
+    /// RTT p50 and p99, untraced (the headline's) then traced.
+    pub rtt: Vec<Figure>,
+    /// Per hop and direction: time added to one packet, its p50, p99 and mean.
+    pub hops_p50: Vec<Figure>,
+    pub hops_p99: Vec<Figure>,
+    pub hops_mean: Vec<Figure>,
+    /// One-way p50 per direction (traced).
+    pub one_way: Vec<Figure>,
+    /// Bulk Gbit/s, when both sides ran bulk.
+    pub bulk: Option<Figure>,
+    /// Receive passes and softirq runs per packet, per direction.
+    pub passes: Vec<Figure>,
+    /// Each side's hop figures have one value per round (not only the median round's).
+    pub hops_per_round: (bool, bool),
+}
+
+impl Figures {
+    /// Every figure, in group order.
+    pub fn all(&self) -> Vec<&Figure> {
+        self.rtt
+            .iter()
+            .chain(&self.hops_p50)
+            .chain(&self.hops_p99)
+            .chain(&self.hops_mean)
+            .chain(&self.one_way)
+            .chain(&self.bulk)
+            .chain(&self.passes)
+            .collect()
+    }
+}
+
+/// The rounds' hop tables, or the median round's when the file has no per-round ones.
+fn hop_rounds(d: &DriverView) -> (Vec<&[HopView]>, bool) {
+    let per_round = !d.round_detail.is_empty() && d.round_detail.iter().all(|r| !r.hops.is_empty());
+    if per_round {
+        (
+            d.round_detail.iter().map(|r| r.hops.as_slice()).collect(),
+            true,
+        )
+    } else if d.hops.is_empty() {
+        (Vec::new(), false)
+    } else {
+        (vec![d.hops.as_slice()], false)
+    }
+}
+
+/// One hop's figure per round: 0 in a round that did not cross it (idle-exit and runqueue
+/// are alternatives), none at all when the side never crossed it (then `delta` counts it as
+/// 0 in every round: the hop is all the other side's).
+fn hop_values(rounds: &[&[HopView]], hop: &str, dir: &str, f: fn(&HopView) -> f64) -> Vec<f64> {
+    let find = |r: &[HopView]| r.iter().find(|h| h.hop == hop && h.dir == dir).map(f);
+    if rounds.iter().all(|r| find(r).is_none()) {
+        return Vec::new();
+    }
+    rounds.iter().map(|r| find(r).unwrap_or(0.0)).collect()
+}
+
+/// "×2 more" when one side crosses the hop notably more often per packet than the other.
+fn crossings_note(a: &[&[HopView]], b: &[&[HopView]], hop: &str, dir: &str) -> Option<String> {
+    let per_pkt = |h: &HopView| {
+        if h.mean_us > 0.0 {
+            h.per_packet_us / h.mean_us
+        } else {
+            0.0
+        }
+    };
+    let med = |r: &[&[HopView]]| Spread::of(hop_values(r, hop, dir, per_pkt)).median;
+    let (ca, cb) = (med(a), med(b));
+    if ca <= 0.0 || cb <= 0.0 {
+        return None;
+    }
+    let fmt = |r: f64| {
+        if (r - r.round()).abs() < 0.1 {
+            format!("×{r:.0}")
+        } else {
+            format!("×{r:.1}")
+        }
+    };
+    let r = ca / cb;
+    if r >= 1.5 {
+        Some(format!("{} more", fmt(r)))
+    } else if r <= 1.0 / 1.5 {
+        Some(format!("{} fewer", fmt(1.0 / r)))
+    } else {
+        None
+    }
+}
+
+/// Hop and direction of every row either side has, A's order first.
+fn hop_keys(a: &[&[HopView]], b: &[&[HopView]]) -> Vec<(String, String)> {
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for h in a.iter().chain(b).flat_map(|r| r.iter()) {
+        let k = (h.hop.clone(), h.dir.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    // Request hops before response hops, each in the path order they were first seen.
+    keys.sort_by_key(|(_, dir)| dir != "request");
+    keys
+}
+
+fn hop_figures(a: &DriverView, b: &DriverView, paired: bool, out: &mut Figures) {
+    let ((ra, pa), (rb, pb)) = (hop_rounds(a), hop_rounds(b));
+    out.hops_per_round = (pa, pb);
+    for (hop, dir) in hop_keys(&ra, &rb) {
+        let name = format!("{hop} ({dir})");
+        let note = crossings_note(&ra, &rb, &hop, &dir);
+        let fig = |f: fn(&HopView) -> f64| {
+            Figure::new(
+                name.clone(),
+                hop_values(&ra, &hop, &dir, f),
+                hop_values(&rb, &hop, &dir, f),
+            )
+            .paired(paired)
+            .note(note.clone())
+        };
+        out.hops_p50
+            .push(fig(|h| h.per_packet(Stat::P50)).histogram_percentile());
+        out.hops_p99
+            .push(fig(|h| h.per_packet(Stat::P99)).histogram_percentile());
+        out.hops_mean.push(fig(|h| h.per_packet_us));
+    }
+}
+
+/// A figure both sides measured (a side without it did not run it: not a 0).
+fn both(name: &str, a: Vec<f64>, b: Vec<f64>, paired: bool) -> Option<Figure> {
+    (!a.is_empty() && !b.is_empty()).then(|| Figure::new(name, a, b).paired(paired))
+}
+
+/// The traced RTT percentile per round, or the median round's alone in an older file.
+fn traced_rtt(d: &DriverView, p99: bool) -> Vec<f64> {
+    let per_round: Option<Vec<f64>> = d
+        .round_detail
+        .iter()
+        .map(|r| {
+            if p99 {
+                r.traced_p99_us
+            } else {
+                Some(r.traced_p50_us)
+            }
+        })
+        .collect();
+    match per_round {
+        Some(v) if !v.is_empty() => v,
+        _ => vec![if p99 {
+            d.traced.p99_us
+        } else {
+            d.traced.p50_us
+        }],
+    }
+}
+
+fn rtt_figures(a: &DriverView, b: &DriverView, paired: bool) -> Vec<Figure> {
+    let untraced = |d: &DriverView, p99: bool| -> Vec<f64> {
+        let f = |r: &crate::render::view::Rtt| if p99 { r.p99_us } else { r.p50_us };
+        d.rounds.iter().map(f).collect()
+    };
+    [
+        both("RTT p50", untraced(a, false), untraced(b, false), paired),
+        both("RTT p99", untraced(a, true), untraced(b, true), paired),
+        both(
+            "RTT p50 traced",
+            traced_rtt(a, false),
+            traced_rtt(b, false),
+            paired,
+        ),
+        both(
+            "RTT p99 traced",
+            traced_rtt(a, true),
+            traced_rtt(b, true),
+            paired,
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+fn one_way_values(d: &DriverView, dir: &str) -> Vec<f64> {
+    let per_round: Option<Vec<f64>> = d
+        .round_detail
+        .iter()
+        .map(|r| r.one_way_p50_us.get(dir).copied())
+        .collect();
+    match per_round {
+        Some(v) if !v.is_empty() => v,
+        _ => d
+            .one_way
+            .get(dir)
+            .map(|o| vec![o.p50_us])
+            .unwrap_or_default(),
+    }
+}
+
+/// Bulk Gbit/s per round: the rounds' own figure, else the saved streams summed per round.
+fn bulk_values(d: &DriverView) -> Vec<f64> {
+    let Some(b) = &d.bulk else {
+        return Vec::new();
+    };
+    let per_round: Option<Vec<f64>> = d.round_detail.iter().map(|r| r.bulk_gbit_per_s).collect();
+    match per_round {
+        Some(v) if !v.is_empty() => v,
+        _ => b
+            .per_round
+            .chunks(b.streams.max(1))
+            .map(|c| c.iter().map(|s| s.gbit_per_s).sum())
+            .collect(),
+    }
+}
+
+fn passes_values(d: &DriverView, dir: &str, softirq: bool) -> Vec<f64> {
+    d.round_detail
+        .iter()
+        .filter_map(|r| r.passes.iter().find(|p| p.dir == dir))
+        .map(|p| {
+            if softirq {
+                p.softirqs_per_packet
+            } else {
+                p.rx_passes_per_packet
+            }
+        })
+        .collect()
+}
+
+/// A against B. `paired`: the two were measured in one interleaved run (round i of A beside
+/// round i of B); `delta` pairs them only where both have as many rounds.
+pub fn figures(a: &DriverView, b: &DriverView, paired: bool) -> Figures {
+    let mut out = Figures {
+        rtt: rtt_figures(a, b, paired),
+        ..Default::default()
+    };
+    hop_figures(a, b, paired, &mut out);
+    for dir in ["request", "response"] {
+        let name = format!("one-way p50 ({dir})");
+        let f = both(
+            &name,
+            one_way_values(a, dir),
+            one_way_values(b, dir),
+            paired,
+        );
+        out.one_way.extend(f.map(Figure::histogram_percentile));
+        for (what, softirq) in [("receive passes", false), ("softirq runs", true)] {
+            let name = format!("{what} per packet ({dir})");
+            let (va, vb) = (
+                passes_values(a, dir, softirq),
+                passes_values(b, dir, softirq),
+            );
+            out.passes
+                .extend(both(&name, va, vb, paired).map(|f| f.unit(Unit::Count)));
+        }
+    }
+    out.bulk = both("bulk", bulk_values(a), bulk_values(b), paired).map(|f| f.unit(Unit::GbitPerS));
+    out
+}
+
+/// Every figure's delta: the hop groups ranked by share of the difference, the others in
+/// order; the headline is the first RTT figure (untraced p50 when the runs had untraced
+/// rounds).
+#[derive(Clone, Debug, Serialize)]
+pub struct Deltas {
+    pub paired: bool,
+    pub headline: Option<Delta>,
+    /// One sentence: the headline, then the hops (p50 per packet) that are a result.
+    pub verdict: String,
+    pub rtt: Vec<Delta>,
+    pub hops_p50: Vec<Delta>,
+    pub hops_p99: Vec<Delta>,
+    pub hops_mean: Vec<Delta>,
+    pub one_way: Vec<Delta>,
+    pub bulk: Option<Delta>,
+    pub passes: Vec<Delta>,
+}
+
+/// The deltas of `f`, with the verdict naming the sides `a` and `b`.
+pub fn deltas(a: &str, b: &str, f: &Figures) -> Deltas {
+    let each = |v: &[Figure]| v.iter().map(delta::delta).collect::<Vec<_>>();
+    let rtt = each(&f.rtt);
+    let hops_p50 = delta::rank(&f.hops_p50);
+    let headline = rtt.first().cloned();
+    let verdict = match &headline {
+        Some(h) => {
+            let what = if h.name.contains("traced") {
+                "at traced p50"
+            } else {
+                "at p50"
+            };
+            delta::verdict(a, b, what, h, &hops_p50)
+        }
+        None => format!("{a} and {b}: no RTT figure both measured"),
+    };
+    Deltas {
+        paired: f.all().iter().any(|x| x.paired),
+        headline,
+        verdict,
+        rtt,
+        hops_p50,
+        hops_p99: delta::rank(&f.hops_p99),
+        hops_mean: delta::rank(&f.hops_mean),
+        one_way: each(&f.one_way),
+        bulk: f.bulk.as_ref().map(delta::delta),
+        passes: each(&f.passes),
+    }
+}
+
+/// One side of an A/B for its context: its label, the header of the run it came from (None:
+/// an older file without one) and its driver's report.
+pub struct Side<'a> {
+    pub label: &'a str,
+    pub header: Option<&'a Header>,
+    pub driver: &'a DriverView,
+}
+
+fn text(v: &Option<Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => "unknown".into(),
+    }
+}
+
+/// The CPU with the most points in a placement's `key` map ("cpu1"), or "unseen".
+fn dominant(p: &Option<Value>, key: &str) -> String {
+    p.as_ref()
+        .and_then(|p| p.get(key)?.as_object().cloned())
+        .and_then(|m| {
+            m.into_iter()
+                .max_by_key(|(_, n)| n.as_u64().unwrap_or(0))
+                .map(|(c, _)| format!("cpu{c}"))
+        })
+        .unwrap_or_else(|| "unseen".into())
+}
+
+fn placement(d: &DriverView) -> String {
+    format!(
+        "client {}, server {}, NET_RX softirq {}",
+        dominant(&d.placement, "client"),
+        dominant(&d.placement, "server"),
+        dominant(&d.placement, "softirq")
+    )
+}
+
+/// A side's conditions in one line: wait mode, placement asked and where most sampled points
+/// ran, the machine during the run.
+pub fn conditions(d: &DriverView) -> String {
+    format!(
+        "wait {}, cpus {}; ran on {}; machine busy {:.0}%, steal {:.1}%, load {}",
+        text(&d.wait),
+        text(&d.cpus),
+        placement(d),
+        machine_num(d, "busy_pct").unwrap_or(0.0),
+        machine_num(d, "steal_pct").unwrap_or(0.0),
+        machine_str(d, "loadavg")
+    )
+}
+
+fn machine_num(d: &DriverView, key: &str) -> Option<f64> {
+    d.machine.as_ref()?.get(key)?.as_f64()
+}
+
+fn machine_str(d: &DriverView, key: &str) -> String {
+    let v = d.machine.as_ref().and_then(|m| m.get(key).cloned());
+    match v {
+        Some(Value::String(s)) => s,
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" "),
+        Some(v) => v.to_string(),
+        None => "unknown".into(),
+    }
+}
+
+/// Busy share (percentage points), steal (points) and 1-minute load beyond which two runs'
+/// machines are said to have differed: a loaded vCPU changes wakeups by tens of µs.
+const BUSY_POINTS: f64 = 15.0;
+const STEAL_POINTS: f64 = 5.0;
+const LOAD_1MIN: f64 = 1.0;
+
+fn machine_lines(a: &Side, b: &Side, out: &mut Vec<String>) {
+    let (da, db) = (a.driver, b.driver);
+    let load = |d: &DriverView| {
+        machine_str(d, "loadavg")
+            .split_whitespace()
+            .next()
+            .and_then(|x| x.parse::<f64>().ok())
+    };
+    let num = |k: &str| machine_num(da, k).zip(machine_num(db, k));
+    let differs = num("busy_pct").is_some_and(|(x, y)| (x - y).abs() > BUSY_POINTS)
+        || num("steal_pct").is_some_and(|(x, y)| (x - y).abs() > STEAL_POINTS)
+        || load(da)
+            .zip(load(db))
+            .is_some_and(|(x, y)| (x - y).abs() > LOAD_1MIN);
+    if differs {
+        let f = |d: &DriverView| {
+            format!(
+                "busy {:.0}%, steal {:.1}%, load {}",
+                machine_num(d, "busy_pct").unwrap_or(0.0),
+                machine_num(d, "steal_pct").unwrap_or(0.0),
+                machine_str(d, "loadavg")
+            )
+        };
+        out.push(format!(
+            "machine state differed: {} {}; {} {}",
+            a.label,
+            f(da),
+            b.label,
+            f(db)
+        ));
+    }
+    let idle = |d: &DriverView| {
+        let k = [
+            "cpuidle_driver",
+            "cpuidle_governor",
+            "deepest_idle_state",
+            "cmdline",
+        ];
+        k.map(|k| machine_str(d, k)).join(", ")
+    };
+    if idle(da) != idle(db) {
+        out.push(format!(
+            "idle configuration differed (cpuidle driver, governor, deepest state, cmdline): {} [{}]; {} [{}]",
+            a.label,
+            idle(da),
+            b.label,
+            idle(db)
+        ));
+    }
+}
+
+/// What differed between the two sides' conditions, one line each: a difference found under
+/// different conditions may be theirs, not the drivers' or the knob's.
+pub fn context_warnings(a: &Side, b: &Side) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut differ = |what: &str, x: String, y: String| {
+        if x != y {
+            out.push(format!("{} used {what} {x}, {} {y}", a.label, b.label));
+        }
+    };
+    let backend = |d: &DriverView| d.backend.clone();
+    differ("backend", backend(a.driver), backend(b.driver));
+    let head = |s: &Side, f: fn(&Header) -> String| s.header.map(f).unwrap_or("unknown".into());
+    differ(
+        "kernel",
+        head(a, |h| h.kernel.clone()),
+        head(b, |h| h.kernel.clone()),
+    );
+    differ(
+        "netpath",
+        head(a, |h| h.netpath_version.clone()),
+        head(b, |h| h.netpath_version.clone()),
+    );
+    differ("wait mode", text(&a.driver.wait), text(&b.driver.wait));
+    differ("--cpus", text(&a.driver.cpus), text(&b.driver.cpus));
+    let host = |s: &Side| head(s, |h| h.hostname.clone());
+    if host(a) != host(b) {
+        out.push(format!(
+            "{} ran on host {}, {} on {}",
+            a.label,
+            host(a),
+            b.label,
+            host(b)
+        ));
+    }
+    let (pa, pb) = (placement(a.driver), placement(b.driver));
+    if pa != pb {
+        out.push(format!(
+            "placement differed (where most sampled points ran): {} {pa}; {} {pb}",
+            a.label, b.label
+        ));
+    }
+    machine_lines(a, b, &mut out);
+    for s in [a, b] {
+        let changed: Vec<String> = (s.driver.round_detail.iter().enumerate())
+            .filter(|(_, r)| r.mode_change)
+            .map(|(i, _)| (i + 1).to_string())
+            .collect();
+        if !changed.is_empty() {
+            out.push(format!(
+                "{}: round {} was a mode change of the machine (its wakeup moved by more than the data path)",
+                s.label,
+                changed.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hop(name: &str, dir: &str, per_packet: f64, crossings_per_packet: f64) -> Value {
+        let mean = per_packet / crossings_per_packet;
+        serde_json::json!({"hop": name, "dir": dir, "crossings": 100, "per_packet_us": per_packet,
+            "mean_us": mean, "p50_us": mean, "p99_us": mean * 2.0})
+    }
+
+    fn side(p50s: &[f64], hops: &[Vec<Value>]) -> DriverView {
+        let rounds: Vec<Value> = p50s
+            .iter()
+            .map(|p| serde_json::json!({"count": 10, "p50_us": p, "p99_us": p * 2.0, "mean_us": p}))
+            .collect();
+        let detail: Vec<Value> = p50s
+            .iter()
+            .zip(hops)
+            .map(|(p, h)| serde_json::json!({"traced_p50_us": p + 1.0, "traced_p99_us": p * 3.0, "hops": h}))
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "driver": "x", "backend": "tracepoint",
+            "traced": {"count": 10, "p50_us": 1.0, "p99_us": 2.0, "mean_us": 1.0},
+            "untraced": null, "rr": null, "bulk": null,
+            "rounds": rounds, "round_detail": detail, "hops": hops[0],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn per_round_hops_give_each_hop_a_spread_and_a_one_sided_hop_counts_fully() {
+        let a = side(
+            &[30.0, 31.0, 30.5],
+            &[
+                vec![
+                    hop("veth", "request", 2.0, 2.0),
+                    hop("vxlan-decap", "request", 1.3, 1.0),
+                ],
+                vec![
+                    hop("veth", "request", 2.1, 2.0),
+                    hop("vxlan-decap", "request", 1.4, 1.0),
+                ],
+                vec![hop("veth", "request", 2.0, 2.0)],
+            ],
+        );
+        let b = side(
+            &[25.0, 26.0, 25.5],
+            &[
+                vec![hop("veth", "request", 1.0, 1.0)],
+                vec![hop("veth", "request", 1.0, 1.0)],
+                vec![hop("veth", "request", 1.1, 1.0)],
+            ],
+        );
+        let f = figures(&a, &b, true);
+        assert_eq!(f.hops_per_round, (true, true));
+        let decap = f
+            .hops_mean
+            .iter()
+            .find(|x| x.name == "vxlan-decap (request)")
+            .unwrap();
+        // A round without the hop is 0 there; B never crossed it.
+        assert_eq!(
+            (decap.a.clone(), decap.b.clone()),
+            (vec![1.3, 1.4, 0.0], vec![])
+        );
+        let veth = f
+            .hops_mean
+            .iter()
+            .find(|x| x.name == "veth (request)")
+            .unwrap();
+        assert_eq!(veth.note.as_deref(), Some("×2 more"));
+        let d = deltas("overlay", "bridge", &f);
+        let head = d.headline.as_ref().unwrap();
+        assert_eq!(head.name, "RTT p50");
+        assert!((head.delta - 5.0).abs() < 1e-9 && head.noise_known && !head.within_noise);
+        assert!(
+            d.verdict
+                .starts_with("overlay is 5.0 µs slower than bridge at p50"),
+            "{}",
+            d.verdict
+        );
+        assert_eq!(f.rtt.len(), 4);
+    }
+
+    #[test]
+    fn a_file_without_per_round_hops_has_one_value_and_unknown_noise() {
+        let a = side(
+            &[30.0, 31.0],
+            &[vec![hop("veth", "request", 2.0, 1.0)], vec![]],
+        );
+        let b = side(
+            &[25.0, 26.0],
+            &[
+                vec![hop("veth", "request", 1.0, 1.0)],
+                vec![hop("veth", "request", 1.0, 1.0)],
+            ],
+        );
+        let f = figures(&a, &b, false);
+        assert_eq!(f.hops_per_round, (false, true));
+        let d = delta::delta(&f.hops_mean[0]);
+        assert_eq!(d.a_rounds, 1);
+        assert!(!d.noise_known, "{d:?}");
+    }
+}

@@ -1,0 +1,273 @@
+//! `netpath diff`: one driver against another, noise-aware. From two saved `compare --json`
+//! files (two machines, two kernels: unpaired), two drivers of one file (one interleaved run:
+//! paired), or measured live (`-d overlay --vs bridge`: a compare of the two, interleaved,
+//! paired). The figures and context lines are `ab`'s, the arithmetic `delta`'s; this picks the
+//! sides and names them.
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+use serde::Serialize;
+
+use crate::ab::{self, Deltas, Side};
+use crate::backend::Backend;
+use crate::compare::CompareOptions;
+use crate::render::view::{CompareView, DriverView};
+
+/// One side as the output names it.
+#[derive(Clone, Debug, Serialize)]
+pub struct SideInfo {
+    pub label: String,
+    pub driver: String,
+    /// The file it was read from (none: measured by this run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    pub backend: String,
+    pub kernel: Option<String>,
+    /// Untraced rounds (traced ones when the run had no untraced runs).
+    pub rounds: usize,
+    /// Wait mode, placement asked and observed, machine state: what every figure depends on
+    /// (one line, then each as the compare output has it).
+    pub conditions: String,
+    pub wait: Option<serde_json::Value>,
+    pub cpus: Option<serde_json::Value>,
+    pub placement: Option<serde_json::Value>,
+    pub machine: Option<serde_json::Value>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DiffResult {
+    pub a: SideInfo,
+    pub b: SideInfo,
+    #[serde(flatten)]
+    pub deltas: Deltas,
+    /// How the noise was taken, and figures whose noise is unknown.
+    pub notes: Vec<String>,
+    /// What differed between the two sides' conditions.
+    pub warnings: Vec<String>,
+}
+
+struct Loaded {
+    path: PathBuf,
+    view: CompareView,
+}
+
+impl Loaded {
+    fn name(&self) -> String {
+        self.path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.path.display().to_string())
+    }
+
+    fn names(&self) -> String {
+        let v: Vec<&str> = self
+            .view
+            .drivers
+            .iter()
+            .map(|d| d.driver.as_str())
+            .collect();
+        v.join(", ")
+    }
+
+    fn find(&self, driver: &str, flag: &str) -> Result<&DriverView> {
+        match self.view.drivers.iter().find(|d| d.driver == driver) {
+            Some(d) => Ok(d),
+            None => bail!(
+                "{} has no driver {driver} (it has {}): pick one of those with {flag}",
+                self.path.display(),
+                self.names()
+            ),
+        }
+    }
+}
+
+/// Which driver of each file: `--driver X --vs Y`, `--driver X` in both, the one driver the
+/// two share, or each file's only driver.
+fn pick<'a>(
+    a: &'a Loaded,
+    b: &'a Loaded,
+    driver: Option<&str>,
+    vs: Option<&str>,
+) -> Result<(&'a DriverView, &'a DriverView)> {
+    match (driver, vs) {
+        (Some(x), Some(y)) => Ok((a.find(x, "--driver")?, b.find(y, "--vs")?)),
+        (Some(x), None) => Ok((a.find(x, "--driver")?, b.find(x, "--driver")?)),
+        (None, Some(_)) => bail!("--vs names B's driver: give A's with --driver too"),
+        (None, None) => {
+            let common: Vec<&DriverView> = a
+                .view
+                .drivers
+                .iter()
+                .filter(|d| b.view.drivers.iter().any(|e| e.driver == d.driver))
+                .collect();
+            match (common.as_slice(), &a.view.drivers[..], &b.view.drivers[..]) {
+                ([d], _, _) => Ok((d, b.find(&d.driver, "--driver")?)),
+                ([], [x], [y]) => Ok((x, y)),
+                ([], _, _) => bail!(
+                    "{} ({}) and {} ({}) have no driver in common: pick A's with --driver and B's with --vs",
+                    a.path.display(),
+                    a.names(),
+                    b.path.display(),
+                    b.names()
+                ),
+                (many, _, _) => {
+                    let v: Vec<&str> = many.iter().map(|d| d.driver.as_str()).collect();
+                    bail!(
+                        "{} and {} share drivers {}: pick one with --driver",
+                        a.path.display(),
+                        b.path.display(),
+                        v.join(", ")
+                    )
+                }
+            }
+        }
+    }
+}
+
+fn info(label: &str, d: &DriverView, view: &CompareView, file: Option<&Loaded>) -> SideInfo {
+    SideInfo {
+        label: label.to_string(),
+        driver: d.driver.clone(),
+        file: file.map(|f| f.path.display().to_string()),
+        backend: if d.backend.is_empty() {
+            view.backend.clone()
+        } else {
+            d.backend.clone()
+        },
+        kernel: view.header.as_ref().map(|h| h.kernel.clone()),
+        rounds: if d.rounds.is_empty() {
+            d.round_detail.len().max(1)
+        } else {
+            d.rounds.len()
+        },
+        conditions: ab::conditions(d),
+        wait: d.wait.clone(),
+        cpus: d.cpus.clone(),
+        placement: d.placement.clone(),
+        machine: d.machine.clone(),
+    }
+}
+
+/// The diff of two sides (`a` against `b`).
+fn diff_sides(
+    a: (SideInfo, &DriverView),
+    b: (SideInfo, &DriverView),
+    ha: Option<&crate::render::Header>,
+    hb: Option<&crate::render::Header>,
+    paired: bool,
+) -> DiffResult {
+    let figs = ab::figures(a.1, b.1, paired);
+    let deltas = ab::deltas(&a.0.label, &b.0.label, &figs);
+    let mut notes = Vec::new();
+    if deltas.paired && a.0.rounds == b.0.rounds {
+        notes.push(format!(
+            "paired: {} interleaved rounds of one run; each delta is the median of the per-round deltas, its noise their range",
+            a.0.rounds
+        ));
+    } else {
+        notes.push(
+            "unpaired (two runs): each delta is the difference of the medians, its noise the sum of the two sides' half-ranges over rounds".to_string(),
+        );
+    }
+    for (s, per_round) in [(&a.0, figs.hops_per_round.0), (&b.0, figs.hops_per_round.1)] {
+        if !per_round {
+            notes.push(format!(
+                "{}: no per-round hop tables (saved by an older netpath, or one round): its hop figures have one value, their noise is unknown",
+                s.label
+            ));
+        }
+    }
+    let warnings = ab::context_warnings(
+        &Side {
+            label: &a.0.label,
+            header: ha,
+            driver: a.1,
+        },
+        &Side {
+            label: &b.0.label,
+            header: hb,
+            driver: b.1,
+        },
+    );
+    DiffResult {
+        a: a.0,
+        b: b.0,
+        deltas,
+        notes,
+        warnings,
+    }
+}
+
+/// `netpath diff A.json [B.json]`: needs no privilege.
+pub fn from_files(files: &[PathBuf], driver: Option<&str>, vs: Option<&str>) -> Result<DiffResult> {
+    let load = |p: &Path| -> Result<Loaded> {
+        Ok(Loaded {
+            path: p.to_path_buf(),
+            view: CompareView::read_for(p, "diff", "compares two drivers of")?,
+        })
+    };
+    match files {
+        [one] => {
+            let f = load(one)?;
+            let (Some(x), Some(y)) = (driver, vs) else {
+                bail!(
+                    "one file: say which two of its drivers to diff, --driver X --vs Y (it has {}), or give a second file",
+                    f.names()
+                );
+            };
+            let (da, db) = (f.find(x, "--driver")?, f.find(y, "--vs")?);
+            let h = f.view.header.as_ref();
+            Ok(diff_sides(
+                (info(x, da, &f.view, Some(&f)), da),
+                (info(y, db, &f.view, Some(&f)), db),
+                h,
+                h,
+                true,
+            ))
+        }
+        [a, b] => {
+            let (fa, fb) = (load(a)?, load(b)?);
+            let (da, db) = pick(&fa, &fb, driver, vs)?;
+            let (mut na, mut nb) = (fa.name(), fb.name());
+            if na == nb {
+                (na, nb) = (a.display().to_string(), b.display().to_string());
+            }
+            let la = format!("{} ({na})", da.driver);
+            let lb = format!("{} ({nb})", db.driver);
+            Ok(diff_sides(
+                (info(&la, da, &fa.view, Some(&fa)), da),
+                (info(&lb, db, &fb.view, Some(&fb)), db),
+                fa.view.header.as_ref(),
+                fb.view.header.as_ref(),
+                false,
+            ))
+        }
+        _ => bail!(
+            "netpath diff takes two saved `compare --json` files (or one with --driver X --vs Y), or none with -d A --vs B to measure live; got {}",
+            files.len()
+        ),
+    }
+}
+
+/// `netpath diff -d A --vs B`: both measured in one interleaved run (a compare of the two),
+/// then diffed paired. `opts.drivers` is [A, B].
+pub fn live(backend: Backend, opts: &CompareOptions) -> Result<DiffResult> {
+    let reports = crate::compare::run(backend, opts)?;
+    let v = serde_json::json!({ "backend": backend, "drivers": reports });
+    let view = CompareView::from_value(crate::render::header::to_value(
+        "compare",
+        Some(backend.name()),
+        &v,
+    )?)?;
+    let [da, db] = &view.drivers[..] else {
+        bail!("netpath diff needs both drivers measured, and only one was (see the line above)");
+    };
+    let h = view.header.as_ref();
+    Ok(diff_sides(
+        (info(&da.driver, da, &view, None), da),
+        (info(&db.driver, db, &view, None), db),
+        h,
+        h,
+        true,
+    ))
+}

@@ -1,0 +1,132 @@
+//! `netpath diff` as text: the sentence; each side's rounds and conditions; the RTT figures;
+//! the hops ranked by their share of the difference (time added to one packet at p50, each
+//! delta with its noise and a within-noise mark); the other groups in brief; how the noise was
+//! taken; and what differed in the two sides' context.
+use crate::delta::Delta;
+use crate::diff::DiffResult;
+
+fn median(d: &Delta, a: bool) -> String {
+    let (rounds, s) = if a {
+        (d.a_rounds, d.a.median)
+    } else {
+        (d.b_rounds, d.b.median)
+    };
+    if rounds == 0 {
+        "-".into()
+    } else {
+        format!("{s:.2}")
+    }
+}
+
+fn call(d: &Delta) -> &'static str {
+    if !d.noise_known {
+        "noise unknown"
+    } else if d.within_noise {
+        "~ within noise"
+    } else {
+        ""
+    }
+}
+
+fn table(title: &str, rows: &[Delta], share: bool) {
+    if rows.is_empty() {
+        return;
+    }
+    println!("{title}");
+    println!(
+        "   {:<36} {:>10} {:>10} {:>9} {:>7} {:>6}  call",
+        "figure",
+        "A",
+        "B",
+        "delta",
+        "noise",
+        if share { "share" } else { "" }
+    );
+    for d in rows {
+        let sh = match (share, d.share_pct) {
+            (true, Some(p)) => format!("{p:.0}%"),
+            _ => String::new(),
+        };
+        let name = match &d.note {
+            Some(n) => format!("{} {n}", d.name),
+            None => d.name.clone(),
+        };
+        println!(
+            "   {:<36} {:>10} {:>10} {:>+9.2} {:>7.2} {:>6}  {}",
+            name,
+            median(d, true),
+            median(d, false),
+            d.delta,
+            d.noise,
+            sh,
+            call(d)
+        );
+    }
+    println!();
+}
+
+/// A ranked group on one line: its results, then how many are within noise.
+fn brief(title: &str, rows: &[Delta]) {
+    if rows.is_empty() {
+        return;
+    }
+    let results: Vec<String> = rows
+        .iter()
+        .filter(|d| !d.within_noise && d.delta != 0.0)
+        .map(Delta::short)
+        .collect();
+    let quiet = rows.iter().filter(|d| d.within_noise).count();
+    println!(
+        "{title}: {}; {quiet} within noise",
+        if results.is_empty() {
+            "no result".to_string()
+        } else {
+            results.join(", ")
+        }
+    );
+}
+
+pub fn print(r: &DiffResult) {
+    println!("{}", r.deltas.verdict);
+    println!();
+    for (ab, s) in [("A", &r.a), ("B", &r.b)] {
+        let from = s
+            .file
+            .as_ref()
+            .map(|f| format!(" from {f}"))
+            .unwrap_or_default();
+        println!(
+            "{ab} {}{from}: {} round(s), backend {}, kernel {}",
+            s.label,
+            s.rounds,
+            s.backend,
+            s.kernel.as_deref().unwrap_or("unknown")
+        );
+        println!("   {}", s.conditions);
+    }
+    println!();
+    let d = &r.deltas;
+    table(
+        "RTT, µs (median over rounds; p50 and p99 untraced, then traced)",
+        &d.rtt,
+        false,
+    );
+    table(
+        "per hop, µs added to one packet at p50 (traced), ranked by share of the difference",
+        &d.hops_p50,
+        true,
+    );
+    brief("per hop, mean per packet", &d.hops_mean);
+    brief("per hop, p99 per packet", &d.hops_p99);
+    println!();
+    let mut rest: Vec<Delta> = d.one_way.clone();
+    rest.extend(d.bulk.clone());
+    rest.extend(d.passes.iter().cloned());
+    table("one-way (µs), bulk (Gbit/s), receive passes", &rest, false);
+    for n in &r.notes {
+        println!("note: {n}");
+    }
+    for w in &r.warnings {
+        println!("warning: {w}");
+    }
+}

@@ -41,6 +41,20 @@ fn our_changes(before: &BTreeSet<String>) -> Vec<String> {
         .collect()
 }
 
+/// Nothing of netpath's changed since `before` (BPF objects of an exited process go away
+/// asynchronously: a few seconds' grace).
+fn assert_nothing_left(before: &BTreeSet<String>) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let ch = our_changes(before);
+        if ch.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "left behind or removed: {ch:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Applies `knob`'s setting A to a fresh bridge lab (after `pre`'s A settings): every device
 /// it acts on reads back A; after restore each reads back what it read before. `check` sees
 /// the lab with the knob applied (true) and restored (false).
@@ -263,7 +277,7 @@ fn tune_json_carries_both_settings_and_the_deltas() {
             .unwrap()
             .starts_with("mtu=9000 vs mtu=1500: ")
     );
-    assert_eq!(our_changes(&before), Vec::<String>::new());
+    assert_nothing_left(&before);
 }
 
 #[test]
@@ -322,6 +336,86 @@ fn cpus_and_wait_are_per_side_harness_settings() {
 }
 
 #[test]
+fn conntrack_notrack_keeps_the_path_out_of_the_node_conntrack_table() {
+    let _g = need_root();
+    let before = snapshot();
+    let v = tune_json(
+        "-d host-egress --knob conntrack=notrack,track --rounds 2 -n 200 --warmup 10 --bulk-secs 0",
+    );
+    let count = |s: &str, when: &str| -> u64 {
+        let rows = if when == "restored" {
+            v[s]["restored"].as_array().unwrap()
+        } else {
+            v[s]["applied"][when].as_array().unwrap()
+        };
+        let r = rows
+            .iter()
+            .find(|r| r["what"] == "nf_conntrack_count")
+            .unwrap();
+        r["value"].as_str().unwrap().parse().unwrap()
+    };
+    let rules = |s: &str| {
+        v[s]["applied"]["after"][0]["value"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!((rules("a"), rules("b")), ("4".to_string(), "0".to_string()));
+    // The rounds' connections (and the bulk-less run's own) are tracked only without notrack.
+    assert_eq!(
+        count("a", "restored"),
+        count("a", "after"),
+        "{}",
+        v["a"]["restored"]
+    );
+    assert!(
+        count("b", "restored") > count("b", "after"),
+        "{}",
+        v["b"]["restored"]
+    );
+    // Restored: the notrack chains are gone.
+    let left = v["a"]["restored"].as_array().unwrap();
+    assert!(
+        left.iter()
+            .any(|r| r["what"] == "notrack rules" && r["value"] == "0"),
+        "{left:?}"
+    );
+    assert_nothing_left(&before);
+}
+
+#[test]
+fn proxy_is_published_proxy_against_published_nat() {
+    let _g = need_root();
+    let before = snapshot();
+    let v =
+        tune_json("-d published-proxy --knob proxy --rounds 2 -n 300 --warmup 20 --bulk-secs 0");
+    assert_eq!(
+        (v["a"]["driver"].as_str(), v["b"]["driver"].as_str()),
+        (Some("published-proxy"), Some("published-nat"))
+    );
+    let has_proxy = |s: &str| {
+        v[s]["report"]["hops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["hop"] == "proxy")
+    };
+    assert!(has_proxy("a") && !has_proxy("b"));
+    // The proxy hop is all A's: B has no value for it in any round.
+    let p = v["hops_p50"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "proxy (request)")
+        .unwrap();
+    assert_eq!(
+        (p["a_rounds"].as_u64(), p["b_rounds"].as_u64()),
+        (Some(2), Some(0))
+    );
+    assert_nothing_left(&before);
+}
+
+#[test]
 fn bad_knobs_are_refused_in_one_line_with_nothing_left() {
     let _g = need_root();
     let before = snapshot();
@@ -332,6 +426,7 @@ fn bad_knobs_are_refused_in_one_line_with_nothing_left() {
         ("-d host --knob rps", "does not apply to -d host"),
         ("-d overlay --knob mtu", "VXLAN"),
         ("-d bridge --knob proxy", "published-proxy"),
+        ("-d bridge --knob conntrack", "gateway and host-egress"),
         ("--knob rfs", "whole host"),
         ("--knob busy_poll", "whole host"),
         ("--knob cpus=100000,same", "CPU 100000"),
@@ -352,7 +447,7 @@ fn bad_knobs_are_refused_in_one_line_with_nothing_left() {
             String::from_utf8_lossy(&out.stdout)
         );
     }
-    assert_eq!(our_changes(&before), Vec::<String>::new());
+    assert_nothing_left(&before);
 }
 
 #[test]
@@ -396,7 +491,7 @@ fn an_interrupted_tune_leaves_nothing() {
     .unwrap();
     let st = child.wait().unwrap();
     assert!(!st.success());
-    assert_eq!(our_changes(&before), Vec::<String>::new());
+    assert_nothing_left(&before);
 }
 
 fn netns_now() -> Vec<String> {

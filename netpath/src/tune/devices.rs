@@ -40,6 +40,9 @@ pub struct Applied {
     /// Devices set, in the order they were set (restore goes backwards).
     #[serde(skip)]
     done: Vec<(Device, Value)>,
+    /// conntrack: the notrack chains were added.
+    #[serde(skip)]
+    notrack: bool,
 }
 
 fn ns_of(path: &NetPath, d: &Device) -> Result<Netns> {
@@ -245,6 +248,15 @@ fn before_value(knob: Knob, r: &[ReadBack]) -> Option<Value> {
 /// kernel shows something else) and keeps what was there for [`restore`]. On an error what
 /// was already set is restored before returning.
 pub fn apply(path: &mut NetPath, spec: &KnobSpec, v: &Value) -> Result<Applied> {
+    if let (Knob::Conntrack, Value::Flag(track)) = (spec.knob, v) {
+        let (before, after, notrack) = super::conntrack::apply(path, *track)?;
+        return Ok(Applied {
+            before,
+            after,
+            done: Vec::new(),
+            notrack,
+        });
+    }
     let mut ap = Applied::default();
     let r = apply_into(path, spec, v, &mut ap);
     if let Err(e) = r {
@@ -287,6 +299,10 @@ fn apply_into(path: &mut NetPath, spec: &KnobSpec, v: &Value, ap: &mut Applied) 
 
 /// Puts back what [`apply`] found, last device first, and reads it back.
 pub fn restore(path: &mut NetPath, knob: Knob, ap: &mut Applied) -> Result<Vec<ReadBack>> {
+    if knob == Knob::Conntrack {
+        let added = std::mem::take(&mut ap.notrack);
+        return super::conntrack::restore(path, added);
+    }
     let mut out = Vec::new();
     let mut first_err = None;
     while let Some((d, old)) = ap.done.pop() {

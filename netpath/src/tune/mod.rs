@@ -10,6 +10,7 @@
 //! anything outside netpath's namespaces).
 
 pub mod cli;
+mod conntrack;
 pub mod devices;
 mod ethtool;
 pub mod knobs;

@@ -53,7 +53,6 @@ pub fn main(args: TuneArgs) -> Result<()> {
     let spec = knobs::parse(&args.knob)?;
     knobs::check_driver(&spec, args.driver)?;
     let mode = args.mode.resolve()?;
-    crate::netns::require_root()?;
     knobs::check_kernel(&spec)?;
     crate::lab::install_signal_cleanup();
     crate::btf::require()?;

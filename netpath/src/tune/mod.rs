@@ -220,10 +220,11 @@ fn judge(
     let figs = ab::figures(&va, &vb, true);
     let d = ab::deltas(&spec.a_label, &spec.b_label, &figs);
     let mut lines = vec![brief(spec, &d)];
+    // The brief line has bulk and the untraced RTT p50 already.
     let results = d
         .rtt
         .iter()
-        .chain(&d.bulk)
+        .filter(|x| x.name != "RTT p50")
         .chain(&d.hops_p50)
         .chain(&d.one_way)
         .chain(&d.passes)
@@ -299,6 +300,21 @@ pub fn print(r: &TuneResult) {
     let quiet = r.deltas.hops_p50.iter().filter(|d| d.within_noise).count();
     if quiet > 0 {
         println!("   {quiet} hop(s) within noise at p50 per packet");
+    }
+    for s in [&r.a, &r.b] {
+        if let Some(c) = &s.report.context {
+            let (cl, sv) = (&c.client_counters, &c.server_counters);
+            println!(
+                "   {} TCP over the whole run: client retrans {} (DSACK {}), server ofo {} sack-reorder {}",
+                s.label, cl.retrans_segs, cl.tcp_dsack_recv, sv.tcp_ofo_queue, cl.tcp_sack_reorder
+            );
+        }
+    }
+    if r.knob.knob == knobs::Knob::Gro {
+        println!(
+            "   note: a veth hands TCP from a sender with TSO on to the backlog whatever its GRO \
+             (veth_skb_is_eligible_for_gro): its NAPI gets such packets only with tso off"
+        );
     }
     for w in &r.warnings {
         println!("   context: {w}");

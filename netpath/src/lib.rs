@@ -28,6 +28,7 @@ pub mod serve;
 pub mod stability;
 pub mod trace;
 pub mod tracer;
+pub mod tune;
 
 /// An error and its sources on one line.
 pub fn error_chain(e: &dyn std::error::Error) -> String {

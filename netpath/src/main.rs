@@ -36,6 +36,9 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath inspect web
     netpath serve --all                  Prometheus metrics of every running container's traffic
     netpath serve --label app=web --listen 0.0.0.0:9433
+    netpath tune -d bridge --knob gro --rounds 5   veth GRO on vs off, interleaved, with the noise
+    netpath tune -d bridge --knob nodelay          Nagle and the delayed ACK on a two-write request
+    netpath tune -d bridge --knob wait=block,spin  the receiver's wakeup, A/B
     netpath compare -d bridge,host --report run.html --svg run.svg
     netpath report bridge.json -o bridge.html   the HTML report of a saved compare --json
     netpath diff -d overlay --vs bridge  which hops make overlay slower, with each delta's noise
@@ -83,6 +86,9 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// One driver with a knob at two settings (A and B), interleaved in one run: per figure
+    /// (RTT, bulk, per hop) the difference, its spread over rounds, and whether it is noise.
+    Tune(netpath::tune::cli::TuneArgs),
     /// Render a saved `netpath compare --json` output as the HTML report (and SVG charts).
     Report {
         /// The JSON file `netpath compare --json` wrote.
@@ -259,6 +265,7 @@ fn run(cli: Cli) -> Result<()> {
     require_root()?;
     match cli.cmd {
         Cmd::Report { .. } => unreachable!("handled above"),
+        Cmd::Tune(args) => netpath::tune::cli::main(args)?,
         Cmd::Diff {
             driver,
             vs,

@@ -8,24 +8,22 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 use anyhow::{Context, Result, anyhow};
-use futures::{StreamExt, TryStreamExt};
-use rtnetlink::packet_core::{
-    DefaultNla, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
-};
+use futures::TryStreamExt;
+use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::address::AddressAttribute;
 use rtnetlink::packet_route::link::{
     InfoData, InfoKind, InfoMacVlan, InfoNetkit, InfoVeth, InfoVxlan, IpVlanMode, LinkAttribute,
     LinkFlags, LinkInfo, LinkMessage, MacVlanMode, NetkitMode,
 };
 use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteMessage};
-use rtnetlink::packet_route::tc::{TcAttribute, TcHandle, TcMessage};
-use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 use rtnetlink::{
     Handle, LinkBridge, LinkIpVlan, LinkMacVlan, LinkMessageBuilder, LinkNetkit, LinkUnspec,
     LinkVeth, LinkVxlan, RouteMessageBuilder,
 };
 
 use crate::netns::Netns;
+
+mod tc;
 
 /// One link as netlink reports it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -89,8 +87,6 @@ pub struct Nl {
 const ENODEV: i32 = 19;
 const ENOENT: i32 = 2;
 const EOPNOTSUPP: i32 = 95;
-/// `TCA_OPTIONS` of a qdisc message (linux/rtnetlink.h).
-const TCA_OPTIONS: u16 = 2;
 
 /// The kernel has no qdisc of this kind (neither built in nor loadable as a module).
 #[derive(Debug)]
@@ -462,54 +458,6 @@ impl Nl {
         let route = RouteMessageBuilder::<Ipv4Addr>::new().gateway(gw).build();
         self.block(self.handle.route().add(route).execute())
             .with_context(|| format!("netlink: adding default route via {gw}"))
-    }
-
-    /// `tc qdisc add dev IFINDEX root KIND …`, with `options` the qdisc's `TCA_OPTIONS`
-    /// payload exactly as the kernel parses it (netlink-packet-route has no typed options
-    /// for every qdisc, netem among them). A kind the kernel does not know is an
-    /// [`UnknownQdisc`] error (the kernel answers ENOENT after trying to load its module).
-    pub fn add_root_qdisc(&self, ifindex: u32, kind: &str, options: Vec<u8>) -> Result<()> {
-        let mut msg = TcMessage::with_index(ifindex as i32);
-        msg.header.parent = TcHandle::ROOT;
-        msg.attributes.push(TcAttribute::Kind(kind.to_string()));
-        msg.attributes
-            .push(TcAttribute::Other(DefaultNla::new(TCA_OPTIONS, options)));
-        let mut req = NetlinkMessage::from(RouteNetlinkMessage::NewQueueDiscipline(msg));
-        req.header.flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE;
-        let mut handle = self.handle.clone();
-        let res = self.block(async move {
-            let mut resp = handle.request(req)?;
-            while let Some(m) = resp.next().await {
-                if let NetlinkPayload::Error(e) = m.payload
-                    && e.code.is_some()
-                {
-                    return Err(rtnetlink::Error::NetlinkError(e));
-                }
-            }
-            Ok(())
-        });
-        match res {
-            Ok(()) => Ok(()),
-            Err(e) if nl_errno(&e) == Some(ENOENT) => Err(UnknownQdisc(kind.to_string()).into()),
-            Err(e) => Err(anyhow!(e))
-                .with_context(|| format!("netlink: adding a {kind} qdisc to link {ifindex}")),
-        }
-    }
-
-    /// The kind of the root qdisc of a link (`noqueue`, `netem`, ...), if it has one.
-    pub fn root_qdisc(&self, ifindex: u32) -> Result<Option<String>> {
-        let msgs: Vec<TcMessage> = self
-            .block(self.handle.qdisc().get().execute().try_collect())
-            .context("netlink: listing qdiscs")?;
-        Ok(msgs
-            .iter()
-            .filter(|m| m.header.index == ifindex as i32 && m.header.parent == TcHandle::ROOT)
-            .find_map(|m| {
-                m.attributes.iter().find_map(|a| match a {
-                    TcAttribute::Kind(k) => Some(k.clone()),
-                    _ => None,
-                })
-            }))
     }
 
     /// Delete a link; a link that is already gone is fine. Returns whether it was deleted.

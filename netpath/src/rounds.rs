@@ -97,14 +97,39 @@ pub fn run(
     paths: &[(&NetPath, String)],
     opts: &CompareOptions,
 ) -> Result<Vec<DriverReport>> {
-    let n = paths.len();
-    let t0 = CpuTimes::now();
-    let before: Vec<_> = paths
+    let sides: Vec<Side> = paths
         .iter()
-        .map(|(p, _)| {
+        .map(|(path, label)| Side {
+            path,
+            label: label.clone(),
+            opts,
+        })
+        .collect();
+    run_sides(tracer, &sides)
+}
+
+/// One path of an interleaved run with the options it is measured with. `compare` gives every
+/// path the same options; `tune` gives its two sides two settings of a harness knob (wait
+/// mode, placement, TCP_NODELAY). The rounds (count and order) follow the first side's.
+pub struct Side<'a> {
+    pub path: &'a NetPath,
+    pub label: String,
+    pub opts: &'a CompareOptions,
+}
+
+/// [`run`] with options per path.
+pub fn run_sides(tracer: &mut Tracer, sides: &[Side]) -> Result<Vec<DriverReport>> {
+    let n = sides.len();
+    let Some(first) = sides.first() else {
+        return Ok(Vec::new());
+    };
+    let t0 = CpuTimes::now();
+    let before: Vec<_> = sides
+        .iter()
+        .map(|s| {
             Ok((
-                harness::read_counters(&p.client_ns)?,
-                harness::read_counters(&p.server_ns)?,
+                harness::read_counters(&s.path.client_ns)?,
+                harness::read_counters(&s.path.server_ns)?,
             ))
         })
         .collect::<Result<_>>()?;
@@ -115,16 +140,19 @@ pub fn run(
             bulk: Vec::new(),
         })
         .collect();
-    let rr = RrConfig {
-        wait: opts.mode.wait,
-        pin: opts.mode.pin,
-        ..opts.rr.clone()
-    };
-    let rounds = opts.rounds.max(1);
-    // On a terminal: a bar per path, stepping through the interleaved rounds.
-    let bars: Vec<_> = paths
+    let rrs: Vec<RrConfig> = sides
         .iter()
-        .map(|(_, label)| crate::render::progress::DriverBar::new(label, rounds as u64))
+        .map(|s| RrConfig {
+            wait: s.opts.mode.wait,
+            pin: s.opts.mode.pin,
+            ..s.opts.rr.clone()
+        })
+        .collect();
+    let rounds = first.opts.rounds.max(1);
+    // On a terminal: a bar per path, stepping through the interleaved rounds.
+    let bars: Vec<_> = sides
+        .iter()
+        .map(|s| crate::render::progress::DriverBar::new(&s.label, rounds as u64))
         .collect();
     for r in 0..rounds {
         let order: Vec<usize> = if r % 2 == 0 {
@@ -133,20 +161,28 @@ pub fn run(
             (0..n).rev().collect()
         };
         for i in order {
-            let (path, label) = &paths[i];
+            let s = &sides[i];
             bars[i].phase(format!("interleaved round {}/{rounds}", r + 1));
-            one_round(tracer, path, label, opts, &rr, r % 2 == 1, &mut acc[i])
-                .with_context(|| format!("{label}, round {}", r + 1))?;
+            one_round(
+                tracer,
+                s.path,
+                &s.label,
+                s.opts,
+                &rrs[i],
+                r % 2 == 1,
+                &mut acc[i],
+            )
+            .with_context(|| format!("{}, round {}", s.label, r + 1))?;
             bars[i].done();
         }
     }
     bars.iter().for_each(|b| b.finish());
     let mut out = Vec::with_capacity(n);
     for (i, a) in acc.into_iter().enumerate() {
-        let (path, label) = &paths[i];
-        let mut rep = finish(tracer, path, opts, a, before[i], t0)
-            .with_context(|| format!("finishing {label}"))?;
-        rep.driver = label.clone();
+        let s = &sides[i];
+        let mut rep = finish(tracer, s.path, s.opts, a, before[i], t0)
+            .with_context(|| format!("finishing {}", s.label))?;
+        rep.driver = s.label.clone();
         out.push(rep);
     }
     Ok(out)

@@ -165,6 +165,10 @@ pub fn device_context(lab: &NetPath) -> Result<Vec<DevContext>> {
 /// `CLONE_FS`, so other threads keep theirs), nothing propagating back to the host's
 /// mounts, and a fresh sysfs on `/sys` for the thread's current network namespace.
 /// All of it goes away when the thread exits.
+///
+/// Not read-only: sysfs has one superblock per network namespace, and a read-only one a
+/// reader left (its unmount at thread exit is deferred) would make `tune --knob rps`'s
+/// mount, which writes the masks of the lab's own devices, read-only too.
 pub(crate) fn private_sysfs() -> Result<()> {
     unshare(CloneFlags::CLONE_NEWNS).context("unshare(CLONE_NEWNS) failed")?;
     mount(
@@ -179,7 +183,7 @@ pub(crate) fn private_sysfs() -> Result<()> {
         Some("sysfs"),
         "/sys",
         Some("sysfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         None::<&str>,
     ) {
         // EBUSY: the sysfs of this netns is the one already on /sys (the host's own

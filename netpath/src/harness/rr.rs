@@ -32,6 +32,13 @@ pub struct RrConfig {
     pub wait: WaitMode,
     /// Where the client and server threads run.
     pub pin: Pin,
+    /// TCP_NODELAY on the client's socket (the server's always has it: it answers in one
+    /// write). Off, with `split_request`, Nagle holds the request's second part until the
+    /// first is acknowledged, and the server delays that acknowledgement: `tune --knob nodelay`.
+    pub nodelay: bool,
+    /// The client writes each request in two writes (first half, then the rest), the
+    /// small-write pattern Nagle's algorithm meets in request/response protocols.
+    pub split_request: bool,
 }
 
 impl Default for RrConfig {
@@ -44,6 +51,8 @@ impl Default for RrConfig {
             timeout: Duration::from_secs(30),
             wait: WaitMode::Block,
             pin: Pin::default(),
+            nodelay: true,
+            split_request: false,
         }
     }
 }
@@ -278,7 +287,7 @@ fn client(
                 lab.connect_to, lab.client_ns.name
             )
         })?;
-    conn.set_nodelay(true)?;
+    conn.set_nodelay(cfg.nodelay)?;
     conn.set_read_timeout(Some(cfg.timeout))?;
     conn.set_write_timeout(Some(cfg.timeout))?;
     let rx = Receiver::new(cfg.wait, cfg.pin, Some(cfg.timeout)).sharing(lab.proxy_pid.is_some());
@@ -291,8 +300,18 @@ fn client(
         let b = seq.to_le_bytes();
         let n = b.len().min(req.len());
         req[..n].copy_from_slice(&b[..n]);
-        rx.write_all(conn, &req)
-            .context("client: writing a request")?;
+        // Two writes when asked (each its own sendto), else one.
+        let cut = if cfg.split_request && req.len() > 1 {
+            req.len() / 2
+        } else {
+            req.len()
+        };
+        for part in [&req[..cut], &req[cut..]] {
+            if !part.is_empty() {
+                rx.write_all(conn, part)
+                    .context("client: writing a request")?;
+            }
+        }
         rx.read_exact(conn, &mut resp)
             .context("client: reading a response")?;
         Ok(())

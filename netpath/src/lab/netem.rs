@@ -113,16 +113,25 @@ pub fn delay_wire(path: &NetPath, w: &WireDelay) -> Result<Option<String>> {
     Ok(Some(format!("{} on {}", w.describe(), names.join(", "))))
 }
 
-/// Fails with one clear line unless this kernel can put netem with `w` on a link: tried on
-/// the loopback of a scratch namespace (`np<id>-netem`), removed before returning.
+/// Fails with one clear line unless this kernel can put netem with `w` on a link.
 pub fn check_netem(w: &WireDelay) -> Result<()> {
+    try_qdisc("netem", Some(w.netem_options())).map_err(|e| explain(e, w))
+}
+
+/// Whether this kernel has the qdisc `kind` (with `options`, or its defaults): tried on the
+/// loopback of a scratch namespace (`np<id>-qdisc`), removed before returning. A missing
+/// kind is an [`UnknownQdisc`] error.
+pub fn try_qdisc(kind: &str, options: Option<Vec<u8>>) -> Result<()> {
     let run_id = new_run_id()?;
     let mut nss = LabNamespaces::new(&run_id);
-    let ns = nss.create("netem")?;
+    let ns = nss.create("qdisc")?;
     let tried = ns.run(|| {
         let nl = Nl::new()?;
         let lo = nl.lo_up()?;
-        nl.add_root_qdisc(lo.ifindex, "netem", w.netem_options())
+        match options {
+            Some(o) => nl.add_root_qdisc(lo.ifindex, kind, o),
+            None => nl.replace_root_qdisc(lo.ifindex, kind),
+        }
     });
     // Dropped before it became a path's: removes the namespace.
     drop(nss);
@@ -130,7 +139,7 @@ pub fn check_netem(w: &WireDelay) -> Result<()> {
     if !left.is_empty() {
         bail!("cannot remove the scratch namespace {}", left.join(", "));
     }
-    tried.map_err(|e| explain(e, w))
+    tried
 }
 
 /// A missing netem becomes the one line the user reads; other errors stay as they are.

@@ -191,11 +191,15 @@ fn chains(table: &str) -> Vec<NfListObject<'static>> {
     ]
 }
 
-fn m(left: Expression<'static>, op: Operator, right: Expression<'static>) -> Statement<'static> {
+pub(crate) fn m(
+    left: Expression<'static>,
+    op: Operator,
+    right: Expression<'static>,
+) -> Statement<'static> {
     Statement::Match(Match { left, right, op })
 }
 
-fn field(proto: &'static str, f: &'static str) -> Expression<'static> {
+pub(crate) fn field(proto: &'static str, f: &'static str) -> Expression<'static> {
     Expression::Named(NamedExpression::Payload(Payload::PayloadField(
         PayloadField {
             protocol: proto.into(),
@@ -245,7 +249,7 @@ pub fn list_table(name: &str) -> Result<String> {
         .map_err(|e| nft_error(e, "listing the NAT table"))
 }
 
-fn nft_error(e: NftablesError, what: &str) -> anyhow::Error {
+pub(crate) fn nft_error(e: NftablesError, what: &str) -> anyhow::Error {
     match e {
         NftablesError::NftExecution { program, inner }
             if inner.kind() == std::io::ErrorKind::NotFound =>

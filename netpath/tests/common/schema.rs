@@ -26,6 +26,17 @@ pub fn validate(kind: &str, v: &Value) {
             Resource::from_contents(load("common.json")),
         )
         .unwrap()
+        // tune's sides are compare's driver entries, its deltas diff's.
+        .add(
+            format!("{BASE}compare.json"),
+            Resource::from_contents(load("compare.json")),
+        )
+        .unwrap()
+        .add(
+            format!("{BASE}diff.json"),
+            Resource::from_contents(load("diff.json")),
+        )
+        .unwrap()
         .prepare()
         .unwrap();
     let schema = load(&format!("{kind}.json"));

@@ -1,0 +1,110 @@
+//! `netpath tune`'s command line: the flags it shares with `compare` (traffic and run mode),
+//! the knob, and what it prints.
+
+use anyhow::Result;
+
+use super::knobs::{self, Knob};
+use crate::backend::{self, BackendChoice};
+use crate::bounds;
+use crate::compare::CompareOptions;
+use crate::driver::Driver;
+use crate::harness::{BulkConfig, RrConfig};
+use crate::tracer::TracerOptions;
+
+/// `netpath tune`'s flags.
+#[derive(Clone, Debug, clap::Args)]
+pub struct TuneArgs {
+    /// The driver whose lab is built twice, once per setting.
+    #[arg(long, short = 'd', default_value = "bridge")]
+    pub driver: Driver,
+    /// NAME[=A,B]: rps (HEX mask|all|off), gro, tso, gso (on|off), mtu (68-65535), qdisc
+    /// (noqueue|pfifo_fast|pfifo|fq|fq_codel), conntrack (notrack|track), proxy (on|off: docker-proxy or DNAT),
+    /// nodelay (on|off), wait (block|spin|busy-poll), cpus (same|split|auto|N|N,M; write
+    /// A/B when a setting holds a comma). Without values: gro=on,off, mtu=9000,1500,
+    /// qdisc=pfifo_fast,noqueue, nodelay=off,on, wait=block,spin, cpus=same,split, …
+    #[arg(long)]
+    pub knob: String,
+    /// Rounds, each measuring A and B in turn (order reversed every other round; 1-100).
+    #[arg(long, default_value_t = 3, value_parser = bounds::int(bounds::ROUNDS))]
+    pub rounds: usize,
+    /// Measured requests per run (1-1000000; default 10000, 200 for nodelay, whose Nagle
+    /// side waits for the delayed ACK on every request).
+    #[arg(long, short = 'n', value_parser = bounds::int(bounds::REQUESTS))]
+    pub requests: Option<u64>,
+    /// Unmeasured warm-up requests (0-100000; default 1000, 10 for nodelay).
+    #[arg(long, value_parser = bounds::int(bounds::WARMUP))]
+    pub warmup: Option<u64>,
+    /// Seconds of bulk transfer per round and side (0: none; default 2, 0 for nodelay).
+    #[arg(long, value_parser = bounds::float(bounds::PHASE_SECS))]
+    pub bulk_secs: Option<f64>,
+    #[command(flatten)]
+    pub mode: crate::harness::runmode::RunModeArgs,
+    /// Keep the full timeline of one packet in N (0: none; at most 1000000).
+    #[arg(long, default_value_t = 64, value_parser = bounds::int(bounds::SAMPLE_EVERY))]
+    pub sample_every: u32,
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `netpath tune`: everything the user can get wrong is said before anything is built.
+pub fn main(args: TuneArgs) -> Result<()> {
+    let spec = knobs::parse(&args.knob)?;
+    knobs::check_driver(&spec, args.driver)?;
+    let mode = args.mode.resolve()?;
+    knobs::check_kernel(&spec)?;
+    crate::lab::install_signal_cleanup();
+    crate::btf::require()?;
+    crate::render::progress::enable(!args.json);
+    let caps = crate::doctor::probe()?;
+    let backend = backend::select(args.backend, &caps)?;
+    let nagle = spec.knob == Knob::Nodelay;
+    let requests = args.requests.unwrap_or(if nagle { 200 } else { 10_000 });
+    let warmup = args.warmup.unwrap_or(if nagle { 10 } else { 1_000 });
+    let bulk_secs = args.bulk_secs.unwrap_or(if nagle { 0.0 } else { 2.0 });
+    let opts = CompareOptions {
+        drivers: vec![args.driver],
+        rr: RrConfig {
+            requests,
+            warmup,
+            ..RrConfig::default()
+        },
+        untraced: true,
+        tracer: TracerOptions {
+            sample_every: args.sample_every,
+            ..TracerOptions::default()
+        },
+        print: !args.json,
+        tc_counters: false,
+        keep_timelines: 2,
+        rounds: args.rounds,
+        bulk: (bulk_secs > 0.0).then(|| BulkConfig {
+            duration: std::time::Duration::from_secs_f64(bulk_secs),
+            ..Default::default()
+        }),
+        burst: None,
+        underlay: None,
+        mode,
+    };
+    if !args.json {
+        println!(
+            "backend: {}; {} on {}: {} vs {}",
+            backend.name(),
+            spec.name,
+            args.driver,
+            spec.a_label,
+            spec.b_label
+        );
+    }
+    let r = super::run(backend, args.driver, &spec, &opts)?;
+    if args.json {
+        println!(
+            "{}",
+            crate::render::to_json("tune", Some(backend.name()), &r)?
+        );
+    } else {
+        super::print(&r);
+    }
+    Ok(())
+}

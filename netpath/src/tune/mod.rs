@@ -1,0 +1,325 @@
+//! `netpath tune -d DRIVER --knob NAME[=A,B]`: one driver measured with a knob at setting A
+//! and at setting B, interleaved in one run, and per figure the difference with its noise.
+//!
+//! The driver's lab is built twice (two run ids), A applied to one and B to the other (lab
+//! knobs: read back to prove they took effect), or the two sides given two harness settings
+//! (nodelay, wait, cpus); both go to the rounds machinery as two sides, so round i of A and
+//! round i of B are neighbours in time (A, B, then B, A, …; untraced and traced alternating
+//! like `compare`'s). Afterwards lab knobs are restored and read back, and both labs torn
+//! down (Ctrl-C's teardown removes the labs, and with them every setting: no knob touches
+//! anything outside netpath's namespaces).
+
+pub mod cli;
+mod conntrack;
+pub mod devices;
+mod ethtool;
+pub mod knobs;
+
+use anyhow::{Context as _, Result};
+use serde::Serialize;
+
+use crate::ab::{self, Deltas};
+use crate::backend::Backend;
+use crate::compare::CompareOptions;
+use crate::driver::Driver;
+use crate::path::NetPath;
+use crate::report::DriverReport;
+use crate::tracer::Tracer;
+use devices::{Applied, ReadBack};
+use knobs::{KnobSpec, Value};
+
+/// One setting's side of a tune run.
+#[derive(Clone, Debug, Serialize)]
+pub struct TuneSide {
+    /// `gro=on`.
+    pub label: String,
+    pub driver: Driver,
+    pub setting: Value,
+    /// Lab knobs: each device's value before and after applying the setting.
+    pub applied: Applied,
+    /// Lab knobs: each device's value after restoring it.
+    pub restored: Vec<ReadBack>,
+    /// TCP segments per request/response the client's and the server's namespace sent
+    /// (None with bulk on, whose segments would count too).
+    pub segments_per_request: Option<(f64, f64)>,
+    pub report: DriverReport,
+}
+
+/// `netpath tune`'s result: both sides and the differences.
+#[derive(Clone, Debug, Serialize)]
+pub struct TuneResult {
+    pub driver: Driver,
+    pub knob: KnobSpec,
+    pub a: TuneSide,
+    pub b: TuneSide,
+    /// A − B per figure, by `ab`'s groups (hops ranked by share of the difference).
+    #[serde(flatten)]
+    pub deltas: Deltas,
+    /// The brief line (bulk and RTT p50), then one line per figure that is a result:
+    /// "gro=on vs gro=off: bulk +1.2 Gbit/s (+18%), spread 0.2".
+    pub verdicts: Vec<String>,
+    /// What differed between the sides' conditions besides the knob's own setting (a wait or
+    /// cpus knob's sides differ in it by design).
+    pub warnings: Vec<String>,
+}
+
+/// A lab built for one side, with its knob applied.
+struct Built {
+    path: NetPath,
+    applied: Applied,
+}
+
+fn build_side(spec: &KnobSpec, driver: Driver, v: &Value) -> Result<Built> {
+    let mut path = crate::lab::build(knobs::side_driver(spec, driver, v))?;
+    let applied = if spec.knob.on_lab() {
+        match devices::apply(&mut path, spec, v) {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = path.teardown();
+                return Err(e);
+            }
+        }
+    } else {
+        Applied::default()
+    };
+    Ok(Built { path, applied })
+}
+
+/// Restores the knob on one side's lab and tears it down.
+fn finish_side(spec: &KnobSpec, mut b: Built) -> Result<(Applied, Vec<ReadBack>)> {
+    let restored = if spec.knob.on_lab() {
+        devices::restore(&mut b.path, spec.knob, &mut b.applied)
+    } else {
+        Ok(Vec::new())
+    };
+    let torn = b.path.teardown();
+    let restored = restored?;
+    torn?;
+    Ok((b.applied, restored))
+}
+
+/// Measures `driver` with `spec`'s two settings, interleaved; `base` gives rounds, requests,
+/// bulk and the run mode that the knob does not set.
+pub fn run(
+    backend: Backend,
+    driver: Driver,
+    spec: &KnobSpec,
+    base: &CompareOptions,
+) -> Result<TuneResult> {
+    knobs::check_driver(spec, driver)?;
+    let opts_a = knobs::side_options(spec, base, &spec.a)?;
+    let opts_b = knobs::side_options(spec, base, &spec.b)?;
+    let mut tracer = Tracer::load(backend, &base.tracer)?;
+    let a = build_side(spec, driver, &spec.a)?;
+    let b = match build_side(spec, driver, &spec.b) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = finish_side(spec, a);
+            return Err(e);
+        }
+    };
+    print_applied(base, &spec.a_label, &a.applied);
+    print_applied(base, &spec.b_label, &b.applied);
+    let sides = [
+        crate::rounds::Side {
+            path: &a.path,
+            label: spec.a_label.clone(),
+            opts: &opts_a,
+        },
+        crate::rounds::Side {
+            path: &b.path,
+            label: spec.b_label.clone(),
+            opts: &opts_b,
+        },
+    ];
+    let measured = crate::rounds::run_sides(&mut tracer, &sides);
+    drop(sides);
+    let (da, db) = (a.path.driver, b.path.driver);
+    let fa = finish_side(spec, a);
+    let fb = finish_side(spec, b);
+    let mut reports = measured.context("measuring both settings")?;
+    let (applied_a, restored_a) = fa?;
+    let (applied_b, restored_b) = fb?;
+    let rb = reports.pop().context("no report for B")?;
+    let ra = reports.pop().context("no report for A")?;
+    let side =
+        |label: &str, d, v: &Value, applied, restored, r: DriverReport, o: &CompareOptions| {
+            TuneSide {
+                label: label.to_string(),
+                driver: d,
+                setting: v.clone(),
+                applied,
+                restored,
+                segments_per_request: segments(&r, o),
+                report: r,
+            }
+        };
+    let a = side(
+        &spec.a_label,
+        da,
+        &spec.a,
+        applied_a,
+        restored_a,
+        ra,
+        &opts_a,
+    );
+    let b = side(
+        &spec.b_label,
+        db,
+        &spec.b,
+        applied_b,
+        restored_b,
+        rb,
+        &opts_b,
+    );
+    let (deltas, verdicts, warnings) = judge(spec, &a.report, &b.report)?;
+    Ok(TuneResult {
+        driver,
+        knob: spec.clone(),
+        a,
+        b,
+        deltas,
+        verdicts,
+        warnings,
+    })
+}
+
+fn print_applied(opts: &CompareOptions, label: &str, ap: &Applied) {
+    if !opts.print || ap.after.is_empty() {
+        return;
+    }
+    let lines: Vec<String> = ap.after.iter().map(ReadBack::line).collect();
+    println!("{label}: read back {}", lines.join(", "));
+}
+
+/// TCP segments the client's and the server's namespace sent per request/response (none
+/// when bulk ran too: its segments would be counted with them).
+fn segments(r: &DriverReport, o: &CompareOptions) -> Option<(f64, f64)> {
+    if o.bulk.is_some() {
+        return None;
+    }
+    let c = r.context.as_ref()?;
+    let runs = (r.round_detail.len() * (1 + usize::from(o.untraced))) as f64;
+    let requests = runs * (o.rr.requests + o.rr.warmup) as f64;
+    (requests > 0.0).then(|| {
+        (
+            c.client_counters.out_segs as f64 / requests,
+            c.server_counters.out_segs as f64 / requests,
+        )
+    })
+}
+
+/// The figures of both sides (`ab`'s, paired: one interleaved run), their deltas, and one
+/// line per figure that is a result plus the brief one naming the headline figures.
+fn judge(
+    spec: &KnobSpec,
+    a: &DriverReport,
+    b: &DriverReport,
+) -> Result<(Deltas, Vec<String>, Vec<String>)> {
+    let (va, vb) = (ab::view_of(a)?, ab::view_of(b)?);
+    let figs = ab::figures(&va, &vb, true);
+    let d = ab::deltas(&spec.a_label, &spec.b_label, &figs);
+    let mut lines = vec![brief(spec, &d)];
+    // The brief line has bulk and the untraced RTT p50 already.
+    let results = d
+        .rtt
+        .iter()
+        .filter(|x| x.name != "RTT p50")
+        .chain(&d.hops_p50)
+        .chain(&d.one_way)
+        .chain(&d.passes)
+        .filter(|x| !x.within_noise && x.delta != 0.0);
+    lines.extend(results.map(|x| {
+        format!(
+            "{} vs {}: {} {}",
+            spec.a_label,
+            spec.b_label,
+            x.name,
+            x.summary()
+        )
+    }));
+    let warnings = ab::context_warnings(
+        &ab::Side {
+            label: &spec.a_label,
+            header: None,
+            driver: &va,
+        },
+        &ab::Side {
+            label: &spec.b_label,
+            header: None,
+            driver: &vb,
+        },
+    );
+    Ok((d, lines, warnings))
+}
+
+/// "gro=on vs gro=off: bulk +1.2 Gbit/s (+18%), spread 0.2; RTT p50 +0.4 µs (+2%), spread
+/// 0.9: within noise" — bulk (when it ran) and the untraced RTT p50.
+fn brief(spec: &KnobSpec, d: &Deltas) -> String {
+    let parts: Vec<String> = d
+        .bulk
+        .iter()
+        .chain(d.rtt.iter().filter(|x| x.name == "RTT p50").take(1))
+        .map(|x| format!("{} {}", x.name, x.summary()))
+        .collect();
+    format!("{} vs {}: {}", spec.a_label, spec.b_label, parts.join("; "))
+}
+
+/// The result on a terminal: both sides' tables, then the verdict lines.
+pub fn print(r: &TuneResult) {
+    for s in [&r.a, &r.b] {
+        crate::report::print(&s.report);
+        if !s.restored.is_empty() {
+            let lines: Vec<String> = s.restored.iter().map(ReadBack::line).collect();
+            println!("   {}: restored {}", s.label, lines.join(", "));
+        }
+        if let Some((c, srv)) = s.segments_per_request {
+            println!(
+                "   {}: TCP segments sent per request: client {c:.2}, server {srv:.2}",
+                s.label
+            );
+        }
+        println!();
+    }
+    println!(
+        "{} on {}, {} vs {} ({} rounds interleaved; wait {} / {}, cpus {} / {}):",
+        r.knob.name,
+        r.driver,
+        r.a.label,
+        r.b.label,
+        r.a.report.round_detail.len(),
+        r.a.report.wait.name(),
+        r.b.report.wait.name(),
+        r.a.report.cpus,
+        r.b.report.cpus,
+    );
+    println!("   {}", r.deltas.verdict);
+    for v in &r.verdicts {
+        println!("   {v}");
+    }
+    let quiet = r.deltas.hops_p50.iter().filter(|d| d.within_noise).count();
+    if quiet > 0 {
+        println!("   {quiet} hop(s) within noise at p50 per packet");
+    }
+    for s in [&r.a, &r.b] {
+        if let Some(c) = &s.report.context {
+            let (cl, sv) = (&c.client_counters, &c.server_counters);
+            println!(
+                "   {} TCP over the whole run: client retrans {} (DSACK {}), server ofo {} sack-reorder {}",
+                s.label, cl.retrans_segs, cl.tcp_dsack_recv, sv.tcp_ofo_queue, cl.tcp_sack_reorder
+            );
+        }
+    }
+    if r.knob.knob == knobs::Knob::Gro {
+        println!(
+            "   note: a veth hands TCP from a sender with TSO on to the backlog whatever its GRO \
+             (veth_skb_is_eligible_for_gro): its NAPI gets such packets only with tso off"
+        );
+    }
+    for w in &r.warnings {
+        println!("   context: {w}");
+    }
+    if let Some(m) = &r.a.report.machine {
+        println!("   {}", m.line());
+    }
+}

@@ -381,3 +381,24 @@ fn live_overlay_vs_bridge() {
         "{verdict}"
     );
 }
+
+/// `netpath diff … | head -1`: the reader closing the pipe ends the output quietly, with no
+/// panic message. The read end is closed before netpath writes anything, so its first print
+/// meets the closed pipe.
+#[test]
+fn closed_pipe_is_no_panic() {
+    let (a, b) = (data("compare-vm61.json"), data("compare-host.json"));
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(NETPATH)
+        .args(["diff", &a, &b])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "the output went nowhere, yet netpath said success"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -423,6 +423,9 @@ pub fn hop_between(from: u16, from_kind: u16, to: u16, to_kind: u16) -> Hop {
         (RECV | IP_RCV, QUEUE | XMIT | VETH_XMIT) => Hop::Forward,
         (RECV | IP_RCV | TCP_RCV, IP_RCV | TCP_RCV) => Hop::ReceiverStack,
         (RECV | IP_RCV | TCP_RCV, READY | COPY) => Hop::ReceiverStack,
+        // A spinning receiver took a datagram off the queue before its wakeup was traced (UDP
+        // copies linear skbs unseen): the stack up to the receive's return.
+        (RECV | IP_RCV | TCP_RCV, EXIT) => Hop::ReceiverStack,
         (READY, COPY | EXIT) => Hop::Wakeup,
         // The receiving thread's wakeup opened up by the scheduler's points. Without
         // sk_data_ready (before 6.7) the receive path up to the wakeup is receiver-stack.
@@ -492,6 +495,10 @@ mod tests {
             Hop::IdleExit
         );
         assert_eq!(hop_between(S, SCHED_IDLE, C, 0), Hop::RecvCopy);
+        assert_eq!(
+            hop_between(RX, DevKind::Veth as u16, E, 0),
+            Hop::ReceiverStack
+        );
         assert_eq!(hop_between(C, 0, E, 0), Hop::RecvReturn);
         // Not asleep: woken → copied is the wakeup hop.
         assert_eq!(hop_between(R, 0, C, 0), Hop::Wakeup);

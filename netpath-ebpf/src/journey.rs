@@ -116,9 +116,10 @@ pub fn on_send_exit() {
     }
 }
 
-/// A traced thread's receive returns `ret` bytes: completes the journey.
+/// A traced thread's receive on socket `sk` (0: not known, syscall tracepoints) returns `ret`
+/// bytes: completes the journey.
 #[inline(always)]
-pub fn on_recv_exit(ret: i64) -> Result<(), i64> {
+pub fn on_recv_exit(ret: i64, sk: u64) -> Result<(), i64> {
     // Errors, EOF and EAGAIN first: no lookup at all.
     if ret <= 0 {
         return Ok(());
@@ -128,7 +129,15 @@ pub fn on_recv_exit(ret: i64) -> Result<(), i64> {
         None => return Ok(()),
     };
     let t = now();
-    let (skb, generation) = (ts.pending_skb, ts.pending_gen);
+    // A datagram socket's thread sends on the socket it receives on: its own skbs start
+    // journeys from then on (`path::own_skb`).
+    if kernel::dgram() && sk != 0 && ts.sock == 0 {
+        ts.sock = sk;
+    }
+    let (mut skb, mut generation) = (ts.pending_skb, ts.pending_gen);
+    if skb == 0 && kernel::dgram() && sk != 0 {
+        (skb, generation) = crate::dgram::received_on(sk);
+    }
     if skb == 0 {
         bump(counter::RECV_UNMATCHED);
         return Ok(());
@@ -141,6 +150,9 @@ pub fn on_recv_exit(ret: i64) -> Result<(), i64> {
             return Ok(());
         }
     };
+    // The socket's wakeup may have been traced on another CPU after this receive read the
+    // clock (a datagram taken off the queue at once): never close a hop before it opened.
+    let t = t.max(unsafe { (*fp).last_ts });
     advance(fp, skb, Point::RecvExit as u16, 0, DevKey::default(), t);
     let f = unsafe { &*fp };
     record(f.dir, f.cur_hop, t - f.hop_start);

@@ -27,6 +27,18 @@ static OFF_SK_RCVQ_TAIL: u32 = 0;
 static OFF_SKB_SK: u32 = 0;
 #[unsafe(no_mangle)]
 static OFF_TASK_PID: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_SK_RCV_SADDR: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_SK_NUM: u32 = 0;
+
+/// (address, port) socket `sk` receives on, network byte order (`skc_num` is host order).
+#[inline(always)]
+pub fn sk_local(sk: u64) -> Result<(u32, u16), i64> {
+    let a = unsafe { read::<u32>(sk, g32(&OFF_SK_RCV_SADDR))? };
+    let p = unsafe { read::<u16>(sk, g32(&OFF_SK_NUM))? };
+    Ok((a, p.to_be()))
+}
 
 /// `task->pid` (the thread id; 0 for the idle tasks).
 #[inline(always)]
@@ -69,6 +81,17 @@ static READY_FALLBACK: u32 = 0;
 #[inline(always)]
 pub fn ready_fallback() -> bool {
     g32(&READY_FALLBACK) != 0
+}
+
+/// Datagram journeys (`--proto udp|icmp`): UDP copies a linear skb without
+/// `skb:skb_copy_datagram_iovec` and frees it later on another CPU, so the receive that
+/// completes a journey finds it by the address it was received on (`dgram.rs`).
+#[unsafe(no_mangle)]
+static DGRAM: u32 = 0;
+
+#[inline(always)]
+pub fn dgram() -> bool {
+    g32(&DGRAM) != 0
 }
 
 /// Follow any packet first seen on a watched device (filters apply), not only traced sends.

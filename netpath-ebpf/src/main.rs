@@ -8,6 +8,7 @@
 #![feature(core_intrinsics)]
 
 mod atomic;
+mod dgram;
 mod flights;
 mod journey;
 mod kernel;

@@ -335,6 +335,9 @@ fn on_receive_pass(f: *mut Flight, skb: u64, t: u64) {
         rx[0] = skb;
         rx[1] = t;
     }
+    if kernel::dgram() {
+        crate::dgram::on_receive_pass(skb, f.first_ts);
+    }
     // Without sock:sk_data_ready (before 6.7) the last receive pass is the last point a
     // splicing relay's journey reaches.
     if kernel::ready_fallback() {
@@ -478,6 +481,11 @@ pub fn on_free(skb: u64, location: u64, reason: u32, dropped: bool) -> Result<()
     };
     if f.last_point == Point::Copy as u16 || f.last_point == Point::RecvExit as u16 {
         // Freed after delivery: the receive exit completes it.
+        return Ok(());
+    }
+    if !dropped && kernel::dgram() && receiving(f.last_point) {
+        // UDP's receive may take a datagram off the queue (and free it, deferred, on another
+        // CPU) before its wakeup is traced: the receive's return completes it (`dgram.rs`).
         return Ok(());
     }
     let at_socket = f.last_point == Point::SockReady as u16

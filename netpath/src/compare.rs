@@ -169,6 +169,9 @@ pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>>
     if let Some(w) = &opts.underlay {
         check_underlay(w, &opts.drivers)?;
     }
+    if let [d] = opts.drivers.as_slice() {
+        harness::proto::check(*d, opts.rr.proto)?;
+    }
     let mut tracer = Tracer::load(backend, &opts.tracer)?;
     // Every lab exists for the whole run: the rounds visit them in turn.
     let mut labs = Vec::new();
@@ -211,6 +214,7 @@ pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>>
 
 /// One driver's lab, with the emulated wire when asked (and its description).
 fn build_lab(driver: Driver, opts: &CompareOptions) -> Result<(NetPath, Option<String>)> {
+    harness::proto::check(driver, opts.rr.proto)?;
     let lab = lab::build(driver)?;
     let wire = match &opts.underlay {
         Some(w) => netem::delay_wire(&lab, w),

@@ -6,7 +6,7 @@ use netpath::{
     backend::{self, BackendChoice},
     bounds, compare, doctor,
     driver::Driver,
-    harness::RrConfig,
+    harness::{Proto, RrConfig},
     lab,
     render::to_json,
     tracer::TracerOptions,
@@ -85,6 +85,11 @@ enum Cmd {
         resp_size: usize,
         #[command(flatten)]
         mode: netpath::harness::runmode::RunModeArgs,
+        /// What the request/response runs send: tcp (one connection), udp (one datagram each
+        /// way, like sockperf's default) or icmp (echo request and reply). Bulk and burst
+        /// phases are TCP only and skipped for udp and icmp.
+        #[arg(long, value_enum, default_value_t = Proto::Tcp)]
+        proto: Proto,
         /// Skip the untraced run (no probe-effect figure).
         #[arg(long)]
         no_untraced: bool,
@@ -287,6 +292,7 @@ fn run(cli: Cli) -> Result<()> {
             req_size,
             resp_size,
             mode,
+            proto,
             no_untraced,
             sample_every,
             backend: choice,
@@ -303,6 +309,12 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             // A placement this machine cannot give is said before anything is loaded or built.
             let mode = mode.resolve()?;
+            netpath::harness::proto::check_compare(
+                proto,
+                docker || !between.is_empty(),
+                req_size,
+                resp_size,
+            )?;
             for (flag, p) in [("--report", &report), ("--svg", &svg)] {
                 if let Some(p) = p {
                     netpath::render::check_output_path(flag, p)?;
@@ -337,12 +349,14 @@ fn run(cli: Cli) -> Result<()> {
             let opts = compare::CompareOptions {
                 drivers,
                 rounds,
-                bulk: (bulk_secs > 0.0).then(|| netpath::harness::BulkConfig {
-                    streams: streams.max(1),
-                    duration: secs(bulk_secs),
-                    ..Default::default()
+                bulk: (bulk_secs > 0.0 && proto == Proto::Tcp).then(|| {
+                    netpath::harness::BulkConfig {
+                        streams: streams.max(1),
+                        duration: secs(bulk_secs),
+                        ..Default::default()
+                    }
                 }),
-                burst: (burst > 0.0).then(|| {
+                burst: (burst > 0.0 && proto == Proto::Tcp).then(|| {
                     (
                         netpath::harness::BurstConfig {
                             rate: burst,
@@ -359,12 +373,14 @@ fn run(cli: Cli) -> Result<()> {
                     warmup,
                     req_size,
                     resp_size,
+                    proto,
                     ..RrConfig::default()
                 },
                 untraced: !no_untraced,
                 tracer: TracerOptions {
                     sample_every,
                     prog_stats,
+                    dgram: proto != Proto::Tcp,
                     ..TracerOptions::default()
                 },
                 print: !json,

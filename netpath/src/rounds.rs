@@ -193,6 +193,7 @@ pub fn traced(
     rep.function_probes = tracer.fn_probes.clone();
     rep.uncounted = tracer.uncounted.clone();
     rep.placement = Some(Placement::of(&samples));
+    rep.proto = rr.proto;
     rep.wait = rr.wait;
     rep.busy_poll_napi = res.napi_ids;
     if opts.tracer.prog_stats {
@@ -411,7 +412,12 @@ pub fn print_mode(r: &DriverReport) {
         }
         _ => "",
     };
-    println!("   wait {}, cpus {}{napi}", r.wait.name(), r.cpus);
+    println!(
+        "   {} request/response, wait {}, cpus {}{napi}",
+        r.proto.name().to_uppercase(),
+        r.wait.name(),
+        r.cpus
+    );
     if let Some(p) = &r.placement {
         println!("   {}", p.line());
     }

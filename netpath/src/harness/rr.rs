@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use hdrhistogram::Histogram;
 
+use super::proto::Proto;
 use super::runmode::{Pin, Receiver, WaitMode, incoming_napi_id, pin_current};
 use crate::path::NetPath;
 
@@ -32,6 +33,8 @@ pub struct RrConfig {
     pub wait: WaitMode,
     /// Where the client and server threads run.
     pub pin: Pin,
+    /// TCP connection, UDP datagrams or ICMP echo.
+    pub proto: Proto,
 }
 
 impl Default for RrConfig {
@@ -44,6 +47,7 @@ impl Default for RrConfig {
             timeout: Duration::from_secs(30),
             wait: WaitMode::Block,
             pin: Pin::default(),
+            proto: Proto::Tcp,
         }
     }
 }
@@ -100,7 +104,7 @@ impl Phases for NoPhases {
 pub const CLIENT_COMM: &str = "np-rr-cli";
 pub const SERVER_COMM: &str = "np-rr-srv";
 
-fn gettid() -> u32 {
+pub(super) fn gettid() -> u32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::gettid() as u32 }
 }
@@ -113,6 +117,20 @@ pub fn run_rr(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrRe
     }
     if lab.server_bind.ip().is_unspecified() {
         bail!("refusing to bind the lab server to a wildcard address");
+    }
+    if let Some(max) = cfg.proto.max_payload()
+        && cfg.req_size.max(cfg.resp_size) > max
+    {
+        bail!(
+            "--proto {}: a request or response of {} bytes does not fit one datagram (at most {max}): use --req-size/--resp-size up to {max}",
+            cfg.proto,
+            cfg.req_size.max(cfg.resp_size)
+        );
+    }
+    match cfg.proto {
+        Proto::Tcp => {}
+        Proto::Udp => return super::dgram::run_udp(lab, cfg, phases),
+        Proto::Icmp => bail!("--proto icmp is not built yet"),
     }
     let deadline = Instant::now() + cfg.timeout;
 
@@ -170,7 +188,7 @@ pub fn run_rr(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrRe
     })
 }
 
-fn panic_msg(p: &Box<dyn std::any::Any + Send>) -> String {
+pub(super) fn panic_msg(p: &Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
         s.to_string()
     } else if let Some(s) = p.downcast_ref::<String>() {

@@ -93,6 +93,10 @@ pub struct TracerOptions {
     /// Entries of the flight table in use (a power of two, at most `FLIGHT_SLOTS`): tests
     /// force a tiny table to see collisions counted.
     pub flight_slots: u32,
+    /// The harness sends datagrams (`--proto udp|icmp`): no socket tracepoint marks the start
+    /// of a UDP or ping send, so `syscalls:sys_enter_sendto` does (its cost, every syscall on
+    /// the slow path, shows in the probe effect), and receives find their journey by socket.
+    pub dgram: bool,
 }
 
 /// Which packets to follow; checked in the kernel when a packet is first seen.
@@ -118,6 +122,7 @@ impl Default for TracerOptions {
             filter: Filter::default(),
             trace_any: false,
             flight_slots: FLIGHT_SLOTS,
+            dgram: false,
         }
     }
 }
@@ -178,6 +183,8 @@ pub struct Tracer {
     raw_plan: Vec<(&'static str, &'static str)>,
     /// Whether journeys are bounded by syscall tracepoints (old kernels) instead of socket ones.
     pub syscall_bounds: bool,
+    /// Datagram sends start at `sys_enter_sendto` (see `TracerOptions::dgram`).
+    dgram: bool,
     /// `enum skb_drop_reason` of this kernel, value → name.
     pub drop_reasons: std::collections::BTreeMap<u32, String>,
     /// Function probes of the kprobe/fentry backends and how each is attached.
@@ -224,6 +231,8 @@ impl Tracer {
             .override_global("OFF_SK_RCVQ_TAIL", &offsets.sk_rcvq_tail, true)
             .override_global("OFF_SKB_SK", &offsets.skb_sk, true)
             .override_global("OFF_TASK_PID", &offsets.task_pid, true)
+            .override_global("OFF_SK_RCV_SADDR", &offsets.sk_rcv_saddr, true)
+            .override_global("OFF_SK_NUM", &offsets.sk_num, true)
             .override_global("SAMPLE_EVERY", &opts.sample_every, true)
             .override_global("MAX_GAP_NS", &opts.max_gap_ns, true);
         let f = &opts.filter;
@@ -248,7 +257,9 @@ impl Tracer {
         let flight_mask = opts.flight_slots - 1;
         // Known before load (globals are fixed then): does this kernel have sock:sk_data_ready?
         let ready_fallback = (!tracepoint_exists("sock", "sk_data_ready")) as u32;
+        let dgram = opts.dgram as u32;
         loader
+            .override_global("DGRAM", &dgram, true)
             .override_global("TRACE_ANY", &any, true)
             .override_global("FLIGHT_MASK", &flight_mask, true)
             .override_global("READY_FALLBACK", &ready_fallback, true)
@@ -341,6 +352,7 @@ impl Tracer {
             missing,
             raw_plan,
             syscall_bounds,
+            dgram: opts.dgram,
             drop_reasons,
             fn_probes,
             uncounted: if backend == Backend::Kprobe && !kernel_at_least(6, 7) {
@@ -382,7 +394,8 @@ impl Tracer {
             self.links.push(Link::Raw(prog, id));
         }
         for (prog, cat, name) in TPS {
-            if !self.syscall_bounds || skipped(prog) {
+            let send_start = *prog == "sys_enter_sendto" && self.dgram;
+            if !(self.syscall_bounds || send_start) || skipped(prog) {
                 continue;
             }
             let p: &mut TracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;

@@ -4,7 +4,8 @@
 //! nor the wakeup reliably names the skb a receive returns. Its destination does: each receive
 //! pass of a followed datagram records it under (destination address, port), and the receive
 //! that returns data on a socket takes the entry of the address and port the socket receives
-//! on. Request/response keeps one datagram in flight per socket.
+//! on (a ping socket: its echo identifier). Request/response keeps one datagram in flight per
+//! socket.
 use crate::{flights, kernel, maps::*};
 
 #[inline(always)]
@@ -16,8 +17,13 @@ fn key(addr: u32, port: u16) -> u64 {
 /// socket has the final destination (NAT rewrites happen after the pass that carries them).
 #[inline(always)]
 pub fn on_receive_pass(skb: u64, first_ts: u64) {
-    if let Ok((_, daddr, _, dport, _)) = kernel::skb_tuple(skb) {
-        let _ = DGRAM_RX.insert(key(daddr, dport), [skb, first_ts], 0);
+    if let Ok((_, daddr, _, dport, proto)) = kernel::skb_tuple(skb) {
+        // A ping socket's "port" is its echo identifier.
+        let port = match (proto, kernel::echo_of(skb)) {
+            (1, Some((_, id, _))) => id,
+            _ => dport,
+        };
+        let _ = DGRAM_RX.insert(key(daddr, port), [skb, first_ts], 0);
     }
 }
 

@@ -1,7 +1,9 @@
 //! Where journeys start and end in the traced threads: the send that starts one (and closes
 //! the server's turnaround, or continues a relayed journey) and the receive that completes it.
 use aya_ebpf::helpers::bpf_get_current_pid_tgid;
-use netpath_common::{DevKey, Hop, Point, ROLE_RELAY, ROLE_SERVER, RelayHold, TidState, counter};
+use netpath_common::{
+    DevKey, Flight, Hop, Point, ROLE_RELAY, ROLE_SERVER, RelayHold, TidState, counter,
+};
 
 use crate::{
     atomic, flights, kernel,
@@ -172,6 +174,17 @@ pub fn on_recv_exit(ret: i64, sk: u64) -> Result<(), i64> {
         flights::release(skb);
         return Ok(());
     }
+    complete(skb, f, t);
+    if ts.role == ROLE_SERVER {
+        ts.turn_ts = t;
+    }
+    Ok(())
+}
+
+/// A journey's end at `t` (its last hop already recorded): one-way time, receive passes and
+/// softirq runs, the completed count and the timeline; the skb is no longer followed.
+#[inline(always)]
+pub fn complete(skb: u64, f: &Flight, t: u64) {
     record(f.dir, Hop::OneWay as u32, t - f.first_ts);
     let p = (f.rx_passes as u32).min(7) * 8 + (f.softirqs as u32).min(7);
     if let Some(c) = PASSES.get_ptr_mut((f.dir & 3) * 64 + (p & 63)) {
@@ -182,8 +195,4 @@ pub fn on_recv_exit(ret: i64, sk: u64) -> Result<(), i64> {
         emit_timeline(skb, f, t);
     }
     flights::release(skb);
-    if ts.role == ROLE_SERVER {
-        ts.turn_ts = t;
-    }
-    Ok(())
 }

@@ -10,6 +10,7 @@
 mod atomic;
 mod dgram;
 mod flights;
+mod icmp;
 mod journey;
 mod kernel;
 mod maps;

@@ -206,6 +206,9 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
             let ts = match traced(tid) {
                 Some(ts) if ts.send_ts != 0 => ts,
                 _ if kernel::trace_any() => return start_any(skb, dev, point),
+                _ if kernel::icmp_echo() && point == Point::DevQueue => {
+                    return echo_reply(skb);
+                }
                 _ => return Ok(()),
             };
             // Softirq work at interrupt exit (another connection's segment, an ACK) runs in
@@ -236,6 +239,18 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
         on_receive_pass(f, skb, t);
     }
     advance(f, skb, point as u16, info.kind as u16, info.key, t);
+    Ok(())
+}
+
+/// `--proto icmp`: a packet queued on a path device outside a traced send may be the
+/// kernel's echo reply to a followed request (`icmp.rs`).
+#[inline(always)]
+fn echo_reply(skb: u64) -> Result<(), i64> {
+    let info = point_dev(skb, 0)?;
+    if info.kind == 0 {
+        return Ok(());
+    }
+    crate::icmp::on_queue(skb, info.key, info.kind)?;
     Ok(())
 }
 

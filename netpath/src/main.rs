@@ -380,7 +380,7 @@ fn run(cli: Cli) -> Result<()> {
                 tracer: TracerOptions {
                     sample_every,
                     prog_stats,
-                    dgram: proto != Proto::Tcp,
+                    proto,
                     ..TracerOptions::default()
                 },
                 print: !json,

@@ -122,7 +122,7 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
                     netns,
                     ifindex,
                 },
-                dgram: harness_proto != Proto::Tcp,
+                proto: harness_proto,
                 ..TracerOptions::default()
             },
         )?;

@@ -170,7 +170,21 @@ fn bad_options_and_environments_answered_in_one_line() {
             "does not fit one datagram",
         ),
         case("compare --docker -d bridge --proto udp", Root, "lab only"),
-        case("compare -d bridge --proto icmp", Root, "--proto icmp"),
+        case(
+            "compare -d published-proxy --proto icmp -n 10",
+            Root,
+            "cannot be measured on published-proxy",
+        ),
+        case(
+            "compare -d published-nat --proto icmp -n 10",
+            Root,
+            "cannot be measured on published-nat",
+        ),
+        case(
+            "compare -d bridge --proto icmp --resp-size 64",
+            Root,
+            "echo reply carries",
+        ),
         case("compare -d bridge --proto sctp", Root, "possible values"),
         case("trace -d bridge --proto 47 -c 1", Root, "protocol number"),
         case("trace --netns nosuch -c 1", Root, "no lab netns"),

@@ -1,4 +1,5 @@
-//! `--proto udp`: datagram request/response through the lab, followed hop by hop like TCP.
+//! `--proto udp|icmp`: datagram request/response and ICMP echo through the lab, followed hop by
+//! hop like TCP.
 //! Privileged: builds labs and loads the programs. Run as root, one binary at a time:
 //!
 //!     cargo test -p netpath --test protocols -- --test-threads=1
@@ -46,7 +47,7 @@ fn run(driver: Driver, proto: Proto) -> DriverReport {
         tracer: TracerOptions {
             sample_every: 1,
             detail: true,
-            dgram: proto != Proto::Tcp,
+            proto,
             ..TracerOptions::default()
         },
         print: false,
@@ -113,11 +114,12 @@ fn assert_accounted(r: &DriverReport) {
     );
 }
 
-/// The data path's hops of a UDP journey in order, per direction (tracepoint points; the
-/// receiving thread's wakeup parts after the socket are left out: a datagram's copy is not
-/// seen, so its journey ends in the wakeup, or in receiver-stack when a spinning receiver
-/// took it before the wakeup was traced).
-fn udp_order(driver: Driver) -> [&'static str; 2] {
+/// The data path's hops of a UDP or ICMP journey in order, per direction (tracepoint points;
+/// the receiving thread's wakeup parts after the socket are left out: a datagram's copy is
+/// not always seen, so its journey ends in the wakeup, or in receiver-stack when a spinning
+/// receiver took it before the wakeup was traced). An echo request ends in the target's
+/// receiver-stack, where the kernel turns it into the reply; the reply's sender-stack is empty.
+fn dgram_order(driver: Driver) -> [&'static str; 2] {
     match driver {
         Driver::Bridge => ["sender-stack veth backlog bridge veth backlog receiver-stack"; 2],
         Driver::Overlay => {
@@ -128,7 +130,7 @@ fn udp_order(driver: Driver) -> [&'static str; 2] {
             "sender-stack veth backlog bridge forward uplink backlog receiver-stack",
             "sender-stack uplink backlog forward bridge veth backlog receiver-stack",
         ],
-        d => panic!("no UDP order for {d}"),
+        d => panic!("no datagram order for {d}"),
     }
 }
 
@@ -140,13 +142,13 @@ const WAKEUP_PARTS: [&str; 5] = [
     "recv-return",
 ];
 
-fn assert_udp_order(r: &DriverReport, driver: Driver) {
+fn assert_order(r: &DriverReport, driver: Driver) {
     // Function probes add points inside hops (nat, ip_rcv): the order above is the
     // tracepoint backend's.
     if r.backend != "tracepoint" {
         return;
     }
-    let want = udp_order(driver);
+    let want = dgram_order(driver);
     let mut odd = Vec::new();
     for t in &r.timelines {
         let mut hops: Vec<&str> = t
@@ -169,11 +171,10 @@ fn assert_udp_order(r: &DriverReport, driver: Driver) {
         r.timelines.len(),
         &odd[..odd.len().min(3)]
     );
-    // Every timeline is a UDP datagram between the harness's ends.
+    // Every UDP timeline is a datagram between the harness's ends.
+    let port = lab::LAB_PORT.to_string();
     assert!(
-        r.timelines
-            .iter()
-            .all(|t| t.tuple.contains(&lab::LAB_PORT.to_string())),
+        r.proto != Proto::Udp || r.timelines.iter().all(|t| t.tuple.contains(&port)),
         "{:?}",
         r.timelines.iter().map(|t| &t.tuple).collect::<Vec<_>>()
     );
@@ -187,7 +188,7 @@ fn udp_journeys_are_matched_in_hop_order_on_bridge_overlay_and_egress() {
         let r = run(d, Proto::Udp);
         assert_eq!(r.proto, Proto::Udp);
         assert_accounted(&r);
-        assert_udp_order(&r, d);
+        assert_order(&r, d);
         // Receive passes and softirq runs are counted for every completed datagram.
         let counted: u64 = r.passes.iter().map(|p| p.packets).sum();
         assert_eq!(counted, r.lost["completed"], "{d}: {:?}", r.passes);
@@ -200,15 +201,53 @@ fn udp_journeys_are_matched_in_hop_order_on_bridge_overlay_and_egress() {
     assert!(leftovers(&before).is_empty(), "{:?}", leftovers(&before));
 }
 
-/// `trace --proto udp`: the harness sends UDP, the kernel filter keeps it, and the JSON says
-/// so and validates against the schema.
+/// ICMP echo: the request ends where the target's kernel makes the reply, the reply starts
+/// there; no server thread, so the turnaround is 0 for every round trip. The ping socket's
+/// `ping_group_range` is set in the lab's client namespace only, never in this one.
 #[test]
-fn trace_proto_udp_follows_datagrams() {
+fn icmp_echo_journeys_are_matched_in_hop_order_on_bridge_overlay_and_egress() {
     let _g = serial();
     let before = lab::list_netpath_netns().unwrap();
+    let range = netpath::netns::read_sysctl("net.ipv4.ping_group_range").unwrap();
+    for d in [Driver::Bridge, Driver::Overlay, Driver::Egress] {
+        let r = run(d, Proto::Icmp);
+        assert_eq!(r.proto, Proto::Icmp);
+        assert_accounted(&r);
+        assert_order(&r, d);
+        let turn = r.turnaround.as_ref().expect("turnaround");
+        assert_eq!(turn.count, r.one_way["request"].count, "{d}");
+        assert_eq!(turn.mean_us, 0.0, "{d}");
+        // The reply starts at its first queue: its sender-stack is empty.
+        let sender = r
+            .hops
+            .iter()
+            .find(|h| h.hop == "sender-stack" && h.dir == "response")
+            .expect("response sender-stack");
+        assert_eq!(sender.mean_us, 0.0, "{d}");
+    }
+    assert_eq!(
+        netpath::netns::read_sysctl("net.ipv4.ping_group_range").unwrap(),
+        range
+    );
+    assert!(leftovers(&before).is_empty(), "{:?}", leftovers(&before));
+}
+
+/// `trace --proto udp|icmp`: the harness sends that protocol, the kernel filter keeps it, and the JSON says
+/// so and validates against the schema.
+#[test]
+fn trace_proto_follows_datagrams_and_echo() {
+    let _g = serial();
+    let before = lab::list_netpath_netns().unwrap();
+    for proto in ["udp", "icmp"] {
+        trace_one(proto);
+    }
+    assert!(leftovers(&before).is_empty(), "{:?}", leftovers(&before));
+}
+
+fn trace_one(proto: &str) {
     let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
         .args([
-            "trace", "-d", "bridge", "--proto", "udp", "-c", "6", "--json",
+            "trace", "-d", "bridge", "--proto", proto, "-c", "6", "--json",
         ])
         .output()
         .expect("run netpath trace");
@@ -219,7 +258,7 @@ fn trace_proto_udp_follows_datagrams() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     common::schema::validate("trace", &v);
-    assert_eq!(v["proto"], "udp");
+    assert_eq!(v["proto"], proto);
     let tl = v["timelines"].as_array().unwrap();
     assert_eq!(tl.len(), 6);
     for t in tl {
@@ -235,5 +274,4 @@ fn trace_proto_udp_follows_datagrams() {
         );
     }
     assert_eq!(v["lost"]["ringbuf_lost"], 0);
-    assert!(leftovers(&before).is_empty(), "{:?}", leftovers(&before));
 }

@@ -5,6 +5,7 @@ pub mod burst;
 mod conns;
 pub mod context;
 pub mod dgram;
+pub mod icmp;
 pub mod proto;
 pub mod rr;
 pub mod runmode;

@@ -78,6 +78,10 @@ pub fn check(driver: crate::driver::Driver, proto: Proto) -> Result<(), ProtoUns
              continues a journey across the relay only for TCP; use -d published-nat (the same \
              published port without the proxy)"
         }
+        (Driver::PublishedNat, Proto::Icmp) => {
+            "a published port maps TCP and UDP ports, an echo request to the published address \
+             is answered by the node itself; use -d bridge (the same container path)"
+        }
         (Driver::PublishedProxy, Proto::Icmp) => {
             "docker-proxy relays TCP and UDP ports, an echo request to the published address \
              is answered by the node itself; use -d published-nat or -d gateway"
@@ -101,9 +105,11 @@ pub fn check_compare(
     if proto == Proto::Tcp {
         return Ok(());
     }
-    if proto == Proto::Icmp {
+    if proto == Proto::Icmp && req_size != resp_size {
         anyhow::bail!(
-            "--proto icmp is not measured in this version (echo request and reply are not yet followed): use --proto udp or tcp"
+            "--proto icmp: the echo reply carries the request's {req_size} bytes back, so a \
+             {resp_size}-byte response cannot be asked: drop --resp-size or make it equal to \
+             --req-size"
         );
     }
     if on_docker {

@@ -130,7 +130,7 @@ pub fn run_rr(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrRe
     match cfg.proto {
         Proto::Tcp => {}
         Proto::Udp => return super::dgram::run_udp(lab, cfg, phases),
-        Proto::Icmp => bail!("--proto icmp is not built yet"),
+        Proto::Icmp => return super::icmp::run_icmp(lab, cfg, phases),
     }
     let deadline = Instant::now() + cfg.timeout;
 

@@ -93,10 +93,11 @@ pub struct TracerOptions {
     /// Entries of the flight table in use (a power of two, at most `FLIGHT_SLOTS`): tests
     /// force a tiny table to see collisions counted.
     pub flight_slots: u32,
-    /// The harness sends datagrams (`--proto udp|icmp`): no socket tracepoint marks the start
+    /// What the harness sends. Datagrams (`udp`, `icmp`): no socket tracepoint marks the start
     /// of a UDP or ping send, so `syscalls:sys_enter_sendto` does (its cost, every syscall on
-    /// the slow path, shows in the probe effect), and receives find their journey by socket.
-    pub dgram: bool,
+    /// the slow path, shows in the probe effect), and receives find their journey by the
+    /// address they arrived on; `icmp`: the kernel's echo reply continues the round trip.
+    pub proto: crate::harness::Proto,
 }
 
 /// Which packets to follow; checked in the kernel when a packet is first seen.
@@ -122,7 +123,7 @@ impl Default for TracerOptions {
             filter: Filter::default(),
             trace_any: false,
             flight_slots: FLIGHT_SLOTS,
-            dgram: false,
+            proto: crate::harness::Proto::Tcp,
         }
     }
 }
@@ -183,7 +184,7 @@ pub struct Tracer {
     raw_plan: Vec<(&'static str, &'static str)>,
     /// Whether journeys are bounded by syscall tracepoints (old kernels) instead of socket ones.
     pub syscall_bounds: bool,
-    /// Datagram sends start at `sys_enter_sendto` (see `TracerOptions::dgram`).
+    /// Datagram sends start at `sys_enter_sendto` (see `TracerOptions::proto`).
     dgram: bool,
     /// `enum skb_drop_reason` of this kernel, value → name.
     pub drop_reasons: std::collections::BTreeMap<u32, String>,
@@ -257,7 +258,11 @@ impl Tracer {
         let flight_mask = opts.flight_slots - 1;
         // Known before load (globals are fixed then): does this kernel have sock:sk_data_ready?
         let ready_fallback = (!tracepoint_exists("sock", "sk_data_ready")) as u32;
-        let dgram = opts.dgram as u32;
+        let dgram: u32 = match opts.proto {
+            crate::harness::Proto::Tcp => 0,
+            crate::harness::Proto::Udp => 1,
+            crate::harness::Proto::Icmp => 2,
+        };
         loader
             .override_global("DGRAM", &dgram, true)
             .override_global("TRACE_ANY", &any, true)
@@ -352,7 +357,7 @@ impl Tracer {
             missing,
             raw_plan,
             syscall_bounds,
-            dgram: opts.dgram,
+            dgram: opts.proto != crate::harness::Proto::Tcp,
             drop_reasons,
             fn_probes,
             uncounted: if backend == Backend::Kprobe && !kernel_at_least(6, 7) {

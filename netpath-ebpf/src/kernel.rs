@@ -83,21 +83,25 @@ pub fn ready_fallback() -> bool {
     g32(&READY_FALLBACK) != 0
 }
 
+/// What the harness sends in this run (0 TCP, 1 UDP, 2 ICMP echo), set by the loader before
+/// each traced run (`compare --proto tcp,udp,icmp` interleaves them under one load).
+#[inline(always)]
+fn proto_mode() -> u32 {
+    crate::maps::PROTO_MODE.get(0).copied().unwrap_or(0)
+}
+
 /// Datagram journeys (`--proto udp|icmp`): UDP copies a linear skb without
 /// `skb:skb_copy_datagram_iovec` and frees it later on another CPU, so the receive that
 /// completes a journey finds it by the address it was received on (`dgram.rs`).
-#[unsafe(no_mangle)]
-static DGRAM: u32 = 0;
-
 #[inline(always)]
 pub fn dgram() -> bool {
-    g32(&DGRAM) != 0
+    proto_mode() != 0
 }
 
 /// `--proto icmp`: the harness pings; the kernel's echo reply continues the round trip.
 #[inline(always)]
 pub fn icmp_echo() -> bool {
-    g32(&DGRAM) == 2
+    proto_mode() == 2
 }
 
 pub const ICMP_ECHO_REPLY: u8 = 0;

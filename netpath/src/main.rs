@@ -86,10 +86,11 @@ enum Cmd {
         #[command(flatten)]
         mode: netpath::harness::runmode::RunModeArgs,
         /// What the request/response runs send: tcp (one connection), udp (one datagram each
-        /// way, like sockperf's default) or icmp (echo request and reply). Bulk and burst
-        /// phases are TCP only and skipped for udp and icmp.
-        #[arg(long, value_enum, default_value_t = Proto::Tcp)]
-        proto: Proto,
+        /// way, like sockperf's default) or icmp (echo request and reply); several,
+        /// comma-separated (tcp,udp,icmp), interleave in the same rounds, a row each. Bulk and
+        /// burst phases are TCP only.
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "tcp")]
+        proto: Vec<Proto>,
         /// Skip the untraced run (no probe-effect figure).
         #[arg(long)]
         no_untraced: bool,
@@ -309,12 +310,17 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             // A placement this machine cannot give is said before anything is loaded or built.
             let mode = mode.resolve()?;
-            netpath::harness::proto::check_compare(
-                proto,
-                docker || !between.is_empty(),
-                req_size,
-                resp_size,
-            )?;
+            let mut protos: Vec<Proto> = Vec::new();
+            for p in proto {
+                if !protos.contains(&p) {
+                    protos.push(p);
+                }
+            }
+            for p in &protos {
+                let on_docker = docker || !between.is_empty();
+                netpath::harness::proto::check_compare(*p, on_docker, req_size, resp_size)?;
+            }
+            let tcp = protos.contains(&Proto::Tcp);
             for (flag, p) in [("--report", &report), ("--svg", &svg)] {
                 if let Some(p) = p {
                     netpath::render::check_output_path(flag, p)?;
@@ -349,14 +355,12 @@ fn run(cli: Cli) -> Result<()> {
             let opts = compare::CompareOptions {
                 drivers,
                 rounds,
-                bulk: (bulk_secs > 0.0 && proto == Proto::Tcp).then(|| {
-                    netpath::harness::BulkConfig {
-                        streams: streams.max(1),
-                        duration: secs(bulk_secs),
-                        ..Default::default()
-                    }
+                bulk: (bulk_secs > 0.0 && tcp).then(|| netpath::harness::BulkConfig {
+                    streams: streams.max(1),
+                    duration: secs(bulk_secs),
+                    ..Default::default()
                 }),
-                burst: (burst > 0.0 && proto == Proto::Tcp).then(|| {
+                burst: (burst > 0.0 && tcp).then(|| {
                     (
                         netpath::harness::BurstConfig {
                             rate: burst,
@@ -373,14 +377,15 @@ fn run(cli: Cli) -> Result<()> {
                     warmup,
                     req_size,
                     resp_size,
-                    proto,
+                    proto: protos[0],
+                    also: protos[1..].to_vec(),
                     ..RrConfig::default()
                 },
                 untraced: !no_untraced,
                 tracer: TracerOptions {
                     sample_every,
                     prog_stats,
-                    proto,
+                    proto: protos[0],
                     ..TracerOptions::default()
                 },
                 print: !json,

@@ -873,12 +873,18 @@ pub fn print_summary(reports: &[DriverReport]) {
 }
 
 fn print_table(reports: &[DriverReport]) {
+    let mut protos: Vec<&str> = Vec::new();
+    for r in reports {
+        if !protos.contains(&r.proto.name()) {
+            protos.push(r.proto.name());
+        }
+    }
     let mode = reports
         .first()
         .map(|r| {
             format!(
                 "{}, wait {}, cpus {}",
-                r.proto.name(),
+                protos.join(","),
                 r.wait.name(),
                 r.cpus
             )

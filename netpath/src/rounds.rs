@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::{
     compare::CompareOptions,
-    harness::{self, NoPhases, RrConfig, RrResult, WaitMode},
+    harness::{self, NoPhases, Proto, RrConfig, RrResult, WaitMode},
     machine::{CpuTimes, MachineState, Placement},
     path::NetPath,
     report::{self, DriverReport, RttSummary, Spread},
@@ -65,14 +65,14 @@ struct Acc {
 /// phases and (default mode) the blocking run; one report per path, in `paths` order.
 pub fn run(
     tracer: &mut Tracer,
-    paths: &[(&NetPath, String)],
+    paths: &[(&NetPath, String, Proto)],
     opts: &CompareOptions,
 ) -> Result<Vec<DriverReport>> {
     let n = paths.len();
     let t0 = CpuTimes::now();
     let before: Vec<_> = paths
         .iter()
-        .map(|(p, _)| {
+        .map(|(p, _, _)| {
             Ok((
                 harness::read_counters(&p.client_ns)?,
                 harness::read_counters(&p.server_ns)?,
@@ -95,7 +95,7 @@ pub fn run(
     // On a terminal: a bar per path, stepping through the interleaved rounds.
     let bars: Vec<_> = paths
         .iter()
-        .map(|(_, label)| crate::render::progress::DriverBar::new(label, rounds as u64))
+        .map(|(_, label, _)| crate::render::progress::DriverBar::new(label, rounds as u64))
         .collect();
     for r in 0..rounds {
         let order: Vec<usize> = if r % 2 == 0 {
@@ -104,8 +104,12 @@ pub fn run(
             (0..n).rev().collect()
         };
         for i in order {
-            let (path, label) = &paths[i];
+            let (path, label, proto) = &paths[i];
             bars[i].phase(format!("interleaved round {}/{rounds}", r + 1));
+            let rr = RrConfig {
+                proto: *proto,
+                ..rr.clone()
+            };
             one_round(tracer, path, label, opts, &rr, r % 2 == 1, &mut acc[i])
                 .with_context(|| format!("{label}, round {}", r + 1))?;
             bars[i].done();
@@ -114,8 +118,8 @@ pub fn run(
     bars.iter().for_each(|b| b.finish());
     let mut out = Vec::with_capacity(n);
     for (i, a) in acc.into_iter().enumerate() {
-        let (path, label) = &paths[i];
-        let mut rep = finish(tracer, path, opts, a, before[i], t0)
+        let (path, label, proto) = &paths[i];
+        let mut rep = finish(tracer, path, *proto, opts, a, before[i], t0)
             .with_context(|| format!("finishing {label}"))?;
         rep.driver = label.clone();
         out.push(rep);
@@ -143,7 +147,8 @@ fn one_round(
     if !traced_first {
         acc.traced.push(traced(tracer, path, label, opts, rr)?);
     }
-    if let Some(b) = &opts.bulk {
+    // Bulk is a TCP stream: measured with the TCP entry of an interleaved run.
+    if let Some(b) = opts.bulk.as_ref().filter(|_| rr.proto == Proto::Tcp) {
         acc.bulk
             .push(harness::run_bulk(path, b).context("bulk run")?);
     }
@@ -160,6 +165,7 @@ pub fn traced(
     rr: &RrConfig,
 ) -> Result<DriverReport> {
     tracer.detach()?;
+    tracer.set_proto(rr.proto)?;
     tracer.set_devices(&path.devices)?;
     tracer.reset()?;
     tracer.attach()?;
@@ -290,6 +296,7 @@ pub fn mark_mode_changes(rows: &mut [RoundRow]) {
 fn finish(
     tracer: &mut Tracer,
     path: &NetPath,
+    proto: Proto,
     opts: &CompareOptions,
     acc: Acc,
     before: (harness::NetCounters, harness::NetCounters),
@@ -322,9 +329,11 @@ fn finish(
     rep.round_detail = rows;
     rep.bulk = crate::compare::bulk_rounds(&acc.bulk);
     tracer.detach()?;
-    rep.burst = crate::compare::burst_phases(path, opts)?;
+    if proto == Proto::Tcp {
+        rep.burst = crate::compare::burst_phases(path, opts)?;
+    }
     if opts.mode.block_line && opts.mode.wait != WaitMode::Block {
-        rep.block = Some(block_line(tracer, path, opts)?);
+        rep.block = Some(block_line(tracer, path, proto, opts)?);
     }
     let after = (
         harness::read_counters(&path.client_ns)?,
@@ -342,10 +351,16 @@ fn finish(
 }
 
 /// The blocking run, untraced then traced, on the same placement.
-fn block_line(tracer: &mut Tracer, path: &NetPath, opts: &CompareOptions) -> Result<BlockLine> {
+fn block_line(
+    tracer: &mut Tracer,
+    path: &NetPath,
+    proto: Proto,
+    opts: &CompareOptions,
+) -> Result<BlockLine> {
     let rr = RrConfig {
         wait: WaitMode::Block,
         pin: opts.mode.pin,
+        proto,
         ..opts.rr.clone()
     };
     tracer.detach()?;

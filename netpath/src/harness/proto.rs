@@ -129,3 +129,26 @@ pub fn check_compare(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::Driver;
+
+    #[test]
+    fn paths_that_cannot_carry_a_protocol_are_named() {
+        for d in Driver::ALL {
+            assert!(check(d, Proto::Tcp).is_ok(), "{d}");
+        }
+        let e = check(Driver::PublishedProxy, Proto::Udp).unwrap_err();
+        assert!(e.to_string().contains("published-nat"), "{e}");
+        assert!(check(Driver::PublishedNat, Proto::Udp).is_ok());
+        assert!(check(Driver::PublishedNat, Proto::Icmp).is_err());
+        assert!(check(Driver::Egress, Proto::Icmp).is_ok());
+        assert!(check_compare(Proto::Udp, false, 65_507, 1).is_ok());
+        assert!(check_compare(Proto::Udp, false, 65_508, 1).is_err());
+        assert!(check_compare(Proto::Icmp, false, 64, 128).is_err());
+        assert!(check_compare(Proto::Udp, true, 64, 64).is_err());
+        assert!(check_compare(Proto::Tcp, true, 1 << 20, 1).is_ok());
+    }
+}

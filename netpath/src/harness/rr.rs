@@ -35,6 +35,9 @@ pub struct RrConfig {
     pub pin: Pin,
     /// TCP connection, UDP datagrams or ICMP echo.
     pub proto: Proto,
+    /// `compare --proto a,b,…`: the other protocols measured in the same interleaved rounds,
+    /// each in a row of its own (the harness itself runs `proto`).
+    pub also: Vec<Proto>,
 }
 
 impl Default for RrConfig {
@@ -48,6 +51,7 @@ impl Default for RrConfig {
             wait: WaitMode::Block,
             pin: Pin::default(),
             proto: Proto::Tcp,
+            also: Vec::new(),
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::sync::Mutex;
 
 mod load;
+mod proto;
 mod samples;
 mod tids;
 
@@ -184,7 +185,8 @@ pub struct Tracer {
     raw_plan: Vec<(&'static str, &'static str)>,
     /// Whether journeys are bounded by syscall tracepoints (old kernels) instead of socket ones.
     pub syscall_bounds: bool,
-    /// Datagram sends start at `sys_enter_sendto` (see `TracerOptions::proto`).
+    /// Datagram sends start at `sys_enter_sendto` (see `TracerOptions::proto`); set per run by
+    /// `set_proto`.
     dgram: bool,
     /// `enum skb_drop_reason` of this kernel, value → name.
     pub drop_reasons: std::collections::BTreeMap<u32, String>,
@@ -258,13 +260,7 @@ impl Tracer {
         let flight_mask = opts.flight_slots - 1;
         // Known before load (globals are fixed then): does this kernel have sock:sk_data_ready?
         let ready_fallback = (!tracepoint_exists("sock", "sk_data_ready")) as u32;
-        let dgram: u32 = match opts.proto {
-            crate::harness::Proto::Tcp => 0,
-            crate::harness::Proto::Udp => 1,
-            crate::harness::Proto::Icmp => 2,
-        };
         loader
-            .override_global("DGRAM", &dgram, true)
             .override_global("TRACE_ANY", &any, true)
             .override_global("FLIGHT_MASK", &flight_mask, true)
             .override_global("READY_FALLBACK", &ready_fallback, true)
@@ -340,7 +336,7 @@ impl Tracer {
             relays: Array::try_from(ebpf.take_map("RELAY_BITS").context("RELAY_BITS map")?)?,
         };
         let drops = RingBuf::try_from(ebpf.take_map("DROPS").context("DROPS map")?)?;
-        Ok(Tracer {
+        let mut t = Tracer {
             ebpf,
             backend,
             offsets,
@@ -373,7 +369,9 @@ impl Tracer {
             } else {
                 None
             },
-        })
+        };
+        t.set_proto(opts.proto)?;
+        Ok(t)
     }
 
     pub fn attached(&self) -> bool {

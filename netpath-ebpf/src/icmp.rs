@@ -35,7 +35,7 @@ pub fn on_queue(skb: u64, key: DevKey, kind: u32) -> Result<bool, i64> {
     unsafe { (*rx)[0] = 0 };
     let t = now();
     // The request's last segment (IP input, icmp_echo, the reply built and routed) ends here.
-    advance(fp, req, Point::RecvExit as u16, 0, DevKey::default(), t);
+    advance(fp, req, Point::EchoReply as u16, 0, DevKey::default(), t);
     let f = unsafe { &*fp };
     record(f.dir, f.cur_hop, t - f.hop_start);
     journey::complete(req, f, t);

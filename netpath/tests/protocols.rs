@@ -296,6 +296,11 @@ fn trace_one(proto: &str) {
             hops.contains(&"bridge") && hops.contains(&"veth"),
             "{hops:?}"
         );
+        // An echo request ends where the target's kernel queues the reply it made.
+        let last = t["points"].as_array().unwrap().last().unwrap()["point"].clone();
+        if proto == "icmp" && t["dir"] == "request" {
+            assert_eq!(last, "echo_reply", "{t}");
+        }
     }
     assert_eq!(v["lost"]["ringbuf_lost"], 0);
 }

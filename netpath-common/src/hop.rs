@@ -47,6 +47,9 @@ pub enum Point {
     /// `sched:sched_switch` onto the receiving thread: it runs. Kind: `SCHED_IDLE` when the CPU
     /// left its idle task for it, `SCHED_CROSS` when it runs on another CPU than the waker's.
     SchedSwitch = 18,
+    /// `--proto icmp`: the target's kernel queued the echo reply it made of the request (the
+    /// reply's first `net_dev_queue`): the request's journey ends here, the reply's starts.
+    EchoReply = 19,
 }
 
 /// Kind bits of the scheduler points: the thread's CPU was idle before it ran.
@@ -55,7 +58,7 @@ pub const SCHED_IDLE: u16 = 1;
 pub const SCHED_CROSS: u16 = 2;
 
 impl Point {
-    pub const ALL: [Point; 19] = [
+    pub const ALL: [Point; 20] = [
         Point::SendEnter,
         Point::DevQueue,
         Point::DevXmit,
@@ -75,6 +78,7 @@ impl Point {
         Point::TcpRcv,
         Point::SchedWaking,
         Point::SchedSwitch,
+        Point::EchoReply,
     ];
 
     pub fn from_u16(v: u16) -> Option<Point> {
@@ -102,6 +106,7 @@ impl Point {
             Point::TcpRcv => "tcp_v4_rcv",
             Point::SchedWaking => "sched_waking",
             Point::SchedSwitch => "sched_switch",
+            Point::EchoReply => "echo_reply",
         }
     }
 }
@@ -365,6 +370,7 @@ pub fn hop_between(from: u16, from_kind: u16, to: u16, to_kind: u16) -> Hop {
     const READY: u16 = Point::SockReady as u16;
     const COPY: u16 = Point::Copy as u16;
     const EXIT: u16 = Point::RecvExit as u16;
+    const ECHO: u16 = Point::EchoReply as u16;
     const VETH_XMIT: u16 = Point::VethXmit as u16;
     const BR_FWD: u16 = Point::BridgeForward as u16;
     const NAT: u16 = Point::NatManip as u16;
@@ -423,6 +429,11 @@ pub fn hop_between(from: u16, from_kind: u16, to: u16, to_kind: u16) -> Hop {
         (RECV | IP_RCV, QUEUE | XMIT | VETH_XMIT) => Hop::Forward,
         (RECV | IP_RCV | TCP_RCV, IP_RCV | TCP_RCV) => Hop::ReceiverStack,
         (RECV | IP_RCV | TCP_RCV, READY | COPY) => Hop::ReceiverStack,
+        // A spinning receiver took a datagram off the queue before its wakeup was traced (UDP
+        // copies linear skbs unseen): the stack up to the receive's return.
+        (RECV | IP_RCV | TCP_RCV, EXIT) => Hop::ReceiverStack,
+        // IP input, icmp_echo, the reply built and routed up to its first queue.
+        (RECV | IP_RCV, ECHO) => Hop::ReceiverStack,
         (READY, COPY | EXIT) => Hop::Wakeup,
         // The receiving thread's wakeup opened up by the scheduler's points. Without
         // sk_data_ready (before 6.7) the receive path up to the wakeup is receiver-stack.
@@ -492,6 +503,14 @@ mod tests {
             Hop::IdleExit
         );
         assert_eq!(hop_between(S, SCHED_IDLE, C, 0), Hop::RecvCopy);
+        assert_eq!(
+            hop_between(RX, DevKind::Veth as u16, E, 0),
+            Hop::ReceiverStack
+        );
+        assert_eq!(
+            hop_between(RX, DevKind::Veth as u16, Point::EchoReply as u16, 0),
+            Hop::ReceiverStack
+        );
         assert_eq!(hop_between(C, 0, E, 0), Hop::RecvReturn);
         // Not asleep: woken → copied is the wakeup hop.
         assert_eq!(hop_between(R, 0, C, 0), Hop::Wakeup);

@@ -321,6 +321,10 @@ pub struct KernelOffsets {
     pub skb_sk: u32,
     /// `task_struct.pid` (the thread id).
     pub task_pid: u32,
+    /// `sock_common.skc_rcv_saddr` and `.skc_num`: the address and port (host order) a socket
+    /// receives on, which a datagram's receive finds its journey by.
+    pub sk_rcv_saddr: u32,
+    pub sk_num: u32,
 }
 
 #[cfg(feature = "user")]

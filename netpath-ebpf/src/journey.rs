@@ -1,7 +1,9 @@
 //! Where journeys start and end in the traced threads: the send that starts one (and closes
 //! the server's turnaround, or continues a relayed journey) and the receive that completes it.
 use aya_ebpf::helpers::bpf_get_current_pid_tgid;
-use netpath_common::{DevKey, Hop, Point, ROLE_RELAY, ROLE_SERVER, RelayHold, TidState, counter};
+use netpath_common::{
+    DevKey, Flight, Hop, Point, ROLE_RELAY, ROLE_SERVER, RelayHold, TidState, counter,
+};
 
 use crate::{
     atomic, flights, kernel,
@@ -116,9 +118,10 @@ pub fn on_send_exit() {
     }
 }
 
-/// A traced thread's receive returns `ret` bytes: completes the journey.
+/// A traced thread's receive on socket `sk` (0: not known, syscall tracepoints) returns `ret`
+/// bytes: completes the journey.
 #[inline(always)]
-pub fn on_recv_exit(ret: i64) -> Result<(), i64> {
+pub fn on_recv_exit(ret: i64, sk: u64) -> Result<(), i64> {
     // Errors, EOF and EAGAIN first: no lookup at all.
     if ret <= 0 {
         return Ok(());
@@ -128,7 +131,15 @@ pub fn on_recv_exit(ret: i64) -> Result<(), i64> {
         None => return Ok(()),
     };
     let t = now();
-    let (skb, generation) = (ts.pending_skb, ts.pending_gen);
+    // A datagram socket's thread sends on the socket it receives on: its own skbs start
+    // journeys from then on (`path::own_skb`).
+    if kernel::dgram() && sk != 0 && ts.sock == 0 {
+        ts.sock = sk;
+    }
+    let (mut skb, mut generation) = (ts.pending_skb, ts.pending_gen);
+    if skb == 0 && kernel::dgram() && sk != 0 {
+        (skb, generation) = crate::dgram::received_on(sk);
+    }
     if skb == 0 {
         bump(counter::RECV_UNMATCHED);
         return Ok(());
@@ -141,6 +152,9 @@ pub fn on_recv_exit(ret: i64) -> Result<(), i64> {
             return Ok(());
         }
     };
+    // The socket's wakeup may have been traced on another CPU after this receive read the
+    // clock (a datagram taken off the queue at once): never close a hop before it opened.
+    let t = t.max(unsafe { (*fp).last_ts });
     advance(fp, skb, Point::RecvExit as u16, 0, DevKey::default(), t);
     let f = unsafe { &*fp };
     record(f.dir, f.cur_hop, t - f.hop_start);
@@ -160,6 +174,17 @@ pub fn on_recv_exit(ret: i64) -> Result<(), i64> {
         flights::release(skb);
         return Ok(());
     }
+    complete(skb, f, t);
+    if ts.role == ROLE_SERVER {
+        ts.turn_ts = t;
+    }
+    Ok(())
+}
+
+/// A journey's end at `t` (its last hop already recorded): one-way time, receive passes and
+/// softirq runs, the completed count and the timeline; the skb is no longer followed.
+#[inline(always)]
+pub fn complete(skb: u64, f: &Flight, t: u64) {
     record(f.dir, Hop::OneWay as u32, t - f.first_ts);
     let p = (f.rx_passes as u32).min(7) * 8 + (f.softirqs as u32).min(7);
     if let Some(c) = PASSES.get_ptr_mut((f.dir & 3) * 64 + (p & 63)) {
@@ -170,8 +195,4 @@ pub fn on_recv_exit(ret: i64) -> Result<(), i64> {
         emit_timeline(skb, f, t);
     }
     flights::release(skb);
-    if ts.role == ROLE_SERVER {
-        ts.turn_ts = t;
-    }
-    Ok(())
 }

@@ -27,6 +27,18 @@ static OFF_SK_RCVQ_TAIL: u32 = 0;
 static OFF_SKB_SK: u32 = 0;
 #[unsafe(no_mangle)]
 static OFF_TASK_PID: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_SK_RCV_SADDR: u32 = 0;
+#[unsafe(no_mangle)]
+static OFF_SK_NUM: u32 = 0;
+
+/// (address, port) socket `sk` receives on, network byte order (`skc_num` is host order).
+#[inline(always)]
+pub fn sk_local(sk: u64) -> Result<(u32, u16), i64> {
+    let a = unsafe { read::<u32>(sk, g32(&OFF_SK_RCV_SADDR))? };
+    let p = unsafe { read::<u16>(sk, g32(&OFF_SK_NUM))? };
+    Ok((a, p.to_be()))
+}
 
 /// `task->pid` (the thread id; 0 for the idle tasks).
 #[inline(always)]
@@ -69,6 +81,69 @@ static READY_FALLBACK: u32 = 0;
 #[inline(always)]
 pub fn ready_fallback() -> bool {
     g32(&READY_FALLBACK) != 0
+}
+
+/// What the harness sends in this run (0 TCP, 1 UDP, 2 ICMP echo), set by the loader before
+/// each traced run (`compare --proto tcp,udp,icmp` interleaves them under one load).
+#[inline(always)]
+fn proto_mode() -> u32 {
+    crate::maps::PROTO_MODE.get(0).copied().unwrap_or(0)
+}
+
+/// Datagram journeys (`--proto udp|icmp`): UDP copies a linear skb without
+/// `skb:skb_copy_datagram_iovec` and frees it later on another CPU, so the receive that
+/// completes a journey finds it by the address it was received on (`dgram.rs`).
+#[inline(always)]
+pub fn dgram() -> bool {
+    proto_mode() != 0
+}
+
+/// `--proto icmp`: the harness pings; the kernel's echo reply continues the round trip.
+#[inline(always)]
+pub fn icmp_echo() -> bool {
+    proto_mode() == 2
+}
+
+pub const ICMP_ECHO_REPLY: u8 = 0;
+pub const ICMP_ECHO: u8 = 8;
+
+/// (type, identifier, sequence) of an IPv4 ICMP echo request or reply; id and sequence in
+/// network byte order. `None` for anything else.
+#[inline(always)]
+pub fn echo_of(skb: u64) -> Option<(u8, u16, u16)> {
+    let (ip, l4) = l4_of(skb).ok()?;
+    if unsafe { read::<u8>(ip, 9) }.ok()? != 1 {
+        return None;
+    }
+    let h = unsafe { read::<[u8; 8]>(l4, 0) }.ok()?;
+    if h[0] != ICMP_ECHO && h[0] != ICMP_ECHO_REPLY {
+        return None;
+    }
+    Some((
+        h[0],
+        u16::from_ne_bytes([h[4], h[5]]),
+        u16::from_ne_bytes([h[6], h[7]]),
+    ))
+}
+
+/// Addresses of the IPv4 header and the transport header of an skb (Err if not IPv4).
+#[inline(always)]
+fn l4_of(skb: u64) -> Result<(u64, u64), i64> {
+    let head = unsafe { read::<u64>(skb, g32(&OFF_SKB_HEAD))? };
+    let nh = unsafe { read::<u16>(skb, g32(&OFF_SKB_NETWORK_HEADER))? } as u64;
+    let th = unsafe { read::<u16>(skb, g32(&OFF_SKB_TRANSPORT_HEADER))? } as u64;
+    let ip = head + nh;
+    let vihl = unsafe { read::<u8>(ip, 0)? };
+    if vihl >> 4 != 4 {
+        return Err(-1);
+    }
+    // The transport header offset may not be set yet on some paths (0xffff): the IHL says.
+    let l4 = if th == 0xffff || th == 0 {
+        ip + ((vihl & 0x0f) as u64) * 4
+    } else {
+        head + th
+    };
+    Ok((ip, l4))
 }
 
 /// Follow any packet first seen on a watched device (filters apply), not only traced sends.
@@ -184,24 +259,12 @@ pub fn filter_pass(skb: u64, key: &DevKey) -> bool {
 /// zeros when not IPv4.
 #[inline(always)]
 pub fn skb_tuple(skb: u64) -> Result<(u32, u32, u16, u16, u8), i64> {
-    let head = unsafe { read::<u64>(skb, g32(&OFF_SKB_HEAD))? };
-    let nh = unsafe { read::<u16>(skb, g32(&OFF_SKB_NETWORK_HEADER))? } as u64;
-    let th = unsafe { read::<u16>(skb, g32(&OFF_SKB_TRANSPORT_HEADER))? } as u64;
-    let ip = head + nh;
-    let vihl = unsafe { read::<u8>(ip, 0)? };
-    if vihl >> 4 != 4 {
+    let Ok((ip, l4)) = l4_of(skb) else {
         return Ok((0, 0, 0, 0, 0));
-    }
+    };
     let proto = unsafe { read::<u8>(ip, 9)? };
     let saddr = unsafe { read::<u32>(ip, 12)? };
     let daddr = unsafe { read::<u32>(ip, 16)? };
-    // The transport header offset may not be set yet on some paths (0xffff): fall back to
-    // the IHL, never to a fixed 20-byte header.
-    let l4 = if th == 0xffff || th == 0 {
-        ip + ((vihl & 0x0f) as u64) * 4
-    } else {
-        head + th
-    };
     let ports = unsafe { read::<[u16; 2]>(l4, 0)? };
     Ok((saddr, daddr, ports[0], ports[1], proto))
 }

@@ -8,7 +8,9 @@
 #![feature(core_intrinsics)]
 
 mod atomic;
+mod dgram;
 mod flights;
+mod icmp;
 mod journey;
 mod kernel;
 mod maps;

@@ -206,6 +206,9 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
             let ts = match traced(tid) {
                 Some(ts) if ts.send_ts != 0 => ts,
                 _ if kernel::trace_any() => return start_any(skb, dev, point),
+                _ if kernel::icmp_echo() && point == Point::DevQueue => {
+                    return echo_reply(skb);
+                }
                 _ => return Ok(()),
             };
             // Softirq work at interrupt exit (another connection's segment, an ACK) runs in
@@ -236,6 +239,18 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Result<(), i64> {
         on_receive_pass(f, skb, t);
     }
     advance(f, skb, point as u16, info.kind as u16, info.key, t);
+    Ok(())
+}
+
+/// `--proto icmp`: a packet queued on a path device outside a traced send may be the
+/// kernel's echo reply to a followed request (`icmp.rs`).
+#[inline(always)]
+fn echo_reply(skb: u64) -> Result<(), i64> {
+    let info = point_dev(skb, 0)?;
+    if info.kind == 0 {
+        return Ok(());
+    }
+    crate::icmp::on_queue(skb, info.key, info.kind)?;
     Ok(())
 }
 
@@ -334,6 +349,9 @@ fn on_receive_pass(f: *mut Flight, skb: u64, t: u64) {
         }
         rx[0] = skb;
         rx[1] = t;
+    }
+    if kernel::dgram() {
+        crate::dgram::on_receive_pass(skb, f.first_ts);
     }
     // Without sock:sk_data_ready (before 6.7) the last receive pass is the last point a
     // splicing relay's journey reaches.
@@ -478,6 +496,11 @@ pub fn on_free(skb: u64, location: u64, reason: u32, dropped: bool) -> Result<()
     };
     if f.last_point == Point::Copy as u16 || f.last_point == Point::RecvExit as u16 {
         // Freed after delivery: the receive exit completes it.
+        return Ok(());
+    }
+    if !dropped && kernel::dgram() && receiving(f.last_point) {
+        // UDP's receive may take a datagram off the queue (and free it, deferred, on another
+        // CPU) before its wakeup is traced: the receive's return completes it (`dgram.rs`).
         return Ok(());
     }
     let at_socket = f.last_point == Point::SockReady as u16

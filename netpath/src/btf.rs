@@ -123,6 +123,8 @@ pub fn kernel_offsets(btf: &Btf) -> Result<KernelOffsets> {
         sk_rcvq_tail: o("sock", "sk_receive_queue.prev")?,
         skb_sk: o("sk_buff", "sk")?,
         task_pid: o("task_struct", "pid")?,
+        sk_rcv_saddr: o("sock_common", "skc_rcv_saddr")?,
+        sk_num: o("sock_common", "skc_num")?,
     })
 }
 

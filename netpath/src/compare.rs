@@ -70,7 +70,7 @@ pub fn run_driver(
 /// Measures one path that already exists: interleaved rounds on it alone (see `rounds`).
 pub fn measure(tracer: &mut Tracer, lab: &NetPath, opts: &CompareOptions) -> Result<DriverReport> {
     let label = lab.driver.name().to_string();
-    let mut out = crate::rounds::run(tracer, &[(lab, label)], opts)?;
+    let mut out = crate::rounds::run(tracer, &[(lab, label, opts.rr.proto)], opts)?;
     Ok(out.remove(0))
 }
 
@@ -169,6 +169,11 @@ pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>>
     if let Some(w) = &opts.underlay {
         check_underlay(w, &opts.drivers)?;
     }
+    if let [d] = opts.drivers.as_slice() {
+        for p in protos(opts) {
+            harness::proto::check(*d, p)?;
+        }
+    }
     let mut tracer = Tracer::load(backend, &opts.tracer)?;
     // Every lab exists for the whole run: the rounds visit them in turn.
     let mut labs = Vec::new();
@@ -182,9 +187,21 @@ pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>>
     });
     let built = built.and_then(|()| all_skipped(labs.len(), skipped));
     let result = built.and_then(|()| {
-        let paths: Vec<(&NetPath, String)> = labs
+        // Several protocols: each driver's lab carries each of them, a row per protocol.
+        let many = !opts.rr.also.is_empty();
+        let paths: Vec<(&NetPath, String, harness::Proto)> = labs
             .iter()
-            .map(|(l, _)| (l, l.driver.name().to_string()))
+            .flat_map(|(l, _)| {
+                protos(opts).into_iter().map(move |p| {
+                    let name = l.driver.name();
+                    let label = if many {
+                        format!("{name} {p}")
+                    } else {
+                        name.to_string()
+                    };
+                    (l, label, p)
+                })
+            })
             .collect();
         crate::rounds::run(&mut tracer, &paths, opts)
     });
@@ -196,9 +213,10 @@ pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>>
     }
     let mut out = result?;
     torn?;
-    for (r, wire) in out.iter_mut().zip(wires) {
+    let per_lab = protos(opts).len();
+    for (i, r) in out.iter_mut().enumerate() {
         if let Some(c) = r.context.as_mut() {
-            c.wire = wire;
+            c.wire = wires[i / per_lab].clone();
         }
     }
     let mut printed = Vec::new();
@@ -209,8 +227,18 @@ pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>>
     Ok(printed)
 }
 
+/// The protocols of this run, in the order asked.
+fn protos(opts: &CompareOptions) -> Vec<harness::Proto> {
+    std::iter::once(opts.rr.proto)
+        .chain(opts.rr.also.iter().copied())
+        .collect()
+}
+
 /// One driver's lab, with the emulated wire when asked (and its description).
 fn build_lab(driver: Driver, opts: &CompareOptions) -> Result<(NetPath, Option<String>)> {
+    for p in protos(opts) {
+        harness::proto::check(driver, p)?;
+    }
     let lab = lab::build(driver)?;
     let wire = match &opts.underlay {
         Some(w) => netem::delay_wire(&lab, w),
@@ -314,9 +342,10 @@ pub fn run_docker(
         } else {
             None
         };
-        let mut paths = vec![(&dl.path, format!("docker:{}", d.name()))];
+        let p = opts.rr.proto;
+        let mut paths = vec![(&dl.path, format!("docker:{}", d.name()), p)];
         if let Some((l, _)) = &lab {
-            paths.push((l, d.name().to_string()));
+            paths.push((l, d.name().to_string(), p));
         }
         let r = crate::rounds::run(&mut tracer, &paths, opts);
         drop(paths);

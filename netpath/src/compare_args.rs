@@ -8,7 +8,7 @@ use crate::{
     bounds,
     compare::CompareOptions,
     driver::Driver,
-    harness::{self, RrConfig},
+    harness::{self, Proto, RrConfig},
     lab::netem::WireDelay,
     tracer::TracerOptions,
 };
@@ -127,4 +127,28 @@ impl TrafficArgs {
             mode,
         })
     }
+}
+
+/// `compare --proto a,b,…`: the first protocol is the harness's, the others ride in the same
+/// interleaved rounds (a row each); each is checked against the sizes and the target (lab or
+/// Docker) before anything is built. Bulk and burst are TCP phases: without TCP they go.
+pub fn set_protocols(opts: &mut CompareOptions, asked: &[Proto], on_docker: bool) -> Result<()> {
+    let mut protos: Vec<Proto> = Vec::new();
+    for p in asked {
+        if !protos.contains(p) {
+            protos.push(*p);
+        }
+    }
+    let first = protos.first().copied().unwrap_or(Proto::Tcp);
+    for p in &protos {
+        harness::proto::check_compare(*p, on_docker, opts.rr.req_size, opts.rr.resp_size)?;
+    }
+    if !protos.contains(&Proto::Tcp) {
+        opts.bulk = None;
+        opts.burst = None;
+    }
+    opts.rr.proto = first;
+    opts.rr.also = protos.into_iter().skip(1).collect();
+    opts.tracer.proto = first;
+    Ok(())
 }

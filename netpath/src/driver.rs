@@ -93,6 +93,9 @@ pub fn unavailable(e: &anyhow::Error) -> Option<String> {
     if let Some(k) = e.downcast_ref::<crate::nl::UnknownLinkKind>() {
         return Some(k.to_string());
     }
+    if let Some(p) = e.downcast_ref::<crate::harness::proto::ProtoUnsupported>() {
+        return Some(p.to_string());
+    }
     e.downcast_ref::<LabOnly>().map(ToString::to_string)
 }
 

@@ -6,6 +6,7 @@ use netpath::{
     backend::{self, BackendChoice},
     bounds, compare, doctor,
     driver::Driver,
+    harness::Proto,
     lab,
     render::to_json,
 };
@@ -59,6 +60,12 @@ enum Cmd {
         driver: Vec<Driver>,
         #[command(flatten)]
         traffic: netpath::compare_args::TrafficArgs,
+        /// What the request/response runs send: tcp (one connection), udp (one datagram each
+        /// way, like sockperf's default) or icmp (echo request and reply); several,
+        /// comma-separated (tcp,udp,icmp), interleave in the same rounds, a row each. Bulk and
+        /// burst phases are TCP only.
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "tcp")]
+        proto: Vec<Proto>,
         /// Measure real Docker networks and containers (a daemon must answer) instead of the lab.
         #[arg(long)]
         docker: bool,
@@ -299,6 +306,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Compare {
             driver,
             traffic,
+            proto,
             docker,
             lab: with_lab,
             between,
@@ -318,7 +326,8 @@ fn run(cli: Cli) -> Result<()> {
                 jitter: underlay_jitter.unwrap_or_default(),
             });
             // A placement this machine cannot give is said before anything is loaded or built.
-            let opts = traffic.options(drivers, !json, underlay)?;
+            let mut opts = traffic.options(drivers, !json, underlay)?;
+            netpath::compare_args::set_protocols(&mut opts, &proto, docker || !between.is_empty())?;
             for (flag, p) in [("--report", &report), ("--svg", &svg)] {
                 if let Some(p) = p {
                     netpath::render::check_output_path(flag, p)?;

@@ -163,6 +163,8 @@ pub struct DriverReport {
     /// Open-loop phases (rate, then a multiple of it), latency corrected for coordinated omission.
     pub burst: Vec<BurstPhase>,
     pub context: Option<RunContext>,
+    /// What the request/response runs sent (`--proto`).
+    pub proto: crate::harness::Proto,
     /// Wait mode and asked placement of the runs the tables come from.
     pub wait: crate::harness::WaitMode,
     pub cpus: crate::harness::Cpus,
@@ -623,6 +625,7 @@ pub fn build(
         bulk: None,
         burst: Vec::new(),
         context: None,
+        proto: Default::default(),
         wait: Default::default(),
         cpus: Default::default(),
         busy_poll_napi: None,
@@ -870,9 +873,22 @@ pub fn print_summary(reports: &[DriverReport]) {
 }
 
 fn print_table(reports: &[DriverReport]) {
+    let mut protos: Vec<&str> = Vec::new();
+    for r in reports {
+        if !protos.contains(&r.proto.name()) {
+            protos.push(r.proto.name());
+        }
+    }
     let mode = reports
         .first()
-        .map(|r| format!("wait {}, cpus {}", r.wait.name(), r.cpus))
+        .map(|r| {
+            format!(
+                "{}, wait {}, cpus {}",
+                protos.join(","),
+                r.wait.name(),
+                r.cpus
+            )
+        })
         .unwrap_or_default();
     println!("== summary ({mode}; untraced medians; traced figures are in each driver's block)");
     println!(

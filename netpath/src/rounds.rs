@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::{
     compare::CompareOptions,
-    harness::{self, NoPhases, RrConfig, RrResult, WaitMode},
+    harness::{self, NoPhases, Proto, RrConfig, RrResult, WaitMode},
     machine::{CpuTimes, MachineState, Placement},
     path::NetPath,
     report::{self, DriverReport, RttSummary, Spread},
@@ -94,14 +94,15 @@ struct Acc {
 /// phases and (default mode) the blocking run; one report per path, in `paths` order.
 pub fn run(
     tracer: &mut Tracer,
-    paths: &[(&NetPath, String)],
+    paths: &[(&NetPath, String, Proto)],
     opts: &CompareOptions,
 ) -> Result<Vec<DriverReport>> {
     let sides: Vec<Side> = paths
         .iter()
-        .map(|(path, label)| Side {
+        .map(|(path, label, proto)| Side {
             path,
             label: label.clone(),
+            proto: *proto,
             opts,
         })
         .collect();
@@ -109,11 +110,13 @@ pub fn run(
 }
 
 /// One path of an interleaved run with the options it is measured with. `compare` gives every
-/// path the same options; `tune` gives its two sides two settings of a harness knob (wait
-/// mode, placement, TCP_NODELAY). The rounds (count and order) follow the first side's.
+/// path the same options (and, with `--proto a,b`, each path its protocol); `tune` gives its
+/// two sides two settings of a harness knob (wait mode, placement, TCP_NODELAY). The rounds
+/// (count and order) follow the first side's.
 pub struct Side<'a> {
     pub path: &'a NetPath,
     pub label: String,
+    pub proto: Proto,
     pub opts: &'a CompareOptions,
 }
 
@@ -145,6 +148,7 @@ pub fn run_sides(tracer: &mut Tracer, sides: &[Side]) -> Result<Vec<DriverReport
         .map(|s| RrConfig {
             wait: s.opts.mode.wait,
             pin: s.opts.mode.pin,
+            proto: s.proto,
             ..s.opts.rr.clone()
         })
         .collect();
@@ -180,7 +184,7 @@ pub fn run_sides(tracer: &mut Tracer, sides: &[Side]) -> Result<Vec<DriverReport
     let mut out = Vec::with_capacity(n);
     for (i, a) in acc.into_iter().enumerate() {
         let s = &sides[i];
-        let mut rep = finish(tracer, s.path, s.opts, a, before[i], t0)
+        let mut rep = finish(tracer, s.path, s.proto, s.opts, a, before[i], t0)
             .with_context(|| format!("finishing {}", s.label))?;
         rep.driver = s.label.clone();
         out.push(rep);
@@ -208,7 +212,8 @@ fn one_round(
     if !traced_first {
         acc.traced.push(traced(tracer, path, label, opts, rr)?);
     }
-    if let Some(b) = &opts.bulk {
+    // Bulk is a TCP stream: measured with the TCP entry of an interleaved run.
+    if let Some(b) = opts.bulk.as_ref().filter(|_| rr.proto == Proto::Tcp) {
         acc.bulk
             .push(harness::run_bulk(path, b).context("bulk run")?);
     }
@@ -225,6 +230,7 @@ pub fn traced(
     rr: &RrConfig,
 ) -> Result<DriverReport> {
     tracer.detach()?;
+    tracer.set_proto(rr.proto)?;
     tracer.set_devices(&path.devices)?;
     tracer.reset()?;
     tracer.attach()?;
@@ -258,6 +264,7 @@ pub fn traced(
     rep.function_probes = tracer.fn_probes.clone();
     rep.uncounted = tracer.uncounted.clone();
     rep.placement = Some(Placement::of(&samples));
+    rep.proto = rr.proto;
     rep.wait = rr.wait;
     rep.busy_poll_napi = res.napi_ids;
     if opts.tracer.prog_stats {
@@ -400,6 +407,7 @@ pub fn mark_mode_changes(rows: &mut [RoundRow]) {
 fn finish(
     tracer: &mut Tracer,
     path: &NetPath,
+    proto: Proto,
     opts: &CompareOptions,
     acc: Acc,
     before: (harness::NetCounters, harness::NetCounters),
@@ -432,9 +440,11 @@ fn finish(
     rep.round_detail = rows;
     rep.bulk = crate::compare::bulk_rounds(&acc.bulk);
     tracer.detach()?;
-    rep.burst = crate::compare::burst_phases(path, opts)?;
+    if proto == Proto::Tcp {
+        rep.burst = crate::compare::burst_phases(path, opts)?;
+    }
     if opts.mode.block_line && opts.mode.wait != WaitMode::Block {
-        rep.block = Some(block_line(tracer, path, opts)?);
+        rep.block = Some(block_line(tracer, path, proto, opts)?);
     }
     let after = (
         harness::read_counters(&path.client_ns)?,
@@ -452,10 +462,16 @@ fn finish(
 }
 
 /// The blocking run, untraced then traced, on the same placement.
-fn block_line(tracer: &mut Tracer, path: &NetPath, opts: &CompareOptions) -> Result<BlockLine> {
+fn block_line(
+    tracer: &mut Tracer,
+    path: &NetPath,
+    proto: Proto,
+    opts: &CompareOptions,
+) -> Result<BlockLine> {
     let rr = RrConfig {
         wait: WaitMode::Block,
         pin: opts.mode.pin,
+        proto,
         ..opts.rr.clone()
     };
     tracer.detach()?;
@@ -522,7 +538,12 @@ pub fn print_mode(r: &DriverReport) {
         }
         _ => "",
     };
-    println!("   wait {}, cpus {}{napi}", r.wait.name(), r.cpus);
+    println!(
+        "   {} request/response, wait {}, cpus {}{napi}",
+        r.proto.name().to_uppercase(),
+        r.wait.name(),
+        r.cpus
+    );
     if let Some(p) = &r.placement {
         println!("   {}", p.line());
     }

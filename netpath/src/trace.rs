@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::{
     backend::Backend,
     driver::Driver,
-    harness::{self, RrConfig},
+    harness::{self, Proto, RrConfig},
     lab,
     path::{Device, NetPath},
     report::{self, Timeline},
@@ -32,6 +32,8 @@ pub struct TraceOptions {
 #[derive(Serialize)]
 pub struct TraceOutput {
     pub driver: String,
+    /// What netpath's harness sent (none when tracing traffic it did not generate).
+    pub proto: Option<Proto>,
     pub backend: &'static str,
     pub timelines: Vec<Timeline>,
     pub lost: std::collections::BTreeMap<&'static str, u64>,
@@ -85,8 +87,25 @@ fn resolve(lab: &NetPath, o: &TraceOptions) -> Result<(Option<u32>, Option<u32>)
     Ok((netns, ifindex))
 }
 
+/// What the harness sends under `trace -d DRIVER --proto P`: P is also the filter.
+fn harness_proto(p: Option<&str>) -> Result<Proto> {
+    Ok(match p.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("tcp") => Proto::Tcp,
+        Some("udp") => Proto::Udp,
+        Some("icmp") => Proto::Icmp,
+        Some(other) => bail!(
+            "--proto {other}: the lab's harness sends tcp, udp or icmp; a protocol number filters only traffic netpath does not generate (with --container)"
+        ),
+    })
+}
+
 pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
     let proto = o.proto.as_deref().map(proto_number).transpose()?;
+    let harness_proto = harness_proto(o.proto.as_deref())?;
+    harness::proto::check(o.driver, harness_proto)?;
+    if harness_proto != Proto::Tcp {
+        harness::proto::check_compare(harness_proto, false, 1024, 1024)?;
+    }
     let lab = lab::build(o.driver).with_context(|| format!("building the {} lab", o.driver))?;
     let result: Result<TraceOutput> = (|| {
         let (netns, ifindex) = resolve(&lab, o)?;
@@ -103,6 +122,7 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
                     netns,
                     ifindex,
                 },
+                proto: harness_proto,
                 ..TracerOptions::default()
             },
         )?;
@@ -112,6 +132,7 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
         let rr = RrConfig {
             requests: o.count.max(1) as u64,
             warmup: 10,
+            proto: harness_proto,
             ..RrConfig::default()
         };
         let phases = tracer.tids.clone();
@@ -128,6 +149,7 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
         let lost = crate::report::lost_counters(&snap);
         Ok(TraceOutput {
             driver: o.driver.to_string(),
+            proto: Some(harness_proto),
             backend: backend.name(),
             timelines,
             lost,
@@ -179,6 +201,7 @@ pub fn run_passive(
     let lost = crate::report::lost_counters(&snap);
     Ok(TraceOutput {
         driver: label.to_string(),
+        proto: None,
         backend: backend.name(),
         timelines: samples
             .iter()

@@ -153,6 +153,40 @@ fn bad_options_and_environments_answered_in_one_line() {
         case("frobnicate", Root, "frobnicate"),
         // Values only the run can check: refused before any lab is built.
         case("trace --proto bogus -c 1", Root, "unknown protocol"),
+        // Protocols a path cannot carry the way netpath measures them, said before any lab.
+        case(
+            "compare -d published-proxy --proto udp -n 10",
+            Root,
+            "cannot be measured on published-proxy",
+        ),
+        case(
+            "trace -d published-proxy --proto udp -c 1",
+            Root,
+            "cannot be measured on published-proxy",
+        ),
+        case(
+            "compare -d bridge --proto udp --req-size 70000",
+            Root,
+            "does not fit one datagram",
+        ),
+        case("compare --docker -d bridge --proto udp", Root, "lab only"),
+        case(
+            "compare -d published-proxy --proto icmp -n 10",
+            Root,
+            "cannot be measured on published-proxy",
+        ),
+        case(
+            "compare -d published-nat --proto icmp -n 10",
+            Root,
+            "cannot be measured on published-nat",
+        ),
+        case(
+            "compare -d bridge --proto icmp --resp-size 64",
+            Root,
+            "echo reply carries",
+        ),
+        case("compare -d bridge --proto sctp", Root, "possible values"),
+        case("trace -d bridge --proto 47 -c 1", Root, "protocol number"),
         case("trace --netns nosuch -c 1", Root, "no lab netns"),
         case("trace --iface nosuch0 -c 1", Root, "no lab device"),
         // The environment.

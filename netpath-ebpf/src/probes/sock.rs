@@ -36,6 +36,6 @@ pub fn sock_recv_length(ctx: RawTracePointContext) -> i32 {
         return 0;
     }
     let ret = ctx.arg::<u64>(1) as i32 as i64;
-    let _ = journey::on_recv_exit(ret);
+    let _ = journey::on_recv_exit(ret, ctx.arg::<u64>(0));
     0
 }

@@ -22,7 +22,7 @@ pub fn sys_exit_sendto(_ctx: TracePointContext) -> u32 {
 #[tracepoint(category = "syscalls", name = "sys_exit_recvfrom")]
 pub fn sys_exit_recvfrom(ctx: TracePointContext) -> u32 {
     let ret = unsafe { ctx.read_at::<i64>(RET_OFFSET) }.unwrap_or(0);
-    let _ = journey::on_recv_exit(ret);
+    let _ = journey::on_recv_exit(ret, 0);
     0
 }
 

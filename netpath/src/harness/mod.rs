@@ -4,6 +4,9 @@ pub mod bulk;
 pub mod burst;
 mod conns;
 pub mod context;
+pub mod dgram;
+pub mod icmp;
+pub mod proto;
 pub mod rr;
 pub mod runmode;
 
@@ -12,6 +15,7 @@ pub use burst::{
     BurstConfig, BurstResult, run_burst, run_burst_phases, run_burst_to, scheduled_requests,
 };
 pub use context::{DevContext, NetCounters, device_context, read_counters};
+pub use proto::Proto;
 pub use rr::{NoPhases, Phases, RrConfig, RrResult, run_rr};
 pub use runmode::{Cpus, Pin, WaitMode};
 

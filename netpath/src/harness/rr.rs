@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use hdrhistogram::Histogram;
 
+use super::proto::Proto;
 use super::runmode::{Pin, Receiver, WaitMode, incoming_napi_id, pin_current};
 use crate::path::NetPath;
 
@@ -39,6 +40,11 @@ pub struct RrConfig {
     /// The client writes each request in two writes (first half, then the rest), the
     /// small-write pattern Nagle's algorithm meets in request/response protocols.
     pub split_request: bool,
+    /// TCP connection, UDP datagrams or ICMP echo.
+    pub proto: Proto,
+    /// `compare --proto a,b,…`: the other protocols measured in the same interleaved rounds,
+    /// each in a row of its own (the harness itself runs `proto`).
+    pub also: Vec<Proto>,
 }
 
 impl Default for RrConfig {
@@ -53,6 +59,8 @@ impl Default for RrConfig {
             pin: Pin::default(),
             nodelay: true,
             split_request: false,
+            proto: Proto::Tcp,
+            also: Vec::new(),
         }
     }
 }
@@ -109,7 +117,7 @@ impl Phases for NoPhases {
 pub const CLIENT_COMM: &str = "np-rr-cli";
 pub const SERVER_COMM: &str = "np-rr-srv";
 
-fn gettid() -> u32 {
+pub(super) fn gettid() -> u32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::gettid() as u32 }
 }
@@ -122,6 +130,20 @@ pub fn run_rr(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrRe
     }
     if lab.server_bind.ip().is_unspecified() {
         bail!("refusing to bind the lab server to a wildcard address");
+    }
+    if let Some(max) = cfg.proto.max_payload()
+        && cfg.req_size.max(cfg.resp_size) > max
+    {
+        bail!(
+            "--proto {}: a request or response of {} bytes does not fit one datagram (at most {max}): use --req-size/--resp-size up to {max}",
+            cfg.proto,
+            cfg.req_size.max(cfg.resp_size)
+        );
+    }
+    match cfg.proto {
+        Proto::Tcp => {}
+        Proto::Udp => return super::dgram::run_udp(lab, cfg, phases),
+        Proto::Icmp => return super::icmp::run_icmp(lab, cfg, phases),
     }
     let deadline = Instant::now() + cfg.timeout;
 
@@ -179,7 +201,7 @@ pub fn run_rr(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrRe
     })
 }
 
-fn panic_msg(p: &Box<dyn std::any::Any + Send>) -> String {
+pub(super) fn panic_msg(p: &Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
         s.to_string()
     } else if let Some(s) = p.downcast_ref::<String>() {

@@ -326,10 +326,15 @@ impl Receiver {
 }
 
 fn set_busy_poll(conn: &TcpStream, us: i32) -> Result<()> {
+    set_busy_poll_fd(conn.as_raw_fd(), us)
+}
+
+/// `SO_BUSY_POLL` of `us` µs on socket `fd` (one of netpath's own).
+pub fn set_busy_poll_fd(fd: std::os::fd::RawFd, us: i32) -> Result<()> {
     // SAFETY: SO_BUSY_POLL takes an int; the pointer and length describe `us`.
     let r = unsafe {
         libc::setsockopt(
-            conn.as_raw_fd(),
+            fd,
             libc::SOL_SOCKET,
             libc::SO_BUSY_POLL,
             (&us as *const i32).cast(),
@@ -346,12 +351,17 @@ fn set_busy_poll(conn: &TcpStream, us: i32) -> Result<()> {
 /// NAPI id of the device that delivered the socket's last packet (`SO_INCOMING_NAPI_ID`);
 /// 0 when it has none, and then busy polling has nothing to poll.
 pub fn incoming_napi_id(conn: &TcpStream) -> u32 {
+    napi_id_of(conn.as_raw_fd())
+}
+
+/// [`incoming_napi_id`] of socket `fd`.
+pub fn napi_id_of(fd: std::os::fd::RawFd) -> u32 {
     let mut v: u32 = 0;
     let mut len = std::mem::size_of::<u32>() as libc::socklen_t;
     // SAFETY: the pointer and length describe `v`.
     let r = unsafe {
         libc::getsockopt(
-            conn.as_raw_fd(),
+            fd,
             libc::SOL_SOCKET,
             libc::SO_INCOMING_NAPI_ID,
             (&mut v as *mut u32).cast(),

@@ -11,7 +11,8 @@
 //!     fib daddr type local jump np-docker }
 //!   chain output      { type nat hook output priority dstnat;
 //!     ip daddr != 127.0.0.0/8 fib daddr type local jump np-docker }
-//!   chain np-docker   { iifname != "<bridge>" tcp dport <pub> dnat to <srv>:<port> }  (*)
+//!   chain np-docker   { iifname != "<bridge>" tcp dport <pub> dnat to <srv>:<port>    (*)
+//!                       iifname != "<bridge>" udp dport <pub> dnat to <srv>:<port> }  (*)
 //! }
 //! ```
 //!
@@ -140,7 +141,12 @@ impl NatSpec {
                 ],
             ),
         ];
-        if let Some(t) = self.target {
+        // Published for TCP and UDP alike (`-p P:P -p P:P/udp`), so `--proto udp` crosses the
+        // same DNAT.
+        for (l4, t) in ["tcp", "udp"]
+            .into_iter()
+            .filter_map(|l4| Some((l4, self.target?)))
+        {
             rules.push((
                 DOCKER_CHAIN,
                 vec![
@@ -150,7 +156,7 @@ impl NatSpec {
                         Expression::String(self.bridge.clone().into()),
                     ),
                     m(
-                        field("tcp", "dport"),
+                        field(l4, "dport"),
                         Operator::EQ,
                         Expression::Number(u32::from(self.published_port)),
                     ),

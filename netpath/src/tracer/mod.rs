@@ -4,6 +4,7 @@
 use std::sync::Mutex;
 
 mod load;
+mod proto;
 mod samples;
 mod tids;
 
@@ -93,6 +94,11 @@ pub struct TracerOptions {
     /// Entries of the flight table in use (a power of two, at most `FLIGHT_SLOTS`): tests
     /// force a tiny table to see collisions counted.
     pub flight_slots: u32,
+    /// What the harness sends. Datagrams (`udp`, `icmp`): no socket tracepoint marks the start
+    /// of a UDP or ping send, so `syscalls:sys_enter_sendto` does (its cost, every syscall on
+    /// the slow path, shows in the probe effect), and receives find their journey by the
+    /// address they arrived on; `icmp`: the kernel's echo reply continues the round trip.
+    pub proto: crate::harness::Proto,
 }
 
 /// Which packets to follow; checked in the kernel when a packet is first seen.
@@ -118,6 +124,7 @@ impl Default for TracerOptions {
             filter: Filter::default(),
             trace_any: false,
             flight_slots: FLIGHT_SLOTS,
+            proto: crate::harness::Proto::Tcp,
         }
     }
 }
@@ -178,6 +185,9 @@ pub struct Tracer {
     raw_plan: Vec<(&'static str, &'static str)>,
     /// Whether journeys are bounded by syscall tracepoints (old kernels) instead of socket ones.
     pub syscall_bounds: bool,
+    /// Datagram sends start at `sys_enter_sendto` (see `TracerOptions::proto`); set per run by
+    /// `set_proto`.
+    dgram: bool,
     /// `enum skb_drop_reason` of this kernel, value → name.
     pub drop_reasons: std::collections::BTreeMap<u32, String>,
     /// Function probes of the kprobe/fentry backends and how each is attached.
@@ -224,6 +234,8 @@ impl Tracer {
             .override_global("OFF_SK_RCVQ_TAIL", &offsets.sk_rcvq_tail, true)
             .override_global("OFF_SKB_SK", &offsets.skb_sk, true)
             .override_global("OFF_TASK_PID", &offsets.task_pid, true)
+            .override_global("OFF_SK_RCV_SADDR", &offsets.sk_rcv_saddr, true)
+            .override_global("OFF_SK_NUM", &offsets.sk_num, true)
             .override_global("SAMPLE_EVERY", &opts.sample_every, true)
             .override_global("MAX_GAP_NS", &opts.max_gap_ns, true);
         let f = &opts.filter;
@@ -324,7 +336,7 @@ impl Tracer {
             relays: Array::try_from(ebpf.take_map("RELAY_BITS").context("RELAY_BITS map")?)?,
         };
         let drops = RingBuf::try_from(ebpf.take_map("DROPS").context("DROPS map")?)?;
-        Ok(Tracer {
+        let mut t = Tracer {
             ebpf,
             backend,
             offsets,
@@ -341,6 +353,7 @@ impl Tracer {
             missing,
             raw_plan,
             syscall_bounds,
+            dgram: opts.proto != crate::harness::Proto::Tcp,
             drop_reasons,
             fn_probes,
             uncounted: if backend == Backend::Kprobe && !kernel_at_least(6, 7) {
@@ -356,7 +369,9 @@ impl Tracer {
             } else {
                 None
             },
-        })
+        };
+        t.set_proto(opts.proto)?;
+        Ok(t)
     }
 
     pub fn attached(&self) -> bool {
@@ -382,7 +397,8 @@ impl Tracer {
             self.links.push(Link::Raw(prog, id));
         }
         for (prog, cat, name) in TPS {
-            if !self.syscall_bounds || skipped(prog) {
+            let send_start = *prog == "sys_enter_sendto" && self.dgram;
+            if !(self.syscall_bounds || send_start) || skipped(prog) {
                 continue;
             }
             let p: &mut TracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;

@@ -124,11 +124,13 @@ pub fn run(
         crate::rounds::Side {
             path: &a.path,
             label: spec.a_label.clone(),
+            proto: opts_a.rr.proto,
             opts: &opts_a,
         },
         crate::rounds::Side {
             path: &b.path,
             label: spec.b_label.clone(),
+            proto: opts_b.rr.proto,
             opts: &opts_b,
         },
     ];

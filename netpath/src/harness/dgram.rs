@@ -1,0 +1,348 @@
+//! Datagram request/response: UDP ping-pong (sockperf's default mode: one datagram each way)
+//! and ICMP echo (`icmp.rs` builds on the client loop here).
+//!
+//! Same threads, placement and wait modes as the TCP harness. The sockets are std `UdpSocket`s
+//! (an ICMP datagram socket is driven through the same type: `send` and `recv` are the
+//! `sendto`/`recvfrom` syscalls either way, which is where the kernel programs start and end a
+//! journey). No retransmission: a datagram that does not come back within the run's bound is
+//! an error naming the request, and the kernel's drop counters say where it went.
+
+use std::io::ErrorKind;
+use std::net::{SocketAddrV4, UdpSocket};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use hdrhistogram::Histogram;
+
+use super::rr::{CLIENT_COMM, Phases, RrConfig, RrResult, SERVER_COMM, gettid, panic_msg};
+use super::runmode::{BUSY_POLL_US, Pin, WaitMode, napi_id_of, pin_current, set_busy_poll_fd};
+use crate::path::NetPath;
+
+/// How often a blocked server looks whether the client has finished.
+const SERVER_POLL: Duration = Duration::from_millis(100);
+
+/// One end of a datagram exchange set up for a wait mode.
+pub(super) struct DgramRx {
+    wait: WaitMode,
+    yield_between: bool,
+}
+
+impl DgramRx {
+    pub(super) fn new(wait: WaitMode, pin: Pin) -> DgramRx {
+        DgramRx {
+            wait,
+            yield_between: pin.client.is_some() && pin.client == pin.server,
+        }
+    }
+
+    /// Non-blocking for spin, `SO_BUSY_POLL` for busy-poll, and a receive bound for block.
+    pub(super) fn prepare(&self, s: &UdpSocket, bound: Duration) -> Result<()> {
+        match self.wait {
+            WaitMode::Spin => s.set_nonblocking(true).context("non-blocking socket")?,
+            WaitMode::BusyPoll => set_busy_poll_fd(s.as_raw_fd(), BUSY_POLL_US)?,
+            WaitMode::Block => {}
+        }
+        if self.wait != WaitMode::Spin {
+            s.set_read_timeout(Some(bound))?;
+        }
+        Ok(())
+    }
+
+    /// Runs the receive `op` until it returns data: `Ok(None)` when `give_up` says so while
+    /// waiting (checked every receive bound in blocking modes, every few thousand polls
+    /// spinning). EAGAIN receives are no journeys for the kernel programs.
+    pub(super) fn recv<T>(
+        &self,
+        mut op: impl FnMut() -> std::io::Result<T>,
+        give_up: &dyn Fn() -> bool,
+    ) -> std::io::Result<Option<T>> {
+        let mut polls = 0u32;
+        loop {
+            match op() {
+                Ok(x) => return Ok(Some(x)),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    if self.wait == WaitMode::Spin {
+                        if self.yield_between {
+                            // SAFETY: sched_yield has no preconditions.
+                            unsafe { libc::sched_yield() };
+                        } else {
+                            std::hint::spin_loop();
+                        }
+                        polls += 1;
+                        if !polls.is_multiple_of(4096) {
+                            continue;
+                        }
+                    }
+                    if give_up() {
+                        return Ok(None);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// A datagram socket of `ty`/`proto` connected to `to`, never bound explicitly: the kernel
+/// picks the source address the route gives and a free port (no wildcard bind).
+pub(super) fn connected(proto: i32, to: SocketAddrV4) -> std::io::Result<UdpSocket> {
+    // SAFETY: plain socket(2); the fd is owned at once.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, proto) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    let fd: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
+    let s = UdpSocket::from(fd);
+    s.connect(to)?;
+    Ok(s)
+}
+
+/// What the client loop sends and accepts: request `seq` into a buffer, and whether a
+/// received datagram is the answer to `seq`.
+pub(super) struct Exchange<'a> {
+    pub fill: &'a dyn Fn(u64, &mut [u8]),
+    pub answers: &'a dyn Fn(u64, &[u8]) -> bool,
+    /// Bytes of a request and of a response datagram.
+    pub req_len: usize,
+    pub resp_len: usize,
+}
+
+/// The client side: warm-up, then the measured requests between the phase hooks.
+pub(super) fn client_loop(
+    sock: &UdpSocket,
+    cfg: &RrConfig,
+    deadline: Instant,
+    phases: &dyn Phases,
+    server_tid: u32,
+    ex: &Exchange,
+) -> Result<RrResult> {
+    let tid = gettid();
+    let rx = DgramRx::new(cfg.wait, cfg.pin);
+    rx.prepare(sock, cfg.timeout)?;
+    let mut req = vec![0xa5u8; ex.req_len];
+    // One byte more than expected: a longer datagram is not taken for an answer.
+    let mut resp = vec![0u8; ex.resp_len + 1];
+    let bound = cfg.timeout;
+    let one = |seq: u64, req: &mut [u8], resp: &mut [u8]| -> Result<()> {
+        (ex.fill)(seq, req);
+        sock.send(req).context("client: sending a request")?;
+        let t0 = Instant::now();
+        loop {
+            let late = || t0.elapsed() >= bound;
+            match rx
+                .recv(|| sock.recv(resp), &late)
+                .context("client: receiving a response")?
+            {
+                Some(n) if (ex.answers)(seq, &resp[..n]) => return Ok(()),
+                // An answer to an earlier request (its own bound expired): not this one.
+                Some(_) => {}
+                None => bail!(
+                    "client: no answer to request {seq} within {bound:?} (the datagram or its answer was lost; the drop counters say where)"
+                ),
+            }
+        }
+    };
+    let mut seq = 0u64;
+    for _ in 0..cfg.warmup {
+        if Instant::now() >= deadline {
+            break;
+        }
+        one(seq, &mut req, &mut resp)?;
+        seq += 1;
+    }
+    let napi_ids = (cfg.wait == WaitMode::BusyPoll).then(|| (napi_id_of(sock.as_raw_fd()), 0));
+    let mut hist = Histogram::<u64>::new(3).context("creating histogram")?;
+    let hook_t0 = Instant::now();
+    phases
+        .measure_start(tid, server_tid)
+        .context("measure_start hook failed")?;
+    let deadline = deadline + hook_t0.elapsed();
+    let t0 = Instant::now();
+    let mut count = 0u64;
+    let mut err = None;
+    while count < cfg.requests {
+        let t = Instant::now();
+        if t >= deadline {
+            break;
+        }
+        if let Err(e) = one(seq, &mut req, &mut resp) {
+            err = Some(e);
+            break;
+        }
+        let ns = t.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+        hist.record(ns.max(1)).context("recording a sample")?;
+        count += 1;
+        seq += 1;
+    }
+    let elapsed = t0.elapsed();
+    let end = phases.measure_end(tid, server_tid);
+    if let Some(e) = err {
+        return Err(e);
+    }
+    end.context("measure_end hook failed")?;
+    if count < cfg.requests {
+        log::warn!(
+            "request/response stopped by the {:?} timeout after {count} of {} requests",
+            cfg.timeout,
+            cfg.requests
+        );
+    }
+    let secs = elapsed.as_secs_f64();
+    Ok(RrResult {
+        mean_ns: if count > 0 { hist.mean() } else { 0.0 },
+        rps: if secs > 0.0 { count as f64 / secs } else { 0.0 },
+        hist,
+        count,
+        elapsed,
+        napi_ids,
+    })
+}
+
+/// UDP ping-pong from `lab.client_ns` to `lab.connect_to`, served on `lab.server_bind`.
+pub fn run_udp(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrResult> {
+    let deadline = Instant::now() + cfg.timeout;
+    let done = &AtomicBool::new(false);
+    let server_napi = &AtomicU32::new(0);
+    std::thread::scope(|s| {
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<u32>>();
+        let server = std::thread::Builder::new()
+            .name(SERVER_COMM.into())
+            .spawn_scoped(s, move || serve_udp(lab, cfg, ready_tx, done, server_napi))
+            .context("spawning the server thread")?;
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let server_tid = match ready_rx.recv_timeout(wait) {
+            Ok(Ok(tid)) => tid,
+            Ok(Err(e)) => {
+                let _ = server.join();
+                return Err(e);
+            }
+            Err(_) => {
+                done.store(true, Ordering::Relaxed);
+                return Err(match server.join() {
+                    Ok(Err(e)) => e,
+                    Ok(Ok(())) => anyhow!("server thread ended before listening"),
+                    Err(p) => anyhow!("server thread panicked: {}", panic_msg(&p)),
+                });
+            }
+        };
+        let client = std::thread::Builder::new()
+            .name(CLIENT_COMM.into())
+            .spawn_scoped(s, move || {
+                let r = udp_client(lab, cfg, deadline, phases, server_tid);
+                done.store(true, Ordering::Relaxed);
+                r
+            })
+            .context("spawning the client thread")?;
+        let cres = client
+            .join()
+            .unwrap_or_else(|p| Err(anyhow!("client thread panicked: {}", panic_msg(&p))));
+        done.store(true, Ordering::Relaxed);
+        let sres = server
+            .join()
+            .unwrap_or_else(|p| Err(anyhow!("server thread panicked: {}", panic_msg(&p))));
+        match (cres, sres) {
+            (Ok(mut r), Ok(())) => {
+                if let Some(ids) = r.napi_ids.as_mut() {
+                    ids.1 = server_napi.load(Ordering::Relaxed);
+                }
+                Ok(r)
+            }
+            (Err(e), _) => Err(e.context("UDP request/response client failed")),
+            (Ok(_), Err(e)) => Err(e.context("UDP request/response server failed")),
+        }
+    })
+}
+
+fn udp_client(
+    lab: &NetPath,
+    cfg: &RrConfig,
+    deadline: Instant,
+    phases: &dyn Phases,
+    server_tid: u32,
+) -> Result<RrResult> {
+    pin_current(cfg.pin.client)?;
+    lab.client_ns.enter()?;
+    let sock = connected(libc::IPPROTO_UDP, lab.connect_to).with_context(|| {
+        format!(
+            "client: cannot open a UDP socket to {} from {}",
+            lab.connect_to, lab.client_ns.name
+        )
+    })?;
+    // The request carries its sequence number; the server echoes it at the start of the
+    // response.
+    let fill = |seq: u64, b: &mut [u8]| {
+        let s = seq.to_le_bytes();
+        let n = s.len().min(b.len());
+        b[..n].copy_from_slice(&s[..n]);
+    };
+    let n = 8.min(cfg.req_size).min(cfg.resp_size);
+    let answers =
+        move |seq: u64, b: &[u8]| b.len() == cfg.resp_size && b[..n] == seq.to_le_bytes()[..n];
+    let ex = Exchange {
+        fill: &fill,
+        answers: &answers,
+        req_len: cfg.req_size,
+        resp_len: cfg.resp_size,
+    };
+    client_loop(&sock, cfg, deadline, phases, server_tid, &ex)
+}
+
+fn serve_udp(
+    lab: &NetPath,
+    cfg: &RrConfig,
+    ready: mpsc::Sender<Result<u32>>,
+    done: &AtomicBool,
+    napi: &AtomicU32,
+) -> Result<()> {
+    let setup = || -> Result<UdpSocket> {
+        pin_current(cfg.pin.server)?;
+        lab.server_ns.enter()?;
+        UdpSocket::bind(lab.server_bind).with_context(|| {
+            format!(
+                "server: cannot bind UDP {} in {}",
+                lab.server_bind, lab.server_ns.name
+            )
+        })
+    };
+    let sock = match setup() {
+        Ok(s) => {
+            let _ = ready.send(Ok(gettid()));
+            s
+        }
+        Err(e) => {
+            let msg = format!("{e:#}");
+            let _ = ready.send(Err(e));
+            bail!(msg);
+        }
+    };
+    let rx = DgramRx::new(cfg.wait, cfg.pin);
+    rx.prepare(&sock, SERVER_POLL)?;
+    let mut req = vec![0u8; cfg.req_size + 1];
+    let mut resp = vec![0x5au8; cfg.resp_size];
+    let n = 8.min(cfg.req_size).min(cfg.resp_size);
+    let finished = || done.load(Ordering::Relaxed);
+    let mut served = 0u64;
+    loop {
+        if served == cfg.warmup.max(1) && cfg.wait == WaitMode::BusyPoll {
+            napi.store(napi_id_of(sock.as_raw_fd()), Ordering::Relaxed);
+        }
+        // The server answers whoever asked (behind NAT: the translated address).
+        let got = rx.recv(|| sock.recv_from(&mut req), &finished);
+        let (len, peer) = match got.context("server: receiving a request")? {
+            Some(x) => x,
+            None => return Ok(()),
+        };
+        if len != cfg.req_size {
+            continue;
+        }
+        served += 1;
+        resp[..n].copy_from_slice(&req[..n]);
+        sock.send_to(&resp, peer)
+            .context("server: sending a response")?;
+    }
+}

@@ -1,0 +1,154 @@
+//! `--proto tcp|udp|icmp`: what the request/response harness sends.
+
+/// Transport of the request/response runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Proto {
+    /// One TCP connection, a request and a response per round trip (sockperf's TCP ping-pong).
+    #[default]
+    Tcp,
+    /// One datagram each way (sockperf's default mode).
+    Udp,
+    /// ICMP echo request and reply; the kernel answers, there is no server thread.
+    Icmp,
+}
+
+impl Proto {
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+            Proto::Icmp => "icmp",
+        }
+    }
+
+    /// IP protocol number (the `trace` filter).
+    pub fn number(self) -> u8 {
+        match self {
+            Proto::Tcp => 6,
+            Proto::Udp => 17,
+            Proto::Icmp => 1,
+        }
+    }
+
+    /// Largest request or response one datagram carries (IPv4: 65535 minus the IP and UDP
+    /// or ICMP headers); TCP streams any size.
+    pub fn max_payload(self) -> Option<usize> {
+        match self {
+            Proto::Tcp => None,
+            Proto::Udp | Proto::Icmp => Some(65_507),
+        }
+    }
+}
+
+impl std::fmt::Display for Proto {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A driver whose path cannot carry a protocol the way netpath measures it: said before
+/// anything is built; `compare` skips that row with this line when other drivers were asked.
+#[derive(Debug)]
+pub struct ProtoUnsupported {
+    pub driver: &'static str,
+    pub proto: Proto,
+    pub why: &'static str,
+}
+
+impl std::fmt::Display for ProtoUnsupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "--proto {} cannot be measured on {}: {}",
+            self.proto, self.driver, self.why
+        )
+    }
+}
+
+impl std::error::Error for ProtoUnsupported {}
+
+/// Whether netpath can measure `proto` on the lab's `driver`.
+pub fn check(driver: crate::driver::Driver, proto: Proto) -> Result<(), ProtoUnsupported> {
+    use crate::driver::Driver;
+    let why = match (driver, proto) {
+        (_, Proto::Tcp) => return Ok(()),
+        (Driver::PublishedProxy, Proto::Udp) => {
+            "docker-proxy relays UDP on sockets of its own with read/write, and netpath \
+             continues a journey across the relay only for TCP; use -d published-nat (the same \
+             published port without the proxy)"
+        }
+        (Driver::PublishedNat, Proto::Icmp) => {
+            "a published port maps TCP and UDP ports, an echo request to the published address \
+             is answered by the node itself; use -d bridge (the same container path)"
+        }
+        (Driver::PublishedProxy, Proto::Icmp) => {
+            "docker-proxy relays TCP and UDP ports, an echo request to the published address \
+             is answered by the node itself; use -d published-nat or -d gateway"
+        }
+        _ => return Ok(()),
+    };
+    Err(ProtoUnsupported {
+        driver: driver.name(),
+        proto,
+        why,
+    })
+}
+
+/// `compare --proto`: what cannot run is said in one line before anything is loaded or built.
+pub fn check_compare(
+    proto: Proto,
+    on_docker: bool,
+    req_size: usize,
+    resp_size: usize,
+) -> anyhow::Result<()> {
+    if proto == Proto::Tcp {
+        return Ok(());
+    }
+    if proto == Proto::Icmp && req_size != resp_size {
+        anyhow::bail!(
+            "--proto icmp: the echo reply carries the request's {req_size} bytes back, so a \
+             {resp_size}-byte response cannot be asked: drop --resp-size or make it equal to \
+             --req-size"
+        );
+    }
+    if on_docker {
+        anyhow::bail!(
+            "--proto {proto} is measured on the lab only in this version (with --docker or \
+             --between the harness runs TCP): drop --docker/--between, or use --proto tcp"
+        );
+    }
+    if let Some(max) = proto.max_payload()
+        && req_size.max(resp_size) > max
+    {
+        anyhow::bail!(
+            "--proto {proto}: a request or response of {} bytes does not fit one datagram (at \
+             most {max}): use --req-size/--resp-size up to {max}",
+            req_size.max(resp_size)
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::Driver;
+
+    #[test]
+    fn paths_that_cannot_carry_a_protocol_are_named() {
+        for d in Driver::ALL {
+            assert!(check(d, Proto::Tcp).is_ok(), "{d}");
+        }
+        let e = check(Driver::PublishedProxy, Proto::Udp).unwrap_err();
+        assert!(e.to_string().contains("published-nat"), "{e}");
+        assert!(check(Driver::PublishedNat, Proto::Udp).is_ok());
+        assert!(check(Driver::PublishedNat, Proto::Icmp).is_err());
+        assert!(check(Driver::Egress, Proto::Icmp).is_ok());
+        assert!(check_compare(Proto::Udp, false, 65_507, 1).is_ok());
+        assert!(check_compare(Proto::Udp, false, 65_508, 1).is_err());
+        assert!(check_compare(Proto::Icmp, false, 64, 128).is_err());
+        assert!(check_compare(Proto::Udp, true, 64, 64).is_err());
+        assert!(check_compare(Proto::Tcp, true, 1 << 20, 1).is_ok());
+    }
+}

@@ -1,0 +1,38 @@
+//! What the harness sends in the next traced run, for the programs (`PROTO_MODE`) and for the
+//! attach plan (datagram sends start at `sys_enter_sendto`). One load serves every protocol,
+//! so `compare --proto tcp,udp,icmp` interleaves them in its rounds.
+use anyhow::{Result, bail};
+use aya::maps::{Array, MapData};
+
+use crate::harness::Proto;
+
+impl super::Tracer {
+    /// Sets the protocol of the next traced run; only while detached (the attach plan depends
+    /// on it).
+    pub fn set_proto(&mut self, p: Proto) -> Result<()> {
+        if self.attached() {
+            bail!("the protocol of a traced run is set before its probes are attached");
+        }
+        if self.syscall_bounds && p != Proto::Tcp {
+            bail!(
+                "--proto {p} needs the socket tracepoints (tcp:tcp_sendmsg_locked, \
+                 sock:sock_recv_length; kernel 6.10+): on this kernel journeys are bounded by \
+                 syscall tracepoints, which do not name the socket a datagram is received on; \
+                 use --proto tcp here"
+            );
+        }
+        let mode: u32 = match p {
+            Proto::Tcp => 0,
+            Proto::Udp => 1,
+            Proto::Icmp => 2,
+        };
+        let map = self
+            .ebpf
+            .map_mut("PROTO_MODE")
+            .ok_or_else(|| anyhow::anyhow!("PROTO_MODE map missing from the object"))?;
+        let mut m: Array<&mut MapData, u32> = Array::try_from(map)?;
+        m.set(0, mode, 0)?;
+        self.dgram = p != Proto::Tcp;
+        Ok(())
+    }
+}

@@ -88,6 +88,7 @@ impl Resources {
         ipam: Option<IpamConfig>,
         attachable: bool,
     ) -> Result<()> {
+        crate::lab::cleanup::refuse_if_interrupted()?;
         let e = self.ctr().clone();
         let req = NetworkCreateRequest {
             name: name.to_string(),
@@ -119,6 +120,7 @@ impl Resources {
         ip: Option<Ipv4Addr>,
         publish: Option<u16>,
     ) -> Result<ContainerNet> {
+        crate::lab::cleanup::refuse_if_interrupted()?;
         let e = self.ctr().clone();
         let mut body = container_body(image, cmd, network, ip, publish);
         body.labels = Some(labels(&self.run_id));

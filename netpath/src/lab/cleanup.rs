@@ -26,6 +26,18 @@ struct RunEntry {
     pids: Vec<u32>,
 }
 
+/// Set (under the registry's lock) when a signal's or a panic's cleanup takes the registry.
+static CLEANING: AtomicBool = AtomicBool::new(false);
+
+/// Fails once a signal came or a cleanup took the registry: what a run creates from then on
+/// (a Docker network or container) could land after the cleanup's last sweep and be left.
+pub(crate) fn refuse_if_interrupted() -> Result<()> {
+    if CLEANING.load(Ordering::SeqCst) || SIGNALLED.load(Ordering::SeqCst) {
+        anyhow::bail!("interrupted: this run is being cleaned up");
+    }
+    Ok(())
+}
+
 /// Labs of this process by run id.
 static REGISTRY: Mutex<BTreeMap<String, RunEntry>> = Mutex::new(BTreeMap::new());
 
@@ -33,12 +45,31 @@ fn registry() -> std::sync::MutexGuard<'static, BTreeMap<String, RunEntry>> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-pub(crate) fn register(run_id: &str, netns: &str) {
-    let mut r = registry();
+fn register_in(r: &mut BTreeMap<String, RunEntry>, run_id: &str, netns: &str) {
     let v = &mut r.entry(run_id.to_string()).or_default().netns;
     if !v.iter().any(|n| n == netns) {
         v.push(netns.to_string());
     }
+}
+
+/// Creates a namespace with `create` and registers it as `run_id`'s, holding the registry
+/// across both: a signal's cleanup (which takes the registry first) then either runs before
+/// the namespace exists or sees it registered, never between the two (a SIGTERM there left
+/// the namespace behind). Registered only once it is ours, so cleanup never touches a name
+/// someone else created.
+pub(crate) fn create_registered<T>(
+    run_id: &str,
+    create: impl FnOnce() -> Result<T>,
+    name: impl Fn(&T) -> &str,
+) -> Result<T> {
+    let mut r = registry();
+    // Once a cleanup has taken the registry, nothing new is made for it to miss.
+    if CLEANING.load(Ordering::SeqCst) {
+        anyhow::bail!("interrupted: this run is being cleaned up");
+    }
+    let made = create()?;
+    register_in(&mut r, run_id, name(&made));
+    Ok(made)
 }
 
 pub(crate) fn unregister(run_id: &str) {
@@ -143,8 +174,12 @@ fn cleanup_registered(wait: Duration) -> Vec<String> {
     let deadline = std::time::Instant::now() + wait;
     let labs = loop {
         match REGISTRY.try_lock() {
-            Ok(mut r) => break std::mem::take(&mut *r),
+            Ok(mut r) => {
+                CLEANING.store(true, Ordering::SeqCst);
+                break std::mem::take(&mut *r);
+            }
             Err(std::sync::TryLockError::Poisoned(p)) => {
+                CLEANING.store(true, Ordering::SeqCst);
                 break std::mem::take(&mut *p.into_inner());
             }
             Err(std::sync::TryLockError::WouldBlock) => {

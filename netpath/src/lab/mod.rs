@@ -22,7 +22,7 @@
 //! | `ipvlan`          | node, ivp, cli, srv         | ipvlan → ipvlan (L2 mode)                |
 //! | `netkit`          | cli, srv                    | netkit → netkit (L3 mode pair)           |
 
-mod cleanup;
+pub(crate) mod cleanup;
 mod namespaces;
 pub mod netem;
 pub mod nft;

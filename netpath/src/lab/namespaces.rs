@@ -51,10 +51,12 @@ impl LabNamespaces {
 
     /// Create `np<runid>-<role>`, registered for signal/panic cleanup right away.
     pub(super) fn create(&mut self, role: &str) -> Result<Netns> {
-        let ns = Netns::create(&netns_name(&self.owned.run_id, role))?;
-        // Registered only once it is ours, so signal cleanup never touches a name that
-        // someone else created.
-        cleanup::register(&self.owned.run_id, &ns.name);
+        let run_id = &self.owned.run_id;
+        let ns = cleanup::create_registered(
+            run_id,
+            || Netns::create(&netns_name(run_id, role)),
+            |ns| &ns.name,
+        )?;
         self.owned.nss.push(ns.clone());
         self.held.push(Held::open(ns.clone())?);
         Ok(ns)

@@ -631,27 +631,9 @@ fn report_file(
     netpath::render::write_reports(&view, output, svg)
 }
 
-/// `netpath … | head`: the reader going away ends the output, it is no crash. The panic std
-/// raises on the failed print still unwinds (through the lab cleanup's hook, which chains
-/// this one, so a live lab is still removed); only its message is not printed.
-fn quiet_broken_pipe() {
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let p = info.payload();
-        let msg = p
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| p.downcast_ref::<&str>().copied())
-            .unwrap_or("");
-        if !(msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe")) {
-            default(info);
-        }
-    }));
-}
-
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    quiet_broken_pipe();
+    netpath::render::quiet_broken_pipe();
     // Inside netpath's agent image the binary is the container's traffic agent.
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("agent") {

@@ -49,3 +49,21 @@ pub fn check_output_path(flag: &str, p: &std::path::Path) -> anyhow::Result<()> 
 }
 pub mod progress;
 pub mod prom;
+
+/// `netpath … | head`: the reader going away ends the output, it is no crash. The panic std
+/// raises on the failed print still unwinds (through the lab cleanup's hook, which chains
+/// this one, so a live lab is still removed); only its message is not printed.
+pub fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let p = info.payload();
+        let msg = p
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| p.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if !(msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe")) {
+            default(info);
+        }
+    }));
+}

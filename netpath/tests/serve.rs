@@ -373,26 +373,45 @@ fn swarm_stack_follows_containers_and_prometheus_scrapes_it() {
 }
 
 /// A Docker daemon of this test's own (socket, exec root and data root of its own, no default
-/// bridge, no iptables, containerd namespaces of its own), so the test can stop and restart a
-/// daemon without touching the one other tests or the user run. Stopped and its state removed
-/// on drop.
+/// bridge, no iptables, containerd namespaces of its own) in a network namespace of its own
+/// (`np<pid>-rsd`), so the test can stop and restart a daemon without touching the one other
+/// tests or the user run: dockerd with `--bridge=none` deletes any `docker0` in its namespace
+/// (moby's removeDefaultBridgeInterface), which in the host's would be the system daemon's
+/// bridge. Stopped, its namespace and state removed on drop.
 struct OwnDockerd {
     run_dir: std::path::PathBuf,
     data_root: std::path::PathBuf,
+    /// Held open for the daemon's `setns`.
+    ns_file: std::fs::File,
     child: Option<Child>,
 }
 
 impl OwnDockerd {
     fn new(tag: &str) -> OwnDockerd {
+        let ns = format!("{tag}-rsd");
+        let out = Command::new("ip")
+            .args(["netns", "add", &ns])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ip netns add {ns}: {out:?}");
         let run_dir = std::path::PathBuf::from(format!("/run/{tag}"));
         let data_root = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(tag);
         std::fs::create_dir_all(&run_dir).unwrap();
         std::fs::create_dir_all(&data_root).unwrap();
+        let ns_file = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
         OwnDockerd {
             run_dir,
             data_root,
+            ns_file,
             child: None,
         }
+    }
+
+    fn netns(&self) -> String {
+        format!(
+            "{}-rsd",
+            self.run_dir.file_name().unwrap().to_string_lossy()
+        )
     }
 
     fn host(&self) -> String {
@@ -408,7 +427,21 @@ impl OwnDockerd {
             .unwrap()
             .to_string_lossy()
             .to_string();
-        let child = Command::new("dockerd")
+        let mut cmd = Command::new("dockerd");
+        // Its network namespace only (`ip netns exec` would also hide the cgroup mounts
+        // under a fresh /sys, which dockerd refuses to start without).
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.ns_file);
+        // SAFETY: only setns (async-signal-safe) between fork and exec.
+        unsafe {
+            use std::os::unix::process::CommandExt as _;
+            cmd.pre_exec(move || {
+                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd
             .args(["--host", &self.host()])
             .arg(format!("--exec-root={}/exec", self.run_dir.display()))
             .arg(format!("--pidfile={}/dockerd.pid", self.run_dir.display()))
@@ -449,6 +482,9 @@ impl Drop for OwnDockerd {
             let _ = self.docker(&["network", "rm", "nprs-net"]);
         }
         self.stop();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.netns()])
+            .status();
         let _ = std::fs::remove_dir_all(&self.run_dir);
         let _ = std::fs::remove_dir_all(&self.data_root);
         let _ = std::fs::remove_file(self.data_root.with_extension("log"));
@@ -461,7 +497,10 @@ impl Drop for OwnDockerd {
 #[test]
 fn serve_survives_a_docker_restart() {
     let _g = common::need_root();
-    let mut d = OwnDockerd::new(&format!("nprs{}", std::process::id()));
+    // The machine's own Docker bridge is not this test's to touch.
+    let docker0 = || std::path::Path::new("/sys/class/net/docker0").exists();
+    let had_docker0 = docker0();
+    let mut d = OwnDockerd::new(&format!("np{}", std::process::id()));
     d.start();
     let engine = netpath::docker::Engine::connect_to(&d.host()).unwrap();
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_netpath"));
@@ -546,4 +585,6 @@ fn serve_survives_a_docker_restart() {
         .and_then(|v| v.trim().parse::<u64>().ok());
     assert!(devices.is_some_and(|n| n >= 1), "no device followed:\n{m}");
     drop(serve);
+    drop(d);
+    assert_eq!(docker0(), had_docker0, "the host's docker0 changed");
 }

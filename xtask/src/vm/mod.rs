@@ -54,9 +54,9 @@ pub const BACKENDS: &[&str] = &["tracepoint", "kprobe", "fentry"];
 /// address on every backend; the function-probe passes would repeat it at ~40 s a pass).
 const BACKEND_INDEPENDENT: &[&str] = &["lab", "lab_drivers", "harness", "protocols"];
 /// One VM boot runs every backend's pass; under single-threaded TCG on a busy host the 6.1
-/// boot took more than 1200 s (killed during its kprobe pass), so it gets 1500 s: two VMs
+/// boot took more than 1200 s (killed during its kprobe pass), so it gets 1800 s: two VMs
 /// at the bound still leave the test command inside CI's 90 minutes.
-const VM_TIMEOUT_SECS: u64 = 1500;
+const VM_TIMEOUT_SECS: u64 = 1800;
 /// Test binaries left out of the VM: they need a Docker engine (dockerd, containerd, runc,
 /// iptables), sockperf, iperf3, promtool and prometheus (`outputs`: the output formats do
 /// not depend on the kernel), which the initramfs does not carry; bad_input and interrupt

@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use hdrhistogram::Histogram;
 
-use super::rr::{CLIENT_COMM, Phases, RrConfig, RrResult, SERVER_COMM, gettid, panic_msg};
+use super::rr::{
+    CLIENT_COMM, Phases, RrConfig, RrResult, SERVER_COMM, gettid, panic_msg, rr_result,
+};
 use super::runmode::{BUSY_POLL_US, Pin, WaitMode, napi_id_of, pin_current, set_busy_poll_fd};
 use crate::path::NetPath;
 
@@ -185,22 +187,7 @@ pub(super) fn client_loop(
         return Err(e);
     }
     end.context("measure_end hook failed")?;
-    if count < cfg.requests {
-        log::warn!(
-            "request/response stopped by the {:?} timeout after {count} of {} requests",
-            cfg.timeout,
-            cfg.requests
-        );
-    }
-    let secs = elapsed.as_secs_f64();
-    Ok(RrResult {
-        mean_ns: if count > 0 { hist.mean() } else { 0.0 },
-        rps: if secs > 0.0 { count as f64 / secs } else { 0.0 },
-        hist,
-        count,
-        elapsed,
-        napi_ids,
-    })
+    Ok(rr_result(cfg, hist, count, elapsed, napi_ids))
 }
 
 /// UDP ping-pong from `lab.client_ns` to `lab.connect_to`, served on `lab.server_bind`.

@@ -381,6 +381,18 @@ fn client(
         return Err(e);
     }
     end.context("measure_end hook failed")?;
+    Ok(rr_result(cfg, hist, count, elapsed, napi_ids))
+}
+
+/// A measured run's result (and the line saying so when the timeout cut it short); one for
+/// the TCP and the datagram loops.
+pub(super) fn rr_result(
+    cfg: &RrConfig,
+    hist: Histogram<u64>,
+    count: u64,
+    elapsed: Duration,
+    napi_ids: Option<(u32, u32)>,
+) -> RrResult {
     if count < cfg.requests {
         log::warn!(
             "request/response stopped by the {:?} timeout after {count} of {} requests",
@@ -389,12 +401,12 @@ fn client(
         );
     }
     let secs = elapsed.as_secs_f64();
-    Ok(RrResult {
+    RrResult {
         mean_ns: if count > 0 { hist.mean() } else { 0.0 },
         rps: if secs > 0.0 { count as f64 / secs } else { 0.0 },
         hist,
         count,
         elapsed,
         napi_ids,
-    })
+    }
 }

@@ -115,9 +115,18 @@ pub(super) fn boot(
     qemu_bin: &Qemu,
     kernel: &Kernel,
     initramfs: &Path,
+    backend: &str,
     log: &Path,
     args: &VmArgs,
 ) -> anyhow::Result<VmOutcome> {
+    // Boots run side by side: every console line on stdout says whose it is.
+    let series = kernel
+        .version
+        .split('.')
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(".");
+    let tag = format!("[{series} {backend}]");
     let mut qemu = Command::new(&qemu_bin.bin);
     for d in &qemu_bin.data_dirs {
         qemu.arg("-L").arg(d);
@@ -134,14 +143,11 @@ pub(super) fn boot(
     .arg(&kernel.vmlinuz)
     .arg("-initrd")
     .arg(initramfs)
-    .args([
-        "-append",
-        "console=ttyS0 rdinit=/init panic=-1 quiet",
-        "-nographic",
-        "-no-reboot",
-        "-nic",
-        "none",
-    ])
+    .arg("-append")
+    .arg(format!(
+        "console=ttyS0 rdinit=/init panic=-1 quiet netpath_backends={backend}"
+    ))
+    .args(["-nographic", "-no-reboot", "-nic", "none"])
     .stdin(Stdio::null())
     .stdout(Stdio::piped());
     println!("$ {}", cmd::display(&qemu));
@@ -177,7 +183,7 @@ pub(super) fn boot(
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok(line) => {
-                println!("{line}");
+                println!("{tag} {line}");
                 let _ = writeln!(log_file, "{line}");
                 parser.line(&line);
                 if parser.outcome.rc.is_some() {
@@ -186,7 +192,7 @@ pub(super) fn boot(
                     while let Ok(line) =
                         rx.recv_timeout(grace.saturating_duration_since(Instant::now()))
                     {
-                        println!("{line}");
+                        println!("{tag} {line}");
                         let _ = writeln!(log_file, "{line}");
                     }
                     break;
@@ -196,7 +202,7 @@ pub(super) fn boot(
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 timed_out = true;
                 let msg = format!(
-                    "vm: no result after {} s: killing qemu (pid {})",
+                    "vm: {tag} no result after {} s: killing qemu (pid {})",
                     args.timeout,
                     child.id()
                 );
@@ -220,7 +226,7 @@ pub(super) fn boot(
     let mut outcome = parser.outcome;
     outcome.timed_out = timed_out;
     outcome.vm_secs = vm_secs;
-    println!("vm: qemu exited ({status}) after {vm_secs:.0} s");
+    println!("vm: {tag} qemu exited ({status}) after {vm_secs:.0} s");
     if outcome.rc.is_none() && !timed_out {
         eprintln!(
             "vm: the VM stopped without a NETPATH-VM-RESULT line (see {})",

@@ -19,7 +19,7 @@ use std::{
 use anyhow::{Context as _, ensure};
 
 use super::{
-    BACKEND_INDEPENDENT, BACKENDS, Built, HOST_ONLY, PER_BINARY_TIMEOUT_SECS, VmArgs, is_static,
+    BACKEND_INDEPENDENT, Built, HOST_ONLY, PER_BINARY_TIMEOUT_SECS, VmArgs, is_static,
     kernels::Kernel,
 };
 use crate::cmd;
@@ -129,25 +129,7 @@ pub(super) fn build(
         copy_file(exe, &stage.join("tests").join(name))?;
     }
 
-    for t in &args.tests {
-        ensure!(
-            built.tests.contains_key(t),
-            "no test binary {t} (there are: {})",
-            built.tests.keys().cloned().collect::<Vec<_>>().join(", ")
-        );
-    }
-    let tests: Vec<&str> = built
-        .tests
-        .keys()
-        .map(String::as_str)
-        .filter(|t| {
-            if args.tests.is_empty() {
-                !HOST_ONLY.contains(t)
-            } else {
-                args.tests.iter().any(|a| a == t)
-            }
-        })
-        .collect();
+    let tests = selected_tests(built, args)?;
     let left_out: Vec<&str> = built
         .tests
         .keys()
@@ -166,11 +148,7 @@ pub(super) fn build(
         );
     }
     let plan = Plan {
-        backends: if args.backends.is_empty() {
-            BACKENDS.iter().map(|b| (*b).to_owned()).collect()
-        } else {
-            args.backends.clone()
-        },
+        backends: args.backend_list(),
         libtest_args: args.libtest_args.clone(),
     };
     let init = init_script(&kernel.version, &load_order, &built.bin, &tests, &plan);
@@ -187,6 +165,29 @@ pub(super) fn build(
         size as f64 / (1 << 20) as f64
     );
     Ok(out)
+}
+
+/// The test binaries the VM runs: those asked for with `--test`, or all but [`HOST_ONLY`].
+pub(super) fn selected_tests<'b>(built: &'b Built, args: &VmArgs) -> anyhow::Result<Vec<&'b str>> {
+    for t in &args.tests {
+        ensure!(
+            built.tests.contains_key(t),
+            "no test binary {t} (there are: {})",
+            built.tests.keys().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+    Ok(built
+        .tests
+        .keys()
+        .map(String::as_str)
+        .filter(|t| {
+            if args.tests.is_empty() {
+                !HOST_ONLY.contains(t)
+            } else {
+                args.tests.iter().any(|a| a == t)
+            }
+        })
+        .collect())
 }
 
 /// `path` inside the staging tree (same absolute path in the VM).
@@ -433,9 +434,11 @@ fn write_cpio_gz(stage: &Path, out: &Path) -> anyhow::Result<()> {
 }
 
 /// Which backends the test binaries run under, and extra libtest arguments.
-struct Plan {
-    backends: Vec<String>,
-    libtest_args: Vec<String>,
+pub(super) struct Plan {
+    /// Every backend the boots of this kernel run, the first of them with the binaries in
+    /// `BACKEND_INDEPENDENT`.
+    pub backends: Vec<String>,
+    pub libtest_args: Vec<String>,
 }
 
 /// Single-quotes a word for the VM's shell.
@@ -507,7 +510,15 @@ run() {{
             .collect::<Vec<_>>()
             .join(" ")
     );
+    // Each boot runs the backends its command line names (`netpath_backends=a,b`, see
+    // `console::boot`), so one image serves every boot of this kernel.
+    s.push_str(
+        r#"want=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^netpath_backends=//p' | tr ',' ' ')
+wants() { case " $want " in *" $1 "*) return 0;; esac; return 1; }
+"#,
+    );
     for (i, b) in plan.backends.iter().map(|b| sh_quote(b)).enumerate() {
+        let _ = writeln!(s, "if wants {b}; then");
         let _ = writeln!(s, "echo \"== vm kernel $(uname -r) backend \"{b}");
         for t in tests {
             if i > 0 && BACKEND_INDEPENDENT.contains(t) {
@@ -515,6 +526,7 @@ run() {{
             }
             let _ = writeln!(s, "run {b} {t}");
         }
+        s.push_str("fi\n");
     }
     s.push_str(
         r#"echo "NETPATH-VM-RESULT rc=$rc"
@@ -529,6 +541,7 @@ echo o > /proc/sysrq-trigger
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vm::BACKENDS;
 
     #[test]
     fn ldd_output_paths() {
@@ -581,5 +594,8 @@ mod tests {
             "lab once, trace per backend"
         );
         assert!(s.contains("NETPATH-VM-RESULT rc=$rc"));
+        for b in BACKENDS {
+            assert_eq!(s.matches(&format!("if wants '{b}'; then")).count(), 1);
+        }
     }
 }

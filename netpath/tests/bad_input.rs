@@ -14,7 +14,7 @@ use std::time::Duration;
 mod common;
 use common::{SERIAL, ensure_daemon, snapshot};
 
-const NETPATH: &str = env!("CARGO_BIN_EXE_netpath");
+use common::NETPATH;
 
 /// How a case runs netpath.
 #[derive(Clone, Copy)]

@@ -259,16 +259,7 @@ fn agent_image_builds_and_bridge_container_is_inspected() {
             .contains("\"mtu\":1500")
     );
     // The CLI's JSON, header included, matches the committed schema.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_netpath"))
-        .args(["inspect", &server_name(&dl), "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::run_json(&["inspect", &server_name(&dl), "--json"]);
     common::schema::validate("inspect", &v);
     assert_eq!(v["mtu"], 1500);
     dl.teardown().unwrap();

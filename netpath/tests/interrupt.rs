@@ -17,7 +17,7 @@ use netpath::driver::Driver;
 mod common;
 use common::{ensure_daemon, need_root, snapshot};
 
-const NETPATH: &str = env!("CARGO_BIN_EXE_netpath");
+use common::NETPATH;
 
 /// xorshift64*, seeded from the clock (the seed is printed so a failure can be replayed
 /// with `NETPATH_TEST_SEED`).

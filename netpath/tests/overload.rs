@@ -10,12 +10,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use netpath::{
-    backend::{self, BackendChoice},
-    compare::{self, CompareOptions},
-    doctor,
+    compare::{self},
     driver::Driver,
-    harness::RrConfig,
-    tracer::{Tracer, TracerOptions},
 };
 
 mod common;
@@ -29,33 +25,13 @@ const MAX_KEPT: usize = 1 << 20;
 #[test]
 fn lost_equals_what_the_kernel_failed_to_submit() {
     let _g = need_root();
-    let caps = doctor::probe().expect("doctor");
-    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend");
-    let opts = CompareOptions {
-        drivers: vec![Driver::Bridge],
-        rr: RrConfig {
-            requests: N,
-            warmup: 100,
-            req_size: 1,
-            resp_size: 1,
-            timeout: Duration::from_secs(120),
-            ..RrConfig::default()
-        },
-        untraced: false,
-        tracer: TracerOptions {
-            sample_every: 1,
-            ..TracerOptions::default()
-        },
-        print: false,
-        tc_counters: false,
-        keep_timelines: usize::MAX,
-        rounds: 1,
-        bulk: None,
-        burst: None,
-        underlay: None,
-        mode: Default::default(),
-    };
-    let mut tracer = Tracer::load(backend, &opts.tracer).expect("load programs");
+    let mut opts = common::one_traced_run(Driver::Bridge, N, 100);
+    opts.rr.req_size = 1;
+    opts.rr.resp_size = 1;
+    opts.rr.timeout = Duration::from_secs(120);
+    opts.tracer.sample_every = 1;
+    opts.keep_timelines = usize::MAX;
+    let mut tracer = common::load_tracer(&opts.tracer);
     let r = compare::run_driver(&mut tracer, Driver::Bridge, &opts).expect("run");
     let c = |k: &str| r.lost[k];
     println!("{:?}; timelines received {}", r.lost, r.timelines.len());

@@ -2,65 +2,32 @@
 //! programs' CPU field), every wait mode on every lab driver with the hops and journeys of the
 //! blocking mode, and what the JSON and the errors say. Behaviour only, no timing. Run as root.
 mod common;
-use std::{collections::BTreeSet, process::Command, sync::Mutex};
+use std::{collections::BTreeSet, process::Command};
 
 use netpath::{
-    backend::{self, BackendChoice},
     compare::{self, CompareOptions},
-    doctor,
     driver::Driver,
-    harness::{Cpus, RrConfig, WaitMode, runmode::RunMode},
+    harness::{Cpus, WaitMode, runmode::RunMode},
     lab,
     report::DriverReport,
     tracer::{Tracer, TracerOptions},
 };
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "these tests load eBPF programs and build network namespaces: run them as root"
-    );
-    g
-}
-
 const N: u64 = 300;
 
 fn opts(driver: Driver, wait: WaitMode, cpus: Cpus) -> CompareOptions {
-    CompareOptions {
-        drivers: vec![driver],
-        rr: RrConfig {
-            requests: N,
-            warmup: 50,
-            ..RrConfig::default()
-        },
-        untraced: false,
-        tracer: TracerOptions {
-            sample_every: 1,
-            ..TracerOptions::default()
-        },
-        print: false,
-        tc_counters: false,
-        keep_timelines: 0,
-        rounds: 1,
-        bulk: None,
-        burst: None,
-        underlay: None,
-        mode: RunMode {
-            wait,
-            block_line: false,
-            cpus,
-            pin: cpus.resolve().expect("placement"),
-        },
-    }
+    let mut o = common::one_traced_run(driver, N, 50);
+    o.tracer.sample_every = 1;
+    o.mode = RunMode {
+        wait,
+        block_line: false,
+        cpus,
+        pin: cpus.resolve().expect("placement"),
+    };
+    o
 }
-
 fn tracer() -> Tracer {
-    let caps = doctor::probe().expect("doctor");
-    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend");
-    Tracer::load(backend, &TracerOptions::default()).expect("load programs")
+    common::load_tracer(&TracerOptions::default())
 }
 
 fn run(t: &mut Tracer, driver: Driver, wait: WaitMode, cpus: Cpus) -> DriverReport {
@@ -68,11 +35,7 @@ fn run(t: &mut Tracer, driver: Driver, wait: WaitMode, cpus: Cpus) -> DriverRepo
     let before = lab::list_netpath_netns().unwrap();
     let r = compare::run_driver(t, driver, &o)
         .unwrap_or_else(|e| panic!("{driver} --wait {}: {e:#}", wait.name()));
-    let left: Vec<String> = lab::list_netpath_netns()
-        .unwrap()
-        .into_iter()
-        .filter(|n| !before.contains(n))
-        .collect();
+    let left = common::leftovers(&before);
     assert!(left.is_empty(), "left behind: {left:?}");
     r
 }
@@ -83,7 +46,7 @@ fn cpus_of(m: &std::collections::BTreeMap<u16, u64>) -> BTreeSet<u16> {
 
 #[test]
 fn cpus_same_puts_client_server_and_softirq_on_one_cpu() {
-    let _g = serial();
+    let _g = common::need_root();
     let mut t = tracer();
     for wait in [WaitMode::Block, WaitMode::Spin] {
         let r = run(&mut t, Driver::Bridge, wait, Cpus::Same);
@@ -99,7 +62,7 @@ fn cpus_same_puts_client_server_and_softirq_on_one_cpu() {
 
 #[test]
 fn cpus_split_puts_client_and_server_on_two() {
-    let _g = serial();
+    let _g = common::need_root();
     if netpath::harness::runmode::allowed_cpus().unwrap().len() < 2 {
         eprintln!("skipped: this process may use one CPU only, split needs two");
         return;
@@ -133,7 +96,10 @@ fn assert_matched(r: &DriverReport, what: &str) {
     );
     // Before 6.10 docker-proxy's legs are joined from the last receive pass at its socket,
     // which a race can miss (a few in a hundred, each counted as recv_unmatched: `trace`
-    // holds such kernels to 90% joined); elsewhere every receive belongs to a journey.
+    // holds such kernels to 90% joined); elsewhere every receive belongs to a journey, or to
+    // an skb address the kernel reused before the receive read it (counted `reused` or
+    // `stale`: the receive then finds a newer generation; seen once in 600 on the 6.12 VM,
+    // `none --wait busy-poll`).
     let relay = what.starts_with("published-proxy");
     let pct = if relay { 90 } else { 99 };
     assert!(
@@ -143,7 +109,11 @@ fn assert_matched(r: &DriverReport, what: &str) {
         r.lost
     );
     if !relay {
-        assert_eq!(r.lost["recv_unmatched"], 0, "{what}: {:?}", r.lost);
+        assert!(
+            r.lost["recv_unmatched"] <= r.lost["reused"] + r.lost["stale"],
+            "{what}: a receive no journey or counted reuse explains: {:?}",
+            r.lost
+        );
     }
 }
 
@@ -160,7 +130,7 @@ fn hop_set(r: &DriverReport) -> BTreeSet<(&'static str, &'static str)> {
 
 #[test]
 fn every_wait_mode_on_every_lab_driver_keeps_the_hops_and_journeys() {
-    let _g = serial();
+    let _g = common::need_root();
     let mut t = tracer();
     for d in Driver::ALL {
         if let Some(why) = common::unavailable_here(d) {
@@ -206,7 +176,7 @@ fn netpath(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn json_carries_wait_mode_placement_and_machine_state() {
-    let _g = serial();
+    let _g = common::need_root();
     let out = netpath(&[
         "compare",
         "-d",
@@ -256,7 +226,7 @@ fn json_carries_wait_mode_placement_and_machine_state() {
 
 #[test]
 fn default_mode_is_spin_split_with_a_block_line() {
-    let _g = serial();
+    let _g = common::need_root();
     if netpath::harness::runmode::allowed_cpus().unwrap().len() < 2 {
         eprintln!("skipped: the default split placement needs two CPUs");
         return;
@@ -294,7 +264,7 @@ fn default_mode_is_spin_split_with_a_block_line() {
 
 #[test]
 fn bad_values_get_one_clear_line() {
-    let _g = serial();
+    let _g = common::need_root();
     let before = lab::list_netpath_netns().unwrap();
     let n = netpath::harness::runmode::allowed_cpus().unwrap().len();
     let missing = (n + 5).to_string();

@@ -1,68 +1,28 @@
 //! Privileged end-to-end tests of the tracer: real programs in the real kernel, real netns
 //! labs, known traffic; assert hop sequences and event counts. Run as root.
 mod common;
-use std::{collections::BTreeMap, process::Command, sync::Mutex};
+use std::{collections::BTreeMap, process::Command};
 
 use netpath::{
     backend::{self, BackendChoice},
-    compare::{self, CompareOptions},
+    compare::{self},
     doctor,
     driver::Driver,
     harness::RrConfig,
     lab,
     report::{DriverReport, Timeline},
-    tracer::{Tracer, TracerOptions},
+    tracer::Tracer,
 };
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// Netpath namespaces that exist now but did not before: what a test left behind. (Other
-/// processes on a developer machine may run labs of their own meanwhile; CI runs alone.)
-fn leftovers(before: &[String]) -> Vec<String> {
-    lab::list_netpath_netns()
-        .unwrap()
-        .into_iter()
-        .filter(|n| !before.contains(n))
-        .collect()
-}
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "these tests load eBPF programs and build network namespaces: run them as root"
-    );
-    g
-}
 
 const N: u64 = 300;
 
 fn run(driver: Driver) -> DriverReport {
-    let caps = doctor::probe().expect("doctor");
-    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend");
-    let opts = CompareOptions {
-        drivers: vec![driver],
-        rr: RrConfig {
-            requests: N,
-            warmup: 50,
-            ..RrConfig::default()
-        },
-        untraced: false,
-        tracer: TracerOptions {
-            sample_every: 1,
-            detail: true,
-            ..TracerOptions::default()
-        },
-        print: false,
-        tc_counters: true,
-        keep_timelines: usize::MAX,
-        rounds: 1,
-        bulk: None,
-        burst: None,
-        underlay: None,
-        mode: Default::default(),
-    };
-    let mut tracer = Tracer::load(backend, &opts.tracer).expect("load programs");
+    let mut opts = common::one_traced_run(driver, N, 50);
+    opts.tracer.sample_every = 1;
+    opts.tracer.detail = true;
+    opts.tc_counters = true;
+    opts.keep_timelines = usize::MAX;
+    let mut tracer = common::load_tracer(&opts.tracer);
     compare::run_driver(&mut tracer, driver, &opts).expect("run")
 }
 
@@ -198,7 +158,7 @@ fn assert_crossings(r: &DriverReport, done: &BTreeMap<&str, u64>, want: &[(&str,
 
 #[test]
 fn bridge_path_hops_and_counts() {
-    let _g = serial();
+    let _g = common::need_root();
     let r = run(Driver::Bridge);
     let done = assert_counts(&r);
     assert_crossings(&r, &done, &expected(Driver::Bridge));
@@ -307,7 +267,7 @@ fn bridge_path_hops_and_counts() {
 
 #[test]
 fn host_path_has_no_veth_and_no_bridge() {
-    let _g = serial();
+    let _g = common::need_root();
     let r = run(Driver::Host);
     let done = assert_counts(&r);
     assert_crossings(&r, &done, &expected(Driver::Host));
@@ -316,35 +276,26 @@ fn host_path_has_no_veth_and_no_bridge() {
 
 #[test]
 fn nothing_of_netpath_remains_after_compare() {
-    let _g = serial();
+    let _g = common::need_root();
     let before = lab::list_netpath_netns().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
-        .args([
-            "compare",
-            "--driver",
-            "bridge,host",
-            "-n",
-            "200",
-            "--warmup",
-            "20",
-            "--rounds",
-            "2",
-            "--bulk-secs",
-            "0.3",
-            "--burst",
-            "500",
-            "--burst-secs",
-            "0.3",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::run_json(&[
+        "compare",
+        "--driver",
+        "bridge,host",
+        "-n",
+        "200",
+        "--warmup",
+        "20",
+        "--rounds",
+        "2",
+        "--bulk-secs",
+        "0.3",
+        "--burst",
+        "500",
+        "--burst-secs",
+        "0.3",
+        "--json",
+    ]);
     let drivers = v["drivers"].as_array().unwrap();
     assert_eq!(drivers.len(), 2);
     for d in drivers {
@@ -357,12 +308,12 @@ fn nothing_of_netpath_remains_after_compare() {
         assert!(burst.iter().all(|b| b["completed"] == b["sent"]));
         assert!(d["context"]["client_mtu"].as_u64().unwrap() > 0);
     }
-    assert_eq!(leftovers(&before), Vec::<String>::new());
+    assert_eq!(common::leftovers(&before), Vec::<String>::new());
 }
 
 #[test]
 fn doctor_matches_this_kernel() {
-    let _g = serial();
+    let _g = common::need_root();
     let caps = doctor::probe().unwrap();
     let ok = |n: &str| caps.checks.iter().find(|c| c.name == n).unwrap().ok;
     assert!(ok("tracepoint") && ok("raw_tracepoint") && ok("tc"));
@@ -391,7 +342,7 @@ fn one_line_error(args: &[&str]) -> String {
 
 #[test]
 fn bad_input_gets_one_clear_line() {
-    let _g = serial();
+    let _g = common::need_root();
     let before = lab::list_netpath_netns().unwrap();
     let e = one_line_error(&["compare", "--driver", "nosuch"]);
     assert!(e.contains("nosuch"), "{e}");
@@ -400,12 +351,12 @@ fn bad_input_gets_one_clear_line() {
         let e = one_line_error(&["compare", "--backend", "kprobe", "-n", "10"]);
         assert!(e.contains("kprobe"), "{e}");
     }
-    assert_eq!(leftovers(&before), Vec::<String>::new());
+    assert_eq!(common::leftovers(&before), Vec::<String>::new());
 }
 
 #[test]
 fn a_dropped_packet_is_reported_with_reason_and_hop() {
-    let _g = serial();
+    let _g = common::need_root();
     let caps = doctor::probe().unwrap();
     let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).unwrap();
     let lab = lab::build(Driver::Bridge).unwrap();
@@ -428,24 +379,7 @@ fn a_dropped_packet_is_reported_with_reason_and_hop() {
         Ok(())
     })
     .unwrap();
-    let opts = CompareOptions {
-        drivers: vec![Driver::Bridge],
-        rr: RrConfig {
-            requests: 12,
-            warmup: 0,
-            ..RrConfig::default()
-        },
-        untraced: false,
-        tracer: TracerOptions::default(),
-        print: false,
-        tc_counters: false,
-        keep_timelines: 0,
-        rounds: 1,
-        bulk: None,
-        burst: None,
-        underlay: None,
-        mode: Default::default(),
-    };
+    let opts = common::one_traced_run(Driver::Bridge, 12, 0);
     let mut tracer = Tracer::load(backend, &opts.tracer).unwrap();
     let r = compare::measure(&mut tracer, &lab, &opts);
     lab.teardown().unwrap();
@@ -464,7 +398,7 @@ fn a_dropped_packet_is_reported_with_reason_and_hop() {
 
 #[test]
 fn passive_trace_follows_traffic_netpath_does_not_trace() {
-    let _g = serial();
+    let _g = common::need_root();
     let caps = doctor::probe().unwrap();
     let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).unwrap();
     let lab = lab::build(Driver::Bridge).unwrap();
@@ -555,7 +489,7 @@ fn passive_trace_follows_traffic_netpath_does_not_trace() {
 
 #[test]
 fn nat_rewrite_shows_in_trace() {
-    let _g = serial();
+    let _g = common::need_root();
     let before = lab::list_netpath_netns().unwrap();
     let caps = doctor::probe().unwrap();
     let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).unwrap();
@@ -597,12 +531,12 @@ fn nat_rewrite_shows_in_trace() {
             _ => assert!(x.starts_with("src") && x.contains(&published), "{x}"),
         }
     }
-    assert_eq!(leftovers(&before), Vec::<String>::new());
+    assert_eq!(common::leftovers(&before), Vec::<String>::new());
 }
 
 #[test]
 fn egress_masquerade_shows_in_trace() {
-    let _g = serial();
+    let _g = common::need_root();
     let before = lab::list_netpath_netns().unwrap();
     let caps = doctor::probe().unwrap();
     let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).unwrap();
@@ -649,7 +583,7 @@ fn egress_masquerade_shows_in_trace() {
             }
         }
     }
-    assert_eq!(leftovers(&before), Vec::<String>::new());
+    assert_eq!(common::leftovers(&before), Vec::<String>::new());
 }
 
 /// Per-direction crossings expected for N requests on each driver: the hop sequence of the
@@ -882,7 +816,7 @@ fn assert_wakeup_parts(r: &DriverReport) {
 
 #[test]
 fn every_driver_crosses_its_hops() {
-    let _g = serial();
+    let _g = common::need_root();
     let before = lab::list_netpath_netns().unwrap();
     for driver in [
         Driver::None,
@@ -966,7 +900,7 @@ fn every_driver_crosses_its_hops() {
             let eth0 = r.devices.iter().find(|d| d.name == "eth0").unwrap();
             assert_eq!(eth0.mtu, 1450, "overlay inner MTU {c:?}");
         }
-        assert_eq!(leftovers(&before), Vec::<String>::new());
+        assert_eq!(common::leftovers(&before), Vec::<String>::new());
     }
 }
 
@@ -975,7 +909,7 @@ fn every_driver_crosses_its_hops() {
 /// user sees: asked alone, one line and a failure; asked with others, one skip line.
 #[test]
 fn ipvlan_and_netkit_cross_their_hops_or_are_skipped() {
-    let _g = serial();
+    let _g = common::need_root();
     let before = lab::list_netpath_netns().unwrap();
     for driver in [Driver::Ipvlan, Driver::Netkit] {
         let name = driver.name();
@@ -1013,7 +947,7 @@ fn ipvlan_and_netkit_cross_their_hops_or_are_skipped() {
             let kind = |k: &str| r.devices.iter().filter(|d| d.kind == k).count();
             assert_eq!(kind(name), 2, "{:?}", r.devices);
         }
-        assert_eq!(leftovers(&before), Vec::<String>::new());
+        assert_eq!(common::leftovers(&before), Vec::<String>::new());
     }
 }
 
@@ -1023,7 +957,7 @@ fn ipvlan_and_netkit_cross_their_hops_or_are_skipped() {
 /// are skipped with their line.
 #[test]
 fn compare_weighs_veth_against_macvlan_ipvlan_and_netkit() {
-    let _g = serial();
+    let _g = common::need_root();
     let before = lab::list_netpath_netns().unwrap();
     let n = std::env::var("NETPATH_DEVICES_N").unwrap_or_else(|_| "2000".into());
     let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
@@ -1071,5 +1005,5 @@ fn compare_weighs_veth_against_macvlan_ipvlan_and_netkit() {
             "{name}: no {hop} hop: {table}"
         );
     }
-    assert_eq!(leftovers(&before), Vec::<String>::new());
+    assert_eq!(common::leftovers(&before), Vec::<String>::new());
 }

@@ -1,6 +1,7 @@
 //! Privileged tests of what the kernel side follows and what it counts when it cannot: only the
 //! traced threads' own packets start journeys, sampled timelines arrive from the whole of a long
 //! run, and a flight table too small for the packets in flight counts its collisions. Run as root.
+mod common;
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddrV4, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,17 +18,6 @@ use netpath::{
     tracer::{Snapshot, Tracer, TracerOptions},
 };
 use netpath_common::{SkbState, counter};
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "these tests load eBPF programs and build network namespaces: run them as root"
-    );
-    g
-}
 
 /// Port of the second request/response pair, beside the harness's `LAB_PORT`.
 const SIDE_PORT: u16 = lab::LAB_PORT + 7;
@@ -148,7 +138,7 @@ fn c(snap: &Snapshot, k: u32) -> u64 {
 
 #[test]
 fn only_the_traced_pair_starts_journeys() {
-    let _g = serial();
+    let _g = common::need_root();
     let mut tracer = load(TracerOptions {
         sample_every: 1,
         ..TracerOptions::default()
@@ -183,7 +173,7 @@ fn only_the_traced_pair_starts_journeys() {
 
 #[test]
 fn a_long_run_delivers_timelines_from_its_whole_length() {
-    let _g = serial();
+    let _g = common::need_root();
     let mut tracer = load(TracerOptions {
         sample_every: 1,
         ..TracerOptions::default()
@@ -219,7 +209,7 @@ fn a_long_run_delivers_timelines_from_its_whole_length() {
 
 #[test]
 fn a_tiny_flight_table_counts_its_collisions() {
-    let _g = serial();
+    let _g = common::need_root();
     // One slot: two traced pairs' packets in flight at once collide.
     let mut tracer = load(TracerOptions {
         flight_slots: 1,

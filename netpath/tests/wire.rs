@@ -3,32 +3,18 @@
 //! with netem (the VM kernels) the delay must land in the `underlay` (`uplink`) hop and
 //! nowhere else; on one without (the host here)
 //! the command must refuse in one line and leave nothing behind. Run as root.
-use std::{collections::BTreeMap, path::Path, process::Command, sync::Mutex, time::Duration};
+mod common;
+use std::{collections::BTreeMap, path::Path, process::Command, time::Duration};
 
 use netpath::{
-    backend::{self, BackendChoice},
-    compare::{self, CompareOptions},
-    doctor,
+    compare::{self},
     driver::Driver,
-    harness::RrConfig,
     lab::{
         self,
         netem::{self, WireDelay},
     },
     report::DriverReport,
-    tracer::{Tracer, TracerOptions},
 };
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "these tests build network namespaces and load eBPF programs: run them as root"
-    );
-    g
-}
 
 /// The emulated wire: well above anything the lab's own hops take (tens of µs, even under
 /// qemu's emulation), so its effect cannot hide in their noise.
@@ -71,52 +57,17 @@ fn skipped() {
     let _ = writeln!(std::io::stderr(), "{NO_NETEM}");
 }
 
-fn leftovers(before: &[String]) -> Vec<String> {
-    lab::list_netpath_netns()
-        .unwrap()
-        .into_iter()
-        .filter(|n| !before.contains(n))
-        .collect()
-}
-
+/// The root namespace's links, sorted.
 fn root_links() -> Vec<String> {
-    let mut v: Vec<String> = std::thread::spawn(|| {
-        netpath::nl::Nl::new()
-            .unwrap()
-            .links()
-            .unwrap()
-            .into_iter()
-            .map(|l| l.name)
-            .collect()
-    })
-    .join()
-    .unwrap();
+    let mut v: Vec<String> = common::root_links().into_iter().collect();
     v.sort();
     v
 }
 
 fn traced(driver: Driver, underlay: Option<WireDelay>) -> DriverReport {
-    let caps = doctor::probe().expect("doctor");
-    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend");
-    let opts = CompareOptions {
-        drivers: vec![driver],
-        rr: RrConfig {
-            requests: N,
-            warmup: 20,
-            ..RrConfig::default()
-        },
-        untraced: false,
-        tracer: TracerOptions::default(),
-        print: false,
-        tc_counters: false,
-        keep_timelines: 0,
-        rounds: 1,
-        bulk: None,
-        burst: None,
-        underlay,
-        mode: Default::default(),
-    };
-    let mut tracer = Tracer::load(backend, &opts.tracer).expect("load programs");
+    let mut opts = common::one_traced_run(driver, N, 20);
+    opts.underlay = underlay;
+    let mut tracer = common::load_tracer(&opts.tracer);
     compare::run_driver(&mut tracer, driver, &opts).expect("run")
 }
 
@@ -145,7 +96,7 @@ fn underlay_delay_lands_in_the_egress_uplink_hop_only() {
 /// Traces `driver` without and then with netem on its wire links and checks that the delay
 /// lands in `wire_hop` once per journey and in no other hop.
 fn delay_lands_in_the_wire_hop_only(driver: Driver, wire_hop: &str) {
-    let _g = serial();
+    let _g = common::need_root();
     if !kernel_has_netem() {
         return skipped();
     }
@@ -218,12 +169,12 @@ fn delay_lands_in_the_wire_hop_only(driver: Driver, wire_hop: &str) {
         plain.traced.mean_us,
         delayed.traced.mean_us
     );
-    assert_eq!(leftovers(&before), Vec::<String>::new());
+    assert_eq!(common::leftovers(&before), Vec::<String>::new());
 }
 
 #[test]
 fn netem_sits_on_both_underlay_ends_and_goes_with_the_lab() {
-    let _g = serial();
+    let _g = common::need_root();
     if !kernel_has_netem() {
         return skipped();
     }
@@ -297,7 +248,7 @@ fn one_line_error(args: &[&str]) -> String {
 /// link behind (it checks on a scratch namespace before building any lab).
 #[test]
 fn underlay_delay_on_the_command_line() {
-    let _g = serial();
+    let _g = common::need_root();
     let before = lab::list_netpath_netns().unwrap();
     if kernel_has_netem() {
         let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
@@ -327,7 +278,7 @@ fn underlay_delay_on_the_command_line() {
         assert_eq!(wire(0), None, "bridge is one node");
         let w = wire(1).expect("overlay's wire");
         assert!(w.contains("netem delay 2 ms jitter 100 µs"), "{w}");
-        assert_eq!(leftovers(&before), Vec::<String>::new());
+        assert_eq!(common::leftovers(&before), Vec::<String>::new());
         return;
     }
     let links_before = root_links();
@@ -341,13 +292,13 @@ fn underlay_delay_on_the_command_line() {
         "10",
     ]);
     assert!(e.contains("netem") && e.contains("50 µs"), "{e}");
-    assert_eq!(leftovers(&before), Vec::<String>::new());
+    assert_eq!(common::leftovers(&before), Vec::<String>::new());
     assert_eq!(root_links(), links_before);
 }
 
 #[test]
 fn bad_underlay_input_gets_one_clear_line() {
-    let _g = serial();
+    let _g = common::need_root();
     let before = lab::list_netpath_netns().unwrap();
     let e = one_line_error(&["compare", "-d", "overlay", "--underlay-delay", "fast"]);
     assert!(e.contains("fast") && e.contains("50us"), "{e}");
@@ -360,5 +311,5 @@ fn bad_underlay_input_gets_one_clear_line() {
         e.contains("cross-node") && e.contains("bridge, host"),
         "{e}"
     );
-    assert_eq!(leftovers(&before), Vec::<String>::new());
+    assert_eq!(common::leftovers(&before), Vec::<String>::new());
 }

@@ -11,9 +11,16 @@ use std::time::{Duration, Instant};
 
 use netpath::docker::Engine;
 
+use netpath::backend::{self, BackendChoice};
+use netpath::compare::CompareOptions;
+use netpath::driver::Driver;
 use netpath::harness::RrConfig;
 use netpath::netns::Netns;
 use netpath::path::NetPath;
+use netpath::tracer::{Tracer, TracerOptions};
+
+/// The `netpath` bin of this build.
+pub const NETPATH: &str = env!("CARGO_BIN_EXE_netpath");
 
 /// Tests share /run/netns and `cleanup_leftovers` removes every lab not held by another
 /// process, so they run one at a time even without `--test-threads=1`.
@@ -26,6 +33,60 @@ pub fn need_root() -> std::sync::MutexGuard<'static, ()> {
         "this test needs root (it creates network namespaces): run the privileged tests as root, e.g. `cargo xtask test`"
     );
     g
+}
+
+/// Netpath namespaces that exist now but did not before: what a test left behind. (Other
+/// processes on a developer machine may run labs of their own meanwhile; CI runs alone.)
+pub fn leftovers(before: &[String]) -> Vec<String> {
+    netpath::lab::list_netpath_netns()
+        .unwrap()
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect()
+}
+
+/// The programs, loaded under the backend `NETPATH_BACKEND` names (each VM pass sets it) or
+/// the one netpath picks on this kernel.
+pub fn load_tracer(opts: &TracerOptions) -> Tracer {
+    let caps = netpath::doctor::probe().expect("doctor");
+    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend");
+    Tracer::load(backend, opts).expect("load programs")
+}
+
+/// compare's options for one traced request/response run of `driver` (`requests` after
+/// `warmup`): no untraced run, bulk, burst or wire delay, one round, default tracer; each test
+/// sets what it looks at.
+pub fn one_traced_run(driver: Driver, requests: u64, warmup: u64) -> CompareOptions {
+    CompareOptions {
+        drivers: vec![driver],
+        rr: RrConfig {
+            requests,
+            warmup,
+            ..RrConfig::default()
+        },
+        untraced: false,
+        tracer: TracerOptions::default(),
+        print: false,
+        tc_counters: false,
+        keep_timelines: 0,
+        rounds: 1,
+        bulk: None,
+        burst: None,
+        underlay: None,
+        mode: Default::default(),
+    }
+}
+
+/// `netpath ARGS`, which must succeed (its stderr in the failure), its stdout parsed as JSON.
+pub fn run_json(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(NETPATH).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "netpath {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 pub fn small_rr() -> RrConfig {

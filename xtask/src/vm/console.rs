@@ -5,7 +5,7 @@ use std::{
     fs,
     io::{BufRead as _, BufReader, Write as _},
     path::Path,
-    process::{Command, Stdio},
+    process::{Command, ExitStatus, Stdio},
     sync::mpsc,
     time::{Duration, Instant},
 };
@@ -127,6 +127,76 @@ pub(super) fn boot(
         .collect::<Vec<_>>()
         .join(".");
     let tag = format!("[{series} {backend}]");
+    let mut qemu = qemu_command(qemu_bin, kernel, initramfs, backend, args);
+    println!("$ {}", cmd::display(&qemu));
+    let t0 = Instant::now();
+    let mut child = qemu
+        .spawn()
+        .with_context(|| format!("cannot run {}", qemu_bin.bin.display()))?;
+    let lines = console_lines(child.stdout.take().context("no stdout pipe")?);
+    let mut log_file =
+        fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let mut out = |line: &str| {
+        println!("{tag} {line}");
+        let _ = writeln!(log_file, "{line}");
+    };
+    let deadline = t0 + Duration::from_secs(args.timeout);
+    let mut parser = Parser::default();
+    let mut timed_out = false;
+    loop {
+        match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => {
+                out(&line);
+                parser.line(&line);
+                if parser.outcome.rc.is_some() {
+                    // poweroff follows; give it a moment, then stop qemu regardless.
+                    let grace = Instant::now() + Duration::from_secs(60);
+                    while let Ok(line) =
+                        lines.recv_timeout(grace.saturating_duration_since(Instant::now()))
+                    {
+                        out(&line);
+                    }
+                    break;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                timed_out = true;
+                let msg = format!(
+                    "vm: {tag} no result after {} s: killing qemu (pid {})",
+                    args.timeout,
+                    child.id()
+                );
+                out(&msg);
+                break;
+            }
+        }
+    }
+    let status = stop(&mut child, timed_out)?;
+    let vm_secs = t0.elapsed().as_secs_f64();
+    parser.finish();
+    let mut outcome = parser.outcome;
+    outcome.timed_out = timed_out;
+    outcome.vm_secs = vm_secs;
+    println!("vm: {tag} qemu exited ({status}) after {vm_secs:.0} s");
+    if outcome.rc.is_none() && !timed_out {
+        eprintln!(
+            "vm: {tag} the VM stopped without a NETPATH-VM-RESULT line (see {})",
+            log.display()
+        );
+    }
+    Ok(outcome)
+}
+
+/// qemu for one boot: no network device, the serial console on stdout, the backends for
+/// `/init` on the kernel command line.
+fn qemu_command(
+    qemu_bin: &Qemu,
+    kernel: &Kernel,
+    initramfs: &Path,
+    backend: &str,
+    args: &VmArgs,
+) -> Command {
     let mut qemu = Command::new(&qemu_bin.bin);
     for d in &qemu_bin.data_dirs {
         qemu.arg("-L").arg(d);
@@ -150,12 +220,12 @@ pub(super) fn boot(
     .args(["-nographic", "-no-reboot", "-nic", "none"])
     .stdin(Stdio::null())
     .stdout(Stdio::piped());
-    println!("$ {}", cmd::display(&qemu));
-    let t0 = Instant::now();
-    let mut child = qemu
-        .spawn()
-        .with_context(|| format!("cannot run {}", qemu_bin.bin.display()))?;
-    let stdout = child.stdout.take().context("no stdout pipe")?;
+    qemu
+}
+
+/// The console's lines (without `\r`), read on a thread of their own so the caller can wait
+/// with a deadline.
+fn console_lines(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel::<String>();
     std::thread::spawn(move || {
         let mut r = BufReader::new(stdout);
@@ -174,45 +244,12 @@ pub(super) fn boot(
             }
         }
     });
-    let mut log_file =
-        fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
-    let deadline = t0 + Duration::from_secs(args.timeout);
-    let mut parser = Parser::default();
-    let mut timed_out = false;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                println!("{tag} {line}");
-                let _ = writeln!(log_file, "{line}");
-                parser.line(&line);
-                if parser.outcome.rc.is_some() {
-                    // poweroff follows; give it a moment, then stop qemu regardless.
-                    let grace = Instant::now() + Duration::from_secs(60);
-                    while let Ok(line) =
-                        rx.recv_timeout(grace.saturating_duration_since(Instant::now()))
-                    {
-                        println!("{tag} {line}");
-                        let _ = writeln!(log_file, "{line}");
-                    }
-                    break;
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                timed_out = true;
-                let msg = format!(
-                    "vm: {tag} no result after {} s: killing qemu (pid {})",
-                    args.timeout,
-                    child.id()
-                );
-                eprintln!("{msg}");
-                let _ = writeln!(log_file, "{msg}");
-                break;
-            }
-        }
-    }
-    // Gone (or going) after poweroff or a panic (-no-reboot); killed otherwise.
+    rx
+}
+
+/// Waits for qemu to go (after poweroff or a panic with `-no-reboot`), killing it after 10 s,
+/// or at once when the boot timed out.
+fn stop(child: &mut std::process::Child, timed_out: bool) -> anyhow::Result<ExitStatus> {
     let stop_by = Instant::now() + Duration::from_secs(if timed_out { 0 } else { 10 });
     while child.try_wait()?.is_none() && Instant::now() < stop_by {
         std::thread::sleep(Duration::from_millis(100));
@@ -220,20 +257,7 @@ pub(super) fn boot(
     if child.try_wait()?.is_none() {
         let _ = child.kill();
     }
-    let status = child.wait()?;
-    let vm_secs = t0.elapsed().as_secs_f64();
-    parser.finish();
-    let mut outcome = parser.outcome;
-    outcome.timed_out = timed_out;
-    outcome.vm_secs = vm_secs;
-    println!("vm: {tag} qemu exited ({status}) after {vm_secs:.0} s");
-    if outcome.rc.is_none() && !timed_out {
-        eprintln!(
-            "vm: the VM stopped without a NETPATH-VM-RESULT line (see {})",
-            log.display()
-        );
-    }
-    Ok(outcome)
+    Ok(child.wait()?)
 }
 
 #[cfg(test)]

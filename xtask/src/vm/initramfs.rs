@@ -76,49 +76,7 @@ pub(super) fn build(
     args: &VmArgs,
 ) -> anyhow::Result<PathBuf> {
     let stage = vm_dir.join("initramfs");
-    if stage.exists() {
-        fs::remove_dir_all(&stage).with_context(|| format!("removing {}", stage.display()))?;
-    }
-    for d in [
-        "bin", "sbin", "dev", "proc", "sys", "run", "tmp", "root", "etc", "var", "tests",
-    ] {
-        fs::create_dir_all(stage.join(d))?;
-    }
-    symlink("../run", stage.join("var/run"))?;
-
-    // busybox and its applets.
-    let busybox = which("busybox").context("busybox (package busybox-static)")?;
-    ensure!(
-        is_static(&busybox),
-        "{} is not static: install busybox-static",
-        busybox.display()
-    );
-    copy_file(&busybox, &stage.join("bin/busybox"))?;
-    let applets = cmd::probe(Command::new(&busybox).arg("--list")).context("busybox --list")?;
-    for a in applets.split_whitespace() {
-        if a != "busybox" && !a.contains('/') {
-            symlink("busybox", stage.join("bin").join(a))?;
-        }
-    }
-    // The kernel's usermode helper for module autoload.
-    symlink("../bin/busybox", stage.join("sbin/modprobe"))?;
-
-    // Programs the lab runs, their libraries and the loader.
-    for prog in PROGRAMS {
-        let p = Path::new(prog);
-        if !p.exists() {
-            println!("vm: {prog} not on this machine; the VM has none either");
-            continue;
-        }
-        copy_with_libs(p, &stage)?;
-    }
-    for f in ETC_FILES {
-        if Path::new(f).exists() {
-            copy_file(Path::new(f), &in_stage(&stage, Path::new(f)))?;
-        }
-    }
-    fs::write(stage.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n")?;
-    fs::write(stage.join("etc/group"), "root:x:0:\n")?;
+    stage_base(&stage)?;
 
     // Kernel modules.
     let load_order = copy_modules(kernel, &stage)?;
@@ -165,6 +123,55 @@ pub(super) fn build(
         size as f64 / (1 << 20) as f64
     );
     Ok(out)
+}
+
+/// A fresh staging tree at `stage` with what every kernel's image shares: directories,
+/// busybox and its applets, the programs the lab runs with their libraries, /etc.
+fn stage_base(stage: &Path) -> anyhow::Result<()> {
+    if stage.exists() {
+        fs::remove_dir_all(stage).with_context(|| format!("removing {}", stage.display()))?;
+    }
+    for d in [
+        "bin", "sbin", "dev", "proc", "sys", "run", "tmp", "root", "etc", "var", "tests",
+    ] {
+        fs::create_dir_all(stage.join(d))?;
+    }
+    symlink("../run", stage.join("var/run"))?;
+
+    // busybox and its applets.
+    let busybox = which("busybox").context("busybox (package busybox-static)")?;
+    ensure!(
+        is_static(&busybox),
+        "{} is not static: install busybox-static",
+        busybox.display()
+    );
+    copy_file(&busybox, &stage.join("bin/busybox"))?;
+    let applets = cmd::probe(Command::new(&busybox).arg("--list")).context("busybox --list")?;
+    for a in applets.split_whitespace() {
+        if a != "busybox" && !a.contains('/') {
+            symlink("busybox", stage.join("bin").join(a))?;
+        }
+    }
+    // The kernel's usermode helper for module autoload.
+    symlink("../bin/busybox", stage.join("sbin/modprobe"))?;
+
+    // Programs the lab runs, their libraries and the loader.
+    for prog in PROGRAMS {
+        let p = Path::new(prog);
+        if !p.exists() {
+            println!("vm: {prog} not on this machine; the VM has none either");
+            continue;
+        }
+        copy_with_libs(p, stage)?;
+    }
+    for f in ETC_FILES {
+        if Path::new(f).exists() {
+            copy_file(Path::new(f), &in_stage(stage, Path::new(f)))?;
+        }
+    }
+    fs::write(stage.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n")?;
+    fs::write(stage.join("etc/group"), "root:x:0:\n")?;
+    Ok(())
 }
 
 /// The test binaries the VM runs: those asked for with `--test`, or all but [`HOST_ONLY`].

@@ -796,16 +796,25 @@ fn assert_wakeup_parts(r: &DriverReport) {
         let tail: Vec<&str> = t.points[sw + 1..].iter().map(|p| p.hop).collect();
         assert_eq!(tail, ["recv-copy", "recv-return"], "{hops:?}");
     }
-    // Per direction, the hops' time per packet adds up to the mean one-way time.
+    // Per direction, the hops' time per packet adds up to the mean one-way time. A journey
+    // that did not complete (its skb reused or freed unseen, counted) still recorded the hops
+    // it crossed, so then the hops may add up to more, never to less (seen under a loaded
+    // host: 2 of 300 journeys left with tens of ms in sender-stack).
     for (dir, ow) in &r.one_way {
-        let sum: f64 = r
-            .hops
-            .iter()
-            .filter(|h| h.dir == *dir && h.hop != "one-way")
-            .map(|h| h.per_packet_us)
-            .sum();
+        let dir_hops = || {
+            r.hops
+                .iter()
+                .filter(|h| h.dir == *dir && h.hop != "one-way")
+        };
+        let sum: f64 = dir_hops().map(|h| h.per_packet_us).sum();
+        let all_completed = dir_hops().all(|h| h.crossings <= ow.count);
+        let tolerance = 0.02 * ow.mean_us + 1.0;
         assert!(
-            (sum - ow.mean_us).abs() <= 0.02 * ow.mean_us + 1.0,
+            if all_completed {
+                (sum - ow.mean_us).abs() <= tolerance
+            } else {
+                sum >= ow.mean_us - tolerance
+            },
             "{} {dir}: hops {sum:.2} µs vs one-way {:.2} µs: {:?}",
             r.driver,
             ow.mean_us,

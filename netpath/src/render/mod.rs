@@ -3,6 +3,7 @@
 //! `diff`), the versioned JSON header every command's JSON starts with, the HTML report with
 //! its SVG charts, and the Prometheus exposition of `serve`. They read the same records
 //! (`report::DriverReport` and friends) so a saved JSON renders the same as a live run.
+pub mod bench;
 pub mod diff;
 pub mod doctor;
 pub mod header;

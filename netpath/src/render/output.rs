@@ -70,15 +70,7 @@ pub fn emit<T: Render>(format: Format, backend: Option<&str>, r: &T) -> Result<(
     Ok(())
 }
 
-// Results whose text lives beside the sections that compute them (bench's tables share their
-// helpers with its Markdown; tune's with its run).
-impl Render for crate::bench::BenchReport {
-    const KIND: &'static str = "bench";
-    fn text(&self) {
-        crate::bench::print(self)
-    }
-}
-
+// tune's text lives beside its run (it prints what each side applied as it goes).
 impl Render for crate::tune::TuneResult {
     const KIND: &'static str = "tune";
     fn text(&self) {

@@ -47,12 +47,35 @@ pub fn driver(r: &DriverReport) {
             r.missing_tracepoints.join(", ")
         );
     }
-    let rtt = |label: &str, s: &RttSummary| {
+    phases(r);
+    rtt("traced", &r.traced);
+    if let Some(u) = &r.untraced {
+        rtt("untraced", u);
         println!(
-            "   RTT {label:<9} n={:<7} mean {:>8.1} µs  p50 {:>8.1}  p95 {:>8.1}  p99 {:>8.1}  max {:>9.1}  {:>8.0} req/s",
-            s.count, s.mean_us, s.p50_us, s.p95_us, s.p99_us, s.max_us, s.req_per_s
-        )
-    };
+            "   probe effect: mean {:+.1}%  p50 {:+.1}%{}",
+            r.probe_effect_mean_pct.unwrap_or(0.0),
+            r.probe_effect_p50_pct.unwrap_or(0.0),
+            if r.probe_effect_below_noise {
+                "  (traced p50 below every untraced round: noise or a change of the machine's \
+                 state between runs outweighs it; not a result)"
+            } else {
+                ""
+            }
+        );
+    }
+    hop_table(r);
+    tail(r);
+}
+
+fn rtt(label: &str, s: &RttSummary) {
+    println!(
+        "   RTT {label:<9} n={:<7} mean {:>8.1} µs  p50 {:>8.1}  p95 {:>8.1}  p99 {:>8.1}  max {:>9.1}  {:>8.0} req/s",
+        s.count, s.mean_us, s.p50_us, s.p95_us, s.p99_us, s.max_us, s.req_per_s
+    )
+}
+
+/// The untraced phases over rounds (request/response, bulk, burst) and the run's context.
+fn phases(r: &DriverReport) {
     if let Some(rr) = &r.rr {
         println!(
             "   RR untraced, median of {} round(s): {:.0} req/s  p50 {:.1} µs [{:.1}–{:.1}]  p95 {:.1}  p99 {:.1} µs [{:.1}–{:.1}]",
@@ -122,21 +145,10 @@ pub fn driver(r: &DriverReport) {
             println!("   wire: {w}");
         }
     }
-    rtt("traced", &r.traced);
-    if let Some(u) = &r.untraced {
-        rtt("untraced", u);
-        println!(
-            "   probe effect: mean {:+.1}%  p50 {:+.1}%{}",
-            r.probe_effect_mean_pct.unwrap_or(0.0),
-            r.probe_effect_p50_pct.unwrap_or(0.0),
-            if r.probe_effect_below_noise {
-                "  (traced p50 below every untraced round: noise or a change of the machine's \
-                 state between runs outweighs it; not a result)"
-            } else {
-                ""
-            }
-        );
-    }
+}
+
+/// The per-hop table, the one-way and turnaround distributions.
+fn hop_table(r: &DriverReport) {
     println!(
         "   {:<15} {:<9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
         "hop", "dir", "crossings", "per-pkt", "mean", "p50", "p99", "share"
@@ -159,6 +171,10 @@ pub fn driver(r: &DriverReport) {
             t.count, t.mean_us, t.p50_us, t.p99_us
         );
     }
+}
+
+/// Attribution, receive passes, drops, program costs and every loss counted or not.
+fn tail(r: &DriverReport) {
     println!(
         "   attribution: request + response + turnaround = {:.2} µs vs RTT mean {:.2} µs ({:.1}%), unattributed {:.2} µs",
         r.attributed_us, r.rtt_mean_us, r.attributed_pct, r.unattributed_us

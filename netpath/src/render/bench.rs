@@ -1,10 +1,14 @@
-//! The compact table on stdout.
+//! `netpath bench`'s text: the compact tables (latency, throughput, memory) and the goals.
+use crate::bench::{BenchReport, DriverBench, Ratios, Rtt};
 
-use super::*;
+impl super::Render for BenchReport {
+    const KIND: &'static str = "bench";
+    fn text(&self) {
+        print(self)
+    }
+}
 
-// Output.
-
-pub(super) fn x(r: f64) -> String {
+fn x(r: f64) -> String {
     if r.is_finite() {
         format!("{r:.2}x")
     } else {
@@ -12,11 +16,11 @@ pub(super) fn x(r: f64) -> String {
     }
 }
 
-pub(super) fn list(v: impl Iterator<Item = f64>) -> String {
+fn list(v: impl Iterator<Item = f64>) -> String {
     v.map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(" ")
 }
 
-pub(super) fn kib(b: u64) -> String {
+fn kib(b: u64) -> String {
     if b >= 1024 * 1024 {
         format!("{:.1} MiB", b as f64 / 1024.0 / 1024.0)
     } else {
@@ -24,8 +28,28 @@ pub(super) fn kib(b: u64) -> String {
     }
 }
 
-/// The compact table.
+/// The compact tables, then the goals.
 pub fn print(r: &BenchReport) {
+    heading(r);
+    println!();
+    println!("latency, round trip in µs (sockperf prints one-way latency = RTT/2: doubled here)");
+    println!(
+        "{:<9} {:<34} {:>8} {:>8} {:>8}   {:>6} {:>6} {:>6}",
+        "driver", "", "p50", "p99", "mean", "p50", "p99", "mean"
+    );
+    for d in &r.drivers {
+        latency(d);
+    }
+    println!();
+    throughput(r);
+    println!();
+    memory(r);
+    println!("bench took {:.0} s", r.elapsed_s);
+    println!();
+    print!("{}", crate::bench::goals_table(r));
+}
+
+fn heading(r: &BenchReport) {
     println!(
         "netpath bench: backend {}, kernel {}, {} CPUs online, {} rounds, {} requests per run, {} s per tool run",
         r.backend.name(),
@@ -44,92 +68,91 @@ pub fn print(r: &BenchReport) {
             "warning: kernel.bpf_stats_enabled was 1 during the rounds (someone else enabled BPF statistics): traced figures include its cost"
         );
     }
-    println!();
-    println!("latency, round trip in µs (sockperf prints one-way latency = RTT/2: doubled here)");
-    println!(
-        "{:<9} {:<34} {:>8} {:>8} {:>8}   {:>6} {:>6} {:>6}",
-        "driver", "", "p50", "p99", "mean", "p50", "p99", "mean"
-    );
-    for d in &r.drivers {
-        let l = &d.latency;
-        let row = |name: &str, v: &Rtt, ratio: Option<(&Ratios, &str)>, first: bool| {
-            let (a, b, c, what) = match ratio {
-                Some((q, w)) => (x(q.p50), x(q.p99), x(q.mean), w),
-                None => (String::new(), String::new(), String::new(), ""),
-            };
-            println!(
-                "{:<9} {:<34} {:>8.1} {:>8.1} {:>8.1}   {:>6} {:>6} {:>6} {}",
-                if first { d.driver.name() } else { "" },
-                name,
-                v.p50_us,
-                v.p99_us,
-                v.mean_us,
-                a,
-                b,
-                c,
-                what
-            );
+}
+
+/// One driver's latency rows: sockperf, netpath untraced and traced, naive bpftrace, the
+/// kernel cost of the programs.
+fn latency(d: &DriverBench) {
+    let l = &d.latency;
+    let row = |name: &str, v: &Rtt, ratio: Option<(&Ratios, &str)>, first: bool| {
+        let (a, b, c, what) = match ratio {
+            Some((q, w)) => (x(q.p50), x(q.p99), x(q.mean), w),
+            None => (String::new(), String::new(), String::new(), ""),
         };
-        row("sockperf pp --tcp -m 1024", &l.sockperf_median, None, true);
-        row(
-            "netpath rr, untraced",
-            &l.untraced_median,
-            Some((&l.netpath_vs_sockperf, "vs sockperf")),
-            false,
-        );
-        row(
-            "netpath rr, traced",
-            &l.traced_median,
-            Some((&l.traced_vs_untraced, "vs untraced")),
-            false,
-        );
-        match (&d.naive_tracer.median, &d.naive_tracer.vs_untraced) {
-            (Some(m), Some(q)) => row(
-                "rr under naive bpftrace (4 tps)",
-                m,
-                Some((q, "vs untraced")),
-                false,
-            ),
-            _ => println!(
-                "{:<9} {:<34} {}",
-                "", "rr under naive bpftrace (4 tps)", d.naive_tracer.status
-            ),
-        }
-        let k = &d.kernel_cost;
-        let top: Vec<String> = k
-            .programs
-            .iter()
-            .take(4)
-            .map(|p| format!("{} {:.1}×{:.0}", p.program, p.runs_per_rtt, p.avg_ns))
-            .collect();
         println!(
-            "{:<9} {:<34} {:.0} ns per RTT = {:.0}% of the untraced p50 (traced − untraced p50: {:.0} ns); {:.1} hop events per RTT",
-            "",
-            "kernel cost of the programs",
-            k.ns_per_rtt,
-            100.0 * k.share_of_untraced_p50,
-            1000.0 * l.traced_minus_untraced_p50_us,
-            l.hop_events_per_rtt,
+            "{:<9} {:<34} {:>8.1} {:>8.1} {:>8.1}   {:>6} {:>6} {:>6} {}",
+            if first { d.driver.name() } else { "" },
+            name,
+            v.p50_us,
+            v.p99_us,
+            v.mean_us,
+            a,
+            b,
+            c,
+            what
         );
-        println!(
+    };
+    row("sockperf pp --tcp -m 1024", &l.sockperf_median, None, true);
+    row(
+        "netpath rr, untraced",
+        &l.untraced_median,
+        Some((&l.netpath_vs_sockperf, "vs sockperf")),
+        false,
+    );
+    row(
+        "netpath rr, traced",
+        &l.traced_median,
+        Some((&l.traced_vs_untraced, "vs untraced")),
+        false,
+    );
+    match (&d.naive_tracer.median, &d.naive_tracer.vs_untraced) {
+        (Some(m), Some(q)) => row(
+            "rr under naive bpftrace (4 tps)",
+            m,
+            Some((q, "vs untraced")),
+            false,
+        ),
+        _ => println!(
             "{:<9} {:<34} {}",
-            "",
-            "  top programs, runs/RTT × ns",
-            top.join(", ")
-        );
-        println!(
-            "{:<9} {:<34} {:.0} ns per run (an empty program on net_dev_queue, same run)",
-            "", "  floor", k.floor_ns
-        );
-        println!(
-            "{:<9} {:<34} traced/untraced {}; untraced/sockperf {}",
-            "",
-            "  per-round p50 ratios",
-            list(l.traced_vs_untraced_rounds.iter().map(|q| q.p50)),
-            list(l.netpath_vs_sockperf_rounds.iter().map(|q| q.p50)),
-        );
+            "", "rr under naive bpftrace (4 tps)", d.naive_tracer.status
+        ),
     }
-    println!();
+    let k = &d.kernel_cost;
+    let top: Vec<String> = k
+        .programs
+        .iter()
+        .take(4)
+        .map(|p| format!("{} {:.1}×{:.0}", p.program, p.runs_per_rtt, p.avg_ns))
+        .collect();
+    println!(
+        "{:<9} {:<34} {:.0} ns per RTT = {:.0}% of the untraced p50 (traced − untraced p50: {:.0} ns); {:.1} hop events per RTT",
+        "",
+        "kernel cost of the programs",
+        k.ns_per_rtt,
+        100.0 * k.share_of_untraced_p50,
+        1000.0 * l.traced_minus_untraced_p50_us,
+        l.hop_events_per_rtt,
+    );
+    println!(
+        "{:<9} {:<34} {}",
+        "",
+        "  top programs, runs/RTT × ns",
+        top.join(", ")
+    );
+    println!(
+        "{:<9} {:<34} {:.0} ns per run (an empty program on net_dev_queue, same run)",
+        "", "  floor", k.floor_ns
+    );
+    println!(
+        "{:<9} {:<34} traced/untraced {}; untraced/sockperf {}",
+        "",
+        "  per-round p50 ratios",
+        list(l.traced_vs_untraced_rounds.iter().map(|q| q.p50)),
+        list(l.netpath_vs_sockperf_rounds.iter().map(|q| q.p50)),
+    );
+}
+
+fn throughput(r: &BenchReport) {
     println!("throughput, one stream, 128 KiB writes, Gbit/s (sender side)");
     for (i, d) in r.drivers.iter().enumerate() {
         let t = &d.throughput;
@@ -178,7 +201,9 @@ pub fn print(r: &BenchReport) {
     println!(
         "(attached: probes in, no thread traced, i.e. netpath's cost to traffic it does not follow; traced: the bulk threads traced too)"
     );
-    println!();
+}
+
+fn memory(r: &BenchReport) {
     let m = &r.memory;
     println!(
         "memory: peak RSS {} (RSS {} at start, {} before loading the eBPF object, {} after)",
@@ -205,7 +230,4 @@ pub fn print(r: &BenchReport) {
         .map(|mm| format!("{} {}", mm.name, kib(mm.bytes)))
         .collect();
     println!("        largest maps: {}", big.join(", "));
-    println!("bench took {:.0} s", r.elapsed_s);
-    println!();
-    print!("{}", super::markdown::goals_table(r));
 }

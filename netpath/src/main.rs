@@ -396,13 +396,7 @@ fn bench(a: BenchArgs) -> Result<()> {
     netpath::btf::require()?;
     if a.stability {
         let r = netpath::stability::run(a.requests.min(10_000), a.output.is_text())?;
-        // (The stability section's JSON has no header: `cargo xtask bench` reads it as is.)
-        if a.output.is_json() {
-            println!("{}", serde_json::to_string_pretty(&r)?);
-        } else {
-            netpath::stability::print(&r);
-        }
-        return Ok(());
+        return render::bench::emit_stability(a.output.format(), &r);
     }
     let mut opts = netpath::bench::BenchOptions {
         rounds: a.rounds,

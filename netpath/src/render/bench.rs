@@ -1,11 +1,22 @@
 //! `netpath bench`'s text: the compact tables (latency, throughput, memory) and the goals.
 use crate::bench::{BenchReport, DriverBench, Ratios, Rtt};
+use crate::stability::StabilityReport;
 
 impl super::Render for BenchReport {
     const KIND: &'static str = "bench";
     fn text(&self) {
         print(self)
     }
+}
+
+/// `bench --stability`: its table, or its JSON as it has always been, without the header
+/// (`cargo xtask bench` reads it as is).
+pub fn emit_stability(format: super::Format, r: &StabilityReport) -> anyhow::Result<()> {
+    match format {
+        super::Format::Text => stability(r),
+        super::Format::Json => println!("{}", serde_json::to_string_pretty(r)?),
+    }
+    Ok(())
 }
 
 fn x(r: f64) -> String {
@@ -230,4 +241,45 @@ fn memory(r: &BenchReport) {
         .map(|mm| format!("{} {}", mm.name, kib(mm.bytes)))
         .collect();
     println!("        largest maps: {}", big.join(", "));
+}
+
+fn stability(r: &StabilityReport) {
+    println!(
+        "== stability: {} × compare -d host,bridge,overlay --rounds 3 (wait spin, cpus split)",
+        crate::stability::RUNS
+    );
+    println!(
+        "   {:<3} {:<20} {:>12} {:>15} {:>8} {:>9} {:>10}  machine",
+        "run", "load", "bridge/host", "overlay/bridge", "host µs", "bridge µs", "overlay µs"
+    );
+    let x = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}×"));
+    for (i, run) in r.runs.iter().enumerate() {
+        let m = run
+            .machine
+            .as_ref()
+            .map(|m| {
+                format!(
+                    "busy {:.0}%, steal {:.1}%, load {}",
+                    m.busy_pct, m.steal_pct, m.loadavg
+                )
+            })
+            .unwrap_or_default();
+        println!(
+            "   {:<3} {:<20} {:>12} {:>15} {:>8.1} {:>9.1} {:>10.1}  {m}",
+            i + 1,
+            run.load,
+            x(run.bridge_host_p50),
+            x(run.overlay_bridge_p50),
+            run.host_p50_us,
+            run.bridge_p50_us,
+            run.overlay_p50_us
+        );
+    }
+    println!(
+        "   range over the runs (max − min over median): bridge/host {:.1}%, overlay/bridge {:.1}% (goal: ≤ 10%, i.e. ±5%)",
+        r.bridge_host_range_pct, r.overlay_bridge_range_pct
+    );
+    if let Some(m) = r.runs.first().and_then(|x| x.machine.as_ref()) {
+        println!("   {}", m.line());
+    }
 }

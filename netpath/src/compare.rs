@@ -69,8 +69,17 @@ pub fn run_driver(
 
 /// Measures one path that already exists: interleaved rounds on it alone (see `rounds`).
 pub fn measure(tracer: &mut Tracer, lab: &NetPath, opts: &CompareOptions) -> Result<DriverReport> {
-    let label = lab.driver.name().to_string();
-    let mut out = crate::rounds::run(tracer, &[(lab, label, opts.rr.proto)], opts)?;
+    measure_as(tracer, lab, lab.driver.name(), opts)
+}
+
+/// `measure`, the row named `label`.
+fn measure_as(
+    tracer: &mut Tracer,
+    path: &NetPath,
+    label: &str,
+    opts: &CompareOptions,
+) -> Result<DriverReport> {
+    let mut out = crate::rounds::run(tracer, &[(path, label.to_string(), opts.rr.proto)], opts)?;
     Ok(out.remove(0))
 }
 
@@ -297,7 +306,7 @@ fn check_underlay(w: &WireDelay, drivers: &[Driver]) -> Result<()> {
 /// One driver's result: printed at once when asked (runs are long), then kept.
 fn emit(opts: &CompareOptions, out: &mut Vec<DriverReport>, r: DriverReport) {
     if opts.print {
-        report::print(&r);
+        crate::render::text::driver(&r);
         println!();
     }
     out.push(r);
@@ -305,7 +314,7 @@ fn emit(opts: &CompareOptions, out: &mut Vec<DriverReport>, r: DriverReport) {
 
 fn summarise(opts: &CompareOptions, out: &[DriverReport]) {
     if opts.print && out.len() > 1 {
-        report::print_summary(out);
+        crate::render::text::summary(out);
     }
 }
 
@@ -375,9 +384,8 @@ pub fn run_between(
     // Resolve the containers first: a typo fails before any program is loaded.
     let b = crate::docker::between(engine, client, server)?;
     let mut tracer = Tracer::load(backend, &opts.tracer)?;
-    let mut r = measure(&mut tracer, &b.path, opts)
+    let r = measure_as(&mut tracer, &b.path, &b.label, opts)
         .with_context(|| format!("measuring {client} → {server}"))?;
-    r.driver = b.label;
     let mut out = Vec::new();
     emit(opts, &mut out, r);
     Ok(out)

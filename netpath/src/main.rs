@@ -1,14 +1,17 @@
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
+use clap::Args;
 use clap::{Parser, Subcommand};
 use netpath::{
     backend::{self, BackendChoice},
-    bounds, compare, doctor,
+    bounds, compare,
+    compare_args::TrafficArgs,
+    doctor,
     driver::Driver,
     harness::Proto,
     lab,
-    render::to_json,
+    render::{self, OutputArgs},
 };
 
 /// Where the microseconds go when containers talk: per-hop latency of each packet through
@@ -49,191 +52,215 @@ const EXAMPLES: &str = "EXAMPLES:
 #[derive(Subcommand)]
 enum Cmd {
     /// Report kernel, lockdown, BTF, which program types load and attach here, and Docker.
-    Doctor {
-        #[arg(long)]
-        json: bool,
-    },
+    Doctor(DoctorArgs),
     /// Run request/response traffic per driver, traced and untraced, and attribute latency to hops.
-    Compare {
-        /// Drivers to measure, comma-separated (default: all of them).
-        #[arg(long, short = 'd', value_delimiter = ',')]
-        driver: Vec<Driver>,
-        #[command(flatten)]
-        traffic: netpath::compare_args::TrafficArgs,
-        /// What the request/response runs send: tcp (one connection), udp (one datagram each
-        /// way, like sockperf's default) or icmp (echo request and reply); several,
-        /// comma-separated (tcp,udp,icmp), interleave in the same rounds, a row each. Bulk and
-        /// burst phases are TCP only.
-        #[arg(long, value_enum, value_delimiter = ',', default_value = "tcp")]
-        proto: Vec<Proto>,
-        /// Measure real Docker networks and containers (a daemon must answer) instead of the lab.
-        #[arg(long)]
-        docker: bool,
-        /// With --docker: also measure the lab's version of each driver, side by side.
-        #[arg(long)]
-        lab: bool,
-        /// Measure between two running containers instead (client in the first, server in the
-        /// second, on a network they share); nothing is created in Docker.
-        #[arg(long, num_args = 2, value_names = ["CLIENT", "SERVER"], conflicts_with_all = ["docker", "driver"])]
-        between: Vec<String>,
-        /// Emulate the wire between two nodes: netem delays every packet a node sends on the
-        /// overlay's underlay link (the egress drivers' uplink) by this much (e.g. 50us, 2ms),
-        /// so cross-node drivers can be compared with same-node ones. Needs a kernel with netem (sch_netem).
-        #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, conflicts_with_all = ["docker", "between"])]
-        underlay_delay: Option<std::time::Duration>,
-        /// With --underlay-delay: jitter around that delay (uniform, e.g. 10us).
-        #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, requires = "underlay_delay")]
-        underlay_jitter: Option<std::time::Duration>,
-        /// Also write a self-contained HTML report (inline SVG charts, no script) to this file.
-        #[arg(long, value_name = "FILE")]
-        report: Option<std::path::PathBuf>,
-        /// Also write the report's charts as one SVG file.
-        #[arg(long, value_name = "FILE")]
-        svg: Option<std::path::PathBuf>,
-        #[arg(long)]
-        json: bool,
-    },
+    Compare(CompareArgs),
     /// One driver with a knob at two settings (A and B), interleaved in one run: per figure
     /// (RTT, bulk, per hop) the difference, its spread over rounds, and whether it is noise.
     Tune(netpath::tune::cli::TuneArgs),
     /// Render a saved `netpath compare --json` output as the HTML report (and SVG charts).
-    Report {
-        /// The JSON file `netpath compare --json` wrote.
-        input: std::path::PathBuf,
-        /// The HTML file to write.
-        #[arg(long, short = 'o', value_name = "FILE")]
-        output: Option<std::path::PathBuf>,
-        /// The charts as one SVG file.
-        #[arg(long, value_name = "FILE")]
-        svg: Option<std::path::PathBuf>,
-    },
+    Report(ReportArgs),
     /// One driver against another, noise-aware: one sentence, the hops ranked by their share
     /// of the difference (each delta with its spread over rounds), and what differed in the two
     /// sides' conditions. From two saved `compare --json` files (or two drivers of one), or
     /// measured live in one interleaved run (`-d overlay --vs bridge`, needs root).
-    Diff {
-        /// Saved `netpath compare --json` outputs: A and B, or one file with --driver X --vs Y.
-        /// None: measure -d A --vs B now.
-        files: Vec<std::path::PathBuf>,
-        /// A's driver (in both files when --vs is not given).
-        #[arg(long, short = 'd')]
-        driver: Option<String>,
-        /// B's driver.
-        #[arg(long)]
-        vs: Option<String>,
-        #[command(flatten)]
-        traffic: netpath::compare_args::TrafficArgs,
-        #[arg(long)]
-        json: bool,
-    },
+    Diff(DiffArgs),
     /// Print per-packet timelines (one line per point, time since the previous one, device,
     /// hop) for traffic on a lab path; filters are applied in the kernel.
-    Trace {
-        /// Lab topology to build and send request/response traffic through.
-        #[arg(long, short = 'd', default_value = "bridge")]
-        driver: Driver,
-        /// Complete timelines to print (1-100000).
-        #[arg(long, short = 'c', default_value_t = 10, value_parser = bounds::int(bounds::TRACE_COUNT))]
-        count: usize,
-        /// Only this L4 protocol (tcp, udp, icmp or a number).
-        #[arg(long)]
-        proto: Option<String>,
-        /// Only packets from or to this IPv4 address.
-        #[arg(long)]
-        host: Option<std::net::Ipv4Addr>,
-        /// Only packets from or to this port.
-        #[arg(long)]
-        port: Option<u16>,
-        /// Only packets first seen in this netns (lab role such as cli/srv/node, full name, or
-        /// a path like /proc/PID/ns/net).
-        #[arg(long)]
-        netns: Option<String>,
-        /// Only packets first seen on this lab interface.
-        #[arg(long)]
-        iface: Option<String>,
-        /// Trace the traffic of running Docker containers (by name or id; repeat for several)
-        /// instead of building a lab: attaches to their interfaces and host-side peers only.
-        #[arg(long)]
-        container: Vec<String>,
-        /// With --container: stop after this many seconds even if fewer packets came (0.1-3600).
-        #[arg(long, default_value_t = 10.0, value_parser = bounds::float(bounds::TRACE_SECS))]
-        duration: f64,
-        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
-        backend: BackendChoice,
-        #[arg(long)]
-        json: bool,
-    },
+    Trace(TraceArgs),
     /// Benchmark netpath itself, as ratios from one run: harness vs sockperf and iperf3, traced
     /// vs untraced latency and throughput, kernel cost per round trip, memory.
-    Bench {
-        /// Rounds per driver (figures are medians over rounds; 1-100).
-        #[arg(long, default_value_t = 3, value_parser = bounds::int(bounds::ROUNDS))]
-        rounds: usize,
-        /// Seconds per sockperf, iperf3 and bulk run (1-600).
-        #[arg(long, default_value_t = 3, value_parser = bounds::int(bounds::BENCH_SECS))]
-        secs: u64,
-        /// Measured requests per request/response run (1-1000000).
-        #[arg(long, short = 'n', default_value_t = 20_000, value_parser = bounds::int(bounds::REQUESTS))]
-        requests: u64,
-        /// Drivers, comma-separated (default: bridge,host).
-        #[arg(long, short = 'd', value_delimiter = ',')]
-        driver: Vec<Driver>,
-        /// Instead: the stability section, five `compare -d host,bridge,overlay --rounds 3`
-        /// runs alternating an idle machine and a busy loop on one CPU, and their ratios.
-        #[arg(long)]
-        stability: bool,
-        /// Also write the report as Markdown to this file (`cargo xtask bench` writes
-        /// BENCHMARKS.md at the repository root).
-        #[arg(long)]
-        markdown: Option<std::path::PathBuf>,
-        /// One-way journeys of a traced run counting every loss, on the first driver (0: none).
-        #[arg(long, default_value_t = 0)]
-        journeys: u64,
-        /// What else ran on the machine meanwhile, printed in the Markdown report.
-        #[arg(long, default_value = "")]
-        note: String,
-        #[arg(long)]
-        json: bool,
-    },
+    Bench(BenchArgs),
     /// The thirty-second check of a container's network: mode, MTU, veth peer and bridge on the
     /// host, published ports and the docker-proxy serving them, NAT rules touching it, RPS.
-    Inspect {
-        container: String,
-        #[arg(long)]
-        json: bool,
-    },
+    Inspect(InspectArgs),
     /// Keep the probes attached and export per-hop latency of running containers' traffic as
     /// Prometheus metrics (GET /metrics; GET /ready for a readiness probe). Follows
     /// containers as they start and stop.
-    Serve {
-        /// Address to listen on (loopback unless told otherwise).
-        #[arg(long, default_value = "127.0.0.1:9433")]
-        listen: std::net::SocketAddr,
-        /// Follow this container (name or id; repeat for several); picked up when it starts.
-        #[arg(long, conflicts_with = "all")]
-        container: Vec<String>,
-        /// Follow the running containers with this label (KEY or KEY=VALUE; repeat: all must match).
-        #[arg(long, conflicts_with = "all")]
-        label: Vec<String>,
-        /// Follow every running container.
-        #[arg(long)]
-        all: bool,
-        /// Seconds between listings of the running containers.
-        #[arg(long, default_value_t = 2.0)]
-        rescan_secs: f64,
-        /// The host's /proc, mounted here, when netpath runs in a PID namespace of its own
-        /// (a swarm service: deploy/swarm mounts it at /host/proc).
-        #[arg(long)]
-        host_proc: Option<std::path::PathBuf>,
-        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
-        backend: BackendChoice,
-    },
+    Serve(ServeArgs),
     /// Build the netpath image (FROM scratch: this binary and its shared libraries) through
     /// the Docker API and print its tag; `netpath cleanup` leaves it. For the DaemonSet and
     /// the swarm stack under deploy/ (which run `/netpath serve`).
     Image,
     /// Remove every netpath namespace, link and table a killed run left behind.
     Cleanup,
+}
+
+#[derive(Args)]
+struct DoctorArgs {
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Args)]
+struct CompareArgs {
+    /// Drivers to measure, comma-separated (default: all of them).
+    #[arg(long, short = 'd', value_delimiter = ',')]
+    driver: Vec<Driver>,
+    #[command(flatten)]
+    traffic: TrafficArgs,
+    /// What the request/response runs send: tcp (one connection), udp (one datagram each
+    /// way, like sockperf's default) or icmp (echo request and reply); several,
+    /// comma-separated (tcp,udp,icmp), interleave in the same rounds, a row each. Bulk and
+    /// burst phases are TCP only.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "tcp")]
+    proto: Vec<Proto>,
+    /// Measure real Docker networks and containers (a daemon must answer) instead of the lab.
+    #[arg(long)]
+    docker: bool,
+    /// With --docker: also measure the lab's version of each driver, side by side.
+    #[arg(long)]
+    lab: bool,
+    /// Measure between two running containers instead (client in the first, server in the
+    /// second, on a network they share); nothing is created in Docker.
+    #[arg(long, num_args = 2, value_names = ["CLIENT", "SERVER"], conflicts_with_all = ["docker", "driver"])]
+    between: Vec<String>,
+    /// Emulate the wire between two nodes: netem delays every packet a node sends on the
+    /// overlay's underlay link (the egress drivers' uplink) by this much (e.g. 50us, 2ms),
+    /// so cross-node drivers can be compared with same-node ones. Needs a kernel with netem (sch_netem).
+    #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, conflicts_with_all = ["docker", "between"])]
+    underlay_delay: Option<std::time::Duration>,
+    /// With --underlay-delay: jitter around that delay (uniform, e.g. 10us).
+    #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, requires = "underlay_delay")]
+    underlay_jitter: Option<std::time::Duration>,
+    /// Also write a self-contained HTML report (inline SVG charts, no script) to this file.
+    #[arg(long, value_name = "FILE")]
+    report: Option<std::path::PathBuf>,
+    /// Also write the report's charts as one SVG file.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// The JSON file `netpath compare --json` wrote.
+    input: std::path::PathBuf,
+    /// The HTML file to write.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: Option<std::path::PathBuf>,
+    /// The charts as one SVG file.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<std::path::PathBuf>,
+}
+
+#[derive(Args)]
+struct DiffArgs {
+    /// Saved `netpath compare --json` outputs: A and B, or one file with --driver X --vs Y.
+    /// None: measure -d A --vs B now.
+    files: Vec<std::path::PathBuf>,
+    /// A's driver (in both files when --vs is not given).
+    #[arg(long, short = 'd')]
+    driver: Option<String>,
+    /// B's driver.
+    #[arg(long)]
+    vs: Option<String>,
+    #[command(flatten)]
+    traffic: TrafficArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Args)]
+struct TraceArgs {
+    /// Lab topology to build and send request/response traffic through.
+    #[arg(long, short = 'd', default_value = "bridge")]
+    driver: Driver,
+    /// Complete timelines to print (1-100000).
+    #[arg(long, short = 'c', default_value_t = 10, value_parser = bounds::int(bounds::TRACE_COUNT))]
+    count: usize,
+    /// Only this L4 protocol (tcp, udp, icmp or a number).
+    #[arg(long)]
+    proto: Option<String>,
+    /// Only packets from or to this IPv4 address.
+    #[arg(long)]
+    host: Option<std::net::Ipv4Addr>,
+    /// Only packets from or to this port.
+    #[arg(long)]
+    port: Option<u16>,
+    /// Only packets first seen in this netns (lab role such as cli/srv/node, full name, or
+    /// a path like /proc/PID/ns/net).
+    #[arg(long)]
+    netns: Option<String>,
+    /// Only packets first seen on this lab interface.
+    #[arg(long)]
+    iface: Option<String>,
+    /// Trace the traffic of running Docker containers (by name or id; repeat for several)
+    /// instead of building a lab: attaches to their interfaces and host-side peers only.
+    #[arg(long)]
+    container: Vec<String>,
+    /// With --container: stop after this many seconds even if fewer packets came (0.1-3600).
+    #[arg(long, default_value_t = 10.0, value_parser = bounds::float(bounds::TRACE_SECS))]
+    duration: f64,
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    backend: BackendChoice,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// Rounds per driver (figures are medians over rounds; 1-100).
+    #[arg(long, default_value_t = 3, value_parser = bounds::int(bounds::ROUNDS))]
+    rounds: usize,
+    /// Seconds per sockperf, iperf3 and bulk run (1-600).
+    #[arg(long, default_value_t = 3, value_parser = bounds::int(bounds::BENCH_SECS))]
+    secs: u64,
+    /// Measured requests per request/response run (1-1000000).
+    #[arg(long, short = 'n', default_value_t = 20_000, value_parser = bounds::int(bounds::REQUESTS))]
+    requests: u64,
+    /// Drivers, comma-separated (default: bridge,host).
+    #[arg(long, short = 'd', value_delimiter = ',')]
+    driver: Vec<Driver>,
+    /// Instead: the stability section, five `compare -d host,bridge,overlay --rounds 3`
+    /// runs alternating an idle machine and a busy loop on one CPU, and their ratios.
+    #[arg(long)]
+    stability: bool,
+    /// Also write the report as Markdown to this file (`cargo xtask bench` writes
+    /// BENCHMARKS.md at the repository root).
+    #[arg(long)]
+    markdown: Option<std::path::PathBuf>,
+    /// One-way journeys of a traced run counting every loss, on the first driver (0: none).
+    #[arg(long, default_value_t = 0)]
+    journeys: u64,
+    /// What else ran on the machine meanwhile, printed in the Markdown report.
+    #[arg(long, default_value = "")]
+    note: String,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Args)]
+struct InspectArgs {
+    container: String,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Address to listen on (loopback unless told otherwise).
+    #[arg(long, default_value = "127.0.0.1:9433")]
+    listen: std::net::SocketAddr,
+    /// Follow this container (name or id; repeat for several); picked up when it starts.
+    #[arg(long, conflicts_with = "all")]
+    container: Vec<String>,
+    /// Follow the running containers with this label (KEY or KEY=VALUE; repeat: all must match).
+    #[arg(long, conflicts_with = "all")]
+    label: Vec<String>,
+    /// Follow every running container.
+    #[arg(long)]
+    all: bool,
+    /// Seconds between listings of the running containers.
+    #[arg(long, default_value_t = 2.0)]
+    rescan_secs: f64,
+    /// The host's /proc, mounted here, when netpath runs in a PID namespace of its own
+    /// (a swarm service: deploy/swarm mounts it at /host/proc).
+    #[arg(long)]
+    host_proc: Option<std::path::PathBuf>,
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    backend: BackendChoice,
 }
 
 fn require_root() -> Result<()> {
@@ -246,342 +273,224 @@ fn require_root() -> Result<()> {
 }
 
 fn run(cli: Cli) -> Result<()> {
-    netpath::render::header::mark_start();
-    if let Cmd::Report { input, output, svg } = &cli.cmd {
-        // Reads a file and writes others: needs no privilege.
-        return report_file(input, output.as_deref(), svg.as_deref());
-    }
-    if let Cmd::Diff {
-        files,
-        driver,
-        vs,
-        traffic,
-        json,
-    } = &cli.cmd
-        && !files.is_empty()
-    {
-        if !traffic.is_default() {
-            bail!(
-                "netpath diff: the traffic and mode flags (--rounds, -n, --wait, --cpus, --backend …) are for measuring now; saved files were measured already: drop those flags, or the files to measure -d A --vs B"
-            );
-        }
-        // Reads files: needs no privilege.
-        let r = netpath::diff::from_files(files, driver.as_deref(), vs.as_deref())?;
-        return print_diff(&r, None, *json);
+    render::header::mark_start();
+    match cli.cmd {
+        // Read files and write others: need no privilege.
+        Cmd::Report(a) => return report_file(&a),
+        Cmd::Diff(a) if !a.files.is_empty() => return diff_files(&a),
+        _ => {}
     }
     require_root()?;
     match cli.cmd {
-        Cmd::Report { .. } => unreachable!("handled above"),
-        Cmd::Tune(args) => netpath::tune::cli::main(args)?,
-        Cmd::Diff {
-            driver,
-            vs,
-            traffic,
-            json,
-            ..
-        } => {
-            let (a, b) = live_pair(driver.as_deref(), vs.as_deref())?;
-            let mut opts = traffic.options(vec![a, b], false, None)?;
-            // diff compares the runs its tables come from; compare's extra blocking line
-            // would cost a run per driver and say nothing here (`--wait block` diffs that).
-            opts.mode.block_line = false;
-            lab::install_signal_cleanup();
-            netpath::btf::require()?;
-            netpath::render::progress::enable(!json);
-            let caps = doctor::probe()?;
-            let backend = backend::select(traffic.backend, &caps)?;
-            let r = netpath::diff::live(backend, &opts)?;
-            print_diff(&r, Some(backend.name()), json)?;
-        }
-        Cmd::Doctor { json } => {
-            let caps = doctor::probe()?;
-            let chosen = backend::select(BackendChoice::Auto, &caps).ok();
-            if json {
-                let v = serde_json::json!({ "capabilities": caps, "backend": chosen });
-                println!("{}", to_json("doctor", chosen.map(|b| b.name()), &v)?);
-            } else {
-                doctor::print(&caps, chosen);
-            }
-        }
-        Cmd::Compare {
-            driver,
-            traffic,
-            proto,
-            docker,
-            lab: with_lab,
-            between,
-            underlay_delay,
-            underlay_jitter,
-            report,
-            svg,
-            json,
-        } => {
-            let drivers = if driver.is_empty() {
-                Driver::ALL.to_vec()
-            } else {
-                driver
-            };
-            let underlay = underlay_delay.map(|delay| lab::netem::WireDelay {
-                delay,
-                jitter: underlay_jitter.unwrap_or_default(),
-            });
-            // A placement this machine cannot give is said before anything is loaded or built.
-            let mut opts = traffic.options(drivers, !json, underlay)?;
-            netpath::compare_args::set_protocols(&mut opts, &proto, docker || !between.is_empty())?;
-            for (flag, p) in [("--report", &report), ("--svg", &svg)] {
-                if let Some(p) = p {
-                    netpath::render::check_output_path(flag, p)?;
-                }
-            }
-            lab::install_signal_cleanup();
-            netpath::btf::require()?;
-            netpath::render::progress::enable(!json);
-            let caps = doctor::probe()?;
-            let backend = backend::select(traffic.backend, &caps)?;
-            // A missing daemon is said before anything else is printed.
-            let engine = if docker || !between.is_empty() {
-                Some(netpath::docker::Engine::connect()?)
-            } else {
-                None
-            };
-            if !json {
-                let hops: Vec<&str> = backend.visible_hops().iter().map(|h| h.name()).collect();
-                println!(
-                    "backend: {} (hops it can see: {})",
-                    backend.name(),
-                    hops.join(", ")
-                );
-                println!();
-            }
-            let reports = match (&engine, between.as_slice()) {
-                (Some(e), [client, server]) => {
-                    compare::run_between(backend, &opts, e, client, server)?
-                }
-                (Some(e), _) => compare::run_docker(backend, &opts, e, with_lab)?,
-                (None, _) => compare::run(backend, &opts)?,
-            };
-            let v = serde_json::json!({ "backend": backend, "drivers": reports });
-            if json {
-                println!("{}", to_json("compare", Some(backend.name()), &v)?);
-            }
-            if report.is_some() || svg.is_some() {
-                let v = netpath::render::header::to_value("compare", Some(backend.name()), &v)?;
-                let view = netpath::render::CompareView::from_value(v)?;
-                netpath::render::write_reports(&view, report.as_deref(), svg.as_deref())?;
-            }
-        }
-        Cmd::Trace {
-            driver,
-            count,
-            proto,
-            host,
-            port,
-            netns,
-            iface,
-            container,
-            duration,
-            backend: choice,
-            json,
-        } => {
-            lab::install_signal_cleanup();
-            netpath::btf::require()?;
-            let caps = doctor::probe()?;
-            let backend = backend::select(choice, &caps)?;
-            let out = if !container.is_empty() {
-                let engine = netpath::docker::Engine::connect()?;
-                let mut devices = Vec::new();
-                let mut published = Vec::new();
-                for c in &container {
-                    let net = netpath::docker::resolve_container(&engine, c)?;
-                    if net.networks.iter().all(|n| n.ip.is_none()) && !net.host_network {
-                        bail!(
-                            "container {c} is on no network (--network none?): nothing of its \
-                             traffic leaves it; trace a container on a bridge, overlay or macvlan network"
-                        );
-                    }
-                    let leg = match port {
-                        Some(p) => netpath::docker::published_leg(&engine, &net, p)?,
-                        None => None,
-                    };
-                    let host_lo = leg.as_ref().map(|l| l.host_lo.clone());
-                    for d in net.devices().into_iter().chain(host_lo) {
-                        if !devices.contains(&d) {
-                            devices.push(d);
-                        }
-                    }
-                    published.extend(leg);
-                }
-                if !json {
-                    for l in &published {
-                        println!("{}", l.describe());
-                    }
-                }
-                let relays: Vec<u32> = published.iter().flat_map(|l| l.relay_pids()).collect();
-                let proto = proto
-                    .as_deref()
-                    .map(|p| match p {
-                        "tcp" => Ok(6),
-                        "udp" => Ok(17),
-                        "icmp" => Ok(1),
-                        n => n
-                            .parse::<u8>()
-                            .map_err(|_| anyhow::anyhow!("unknown protocol {n:?}")),
-                    })
-                    .transpose()?;
-                netpath::trace::run_passive(
-                    backend,
-                    &container.join(","),
-                    &devices,
-                    netpath::tracer::Filter {
-                        port,
-                        also_port: published.first().map(|l| l.container_port),
-                        addr: host,
-                        proto,
-                        ..Default::default()
-                    },
-                    &relays,
-                    count,
-                    std::time::Duration::from_secs_f64(duration.max(0.1)),
-                )?
-            } else {
-                netpath::trace::run(
-                    backend,
-                    &netpath::trace::TraceOptions {
-                        driver,
-                        count,
-                        proto,
-                        host,
-                        port,
-                        netns,
-                        iface,
-                    },
-                )?
-            };
-            if json {
-                println!("{}", to_json("trace", Some(backend.name()), &out)?);
-            } else {
-                netpath::trace::print(&out);
-            }
-            if out.timelines.is_empty() {
-                bail!("no packet matched the filters");
-            }
-        }
-        Cmd::Bench {
-            rounds,
-            secs,
-            requests,
-            driver,
-            stability,
-            markdown,
-            journeys,
-            note,
-            json,
-        } => {
-            lab::install_signal_cleanup();
-            netpath::btf::require()?;
-            if stability {
-                let r = netpath::stability::run(requests.min(10_000), !json)?;
-                if json {
-                    println!("{}", serde_json::to_string_pretty(&r)?);
-                } else {
-                    netpath::stability::print(&r);
-                }
-                return Ok(());
-            }
-            let mut opts = netpath::bench::BenchOptions {
-                rounds,
-                secs,
-                requests,
-                journeys,
-                note,
-                ..Default::default()
-            };
-            if !driver.is_empty() {
-                opts.drivers = driver;
-            }
-            let r = netpath::bench::run(&opts)?;
-            if let Some(path) = &markdown {
-                std::fs::write(path, netpath::bench::markdown(&r))
-                    .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
-                eprintln!("bench: wrote {}", path.display());
-            }
-            if json {
-                println!("{}", to_json("bench", Some(r.backend.name()), &r)?);
-            } else {
-                netpath::bench::print(&r);
-            }
-        }
-        Cmd::Inspect { container, json } => {
+        Cmd::Report(_) => unreachable!("handled above"),
+        Cmd::Tune(args) => netpath::tune::cli::main(args),
+        Cmd::Diff(a) => diff_live(a),
+        Cmd::Doctor(a) => doctor(a),
+        Cmd::Compare(a) => compare(a),
+        Cmd::Trace(a) => trace(a),
+        Cmd::Bench(a) => bench(a),
+        Cmd::Inspect(a) => {
             let engine = netpath::docker::Engine::connect()?;
-            let r = netpath::docker::inspect(&engine, &container)?;
-            if json {
-                println!("{}", to_json("inspect", None, &r)?);
-            } else {
-                r.print();
-            }
+            let r = netpath::docker::inspect(&engine, &a.container)?;
+            render::emit(a.output.format(), None, &r)
         }
-        Cmd::Serve {
-            listen,
-            container,
-            label,
-            all,
-            rescan_secs,
-            host_proc,
-            backend: choice,
-        } => {
-            if container.is_empty() && label.is_empty() && !all {
-                bail!(
-                    "netpath serve: say which containers to follow: --container NAME, --label K=V or --all"
-                );
-            }
-            if let Some(dir) = host_proc {
-                netpath::docker::set_host_proc(dir)?;
-            }
-            lab::install_signal_cleanup();
-            let engine = netpath::docker::Engine::connect()?;
-            let caps = doctor::probe()?;
-            let backend = backend::select(choice, &caps)?;
-            netpath::serve::run(
-                backend,
-                &engine,
-                &netpath::serve::ServeOptions {
-                    listen,
-                    select: netpath::serve::Selection {
-                        names: container,
-                        labels: label,
-                        all,
-                    },
-                    rescan: std::time::Duration::from_secs_f64(rescan_secs.clamp(0.1, 3600.0)),
-                },
-            )?;
-        }
+        Cmd::Serve(a) => serve(a),
         Cmd::Image => {
             let engine = netpath::docker::Engine::connect()?;
             println!(
                 "{}",
                 netpath::docker::image::ensure_agent_image(&engine, true)?
             );
+            Ok(())
         }
-        Cmd::Cleanup => {
-            let mut removed = lab::cleanup_leftovers()?;
-            // Docker objects: through the daemon when one answers, else what can be removed
-            // without it (macvlan parents, state files, a second daemon netpath started).
-            match netpath::docker::Engine::connect() {
-                Ok(engine) => removed.extend(netpath::docker::cleanup_docker(&engine)?),
-                Err(_) => removed.extend(netpath::docker::cleanup_docker_host(
-                    std::path::Path::new("/proc/self/ns/net"),
-                )?),
-            }
-            if removed.is_empty() {
-                println!("nothing of netpath's was left");
-            } else {
-                for r in removed {
-                    println!("removed {r}");
-                }
-            }
+        Cmd::Cleanup => cleanup(),
+    }
+}
+
+fn doctor(a: DoctorArgs) -> Result<()> {
+    let capabilities = doctor::probe()?;
+    let backend = backend::select(BackendChoice::Auto, &capabilities).ok();
+    let out = render::doctor::DoctorOutput {
+        backend,
+        capabilities,
+    };
+    render::emit(a.output.format(), backend.map(|b| b.name()), &out)
+}
+
+fn compare(a: CompareArgs) -> Result<()> {
+    let text = a.output.is_text();
+    let drivers = if a.driver.is_empty() {
+        Driver::ALL.to_vec()
+    } else {
+        a.driver
+    };
+    let underlay = a.underlay_delay.map(|delay| lab::netem::WireDelay {
+        delay,
+        jitter: a.underlay_jitter.unwrap_or_default(),
+    });
+    let on_docker = a.docker || !a.between.is_empty();
+    // A placement this machine cannot give is said before anything is loaded or built.
+    let mut opts = a.traffic.options(drivers, text, underlay)?;
+    netpath::compare_args::set_protocols(&mut opts, &a.proto, on_docker)?;
+    for (flag, p) in [("--report", &a.report), ("--svg", &a.svg)] {
+        if let Some(p) = p {
+            render::check_output_path(flag, p)?;
+        }
+    }
+    lab::install_signal_cleanup();
+    netpath::btf::require()?;
+    render::progress::enable(text);
+    let caps = doctor::probe()?;
+    let backend = backend::select(a.traffic.backend, &caps)?;
+    // A missing daemon is said before anything else is printed.
+    let engine = on_docker
+        .then(netpath::docker::Engine::connect)
+        .transpose()?;
+    if text {
+        render::text::backend_line(backend);
+    }
+    let drivers = match (&engine, a.between.as_slice()) {
+        (Some(e), [client, server]) => compare::run_between(backend, &opts, e, client, server)?,
+        (Some(e), _) => compare::run_docker(backend, &opts, e, a.lab)?,
+        (None, _) => compare::run(backend, &opts)?,
+    };
+    let out = render::text::CompareOutput { backend, drivers };
+    render::emit(a.output.format(), Some(backend.name()), &out)?;
+    if a.report.is_some() || a.svg.is_some() {
+        let v = render::header::to_value("compare", Some(backend.name()), &out)?;
+        let view = render::CompareView::from_value(v)?;
+        render::write_reports(&view, a.report.as_deref(), a.svg.as_deref())?;
+    }
+    Ok(())
+}
+
+fn trace(a: TraceArgs) -> Result<()> {
+    lab::install_signal_cleanup();
+    netpath::btf::require()?;
+    let caps = doctor::probe()?;
+    let backend = backend::select(a.backend, &caps)?;
+    let o = netpath::trace::TraceOptions {
+        driver: a.driver,
+        count: a.count,
+        proto: a.proto,
+        host: a.host,
+        port: a.port,
+        netns: a.netns,
+        iface: a.iface,
+    };
+    let out = if a.container.is_empty() {
+        netpath::trace::run(backend, &o)?
+    } else {
+        let timeout = std::time::Duration::from_secs_f64(a.duration.max(0.1));
+        netpath::trace::run_containers(backend, &a.container, &o, timeout, a.output.is_text())?
+    };
+    render::emit(a.output.format(), Some(backend.name()), &out)?;
+    if out.timelines.is_empty() {
+        bail!("no packet matched the filters");
+    }
+    Ok(())
+}
+
+fn bench(a: BenchArgs) -> Result<()> {
+    lab::install_signal_cleanup();
+    netpath::btf::require()?;
+    if a.stability {
+        let r = netpath::stability::run(a.requests.min(10_000), a.output.is_text())?;
+        return render::bench::emit_stability(a.output.format(), &r);
+    }
+    let mut opts = netpath::bench::BenchOptions {
+        rounds: a.rounds,
+        secs: a.secs,
+        requests: a.requests,
+        journeys: a.journeys,
+        note: a.note,
+        ..Default::default()
+    };
+    if !a.driver.is_empty() {
+        opts.drivers = a.driver;
+    }
+    let r = netpath::bench::run(&opts)?;
+    if let Some(path) = &a.markdown {
+        std::fs::write(path, netpath::bench::markdown(&r))
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        eprintln!("bench: wrote {}", path.display());
+    }
+    render::emit(a.output.format(), Some(r.backend.name()), &r)
+}
+
+fn serve(a: ServeArgs) -> Result<()> {
+    if a.container.is_empty() && a.label.is_empty() && !a.all {
+        bail!(
+            "netpath serve: say which containers to follow: --container NAME, --label K=V or --all"
+        );
+    }
+    if let Some(dir) = a.host_proc {
+        netpath::docker::set_host_proc(dir)?;
+    }
+    lab::install_signal_cleanup();
+    let engine = netpath::docker::Engine::connect()?;
+    let caps = doctor::probe()?;
+    let backend = backend::select(a.backend, &caps)?;
+    netpath::serve::run(
+        backend,
+        &engine,
+        &netpath::serve::ServeOptions {
+            listen: a.listen,
+            select: netpath::serve::Selection {
+                names: a.container,
+                labels: a.label,
+                all: a.all,
+            },
+            rescan: std::time::Duration::from_secs_f64(a.rescan_secs.clamp(0.1, 3600.0)),
+        },
+    )
+}
+
+fn cleanup() -> Result<()> {
+    let mut removed = lab::cleanup_leftovers()?;
+    // Docker objects: through the daemon when one answers, else what can be removed
+    // without it (macvlan parents, state files, a second daemon netpath started).
+    match netpath::docker::Engine::connect() {
+        Ok(engine) => removed.extend(netpath::docker::cleanup_docker(&engine)?),
+        Err(_) => removed.extend(netpath::docker::cleanup_docker_host(std::path::Path::new(
+            "/proc/self/ns/net",
+        ))?),
+    }
+    if removed.is_empty() {
+        println!("nothing of netpath's was left");
+    } else {
+        for r in removed {
+            println!("removed {r}");
         }
     }
     Ok(())
+}
+
+/// `diff a.json b.json`: reads files.
+fn diff_files(a: &DiffArgs) -> Result<()> {
+    if !a.traffic.is_default() {
+        bail!(
+            "netpath diff: the traffic and mode flags (--rounds, -n, --wait, --cpus, --backend …) are for measuring now; saved files were measured already: drop those flags, or the files to measure -d A --vs B"
+        );
+    }
+    let r = netpath::diff::from_files(&a.files, a.driver.as_deref(), a.vs.as_deref())?;
+    render::emit(a.output.format(), None, &r)
+}
+
+/// `diff -d A --vs B`: both measured now, interleaved.
+fn diff_live(a: DiffArgs) -> Result<()> {
+    let (da, db) = live_pair(a.driver.as_deref(), a.vs.as_deref())?;
+    let mut opts = a.traffic.options(vec![da, db], false, None)?;
+    // diff compares the runs its tables come from; compare's extra blocking line
+    // would cost a run per driver and say nothing here (`--wait block` diffs that).
+    opts.mode.block_line = false;
+    lab::install_signal_cleanup();
+    netpath::btf::require()?;
+    render::progress::enable(a.output.is_text());
+    let caps = doctor::probe()?;
+    let backend = backend::select(a.traffic.backend, &caps)?;
+    let r = netpath::diff::live(backend, &opts)?;
+    render::emit(a.output.format(), Some(backend.name()), &r)
 }
 
 /// `diff -d A --vs B`: two different lab drivers.
@@ -605,20 +514,8 @@ fn live_pair(a: Option<&str>, b: Option<&str>) -> Result<(Driver, Driver)> {
     Ok((a, b))
 }
 
-fn print_diff(r: &netpath::diff::DiffResult, backend: Option<&str>, json: bool) -> Result<()> {
-    if json {
-        println!("{}", to_json("diff", backend, r)?);
-    } else {
-        netpath::render::diff::print(r);
-    }
-    Ok(())
-}
-
-fn report_file(
-    input: &std::path::Path,
-    output: Option<&std::path::Path>,
-    svg: Option<&std::path::Path>,
-) -> Result<()> {
+fn report_file(a: &ReportArgs) -> Result<()> {
+    let (output, svg) = (a.output.as_deref(), a.svg.as_deref());
     if output.is_none() && svg.is_none() {
         bail!("netpath report: nothing to write; give -o out.html and/or --svg out.svg");
     }
@@ -627,7 +524,7 @@ fn report_file(
             netpath::render::check_output_path(flag, p)?;
         }
     }
-    let view = netpath::render::CompareView::from_file(input)?;
+    let view = netpath::render::CompareView::from_file(&a.input)?;
     netpath::render::write_reports(&view, output, svg)
 }
 
@@ -653,20 +550,9 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            // One line: what was wrong and the accepted values, without clap's usage block.
-            let msg = e.to_string();
-            let parts: Vec<&str> = msg
-                .lines()
-                .map(str::trim)
-                .filter(|l| {
-                    !l.is_empty()
-                        && !l.starts_with("Usage:")
-                        && !l.starts_with("For more information")
-                })
-                .collect();
             eprintln!(
                 "netpath: {} (see `netpath --help`)",
-                parts.join(" ").trim_start_matches("error: ")
+                render::output::clap_line(&e)
             );
             return ExitCode::from(2);
         }

@@ -184,9 +184,9 @@ pub fn run_sides(tracer: &mut Tracer, sides: &[Side]) -> Result<Vec<DriverReport
     let mut out = Vec::with_capacity(n);
     for (i, a) in acc.into_iter().enumerate() {
         let s = &sides[i];
-        let mut rep = finish(tracer, s.path, s.proto, s.opts, a, before[i], t0)
+        // (Named after its side already: each round's traced report is built with its label.)
+        let rep = finish(tracer, s.path, s.proto, s.opts, a, before[i], t0)
             .with_context(|| format!("finishing {}", s.label))?;
-        rep.driver = s.label.clone();
         out.push(rep);
     }
     Ok(out)
@@ -248,28 +248,23 @@ pub fn traced(
     let snap = tracer.snapshot()?;
     let samples = tracer.drain_samples();
     let drops = tracer.drain_drops();
-    let mut rep = report::build(
+    let prog_costs = if opts.tracer.prog_stats {
+        crate::compare::costs(&costs_before, &tracer.prog_costs(), res.count)
+    } else {
+        Vec::new()
+    };
+    let rep = report::build(&report::TracedRun {
         label,
-        tracer.backend,
-        &tracer.missing,
-        &res,
-        None,
-        &snap,
-        &samples,
-        &drops,
-        &path.devices,
-        opts.keep_timelines,
-        &tracer.drop_reasons,
-    );
-    rep.function_probes = tracer.fn_probes.clone();
-    rep.uncounted = tracer.uncounted.clone();
-    rep.placement = Some(Placement::of(&samples));
-    rep.proto = rr.proto;
-    rep.wait = rr.wait;
-    rep.busy_poll_napi = res.napi_ids;
-    if opts.tracer.prog_stats {
-        rep.prog_costs = crate::compare::costs(&costs_before, &tracer.prog_costs(), res.count);
-    }
+        tracer,
+        rr,
+        result: &res,
+        snap: &snap,
+        samples: &samples,
+        drops: &drops,
+        devices: &path.devices,
+        keep_timelines: opts.keep_timelines,
+        prog_costs,
+    });
     Ok(rep)
 }
 
@@ -423,20 +418,7 @@ fn finish(
     });
     let pick = by_p50[by_p50.len() / 2];
     let mut rep = acc.traced[pick].clone();
-    let rounds: Vec<RttSummary> = acc.untraced.iter().map(RttSummary::from_rr).collect();
-    if let Some(u) = acc.untraced.get(pick) {
-        let u = RttSummary::from_rr(u);
-        let pct = |a: f64, b: f64| if b > 0.0 { (a / b - 1.0) * 100.0 } else { 0.0 };
-        rep.probe_effect_mean_pct = Some(pct(rep.traced.mean_us, u.mean_us));
-        rep.probe_effect_p50_pct = Some(pct(rep.traced.p50_us, u.p50_us));
-        rep.untraced = Some(u);
-    }
-    rep.rr = report::RrRounds::of(&rounds);
-    rep.probe_effect_below_noise = rep
-        .rr
-        .as_ref()
-        .is_some_and(|rr| rep.traced.p50_us < rr.p50_us.min);
-    rep.rounds = rounds;
+    rep.set_rounds(&acc.untraced, pick);
     rep.round_detail = rows;
     rep.bulk = crate::compare::bulk_rounds(&acc.bulk);
     tracer.detach()?;
@@ -528,67 +510,6 @@ pub fn neighbour_ratios(reports: &[DriverReport]) -> Vec<RoundRatio> {
         .windows(2)
         .filter_map(|w| ratio(reports, &w[1].driver, &w[0].driver))
         .collect()
-}
-
-/// The lines `report::print` adds for run mode, placement, machine, rounds and the block run.
-pub fn print_mode(r: &DriverReport) {
-    let napi = match r.busy_poll_napi {
-        Some((0, _)) | Some((_, 0)) => {
-            "  (busy-poll: a receiving device has no NAPI, SO_INCOMING_NAPI_ID 0: those receives block)"
-        }
-        _ => "",
-    };
-    println!(
-        "   {} request/response, wait {}, cpus {}{napi}",
-        r.proto.name().to_uppercase(),
-        r.wait.name(),
-        r.cpus
-    );
-    if let Some(p) = &r.placement {
-        println!("   {}", p.line());
-    }
-    if let Some(m) = &r.machine {
-        println!("   {}", m.line());
-    }
-    for row in r.round_detail.iter().filter(|x| x.mode_change) {
-        println!(
-            "   round {}: wakeup p50 {:.1} µs differs from the other rounds' by more than the data path ({:.1} µs): a mode change of the machine",
-            row.round,
-            row.wakeup_p50_us.unwrap_or(0.0),
-            row.data_path_p50_us.unwrap_or(0.0)
-        );
-    }
-    if let Some(b) = &r.block {
-        println!(
-            "   RTT block (what an application sees): untraced p50 {:.1} µs, traced p50 {:.1} µs; wakeup (all its parts) p50 request {:.1} µs ({:.0}% of its one-way), response {:.1} µs; {}",
-            b.untraced.p50_us,
-            b.traced.p50_us,
-            b.wakeup_request_p50_us.unwrap_or(0.0),
-            b.wakeup_request_share_pct.unwrap_or(0.0),
-            b.wakeup_response_p50_us.unwrap_or(0.0),
-            b.placement.line()
-        );
-    }
-}
-
-/// The per-round ratio lines of the summary.
-pub fn print_ratios(reports: &[DriverReport]) {
-    for c in neighbour_ratios(reports) {
-        let rounds: Vec<String> = c.per_round.iter().map(|x| format!("{x:.2}")).collect();
-        println!(
-            "   {:<28} {:>6.2}× median, spread {:.2}–{:.2} over rounds [{}]{}",
-            c.name,
-            c.spread.median,
-            c.spread.min,
-            c.spread.max,
-            rounds.join(" "),
-            if c.mode_change {
-                "  (a round was a mode change of the machine)"
-            } else {
-                ""
-            }
-        );
-    }
 }
 
 #[cfg(test)]

@@ -41,7 +41,8 @@ pub struct TraceOutput {
     pub uncounted: Vec<&'static str>,
 }
 
-fn proto_number(p: &str) -> Result<u8> {
+/// `--proto` as the kernel filter compares it: a name or an IP protocol number.
+pub fn proto_number(p: &str) -> Result<u8> {
     Ok(match p.to_ascii_lowercase().as_str() {
         "tcp" => 6,
         "udp" => 17,
@@ -213,51 +214,59 @@ pub fn run_passive(
     })
 }
 
-pub fn print(out: &TraceOutput) {
-    for (i, t) in out.timelines.iter().enumerate() {
-        println!(
-            "#{} {:<8} {}  {:.2} µs  ({} receive passes, {} NET_RX softirq runs)",
-            i + 1,
-            if t.points.first().is_some_and(|p| p.point != "send") {
-                "packet"
-            } else {
-                t.dir
-            },
-            t.tuple,
-            t.total_us,
-            t.rx_passes,
-            t.softirq_runs
-        );
-        if let Some(x) = &t.translated {
-            println!("   NAT: {x}");
-        }
-        let mut at = 0.0;
-        for p in &t.points {
-            at += p.since_prev_us;
-            println!(
-                "   {:>9.3} µs  +{:>8.3}  {:<14} {:<30} {:<8} cpu{:<2} {}",
-                at,
-                p.since_prev_us,
-                p.point,
-                p.device,
-                p.kind,
-                p.cpu,
-                if p.point == "send" && p.hop != "proxy" {
-                    ""
-                } else {
-                    p.hop
-                }
+/// `trace --container`: the traffic of running containers, on their interfaces and host-side
+/// peers (and a published port's loopback leg and docker-proxy with `--port`). `text`: the
+/// published legs found are said first.
+pub fn run_containers(
+    backend: Backend,
+    names: &[String],
+    o: &TraceOptions,
+    timeout: std::time::Duration,
+    text: bool,
+) -> Result<TraceOutput> {
+    let engine = crate::docker::Engine::connect()?;
+    let mut devices = Vec::new();
+    let mut published = Vec::new();
+    for c in names {
+        let net = crate::docker::resolve_container(&engine, c)?;
+        if net.networks.iter().all(|n| n.ip.is_none()) && !net.host_network {
+            bail!(
+                "container {c} is on no network (--network none?): nothing of its \
+                 traffic leaves it; trace a container on a bridge, overlay or macvlan network"
             );
         }
+        let leg = match o.port {
+            Some(p) => crate::docker::published_leg(&engine, &net, p)?,
+            None => None,
+        };
+        let host_lo = leg.as_ref().map(|l| l.host_lo.clone());
+        for d in net.devices().into_iter().chain(host_lo) {
+            if !devices.contains(&d) {
+                devices.push(d);
+            }
+        }
+        published.extend(leg);
     }
-    let lost: Vec<String> = out.lost.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    println!(
-        "{} timelines (backend {}); lost/unmatched: {}",
-        out.timelines.len(),
-        out.backend,
-        lost.join(", ")
-    );
-    for u in &out.uncounted {
-        println!("not counted by this kernel: {u}");
+    if text {
+        for l in &published {
+            println!("{}", l.describe());
+        }
     }
+    let relays: Vec<u32> = published.iter().flat_map(|l| l.relay_pids()).collect();
+    let filter = Filter {
+        port: o.port,
+        also_port: published.first().map(|l| l.container_port),
+        addr: o.host,
+        proto: o.proto.as_deref().map(proto_number).transpose()?,
+        ..Default::default()
+    };
+    run_passive(
+        backend,
+        &names.join(","),
+        &devices,
+        filter,
+        &relays,
+        o.count,
+        timeout,
+    )
 }

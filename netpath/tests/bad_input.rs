@@ -151,6 +151,12 @@ fn bad_options_and_environments_answered_in_one_line() {
         case("compare --backend ebpf", Root, "possible values"),
         case("compare --between onlyone", Root, "--between"),
         case("frobnicate", Root, "frobnicate"),
+        case("doctor --format xml", Root, "possible values: text, json"),
+        case(
+            "trace -c 1 --json --format text",
+            Root,
+            "cannot be used with",
+        ),
         // Values only the run can check: refused before any lab is built.
         case("trace --proto bogus -c 1", Root, "unknown protocol"),
         // Protocols a path cannot carry the way netpath measures them, said before any lab.

@@ -41,6 +41,37 @@ fn doctor_json_matches_its_schema() {
     );
 }
 
+/// `--format json` is `--json`: the same JSON (kind, backend, body); `--format text` is what
+/// no flag prints.
+#[test]
+fn format_json_is_the_json_alias_and_text_the_default() {
+    let _g = common::need_root();
+    let long = netpath(&["doctor", "--format", "json"]);
+    let short = netpath(&["doctor", "--json"]);
+    common::schema::validate("doctor", &long);
+    assert_eq!(long["header"]["kind"], "doctor");
+    assert_eq!(long["header"]["kind"], short["header"]["kind"]);
+    assert_eq!(long["header"]["backend"], short["header"]["backend"]);
+    assert_eq!(
+        long["header"]["schema_version"],
+        short["header"]["schema_version"]
+    );
+    assert_eq!(long["capabilities"], short["capabilities"]);
+    assert_eq!(long["backend"], short["backend"]);
+    let text = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "netpath {}", args.join(" "));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let default = text(&["doctor"]);
+    assert_eq!(default, text(&["doctor", "--format", "text"]));
+    assert!(default.starts_with("kernel "), "{default}");
+    assert!(serde_json::from_str::<Value>(&default).is_err());
+}
+
 pub const SMALL_COMPARE: &[&str] = &[
     "compare",
     "-d",

@@ -32,17 +32,24 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     })
 }
 
-/// `bench --stability`, keeping `--json` if the bench had it.
+/// The bench asked for JSON: `--json`, or its long form `--format json`.
+fn wants_json(args: &BenchArgs) -> bool {
+    let a = &args.args;
+    a.iter().any(|x| x == "--json" || x == "--format=json")
+        || a.windows(2).any(|w| w[0] == "--format" && w[1] == "json")
+}
+
+/// `bench --stability`, in JSON if the bench was.
 fn stability_args(args: &BenchArgs) -> Vec<String> {
     let mut v = vec!["bench".to_string(), "--stability".to_string()];
-    if args.args.iter().any(|a| a == "--json") {
+    if wants_json(args) {
         v.push("--json".into());
     }
     v
 }
 
 /// `bench` and the given arguments; `--markdown <root>/BENCHMARKS.md` and `--journeys 1000000`
-/// unless given (or `--json` asked for the report instead).
+/// unless given (or JSON was asked for the report instead).
 fn netpath_args(args: &BenchArgs) -> Vec<String> {
     let mut v: Vec<String> = std::iter::once("bench".to_string())
         .chain(args.args.iter().cloned())
@@ -52,7 +59,7 @@ fn netpath_args(args: &BenchArgs) -> Vec<String> {
             .iter()
             .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
     };
-    if has("--stability") || has("--json") {
+    if has("--stability") || wants_json(args) {
         return v;
     }
     if !has("--markdown") {
@@ -78,6 +85,15 @@ mod tests {
         assert_eq!(
             super::netpath_args(&args),
             ["bench", "--rounds", "5", "--json"]
+        );
+        let cli = crate::Cli::parse_from(["xtask", "bench", "--format", "json"]);
+        let crate::Command::Bench(args) = cli.command else {
+            panic!("not bench")
+        };
+        assert_eq!(super::netpath_args(&args), ["bench", "--format", "json"]);
+        assert_eq!(
+            super::stability_args(&args),
+            ["bench", "--stability", "--json"]
         );
         let cli = crate::Cli::parse_from(["xtask", "bench"]);
         let crate::Command::Bench(args) = cli.command else {

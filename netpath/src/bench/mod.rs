@@ -52,14 +52,12 @@ use crate::{
 mod journeys;
 mod markdown;
 mod modes;
-mod print;
 mod tools;
 mod traced;
 
 pub use journeys::JourneyRun;
-pub use markdown::markdown;
+pub use markdown::{goals_table, markdown};
 pub use modes::ModeLatency;
-pub use print::print;
 use tools::*;
 use traced::*;
 

@@ -43,7 +43,7 @@ pub use container::{
 pub use daemon::SecondDaemon;
 pub use drivers::{DockerLab, DockerLabOptions};
 pub use engine::Engine;
-pub use inspect::{InspectReport, inspect};
+pub use inspect::{InspectReport, InterfaceReport, inspect};
 pub use published::{PublishedLeg, published_leg};
 
 /// Label on every container, network and image netpath creates (value `1`).

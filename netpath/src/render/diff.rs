@@ -5,6 +5,13 @@
 use crate::delta::Delta;
 use crate::diff::DiffResult;
 
+impl super::Render for DiffResult {
+    const KIND: &'static str = "diff";
+    fn text(&self) {
+        print(self)
+    }
+}
+
 fn median(d: &Delta, a: bool) -> String {
     let (rounds, s) = if a {
         (d.a_rounds, d.a.median)

@@ -1,15 +1,24 @@
-//! Renderers of a run's results, beside the text tables of `report`: the versioned JSON header
-//! every command's JSON starts with, the HTML report with its SVG charts, and the Prometheus
-//! exposition of `serve`. They read the same records (`report::DriverReport` and friends) so a
-//! saved JSON renders the same as a live run.
-pub mod header;
-
-pub use header::{Header, to_json};
+//! Renderers of every command's results: `--format` and the dispatch to a format (`output`),
+//! the text of each command (`text` for compare's run record, `trace`, `doctor`, `inspect`,
+//! `diff`), the versioned JSON header every command's JSON starts with, the HTML report with
+//! its SVG charts, and the Prometheus exposition of `serve`. They read the same records
+//! (`report::DriverReport` and friends) so a saved JSON renders the same as a live run.
+pub mod bench;
 pub mod diff;
+pub mod doctor;
+pub mod header;
 pub mod html;
+pub mod inspect;
+pub mod output;
+pub mod progress;
+pub mod prom;
 pub mod svg;
+pub mod text;
+pub mod trace;
 pub mod view;
 
+pub use header::{Header, to_json};
+pub use output::{Format, OutputArgs, Render, emit};
 pub use view::CompareView;
 
 /// Writes the report files a compare run asked for (`--report`, `--svg`).
@@ -47,8 +56,6 @@ pub fn check_output_path(flag: &str, p: &std::path::Path) -> anyhow::Result<()> 
     }
     Ok(())
 }
-pub mod progress;
-pub mod prom;
 
 /// `netpath … | head`: the reader going away ends the output, it is no crash. The panic std
 /// raises on the failed print still unwinds (through the lab cleanup's hook, which chains

@@ -59,19 +59,23 @@ fn bar(d: &DriverView, stat: Stat, hops: &[String], label: String) -> Bar {
     Bar { label, segments }
 }
 
-/// Stacked per-hop bars, one per driver and statistic.
-pub fn hop_bars(view: &CompareView, stats: &[Stat]) -> Result<String> {
-    let hops = view.hop_order();
-    let bars: Vec<Bar> = view
-        .drivers
+/// One bar per driver and statistic, in that order.
+fn bars(view: &CompareView, stats: &[Stat], hops: &[String]) -> Vec<Bar> {
+    view.drivers
         .iter()
         .flat_map(|d| {
             stats
                 .iter()
-                .map(|&s| bar(d, s, &hops, format!("{} {}", d.driver, s.name())))
+                .map(|&s| bar(d, s, hops, format!("{} {}", d.driver, s.name())))
                 .collect::<Vec<_>>()
         })
-        .collect();
+        .collect()
+}
+
+/// Stacked per-hop bars, one per driver and statistic.
+pub fn hop_bars(view: &CompareView, stats: &[Stat]) -> Result<String> {
+    let hops = view.hop_order();
+    let bars = bars(view, stats, &hops);
     let total = |b: &Bar| b.segments.iter().map(|s| s.1).sum::<f64>();
     let xmax = bars.iter().map(total).fold(1.0, f64::max);
     let names: Vec<&str> = stats.iter().map(|s| s.name()).collect();

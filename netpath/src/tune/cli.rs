@@ -44,8 +44,8 @@ pub struct TuneArgs {
     pub sample_every: u32,
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: crate::render::OutputArgs,
 }
 
 /// Runs `netpath tune`: everything the user can get wrong is said before anything is built.
@@ -56,7 +56,7 @@ pub fn main(args: TuneArgs) -> Result<()> {
     knobs::check_kernel(&spec)?;
     crate::lab::install_signal_cleanup();
     crate::btf::require()?;
-    crate::render::progress::enable(!args.json);
+    crate::render::progress::enable(args.output.is_text());
     let caps = crate::doctor::probe()?;
     let backend = backend::select(args.backend, &caps)?;
     let nagle = spec.knob == Knob::Nodelay;
@@ -75,7 +75,7 @@ pub fn main(args: TuneArgs) -> Result<()> {
             sample_every: args.sample_every,
             ..TracerOptions::default()
         },
-        print: !args.json,
+        print: args.output.is_text(),
         tc_counters: false,
         keep_timelines: 2,
         rounds: args.rounds,
@@ -87,7 +87,7 @@ pub fn main(args: TuneArgs) -> Result<()> {
         underlay: None,
         mode,
     };
-    if !args.json {
+    if args.output.is_text() {
         println!(
             "backend: {}; {} on {}: {} vs {}",
             backend.name(),
@@ -98,13 +98,5 @@ pub fn main(args: TuneArgs) -> Result<()> {
         );
     }
     let r = super::run(backend, args.driver, &spec, &opts)?;
-    if args.json {
-        println!(
-            "{}",
-            crate::render::to_json("tune", Some(backend.name()), &r)?
-        );
-    } else {
-        super::print(&r);
-    }
-    Ok(())
+    crate::render::emit(args.output.format(), Some(backend.name()), &r)
 }

@@ -270,7 +270,7 @@ fn brief(spec: &KnobSpec, d: &Deltas) -> String {
 /// The result on a terminal: both sides' tables, then the verdict lines.
 pub fn print(r: &TuneResult) {
     for s in [&r.a, &r.b] {
-        crate::report::print(&s.report);
+        crate::render::text::driver(&s.report);
         if !s.restored.is_empty() {
             let lines: Vec<String> = s.restored.iter().map(ReadBack::line).collect();
             println!("   {}: restored {}", s.label, lines.join(", "));

@@ -1,0 +1,360 @@
+//! The run record as text: each driver's block (printed as soon as it is measured: runs are
+//! long) and the summary of several; `CompareOutput` is what `compare` prints at the end.
+use serde::Serialize;
+
+use crate::backend::Backend;
+use crate::report::{DriverReport, RttSummary};
+
+/// `compare`'s result (its JSON body: `backend`, `drivers`).
+#[derive(Serialize)]
+pub struct CompareOutput {
+    pub backend: Backend,
+    pub drivers: Vec<DriverReport>,
+}
+
+impl super::Render for CompareOutput {
+    const KIND: &'static str = "compare";
+    /// Nothing more: the run printed each driver's block and the summary as it went.
+    fn text(&self) {}
+}
+
+/// Said before a compare run: the backend and the hops it can see.
+pub fn backend_line(backend: Backend) {
+    let hops: Vec<&str> = backend.visible_hops().iter().map(|h| h.name()).collect();
+    println!(
+        "backend: {} (hops it can see: {})",
+        backend.name(),
+        hops.join(", ")
+    );
+    println!();
+}
+
+/// One driver's block: mode, RTT, per-hop table, attribution, passes, drops, losses.
+pub fn driver(r: &DriverReport) {
+    println!("== driver {}  (backend {})", r.driver, r.backend);
+    mode(r);
+    if !r.function_probes.is_empty() {
+        let f: Vec<String> = r
+            .function_probes
+            .iter()
+            .map(|p| format!("{} ({})", p.function, p.mechanism))
+            .collect();
+        println!("   function probes: {}", f.join(", "));
+    }
+    if !r.missing_tracepoints.is_empty() {
+        println!(
+            "   this kernel lacks {}: neighbouring hops merge",
+            r.missing_tracepoints.join(", ")
+        );
+    }
+    phases(r);
+    rtt("traced", &r.traced);
+    if let Some(u) = &r.untraced {
+        rtt("untraced", u);
+        println!(
+            "   probe effect: mean {:+.1}%  p50 {:+.1}%{}",
+            r.probe_effect_mean_pct.unwrap_or(0.0),
+            r.probe_effect_p50_pct.unwrap_or(0.0),
+            if r.probe_effect_below_noise {
+                "  (traced p50 below every untraced round: noise or a change of the machine's \
+                 state between runs outweighs it; not a result)"
+            } else {
+                ""
+            }
+        );
+    }
+    hop_table(r);
+    tail(r);
+}
+
+fn rtt(label: &str, s: &RttSummary) {
+    println!(
+        "   RTT {label:<9} n={:<7} mean {:>8.1} µs  p50 {:>8.1}  p95 {:>8.1}  p99 {:>8.1}  max {:>9.1}  {:>8.0} req/s",
+        s.count, s.mean_us, s.p50_us, s.p95_us, s.p99_us, s.max_us, s.req_per_s
+    )
+}
+
+/// The untraced phases over rounds (request/response, bulk, burst) and the run's context.
+fn phases(r: &DriverReport) {
+    if let Some(rr) = &r.rr {
+        println!(
+            "   RR untraced, median of {} round(s): {:.0} req/s  p50 {:.1} µs [{:.1}–{:.1}]  p95 {:.1}  p99 {:.1} µs [{:.1}–{:.1}]",
+            rr.rounds,
+            rr.req_per_s.median,
+            rr.p50_us.median,
+            rr.p50_us.min,
+            rr.p50_us.max,
+            rr.p95_us.median,
+            rr.p99_us.median,
+            rr.p99_us.min,
+            rr.p99_us.max
+        );
+    }
+    if let Some(b) = &r.bulk {
+        println!(
+            "   bulk {} stream(s): {:.2} Gbit/s [{:.2}–{:.2}]  retransmits {:.0}",
+            b.streams,
+            b.gbit_per_s.median,
+            b.gbit_per_s.min,
+            b.gbit_per_s.max,
+            b.retransmits.median
+        );
+    }
+    for b in &r.burst {
+        println!(
+            "   burst ×{} {:.0} req/s: sent {}/{} done {}  p50 {:.1} µs  p99 {:.1} µs (uncorrected {:.1})  max {:.1}",
+            b.multiplier,
+            b.rate,
+            b.sent,
+            b.scheduled,
+            b.completed,
+            b.p50_us,
+            b.p99_us,
+            b.p99_uncorrected_us,
+            b.max_us
+        );
+    }
+    if let Some(c) = &r.context {
+        let rps: Vec<String> = c
+            .devices
+            .iter()
+            .filter(|d| {
+                d.rps_cpus
+                    .iter()
+                    .any(|m| !m.trim_start_matches(['0', ','].as_ref()).is_empty())
+            })
+            .map(|d| format!("{}@{}={}", d.name, d.netns, d.rps_cpus.join("/")))
+            .collect();
+        println!(
+            "   context: MTU client {} server {}; client TCP retrans {} (spurious by DSACK {}) ofo {} sack-reorder {}; server retrans {} ofo {}; RPS {}",
+            c.client_mtu,
+            c.server_mtu,
+            c.client_counters.retrans_segs,
+            c.client_counters.tcp_dsack_recv,
+            c.client_counters.tcp_ofo_queue,
+            c.client_counters.tcp_sack_reorder,
+            c.server_counters.retrans_segs,
+            c.server_counters.tcp_ofo_queue,
+            if rps.is_empty() {
+                "off everywhere".to_string()
+            } else {
+                rps.join(" ")
+            }
+        );
+        if let Some(w) = &c.wire {
+            println!("   wire: {w}");
+        }
+    }
+}
+
+/// The per-hop table, the one-way and turnaround distributions.
+fn hop_table(r: &DriverReport) {
+    println!(
+        "   {:<15} {:<9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
+        "hop", "dir", "crossings", "per-pkt", "mean", "p50", "p99", "share"
+    );
+    for h in &r.hops {
+        println!(
+            "   {:<15} {:<9} {:>9} {:>7.2}µs {:>7.2}µs {:>7.2}µs {:>7.2}µs {:>5.1}%",
+            h.hop, h.dir, h.crossings, h.per_packet_us, h.mean_us, h.p50_us, h.p99_us, h.share_pct
+        );
+    }
+    for (dir, d) in &r.one_way {
+        println!(
+            "   one-way {dir:<9} n={:<7} mean {:>7.2} µs  p50 {:>7.2}  p99 {:>7.2}",
+            d.count, d.mean_us, d.p50_us, d.p99_us
+        );
+    }
+    if let Some(t) = &r.turnaround {
+        println!(
+            "   server turnaround n={:<7} mean {:>7.2} µs  p50 {:>7.2}  p99 {:>7.2}",
+            t.count, t.mean_us, t.p50_us, t.p99_us
+        );
+    }
+}
+
+/// Attribution, receive passes, drops, program costs and every loss counted or not.
+fn tail(r: &DriverReport) {
+    println!(
+        "   attribution: request + response + turnaround = {:.2} µs vs RTT mean {:.2} µs ({:.1}%), unattributed {:.2} µs",
+        r.attributed_us, r.rtt_mean_us, r.attributed_pct, r.unattributed_us
+    );
+    let passes: Vec<String> = r
+        .passes
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {} pass/{} softirq ×{}",
+                p.dir, p.rx_passes, p.softirq_runs, p.packets
+            )
+        })
+        .collect();
+    if !passes.is_empty() {
+        println!(
+            "   receive passes/softirq runs per packet: {}",
+            passes.join(", ")
+        );
+    }
+    for d in &r.drops {
+        println!(
+            "   DROP reason {} in hop {} ({} after {} on {}) ×{}",
+            d.reason_name, d.hop, d.dir, d.last_point, d.device, d.count
+        );
+    }
+    for c in &r.prog_costs {
+        println!(
+            "   program {:<24} runs {:>9} ({:>5.1}/RTT)  avg {:>6.0} ns",
+            c.program, c.runs, c.runs_per_rtt, c.avg_ns
+        );
+    }
+    let lost: Vec<String> = r.lost.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!("   events: {}", lost.join(", "));
+    for u in &r.uncounted {
+        println!("   not counted by this kernel: {u}");
+    }
+}
+
+/// The summary table of several drivers, their ratios and the machine's state.
+pub fn summary(reports: &[DriverReport]) {
+    table(reports);
+    println!("   ratios per round between neighbouring runs (untraced p50):");
+    ratios(reports);
+    if let Some(m) = reports.last().and_then(|r| r.machine.as_ref()) {
+        println!("   {}", m.line());
+    }
+}
+
+fn table(reports: &[DriverReport]) {
+    let mut protos: Vec<&str> = Vec::new();
+    for r in reports {
+        if !protos.contains(&r.proto.name()) {
+            protos.push(r.proto.name());
+        }
+    }
+    let mode = reports
+        .first()
+        .map(|r| {
+            format!(
+                "{}, wait {}, cpus {}",
+                protos.join(","),
+                r.wait.name(),
+                r.cpus
+            )
+        })
+        .unwrap_or_default();
+    println!("== summary ({mode}; untraced medians; traced figures are in each driver's block)");
+    println!(
+        "   {:<16} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8} {:>6} {:>11}",
+        "driver", "req/s", "p50 µs", "p95 µs", "p99 µs", "Gbit/s", "retrans", "MTU", "attributed"
+    );
+    for r in reports {
+        let (rps, p50, p95, p99) =
+            r.rr.as_ref()
+                .map(|x| {
+                    (
+                        x.req_per_s.median,
+                        x.p50_us.median,
+                        x.p95_us.median,
+                        x.p99_us.median,
+                    )
+                })
+                .unwrap_or((
+                    r.traced.req_per_s,
+                    r.traced.p50_us,
+                    r.traced.p95_us,
+                    r.traced.p99_us,
+                ));
+        let (g, rt) = r
+            .bulk
+            .as_ref()
+            .map(|b| {
+                (
+                    format!("{:.2}", b.gbit_per_s.median),
+                    format!("{:.0}", b.retransmits.median),
+                )
+            })
+            .unwrap_or(("-".into(), "-".into()));
+        let mtu = r
+            .context
+            .as_ref()
+            .map(|c| c.client_mtu.to_string())
+            .unwrap_or("-".into());
+        println!(
+            "   {:<16} {:>9.0} {:>8.1} {:>8.1} {:>8.1} {:>9} {:>8} {:>6} {:>10.1}%",
+            r.driver, rps, p50, p95, p99, g, rt, mtu, r.attributed_pct
+        );
+    }
+    for c in crate::report::claims(reports) {
+        println!(
+            "   {:<28} {:>6.2}×{}",
+            c.name,
+            c.ratio,
+            if c.noisy {
+                "   (spread of the per-round ratios exceeds the difference: not a result)"
+            } else {
+                ""
+            }
+        );
+    }
+}
+
+/// The lines of a driver's block on run mode, placement, machine, rounds and the block run.
+fn mode(r: &DriverReport) {
+    let napi = match r.busy_poll_napi {
+        Some((0, _)) | Some((_, 0)) => {
+            "  (busy-poll: a receiving device has no NAPI, SO_INCOMING_NAPI_ID 0: those receives block)"
+        }
+        _ => "",
+    };
+    println!(
+        "   {} request/response, wait {}, cpus {}{napi}",
+        r.proto.name().to_uppercase(),
+        r.wait.name(),
+        r.cpus
+    );
+    if let Some(p) = &r.placement {
+        println!("   {}", p.line());
+    }
+    if let Some(m) = &r.machine {
+        println!("   {}", m.line());
+    }
+    for row in r.round_detail.iter().filter(|x| x.mode_change) {
+        println!(
+            "   round {}: wakeup p50 {:.1} µs differs from the other rounds' by more than the data path ({:.1} µs): a mode change of the machine",
+            row.round,
+            row.wakeup_p50_us.unwrap_or(0.0),
+            row.data_path_p50_us.unwrap_or(0.0)
+        );
+    }
+    if let Some(b) = &r.block {
+        println!(
+            "   RTT block (what an application sees): untraced p50 {:.1} µs, traced p50 {:.1} µs; wakeup (all its parts) p50 request {:.1} µs ({:.0}% of its one-way), response {:.1} µs; {}",
+            b.untraced.p50_us,
+            b.traced.p50_us,
+            b.wakeup_request_p50_us.unwrap_or(0.0),
+            b.wakeup_request_share_pct.unwrap_or(0.0),
+            b.wakeup_response_p50_us.unwrap_or(0.0),
+            b.placement.line()
+        );
+    }
+}
+
+/// The per-round ratio lines of the summary.
+fn ratios(reports: &[DriverReport]) {
+    for c in crate::rounds::neighbour_ratios(reports) {
+        let rounds: Vec<String> = c.per_round.iter().map(|x| format!("{x:.2}")).collect();
+        println!(
+            "   {:<28} {:>6.2}× median, spread {:.2}–{:.2} over rounds [{}]{}",
+            c.name,
+            c.spread.median,
+            c.spread.min,
+            c.spread.max,
+            rounds.join(" "),
+            if c.mode_change {
+                "  (a round was a mode change of the machine)"
+            } else {
+                ""
+            }
+        );
+    }
+}

@@ -1,0 +1,58 @@
+//! `netpath trace`'s text: each packet's timeline, one line per point, then the lost counts.
+use crate::trace::TraceOutput;
+
+impl super::Render for TraceOutput {
+    const KIND: &'static str = "trace";
+    fn text(&self) {
+        print(self)
+    }
+}
+
+pub fn print(out: &TraceOutput) {
+    for (i, t) in out.timelines.iter().enumerate() {
+        println!(
+            "#{} {:<8} {}  {:.2} µs  ({} receive passes, {} NET_RX softirq runs)",
+            i + 1,
+            if t.points.first().is_some_and(|p| p.point != "send") {
+                "packet"
+            } else {
+                t.dir
+            },
+            t.tuple,
+            t.total_us,
+            t.rx_passes,
+            t.softirq_runs
+        );
+        if let Some(x) = &t.translated {
+            println!("   NAT: {x}");
+        }
+        let mut at = 0.0;
+        for p in &t.points {
+            at += p.since_prev_us;
+            println!(
+                "   {:>9.3} µs  +{:>8.3}  {:<14} {:<30} {:<8} cpu{:<2} {}",
+                at,
+                p.since_prev_us,
+                p.point,
+                p.device,
+                p.kind,
+                p.cpu,
+                if p.point == "send" && p.hop != "proxy" {
+                    ""
+                } else {
+                    p.hop
+                }
+            );
+        }
+    }
+    let lost: Vec<String> = out.lost.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!(
+        "{} timelines (backend {}); lost/unmatched: {}",
+        out.timelines.len(),
+        out.backend,
+        lost.join(", ")
+    );
+    for u in &out.uncounted {
+        println!("not counted by this kernel: {u}");
+    }
+}

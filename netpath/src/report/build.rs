@@ -1,0 +1,271 @@
+//! Builds the run record: `build` from one traced run (its tracer, result, maps and samples),
+//! `DriverReport::set_rounds` from the untraced rounds around it. The only places a
+//! `DriverReport` is assembled.
+use std::collections::BTreeMap;
+
+use netpath_common::{Dir, DropRecord, Hop, Point, SkbState, hist, hop::slot};
+
+use super::timeline::device_name;
+use super::*;
+use crate::{harness::RrConfig, machine::Placement, path::Device, tracer::Tracer};
+
+/// One traced request/response run: everything its report is built from.
+pub struct TracedRun<'a> {
+    pub label: &'a str,
+    /// The tracer that watched it: backend, missing tracepoints, function probes, uncounted
+    /// losses, drop reason names.
+    pub tracer: &'a Tracer,
+    pub rr: &'a RrConfig,
+    pub result: &'a RrResult,
+    pub snap: &'a Snapshot,
+    pub samples: &'a [SkbState],
+    pub drops: &'a [DropRecord],
+    pub devices: &'a [Device],
+    pub keep_timelines: usize,
+    /// Kernel-measured program costs (`--prog-stats`; empty without).
+    pub prog_costs: Vec<ProgCost>,
+}
+
+fn percentile_us(h: &[u64], q: f64) -> f64 {
+    let total: u64 = h.iter().sum();
+    if total == 0 {
+        return 0.0;
+    }
+    let rank = ((q / 100.0) * total as f64).ceil().max(1.0) as u64;
+    let mut acc = 0;
+    for (b, c) in h.iter().enumerate() {
+        acc += c;
+        if acc >= rank {
+            return hist::midpoint(b as u32) as f64 / 1000.0;
+        }
+    }
+    0.0
+}
+
+/// The per-hop table's rows in path order: the device hops appended to the model later
+/// (ipvlan, netkit) beside macvlan, not after `other`; the whole journey has its own line.
+fn table_hops() -> Vec<Hop> {
+    let mut v: Vec<Hop> = Hop::ALL
+        .iter()
+        .copied()
+        .filter(|h| *h != Hop::OneWay)
+        .collect();
+    v.sort_by_key(|h| match h {
+        Hop::Ipvlan | Hop::Netkit => Hop::Macvlan as u32,
+        h => *h as u32,
+    });
+    v
+}
+
+fn distribution(s: &Snapshot, dir: Dir, hop: Hop) -> Option<Distribution> {
+    let i = slot(dir as u32, hop as u32) as usize;
+    let st = s.stats[i];
+    if st.count == 0 {
+        return None;
+    }
+    Some(Distribution {
+        count: st.count,
+        mean_us: st.sum_ns as f64 / st.count as f64 / 1000.0,
+        p50_us: percentile_us(&s.hist[i], 50.0),
+        p99_us: percentile_us(&s.hist[i], 99.0),
+    })
+}
+
+/// Per direction: the one-way distribution and each hop's row, in path order.
+fn hop_rows(snap: &Snapshot) -> (BTreeMap<&'static str, Distribution>, Vec<HopRow>) {
+    let mut one_way = BTreeMap::new();
+    let mut hops = Vec::new();
+    for dir in [Dir::Request, Dir::Response] {
+        let ow = distribution(snap, dir, Hop::OneWay);
+        let completed = ow.as_ref().map(|d| d.count).unwrap_or(0);
+        let ow_mean = ow.as_ref().map(|d| d.mean_us).unwrap_or(0.0);
+        if let Some(d) = ow {
+            one_way.insert(dir.name(), d);
+        }
+        for hop in &table_hops() {
+            let i = slot(dir as u32, *hop as u32) as usize;
+            let st = snap.stats[i];
+            if st.count == 0 {
+                continue;
+            }
+            let per_packet = if completed > 0 {
+                st.sum_ns as f64 / completed as f64 / 1000.0
+            } else {
+                0.0
+            };
+            hops.push(HopRow {
+                hop: hop.name(),
+                dir: dir.name(),
+                crossings: st.count,
+                per_packet_us: per_packet,
+                mean_us: st.sum_ns as f64 / st.count as f64 / 1000.0,
+                p50_us: percentile_us(&snap.hist[i], 50.0),
+                p99_us: percentile_us(&snap.hist[i], 99.0),
+                share_pct: if ow_mean > 0.0 {
+                    per_packet / ow_mean * 100.0
+                } else {
+                    0.0
+                },
+            });
+        }
+    }
+    (one_way, hops)
+}
+
+/// Packets per (receive passes, softirq runs) pair, per direction.
+fn pass_rows(snap: &Snapshot) -> Vec<PassRow> {
+    let mut passes = Vec::new();
+    for dir in [Dir::Request, Dir::Response] {
+        for p in 0..8u32 {
+            for r in 0..8u32 {
+                let n = snap.passes[(dir as u32 * 64 + p * 8 + r) as usize];
+                if n > 0 {
+                    passes.push(PassRow {
+                        dir: dir.name(),
+                        rx_passes: p,
+                        softirq_runs: r,
+                        packets: n,
+                    });
+                }
+            }
+        }
+    }
+    passes
+}
+
+fn drop_rows(
+    drops: &[DropRecord],
+    devices: &[Device],
+    reasons: &BTreeMap<u32, String>,
+) -> Vec<DropRow> {
+    let mut drop_rows: BTreeMap<(u32, u32, u32, u16, String), u64> = BTreeMap::new();
+    for d in drops {
+        *drop_rows
+            .entry((
+                d.reason,
+                netpath_common::hop::drop_hop(d.last_point, d.last_kind) as u32,
+                d.dir,
+                d.last_point,
+                device_name(devices, d.netns, d.ifindex),
+            ))
+            .or_default() += 1;
+    }
+    drop_rows
+        .into_iter()
+        .map(|((reason, hop, dir, lp, device), count)| DropRow {
+            reason,
+            reason_name: reasons
+                .get(&reason)
+                .cloned()
+                .unwrap_or_else(|| reason.to_string()),
+            hop: Hop::from_u32(hop).name(),
+            dir: if dir == 1 { "response" } else { "request" },
+            last_point: Point::from_u16(lp).map(|p| p.name()).unwrap_or("?"),
+            device,
+            count,
+        })
+        .collect()
+}
+
+fn device_rows(snap: &Snapshot, devices: &[Device]) -> Vec<DeviceRow> {
+    let tc_count = |ifindex: u32, egress: bool| {
+        snap.tc
+            .iter()
+            .filter(|((i, e), _)| *i == ifindex && *e == egress)
+            .map(|(_, (p, _))| *p)
+            .sum()
+    };
+    devices
+        .iter()
+        .map(|d| DeviceRow {
+            name: d.name.clone(),
+            netns: d.netns.clone(),
+            kind: d.kind.name(),
+            ifindex: d.ifindex,
+            mtu: d.mtu,
+            tc_ingress_pkts: tc_count(d.ifindex, false),
+            tc_egress_pkts: tc_count(d.ifindex, true),
+        })
+        .collect()
+}
+
+/// The record of one traced run (untraced figures and rounds: `set_rounds`).
+pub fn build(t: &TracedRun) -> DriverReport {
+    let (snap, devices) = (t.snap, t.devices);
+    let traced_s = RttSummary::from_rr(t.result);
+    let (one_way, hops) = hop_rows(snap);
+    let turnaround = distribution(snap, Dir::Turnaround, Hop::OneWay);
+    let attributed = one_way.values().map(|d| d.mean_us).sum::<f64>()
+        + turnaround.as_ref().map(|d| d.mean_us).unwrap_or(0.0);
+    let backend = t.tracer.backend;
+    DriverReport {
+        rtt_cdf: rtt_cdf(t.result),
+        driver: t.label.to_string(),
+        backend: backend.name(),
+        hops_visible: backend.visible_hops().iter().map(|h| h.name()).collect(),
+        missing_tracepoints: t.tracer.missing.clone(),
+        function_probes: t.tracer.fn_probes.clone(),
+        uncounted: t.tracer.uncounted.clone(),
+        probe_effect_mean_pct: None,
+        probe_effect_p50_pct: None,
+        probe_effect_below_noise: false,
+        rtt_mean_us: traced_s.mean_us,
+        unattributed_us: traced_s.mean_us - attributed,
+        attributed_pct: if traced_s.mean_us > 0.0 {
+            attributed / traced_s.mean_us * 100.0
+        } else {
+            0.0
+        },
+        attributed_us: attributed,
+        traced: traced_s,
+        untraced: None,
+        hops,
+        one_way,
+        turnaround,
+        lost: lost_counters(snap),
+        passes: pass_rows(snap),
+        drops: drop_rows(t.drops, devices, &t.tracer.drop_reasons),
+        devices: device_rows(snap, devices),
+        timelines: t
+            .samples
+            .iter()
+            .take(t.keep_timelines)
+            .map(|s| super::timeline(s, devices))
+            .collect(),
+        prog_costs: t.prog_costs.clone(),
+        rounds: Vec::new(),
+        rr: None,
+        bulk: None,
+        burst: Vec::new(),
+        context: None,
+        proto: t.rr.proto,
+        wait: t.rr.wait,
+        cpus: Default::default(),
+        busy_poll_napi: t.result.napi_ids,
+        placement: Some(Placement::of(t.samples)),
+        machine: None,
+        block: None,
+        round_detail: Vec::new(),
+    }
+}
+
+impl DriverReport {
+    /// The untraced rounds around this (the picked round's) traced run: the probe effect
+    /// against the untraced run of the same round, and medians and spread over the rounds.
+    pub fn set_rounds(&mut self, untraced: &[RrResult], pick: usize) {
+        let rounds: Vec<RttSummary> = untraced.iter().map(RttSummary::from_rr).collect();
+        if let Some(u) = untraced.get(pick) {
+            let u = RttSummary::from_rr(u);
+            let pct = |a: f64, b: f64| if b > 0.0 { (a / b - 1.0) * 100.0 } else { 0.0 };
+            self.probe_effect_mean_pct = Some(pct(self.traced.mean_us, u.mean_us));
+            self.probe_effect_p50_pct = Some(pct(self.traced.p50_us, u.p50_us));
+            self.untraced = Some(u);
+        }
+        self.rr = RrRounds::of(&rounds);
+        self.probe_effect_below_noise = self
+            .rr
+            .as_ref()
+            .is_some_and(|rr| self.traced.p50_us < rr.p50_us.min);
+        self.rounds = rounds;
+    }
+}

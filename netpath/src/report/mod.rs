@@ -1,0 +1,359 @@
+//! The run record: per driver, the RTT, per-hop table, attribution check, lost events, receive
+//! passes and softirqs, drops, context and machine state, the ratios between drivers. Built in
+//! `build` (one traced run) and `DriverReport::set_rounds` (the rounds around it); shown by
+//! `render` (text: `render::text`, or JSON).
+use std::collections::BTreeMap;
+
+use netpath_common::counter;
+use serde::Serialize;
+
+use crate::{harness::RrResult, tracer::Snapshot};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RttSummary {
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p95_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    pub req_per_s: f64,
+}
+
+/// Points of an RTT distribution's CDF: every percent, then the tail in finer steps.
+pub fn rtt_cdf(r: &RrResult) -> Vec<[f64; 2]> {
+    if r.hist.is_empty() {
+        return Vec::new();
+    }
+    let tail = [0.995, 0.999, 0.9995, 0.9999, 1.0];
+    (0..100)
+        .map(|p| p as f64 / 100.0)
+        .chain(tail)
+        .map(|q| [r.hist.value_at_quantile(q) as f64 / 1000.0, q])
+        .collect()
+}
+
+impl RttSummary {
+    pub fn from_rr(r: &RrResult) -> RttSummary {
+        let us = |ns: u64| ns as f64 / 1000.0;
+        RttSummary {
+            count: r.count,
+            mean_us: r.mean_ns / 1000.0,
+            p50_us: us(r.percentile_ns(50.0)),
+            p95_us: us(r.percentile_ns(95.0)),
+            p99_us: us(r.percentile_ns(99.0)),
+            max_us: us(r.hist.max()),
+            req_per_s: r.rps,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct HopRow {
+    pub hop: &'static str,
+    pub dir: &'static str,
+    /// Times a packet crossed this hop (a bridge path crosses veth twice per packet).
+    pub crossings: u64,
+    /// Sum over crossings divided by completed packets: what this hop adds to one packet.
+    pub per_packet_us: f64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// Share of the direction's mean one-way time.
+    pub share_pct: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Distribution {
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PassRow {
+    pub dir: &'static str,
+    pub rx_passes: u32,
+    pub softirq_runs: u32,
+    pub packets: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DropRow {
+    pub reason: u32,
+    pub reason_name: String,
+    pub hop: &'static str,
+    pub dir: &'static str,
+    pub last_point: &'static str,
+    pub device: String,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceRow {
+    pub name: String,
+    pub netns: String,
+    pub kind: &'static str,
+    pub ifindex: u32,
+    pub mtu: u32,
+    pub tc_ingress_pkts: u64,
+    pub tc_egress_pkts: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DriverReport {
+    pub driver: String,
+    pub backend: &'static str,
+    pub hops_visible: Vec<&'static str>,
+    pub missing_tracepoints: Vec<String>,
+    /// Function probes (kprobe/fentry backends) and how each is attached.
+    pub function_probes: Vec<crate::tracer::FnProbe>,
+    /// Losses this kernel does not count (see `Tracer::uncounted`).
+    pub uncounted: Vec<&'static str>,
+    pub traced: RttSummary,
+    pub untraced: Option<RttSummary>,
+    /// Traced vs untraced, percent: positive means tracing made it slower.
+    pub probe_effect_mean_pct: Option<f64>,
+    pub probe_effect_p50_pct: Option<f64>,
+    /// The traced p50 beat every untraced round: probes only add work, so the machine's noise
+    /// (or a change of its state between the runs) outweighs the effect here.
+    pub probe_effect_below_noise: bool,
+    pub hops: Vec<HopRow>,
+    pub one_way: BTreeMap<&'static str, Distribution>,
+    pub turnaround: Option<Distribution>,
+    /// Mean request one-way + mean response one-way + mean server turnaround.
+    pub attributed_us: f64,
+    pub rtt_mean_us: f64,
+    pub unattributed_us: f64,
+    pub attributed_pct: f64,
+    pub lost: BTreeMap<&'static str, u64>,
+    pub passes: Vec<PassRow>,
+    pub drops: Vec<DropRow>,
+    pub devices: Vec<DeviceRow>,
+    pub timelines: Vec<Timeline>,
+    /// Kernel-measured cost of each program during the traced run (with `--prog-stats`).
+    pub prog_costs: Vec<ProgCost>,
+    /// Untraced request/response, one entry per round, and their median and spread.
+    pub rounds: Vec<RttSummary>,
+    pub rr: Option<RrRounds>,
+    /// Bulk throughput, median and spread over rounds.
+    pub bulk: Option<BulkRounds>,
+    /// Open-loop phases (rate, then a multiple of it), latency corrected for coordinated omission.
+    pub burst: Vec<BurstPhase>,
+    pub context: Option<RunContext>,
+    /// What the request/response runs sent (`--proto`).
+    pub proto: crate::harness::Proto,
+    /// Wait mode and asked placement of the runs the tables come from.
+    pub wait: crate::harness::WaitMode,
+    pub cpus: crate::harness::Cpus,
+    /// `--wait busy-poll`: the client's and server's sockets' NAPI ids (0: no NAPI, blocking).
+    pub busy_poll_napi: Option<(u32, u32)>,
+    /// Where client, server and NET_RX softirq ran in the traced run (sampled journeys).
+    pub placement: Option<crate::machine::Placement>,
+    pub machine: Option<crate::machine::MachineState>,
+    /// Default mode: the blocking run beside the spin tables.
+    pub block: Option<crate::rounds::BlockLine>,
+    /// Per round: p50s, wakeup, data path, mode-change mark.
+    pub round_detail: Vec<crate::rounds::RoundRow>,
+    /// RTT distribution of the untraced run (the traced one without it) as `[µs, fraction at
+    /// or below]`, for the report's CDF chart.
+    pub rtt_cdf: Vec<[f64; 2]>,
+}
+
+/// Median and range of one figure over rounds.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    pub fn of(mut v: Vec<f64>) -> Spread {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n == 0 {
+            0.0
+        } else if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Spread {
+            median,
+            min: v.first().copied().unwrap_or(0.0),
+            max: v.last().copied().unwrap_or(0.0),
+        }
+    }
+
+    /// Range relative to the median.
+    pub fn rel(&self) -> f64 {
+        if self.median > 0.0 {
+            (self.max - self.min) / self.median
+        } else {
+            0.0
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RrRounds {
+    pub rounds: usize,
+    pub req_per_s: Spread,
+    pub mean_us: Spread,
+    pub p50_us: Spread,
+    pub p95_us: Spread,
+    pub p99_us: Spread,
+}
+
+impl RrRounds {
+    pub fn of(r: &[RttSummary]) -> Option<RrRounds> {
+        if r.is_empty() {
+            return None;
+        }
+        let f = |g: fn(&RttSummary) -> f64| Spread::of(r.iter().map(g).collect());
+        Some(RrRounds {
+            rounds: r.len(),
+            req_per_s: f(|s| s.req_per_s),
+            mean_us: f(|s| s.mean_us),
+            p50_us: f(|s| s.p50_us),
+            p95_us: f(|s| s.p95_us),
+            p99_us: f(|s| s.p99_us),
+        })
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BulkRounds {
+    pub streams: usize,
+    pub gbit_per_s: Spread,
+    pub retransmits: Spread,
+    pub per_round: Vec<crate::harness::StreamResult>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BurstPhase {
+    pub multiplier: f64,
+    pub rate: f64,
+    pub scheduled: u64,
+    pub sent: u64,
+    pub completed: u64,
+    pub achieved_rate: f64,
+    /// Latency from the intended send time (corrected for coordinated omission).
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    /// Latency from the actual send time, for comparison.
+    pub p99_uncorrected_us: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunContext {
+    pub client_mtu: u32,
+    pub server_mtu: u32,
+    pub devices: Vec<crate::harness::DevContext>,
+    /// Deltas over the untraced runs (request/response, bulk, burst), per side.
+    pub client_counters: crate::harness::NetCounters,
+    pub server_counters: crate::harness::NetCounters,
+    /// An emulated wire between the nodes (`compare --underlay-delay`): netem's settings and
+    /// the links it is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wire: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ProgCost {
+    pub program: String,
+    pub runs: u64,
+    pub avg_ns: f64,
+    /// Runs per round trip.
+    pub runs_per_rtt: f64,
+}
+
+/// Every lost or unmatched event counter, as every result reports them.
+pub const LOST: [u32; 10] = [
+    counter::RINGBUF_LOST,
+    counter::SKB_MAP_FULL,
+    counter::STALE,
+    counter::REUSED,
+    counter::RECV_UNMATCHED,
+    counter::RELAY_UNMATCHED,
+    counter::PROBE_MISSES,
+    counter::CONSUMED_EARLY,
+    counter::DROPPED,
+    counter::TRUNCATED,
+];
+
+/// The lost counters, then the bookkeeping ones (journeys started, completed, sampled).
+pub fn lost_counters(snap: &Snapshot) -> BTreeMap<&'static str, u64> {
+    LOST.iter()
+        .chain(&[counter::STARTED, counter::COMPLETED, counter::SAMPLES])
+        .map(|&c| (counter::NAMES[c as usize], snap.counters[c as usize]))
+        .collect()
+}
+
+/// Ratio of two medians, flagged when either side's spread over rounds is larger than the
+/// difference the ratio claims.
+#[derive(Clone, Debug, Serialize)]
+pub struct Claim {
+    pub name: String,
+    pub ratio: f64,
+    pub noisy: bool,
+}
+
+fn claim(name: &str, a: Option<Spread>, b: Option<Spread>) -> Option<Claim> {
+    let (a, b) = (a?, b?);
+    if b.median <= 0.0 {
+        return None;
+    }
+    let ratio = a.median / b.median;
+    let noisy = a.rel().max(b.rel()) > (ratio - 1.0).abs();
+    Some(Claim {
+        name: name.to_string(),
+        ratio,
+        noisy,
+    })
+}
+
+/// The ratios users argue about, from one run. p50 ratios are taken per round (between runs
+/// that were neighbours in time) and their median is the ratio, their spread the noise.
+pub fn claims(reports: &[DriverReport]) -> Vec<Claim> {
+    let find = |d: &str| reports.iter().find(|r| r.driver == d);
+    let p50 = |a: &str, b: &str| {
+        let name = format!("{a}/{b} p50");
+        match crate::rounds::ratio(reports, a, b) {
+            Some(r) if r.per_round.len() > 1 => Some(Claim {
+                name,
+                ratio: r.spread.median,
+                noisy: r.spread.rel() > (r.spread.median - 1.0).abs(),
+            }),
+            _ => claim(
+                &name,
+                find(a).and_then(|r| r.rr.as_ref().map(|x| x.p50_us)),
+                find(b).and_then(|r| r.rr.as_ref().map(|x| x.p50_us)),
+            ),
+        }
+    };
+    let p99 = |d: &str| find(d).and_then(|r| r.rr.as_ref().map(|x| x.p99_us));
+    let gbit = |d: &str| find(d).and_then(|r| r.bulk.as_ref().map(|x| x.gbit_per_s));
+    [
+        p50("bridge", "host"),
+        p50("overlay", "bridge"),
+        claim("overlay/bridge p99", p99("overlay"), p99("bridge")),
+        p50("published-proxy", "bridge"),
+        p50("published-nat", "bridge"),
+        p50("macvlan", "bridge"),
+        claim("bridge/host Gbit/s", gbit("bridge"), gbit("host")),
+        claim("overlay/bridge Gbit/s", gbit("overlay"), gbit("bridge")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+mod build;
+mod timeline;
+
+pub use build::{TracedRun, build};
+pub use timeline::{Timeline, TimelineHop, timeline};

@@ -1,0 +1,129 @@
+//! One sampled packet's journey as the report keeps it: each point with its device, hop and
+//! the time since the previous point, and the NAT the packet went through.
+use netpath_common::{Hop, Point, SkbState};
+use serde::Serialize;
+
+use crate::path::Device;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TimelineHop {
+    pub point: &'static str,
+    pub device: String,
+    pub kind: &'static str,
+    pub netns: u32,
+    pub hop: &'static str,
+    pub since_prev_us: f64,
+    pub cpu: u16,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Timeline {
+    pub dir: &'static str,
+    pub tuple: String,
+    /// Set when the packet's addresses changed on the way (NAT): "before → after".
+    pub translated: Option<String>,
+    pub total_us: f64,
+    pub rx_passes: u16,
+    pub softirq_runs: u16,
+    pub points: Vec<TimelineHop>,
+}
+
+pub(super) fn device_name(devices: &[Device], netns: u32, ifindex: u32) -> String {
+    devices
+        .iter()
+        .find(|d| d.netns_inum == netns && d.ifindex == ifindex)
+        .map(|d| format!("{}@{}", d.name, d.netns))
+        .unwrap_or_else(|| {
+            if ifindex == 0 {
+                String::new()
+            } else {
+                format!("if{ifindex}@ns{netns}")
+            }
+        })
+}
+
+fn tuple(s: &SkbState) -> String {
+    let ip = |a: u32| std::net::Ipv4Addr::from(u32::from_be(a));
+    format!(
+        "{}:{} > {}:{}",
+        ip(s.saddr),
+        u16::from_be(s.sport),
+        ip(s.daddr),
+        u16::from_be(s.dport)
+    )
+}
+
+/// What the receiving thread's CPU was doing before it ran, and whether it is another CPU than
+/// the one that woke it.
+fn sched_kind(k: u16) -> &'static str {
+    use netpath_common::hop::{SCHED_CROSS, SCHED_IDLE};
+    match (k & SCHED_IDLE != 0, k & SCHED_CROSS != 0) {
+        (true, false) => "idle",
+        (true, true) => "idle,x-cpu",
+        (false, false) => "busy",
+        (false, true) => "busy,x-cpu",
+    }
+}
+
+pub fn timeline(s: &SkbState, devices: &[Device]) -> Timeline {
+    let n = (s.npoints as usize).min(s.points.len());
+    let mut prev = s.first_ts;
+    let points = s.points[..n]
+        .iter()
+        .map(|p| {
+            let d = p.ts.saturating_sub(prev);
+            prev = p.ts;
+            TimelineHop {
+                point: Point::from_u16(p.point).map(|p| p.name()).unwrap_or("?"),
+                device: device_name(devices, p.netns, p.ifindex),
+                kind: if p.point == Point::SchedSwitch as u16 {
+                    sched_kind(p.kind)
+                } else if p.ifindex == 0 {
+                    ""
+                } else {
+                    netpath_common::DevKind::from_u16(p.kind).name()
+                },
+                netns: p.netns,
+                hop: Hop::from_u32(p.hop as u32).name(),
+                since_prev_us: d as f64 / 1000.0,
+                cpu: p.cpu,
+            }
+        })
+        .collect();
+    let ip = |a: u32| std::net::Ipv4Addr::from(u32::from_be(a));
+    let ep = |a: u32, p: u16| format!("{}:{}", ip(a), u16::from_be(p));
+    let mut translated = Vec::new();
+    if s.sock_daddr != 0 && (s.sock_daddr, s.sock_dport) != (s.daddr, s.dport) {
+        // Rewritten before the first device: OUTPUT DNAT in the sender's own stack.
+        translated.push(format!(
+            "dst {} → {} (before the first device)",
+            ep(s.sock_daddr, s.sock_dport),
+            ep(s.daddr, s.dport)
+        ));
+    }
+    if s.end_saddr != 0 {
+        if (s.end_saddr, s.end_sport) != (s.saddr, s.sport) {
+            translated.push(format!(
+                "src {} → {}",
+                ep(s.saddr, s.sport),
+                ep(s.end_saddr, s.end_sport)
+            ));
+        }
+        if (s.end_daddr, s.end_dport) != (s.daddr, s.dport) {
+            translated.push(format!(
+                "dst {} → {}",
+                ep(s.daddr, s.dport),
+                ep(s.end_daddr, s.end_dport)
+            ));
+        }
+    }
+    Timeline {
+        translated: (!translated.is_empty()).then(|| translated.join(", ")),
+        dir: if s.dir == 1 { "response" } else { "request" },
+        tuple: tuple(s),
+        total_us: s.last_ts.saturating_sub(s.first_ts) as f64 / 1000.0,
+        rx_passes: s.rx_passes,
+        softirq_runs: s.softirqs,
+        points,
+    }
+}

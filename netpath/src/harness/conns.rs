@@ -99,78 +99,29 @@ where
     if plan.bind.ip().is_unspecified() {
         bail!("refusing to bind the lab server to a wildcard address");
     }
-    let setup_deadline = Instant::now() + plan.setup_timeout;
+    let deadline = Instant::now() + plan.setup_timeout;
     let stop = AtomicBool::new(false);
+    let stop = &stop;
+    let (serve, client) = (&serve, &client);
 
     std::thread::scope(|s| {
         let (ready_tx, ready_rx) = mpsc::channel::<Result<()>>();
-        let stop = &stop;
-        let serve = &serve;
         let server = std::thread::Builder::new()
             .name(plan.server_comm.into())
-            .spawn_scoped(s, move || -> Result<Vec<S>> {
-                let listener = super::listen_in(plan.server_ns, plan.bind, &ready_tx, || ())?;
-                let conns = accept_n(&listener, n, setup_deadline, stop)?;
-                drop(listener);
-                std::thread::scope(|s2| {
-                    let mut hs = Vec::with_capacity(n);
-                    for (i, c) in conns.into_iter().enumerate() {
-                        let h = std::thread::Builder::new()
-                            .name(plan.server_comm.into())
-                            .spawn_scoped(s2, move || serve(i, c))
-                            .context("spawning a server connection thread")?;
-                        hs.push(h);
-                    }
-                    // Join all before reporting the first error.
-                    let rs: Vec<Result<S>> = hs
-                        .into_iter()
-                        .map(|h| join(h, "server connection"))
-                        .collect();
-                    rs.into_iter().collect()
-                })
-            })
+            .spawn_scoped(s, move || serve_n(plan, deadline, stop, &ready_tx, serve))
             .context("spawning the server thread")?;
-
-        let wait = setup_deadline.saturating_duration_since(Instant::now());
-        match ready_rx.recv_timeout(wait) {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                let _ = server.join();
-                return Err(e);
-            }
-            Err(_) => {
-                stop.store(true, Ordering::Relaxed);
-                return Err(match join(server, "server") {
-                    Err(e) => e,
-                    Ok(_) => anyhow!("server thread ended before listening"),
-                });
-            }
-        }
+        let server = await_listening(server, &ready_rx, deadline, stop)?;
 
         let (conn_tx, conn_rx) = mpsc::channel::<std::result::Result<(), String>>();
         let mut gos = Vec::with_capacity(n);
         let mut clients = Vec::with_capacity(n);
-        let client = &client;
         for i in 0..n {
             let (go_tx, go_rx) = mpsc::channel::<Instant>();
             let conn_tx = conn_tx.clone();
             let spawned = std::thread::Builder::new()
                 .name(plan.client_comm.into())
-                .spawn_scoped(s, move || -> Result<Option<C>> {
-                    let conn = match connect(plan, setup_deadline) {
-                        Ok(c) => c,
-                        Err(e) => {
-                            let _ = conn_tx.send(Err(format!("{e:#}")));
-                            return Err(e);
-                        }
-                    };
-                    let _ = conn_tx.send(Ok(()));
-                    drop(conn_tx);
-                    // No start instant (sender dropped): another client failed.
-                    match go_rx.recv() {
-                        Ok(start) => client(i, conn, start).map(Some),
-                        Err(_) => Ok(None),
-                    }
+                .spawn_scoped(s, move || {
+                    client_thread(plan, deadline, conn_tx, &go_rx, |c, t| client(i, c, t))
                 });
             match spawned {
                 Ok(h) => {
@@ -191,25 +142,7 @@ where
         }
         drop(conn_tx);
 
-        let mut connected = 0;
-        let mut setup_err = None;
-        while connected < n {
-            let wait = setup_deadline.saturating_duration_since(Instant::now());
-            match conn_rx.recv_timeout(wait) {
-                Ok(Ok(())) => connected += 1,
-                Ok(Err(e)) => {
-                    setup_err = Some(anyhow!(e));
-                    break;
-                }
-                Err(_) => {
-                    setup_err = Some(anyhow!(
-                        "only {connected} of {n} connections were up before the {:?} timeout",
-                        plan.setup_timeout
-                    ));
-                    break;
-                }
-            }
-        }
+        let setup_err = await_connected(&conn_rx, n, deadline, plan.setup_timeout).err();
         if setup_err.is_none() {
             let start = Instant::now();
             for g in &gos {
@@ -223,20 +156,125 @@ where
 
         let cres: Vec<Result<Option<C>>> = clients.into_iter().map(|h| join(h, "client")).collect();
         let sres = join(server, "server");
-        if let Some(e) = setup_err {
-            return Err(e.context("setting up the connections failed"));
+        outcome(setup_err, cres, sres)
+    })
+}
+
+/// The run's result once every thread is joined: the setup's error first, then a client's,
+/// then the server's.
+fn outcome<C, S>(
+    setup_err: Option<anyhow::Error>,
+    cres: Vec<Result<Option<C>>>,
+    sres: Result<Vec<S>>,
+) -> Result<(Vec<C>, Vec<S>)> {
+    if let Some(e) = setup_err {
+        return Err(e.context("setting up the connections failed"));
+    }
+    let mut out = Vec::with_capacity(cres.len());
+    for r in cres {
+        match r {
+            Ok(Some(c)) => out.push(c),
+            Ok(None) => bail!("a client was not started"),
+            Err(e) => return Err(e.context("client failed")),
         }
-        let mut out = Vec::with_capacity(n);
-        for r in cres {
-            match r {
-                Ok(Some(c)) => out.push(c),
-                Ok(None) => bail!("a client was not started"),
-                Err(e) => return Err(e.context("client failed")),
+    }
+    Ok((out, sres.context("server failed")?))
+}
+
+/// The server thread: listens, accepts `plan.connections` and serves each on a thread of its
+/// own; every one is joined before the first error is reported.
+fn serve_n<S: Send>(
+    plan: &Plan<'_>,
+    deadline: Instant,
+    stop: &AtomicBool,
+    ready_tx: &mpsc::Sender<Result<()>>,
+    serve: &(impl Fn(usize, TcpStream) -> Result<S> + Sync),
+) -> Result<Vec<S>> {
+    let listener = super::listen_in(plan.server_ns, plan.bind, ready_tx, || ())?;
+    let conns = accept_n(&listener, plan.connections, deadline, stop)?;
+    drop(listener);
+    std::thread::scope(|s2| {
+        let mut hs = Vec::with_capacity(conns.len());
+        for (i, c) in conns.into_iter().enumerate() {
+            let h = std::thread::Builder::new()
+                .name(plan.server_comm.into())
+                .spawn_scoped(s2, move || serve(i, c))
+                .context("spawning a server connection thread")?;
+            hs.push(h);
+        }
+        let rs: Vec<Result<S>> = hs
+            .into_iter()
+            .map(|h| join(h, "server connection"))
+            .collect();
+        rs.into_iter().collect()
+    })
+}
+
+/// Waits until the server listens; on its error or the deadline, joins it and says why.
+fn await_listening<'s, S>(
+    server: ScopedJoinHandle<'s, Result<S>>,
+    ready_rx: &mpsc::Receiver<Result<()>>,
+    deadline: Instant,
+    stop: &AtomicBool,
+) -> Result<ScopedJoinHandle<'s, Result<S>>> {
+    match ready_rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        Ok(Ok(())) => Ok(server),
+        Ok(Err(e)) => {
+            let _ = server.join();
+            Err(e)
+        }
+        Err(_) => {
+            stop.store(true, Ordering::Relaxed);
+            Err(match join(server, "server") {
+                Err(e) => e,
+                Ok(_) => anyhow!("server thread ended before listening"),
+            })
+        }
+    }
+}
+
+/// One client thread: connects, says so, then runs `run` from the common start instant
+/// (`None`: no start came, another client failed).
+fn client_thread<C>(
+    plan: &Plan<'_>,
+    deadline: Instant,
+    conn_tx: mpsc::Sender<std::result::Result<(), String>>,
+    go_rx: &mpsc::Receiver<Instant>,
+    run: impl FnOnce(TcpStream, Instant) -> Result<C>,
+) -> Result<Option<C>> {
+    let conn = match connect(plan, deadline) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = conn_tx.send(Err(format!("{e:#}")));
+            return Err(e);
+        }
+    };
+    let _ = conn_tx.send(Ok(()));
+    drop(conn_tx);
+    match go_rx.recv() {
+        Ok(start) => run(conn, start).map(Some),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Waits for `n` clients to say they are connected, until the first failure or the deadline.
+fn await_connected(
+    conn_rx: &mpsc::Receiver<std::result::Result<(), String>>,
+    n: usize,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<()> {
+    let mut connected = 0;
+    while connected < n {
+        match conn_rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(Ok(())) => connected += 1,
+            Ok(Err(e)) => return Err(anyhow!(e)),
+            Err(_) => {
+                bail!("only {connected} of {n} connections were up before the {timeout:?} timeout")
             }
         }
-        let srv = sres.context("server failed")?;
-        Ok((out, srv))
-    })
+    }
+    Ok(())
 }
 
 fn connect(plan: &Plan<'_>, deadline: Instant) -> Result<TcpStream> {

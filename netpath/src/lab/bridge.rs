@@ -126,19 +126,8 @@ pub(super) fn build_net(run_id: &str, containers: Containers) -> Result<BridgeNe
     if let Some(srv) = &srv {
         ports.push((&srv_port, nss.fd(srv)?));
     }
-    node.run(|| {
-        write_sysctl("net.ipv4.ip_forward", "1")?;
-        let nl = Nl::new()?;
-        let br = nl.add_bridge(&br_name)?;
-        nl.add_addr(br.ifindex, gw, plen)?;
-        nl.set_up(br.ifindex)?;
-        for (port, fd) in ports {
-            let p = nl.add_veth_into(port, "eth0", fd, BRIDGE_MTU)?;
-            nl.enslave_up(p.ifindex, br.ifindex)?;
-        }
-        Ok(())
-    })
-    .with_context(|| format!("setting up the bridge in {}", node.name))?;
+    node.run(|| bridge_with_ports(&br_name, gw, plen, ports))
+        .with_context(|| format!("setting up the bridge in {}", node.name))?;
 
     // Containers: address (.2 client, .3 server), up, default route via the bridge.
     let containers = [(cli.as_ref(), 2), (srv.as_ref(), 3)];
@@ -176,6 +165,26 @@ pub(super) fn build_net(run_id: &str, containers: Containers) -> Result<BridgeNe
         nft_table: spec.table_name(),
         devices,
     })
+}
+
+/// In the node's namespace: forwarding on, the bridge with the gateway address, and a veth
+/// per port whose other end is `eth0` in the given container namespace.
+fn bridge_with_ports(
+    br_name: &str,
+    gw: Ipv4Addr,
+    plen: u8,
+    ports: Vec<(&String, std::os::fd::BorrowedFd<'_>)>,
+) -> Result<()> {
+    write_sysctl("net.ipv4.ip_forward", "1")?;
+    let nl = Nl::new()?;
+    let br = nl.add_bridge(br_name)?;
+    nl.add_addr(br.ifindex, gw, plen)?;
+    nl.set_up(br.ifindex)?;
+    for (port, fd) in ports {
+        let p = nl.add_veth_into(port, "eth0", fd, BRIDGE_MTU)?;
+        nl.enslave_up(p.ifindex, br.ifindex)?;
+    }
+    Ok(())
 }
 
 /// Every device of a bridge network, read back from netlink (ifindex, final MTU), in path

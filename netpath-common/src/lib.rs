@@ -7,9 +7,11 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod config;
 pub mod hist;
 pub mod hop;
 
+pub use config::{FilterConfig, LoadConfig};
 pub use hop::{DevKind, Dir, Hop, Point};
 
 /// Most points one sampled packet timeline keeps: overlay with function probes crosses 30 on
@@ -301,8 +303,8 @@ pub struct DropRecord {
     pub hop: u32,
 }
 
-/// Offsets of kernel struct fields, read from BTF by the loader and handed to the programs as
-/// load-time globals. Field names match the global names in the eBPF object.
+/// Offsets of kernel struct fields, read from BTF by the loader and handed to the programs in
+/// the load-time `LoadConfig` global.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KernelOffsets {
@@ -342,6 +344,7 @@ mod pod {
     unsafe impl aya::Pod for super::SkbState {}
     unsafe impl aya::Pod for super::DropRecord {}
     unsafe impl aya::Pod for super::TimelinePoint {}
+    unsafe impl aya::Pod for super::LoadConfig {}
 }
 
 #[cfg(test)]

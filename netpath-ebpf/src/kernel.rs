@@ -1,86 +1,37 @@
-//! Kernel struct access. Offsets are never hard-coded: the loader reads them from BTF and
-//! overrides these globals before load (the counterpart of libbpf's `const volatile`).
+//! Kernel struct access. Offsets are never hard-coded: the loader reads them from BTF into the
+//! load-time `CONFIG` global (`config.rs`).
 use aya_ebpf::helpers::bpf_probe_read_kernel;
-use netpath_common::DevKey;
+use netpath_common::{
+    DevKey,
+    config::{F_ADDR, F_IFINDEX, F_NETNS, F_PORT, F_PROTO},
+};
 
-#[unsafe(no_mangle)]
-static OFF_SKB_DEV: u32 = 0;
-#[unsafe(no_mangle)]
-static OFF_SKB_HEAD: u32 = 0;
-#[unsafe(no_mangle)]
-static OFF_SKB_NETWORK_HEADER: u32 = 0;
-#[unsafe(no_mangle)]
-static OFF_SKB_TRANSPORT_HEADER: u32 = 0;
-#[unsafe(no_mangle)]
-static OFF_DEV_IFINDEX: u32 = 0;
-#[unsafe(no_mangle)]
-static OFF_DEV_ND_NET: u32 = 0;
-#[unsafe(no_mangle)]
-static OFF_NET_NS_INUM: u32 = 0;
-#[unsafe(no_mangle)]
-static OFF_SK_DADDR: u32 = 0;
-#[unsafe(no_mangle)]
-static OFF_SK_DPORT: u32 = 0;
-#[unsafe(no_mangle)]
-static OFF_SK_RCVQ_TAIL: u32 = 0;
-#[unsafe(no_mangle)]
-static OFF_SKB_SK: u32 = 0;
-#[unsafe(no_mangle)]
-static OFF_TASK_PID: u32 = 0;
-#[unsafe(no_mangle)]
-static OFF_SK_RCV_SADDR: u32 = 0;
-#[unsafe(no_mangle)]
-static OFF_SK_NUM: u32 = 0;
+use crate::config::conf;
 
 /// (address, port) socket `sk` receives on, network byte order (`skc_num` is host order).
 #[inline(always)]
 pub fn sk_local(sk: u64) -> Result<(u32, u16), i64> {
-    let a = unsafe { read::<u32>(sk, g32(&OFF_SK_RCV_SADDR))? };
-    let p = unsafe { read::<u16>(sk, g32(&OFF_SK_NUM))? };
+    let a = unsafe { read::<u32>(sk, conf!(offsets.sk_rcv_saddr))? };
+    let p = unsafe { read::<u16>(sk, conf!(offsets.sk_num))? };
     Ok((a, p.to_be()))
 }
 
 /// `task->pid` (the thread id; 0 for the idle tasks).
 #[inline(always)]
 pub fn task_pid(task: u64) -> u32 {
-    unsafe { read::<u32>(task, g32(&OFF_TASK_PID)) }.unwrap_or(u32::MAX)
+    unsafe { read::<u32>(task, conf!(offsets.task_pid)) }.unwrap_or(u32::MAX)
 }
-/// Slots of the flight table in use, minus one (a power of two minus one, at most
-/// `FLIGHT_SLOTS - 1`): a test sets it tiny to force collisions.
-#[unsafe(no_mangle)]
-static FLIGHT_MASK: u32 = netpath_common::FLIGHT_SLOTS - 1;
 
+/// The flight table's slot mask, bounded by the map's size whatever the loader set.
 #[inline(always)]
 pub fn flight_mask() -> u32 {
-    g32(&FLIGHT_MASK) & (netpath_common::FLIGHT_SLOTS - 1)
+    conf!(flight_mask) & (netpath_common::FLIGHT_SLOTS - 1)
 }
-/// Kernel-side packet filter of `netpath trace`: bit set of the filters below that apply.
-#[unsafe(no_mangle)]
-static FILTER_ON: u32 = 0;
-/// Port (network byte order) matched against source or destination.
-#[unsafe(no_mangle)]
-static FILTER_PORT: u32 = 0;
-/// A second port that also passes the port filter (0: none): the container side of a
-/// published port, so both legs of a relayed journey are followed.
-#[unsafe(no_mangle)]
-static FILTER_PORT2: u32 = 0;
-/// IPv4 address (network byte order) matched against source or destination.
-#[unsafe(no_mangle)]
-static FILTER_ADDR: u32 = 0;
-#[unsafe(no_mangle)]
-static FILTER_PROTO: u32 = 0;
-/// Netns inode and ifindex of the device where the packet is first seen.
-#[unsafe(no_mangle)]
-static FILTER_NETNS: u32 = 0;
-#[unsafe(no_mangle)]
-static FILTER_IFINDEX: u32 = 0;
-/// The kernel has no `sock:sk_data_ready`: relays continue from the last receive pass.
-#[unsafe(no_mangle)]
-static READY_FALLBACK: u32 = 0;
 
+/// The kernel has no `sock:sk_data_ready` (see `LoadConfig::ready_fallback`).
 #[inline(always)]
 pub fn ready_fallback() -> bool {
-    g32(&READY_FALLBACK) != 0
+    conf!(ready_fallback) != 0
 }
 
 /// What the harness sends in this run (0 TCP, 1 UDP, 2 ICMP echo), set by the loader before
@@ -129,9 +80,9 @@ pub fn echo_of(skb: u64) -> Option<(u8, u16, u16)> {
 /// Addresses of the IPv4 header and the transport header of an skb (Err if not IPv4).
 #[inline(always)]
 fn l4_of(skb: u64) -> Result<(u64, u64), i64> {
-    let head = unsafe { read::<u64>(skb, g32(&OFF_SKB_HEAD))? };
-    let nh = unsafe { read::<u16>(skb, g32(&OFF_SKB_NETWORK_HEADER))? } as u64;
-    let th = unsafe { read::<u16>(skb, g32(&OFF_SKB_TRANSPORT_HEADER))? } as u64;
+    let head = unsafe { read::<u64>(skb, conf!(offsets.skb_head))? };
+    let nh = unsafe { read::<u16>(skb, conf!(offsets.skb_network_header))? } as u64;
+    let th = unsafe { read::<u16>(skb, conf!(offsets.skb_transport_header))? } as u64;
     let ip = head + nh;
     let vihl = unsafe { read::<u8>(ip, 0)? };
     if vihl >> 4 != 4 {
@@ -146,35 +97,19 @@ fn l4_of(skb: u64) -> Result<(u64, u64), i64> {
     Ok((ip, l4))
 }
 
-/// Follow any packet first seen on a watched device (filters apply), not only traced sends.
-#[unsafe(no_mangle)]
-static TRACE_ANY: u32 = 0;
-
 #[inline(always)]
 pub fn trace_any() -> bool {
-    g32(&TRACE_ANY) != 0
-}
-
-/// Record one sampled timeline every N started packets (0: none, 1: all).
-#[unsafe(no_mangle)]
-static SAMPLE_EVERY: u32 = 64;
-/// A tracked skb not seen for this long is stale (its address was reused or it was lost).
-#[unsafe(no_mangle)]
-static MAX_GAP_NS: u64 = 100_000_000;
-
-#[inline(always)]
-fn g32(v: &u32) -> u32 {
-    unsafe { core::ptr::read_volatile(v) }
+    conf!(trace_any) != 0
 }
 
 #[inline(always)]
 pub fn sample_every() -> u32 {
-    g32(&SAMPLE_EVERY)
+    conf!(sample_every)
 }
 
 #[inline(always)]
 pub fn max_gap_ns() -> u64 {
-    unsafe { core::ptr::read_volatile(&MAX_GAP_NS) }
+    conf!(max_gap_ns)
 }
 
 #[inline(always)]
@@ -185,13 +120,13 @@ unsafe fn read<T>(base: u64, off: u32) -> Result<T, i64> {
 /// `skb->dev`.
 #[inline(always)]
 pub fn skb_dev(skb: u64) -> Result<u64, i64> {
-    unsafe { read::<u64>(skb, g32(&OFF_SKB_DEV)) }
+    unsafe { read::<u64>(skb, conf!(offsets.skb_dev)) }
 }
 
 /// `skb->sk`: the socket the skb belongs to (0: none, e.g. forwarded).
 #[inline(always)]
 pub fn skb_sk(skb: u64) -> u64 {
-    unsafe { read::<u64>(skb, g32(&OFF_SKB_SK)) }.unwrap_or(0)
+    unsafe { read::<u64>(skb, conf!(offsets.skb_sk)) }.unwrap_or(0)
 }
 
 /// (netns inode, ifindex) of a `struct net_device *`.
@@ -200,33 +135,27 @@ pub fn dev_key(dev: u64) -> Result<DevKey, i64> {
     if dev == 0 {
         return Err(-1);
     }
-    let ifindex = unsafe { read::<u32>(dev, g32(&OFF_DEV_IFINDEX))? };
-    let net = unsafe { read::<u64>(dev, g32(&OFF_DEV_ND_NET))? };
+    let ifindex = unsafe { read::<u32>(dev, conf!(offsets.dev_ifindex))? };
+    let net = unsafe { read::<u64>(dev, conf!(offsets.dev_nd_net))? };
     let netns = if net == 0 {
         0
     } else {
-        unsafe { read::<u32>(net, g32(&OFF_NET_NS_INUM))? }
+        unsafe { read::<u32>(net, conf!(offsets.net_ns_inum))? }
     };
     Ok(DevKey { netns, ifindex })
 }
 
-pub const F_PORT: u32 = 1;
-pub const F_ADDR: u32 = 2;
-pub const F_PROTO: u32 = 4;
-pub const F_NETNS: u32 = 8;
-pub const F_IFINDEX: u32 = 16;
-
 /// Whether a packet about to be tracked passes the `trace` filters.
 #[inline(always)]
 pub fn filter_pass(skb: u64, key: &DevKey) -> bool {
-    let on = g32(&FILTER_ON);
+    let on = conf!(filter.on);
     if on == 0 {
         return true;
     }
-    if on & F_NETNS != 0 && key.netns != g32(&FILTER_NETNS) {
+    if on & F_NETNS != 0 && key.netns != conf!(filter.netns) {
         return false;
     }
-    if on & F_IFINDEX != 0 && key.ifindex != g32(&FILTER_IFINDEX) {
+    if on & F_IFINDEX != 0 && key.ifindex != conf!(filter.ifindex) {
         return false;
     }
     if on & (F_PORT | F_ADDR | F_PROTO) == 0 {
@@ -236,17 +165,17 @@ pub fn filter_pass(skb: u64, key: &DevKey) -> bool {
         Ok(t) => t,
         Err(_) => return false,
     };
-    if on & F_PROTO != 0 && proto as u32 != g32(&FILTER_PROTO) {
+    if on & F_PROTO != 0 && proto as u32 != conf!(filter.proto) {
         return false;
     }
     if on & F_ADDR != 0 {
-        let a = g32(&FILTER_ADDR);
+        let a = conf!(filter.addr);
         if saddr != a && daddr != a {
             return false;
         }
     }
     if on & F_PORT != 0 {
-        let (p, p2) = (g32(&FILTER_PORT) as u16, g32(&FILTER_PORT2) as u16);
+        let (p, p2) = (conf!(filter.port) as u16, conf!(filter.port2) as u16);
         if sport != p && dport != p && (p2 == 0 || sport != p2 && dport != p2) {
             return false;
         }
@@ -275,7 +204,7 @@ pub fn sk_rcvq_tail(sk: u64) -> u64 {
     if sk == 0 {
         return 0;
     }
-    unsafe { read::<u64>(sk, g32(&OFF_SK_RCVQ_TAIL)) }.unwrap_or(0)
+    unsafe { read::<u64>(sk, conf!(offsets.sk_rcvq_tail)) }.unwrap_or(0)
 }
 
 /// Destination (address, port) a socket is connected to, network byte order.
@@ -284,16 +213,16 @@ pub fn sk_dest(sk: u64) -> Result<(u32, u16), i64> {
     if sk == 0 {
         return Err(-1);
     }
-    let a = unsafe { read::<u32>(sk, g32(&OFF_SK_DADDR))? };
-    let p = unsafe { read::<u16>(sk, g32(&OFF_SK_DPORT))? };
+    let a = unsafe { read::<u32>(sk, conf!(offsets.sk_daddr))? };
+    let p = unsafe { read::<u16>(sk, conf!(offsets.sk_dport))? };
     Ok((a, p))
 }
 
 /// TCP payload bytes of an IPv4 skb (0 for a pure ACK or a non-TCP packet).
 #[inline(always)]
 pub fn tcp_payload(skb: u64) -> Result<u32, i64> {
-    let head = unsafe { read::<u64>(skb, g32(&OFF_SKB_HEAD))? };
-    let nh = unsafe { read::<u16>(skb, g32(&OFF_SKB_NETWORK_HEADER))? } as u64;
+    let head = unsafe { read::<u64>(skb, conf!(offsets.skb_head))? };
+    let nh = unsafe { read::<u16>(skb, conf!(offsets.skb_network_header))? } as u64;
     let ip = head + nh;
     let vihl = unsafe { read::<u8>(ip, 0)? };
     if vihl >> 4 != 4 || unsafe { read::<u8>(ip, 9)? } != 6 {

@@ -8,6 +8,7 @@
 #![feature(core_intrinsics)]
 
 mod atomic;
+mod config;
 mod dgram;
 mod flights;
 mod icmp;

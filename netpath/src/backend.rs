@@ -1,7 +1,9 @@
 //! Probe backends and the choice between them. Every backend reports the same points and feeds
 //! the same hop model (`netpath_common::hop`), so hop names do not depend on the backend; what
 //! differs is which hops a backend can separate.
-use netpath_common::Hop;
+use netpath_common::{Hop, hop::hop_between};
+
+pub mod probes;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -32,53 +34,27 @@ impl Backend {
         }
     }
 
-    /// Hops this backend can tell apart.
-    pub fn visible_hops(self) -> &'static [Hop] {
-        match self {
-            Backend::Tracepoint => &[
-                Hop::SenderStack,
-                Hop::Loopback,
-                Hop::Veth,
-                Hop::Backlog,
-                Hop::Bridge,
-                Hop::Forward,
-                Hop::Macvlan,
-                Hop::Ipvlan,
-                Hop::Netkit,
-                Hop::VxlanEncap,
-                Hop::Underlay,
-                Hop::VxlanDecap,
-                Hop::Uplink,
-                Hop::ReceiverStack,
-                Hop::Wakeup,
-                Hop::IdleExit,
-                Hop::Runqueue,
-                Hop::RecvCopy,
-                Hop::RecvReturn,
-            ],
-            Backend::Kprobe | Backend::Fentry => &[
-                Hop::SenderStack,
-                Hop::Loopback,
-                Hop::Veth,
-                Hop::Backlog,
-                Hop::Bridge,
-                Hop::Forward,
-                Hop::Nat,
-                Hop::Macvlan,
-                Hop::Ipvlan,
-                Hop::Netkit,
-                Hop::VxlanEncap,
-                Hop::Underlay,
-                Hop::VxlanDecap,
-                Hop::Uplink,
-                Hop::ReceiverStack,
-                Hop::Wakeup,
-                Hop::IdleExit,
-                Hop::Runqueue,
-                Hop::RecvCopy,
-                Hop::RecvReturn,
-            ],
+    /// Hops this backend can tell apart: those the hop model names between two points its
+    /// probes stamp (`probes::PROBES`), on any device kinds, in `Hop::ALL` order.
+    pub fn visible_hops(self) -> Vec<Hop> {
+        let mut points: Vec<u16> = probes::points(self).map(|p| p as u16).collect();
+        points.sort_unstable();
+        points.dedup();
+        // Device kinds and the scheduler points' kind bits are all below 16.
+        let mut seen = [false; Hop::ALL.len()];
+        for &a in &points {
+            for &b in &points {
+                for ak in 0..16 {
+                    for bk in 0..16 {
+                        seen[hop_between(a, ak, b, bk) as usize] = true;
+                    }
+                }
+            }
         }
+        Hop::ALL
+            .into_iter()
+            .filter(|h| seen[*h as usize] && *h != Hop::Other)
+            .collect()
     }
 
     /// Backends implemented in this build, best first.
@@ -87,11 +63,16 @@ impl Backend {
     }
 }
 
+/// What the kernel allows, as `netpath doctor` learned it by loading programs (a trait, so this
+/// module does not depend on `doctor`).
+pub trait Allows {
+    fn usable(&self, b: Backend) -> bool;
+    /// Why `b` is not usable (the failed checks).
+    fn reason(&self, b: Backend) -> String;
+}
+
 /// Picks the backend: the forced one if the kernel allows it, else the best that loads here.
-pub fn select(
-    choice: BackendChoice,
-    doctor: &crate::doctor::Capabilities,
-) -> anyhow::Result<Backend> {
+pub fn select(choice: BackendChoice, doctor: &impl Allows) -> anyhow::Result<Backend> {
     let wanted = match choice {
         BackendChoice::Auto => {
             return Backend::implemented()
@@ -134,6 +115,48 @@ impl BackendChoice {
             Ok(v) if !v.is_empty() => BackendChoice::from_str(&v, true)
                 .map_err(|e| anyhow::anyhow!("NETPATH_BACKEND={v}: {e}")),
             _ => Ok(BackendChoice::Auto),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hops each backend separates, as they were listed by hand before the probe table.
+    #[test]
+    fn visible_hops_follow_from_the_probe_table() {
+        let mut tp = vec![
+            Hop::SenderStack,
+            Hop::Loopback,
+            Hop::Veth,
+            Hop::Backlog,
+            Hop::Bridge,
+            Hop::Forward,
+            Hop::Macvlan,
+            Hop::Ipvlan,
+            Hop::Netkit,
+            Hop::VxlanEncap,
+            Hop::Underlay,
+            Hop::VxlanDecap,
+            Hop::Uplink,
+            Hop::ReceiverStack,
+            Hop::Wakeup,
+            Hop::IdleExit,
+            Hop::Runqueue,
+            Hop::RecvCopy,
+            Hop::RecvReturn,
+        ];
+        tp.sort();
+        let mut got = Backend::Tracepoint.visible_hops();
+        got.sort();
+        assert_eq!(got, tp);
+        let mut fns = [tp, vec![Hop::Nat]].concat();
+        fns.sort();
+        for b in [Backend::Kprobe, Backend::Fentry] {
+            let mut got = b.visible_hops();
+            got.sort();
+            assert_eq!(got, fns, "{b:?}");
         }
     }
 }

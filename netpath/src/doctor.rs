@@ -7,9 +7,13 @@ use aya::{
     Btf, EbpfLoader,
     programs::{FEntry, KProbe, RawTracePoint, SchedClassifier, TcAttachType, TracePoint},
 };
+use netpath_common::LoadConfig;
 use serde::Serialize;
 
-use crate::backend::Backend;
+use crate::backend::{
+    Backend,
+    probes::{self, Kind, Probe},
+};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Check {
@@ -57,6 +61,16 @@ impl Capabilities {
             .map(|c| format!("{}: {}", c.name, c.detail))
             .collect::<Vec<_>>()
             .join("; ")
+    }
+}
+
+impl crate::backend::Allows for Capabilities {
+    fn usable(&self, b: Backend) -> bool {
+        Capabilities::usable(self, b)
+    }
+
+    fn reason(&self, b: Backend) -> String {
+        Capabilities::reason(self, b)
     }
 }
 
@@ -114,89 +128,52 @@ pub fn probe() -> Result<Capabilities> {
 
     let obj = crate::tracer::object()?;
     let mut loader = EbpfLoader::new();
-    let offsets = crate::btf::load_vmlinux()
-        .and_then(|b| crate::btf::kernel_offsets(&b))
-        .unwrap_or_default();
-    loader.override_global("OFF_SKB_DEV", &offsets.skb_dev, true);
+    let config = LoadConfig {
+        offsets: crate::btf::load_vmlinux()
+            .and_then(|b| crate::btf::kernel_offsets(&b))
+            .unwrap_or_default(),
+        ..LoadConfig::DEFAULT
+    };
+    loader.override_global(netpath_common::config::GLOBAL, &config, true);
     let mut ebpf = loader.load(obj)?;
 
+    let tp = probes::for_doctor(Kind::Tracepoint);
     checks.push(result(
         "tracepoint",
         (|| {
-            let p: &mut TracePoint = ebpf.program_mut("sys_enter_sendto").unwrap().try_into()?;
+            let p: &mut TracePoint = ebpf.program_mut(tp.prog).unwrap().try_into()?;
             p.load()?;
-            let id = p.attach("syscalls", "sys_enter_sendto")?;
+            let (category, name) = tp.tracepoint();
+            let id = p.attach(category, name)?;
             p.detach(id)?;
-            Ok("syscalls:sys_enter_sendto loads and attaches".into())
+            Ok(format!("{} loads and attaches", tp.target))
         })(),
     ));
+    let raw = probes::for_doctor(Kind::RawTracepoint);
     checks.push(result(
         "raw_tracepoint",
         (|| {
-            let p: &mut RawTracePoint = ebpf.program_mut("net_dev_queue").unwrap().try_into()?;
+            let p: &mut RawTracePoint = ebpf.program_mut(raw.prog).unwrap().try_into()?;
             p.load()?;
-            let id = p.attach("net_dev_queue")?;
+            let id = p.attach(raw.target)?;
             p.detach(id)?;
-            Ok("net_dev_queue loads and attaches (skb fields via BTF offsets)".into())
+            Ok(format!(
+                "{} loads and attaches (skb fields via BTF offsets)",
+                raw.target
+            ))
         })(),
     ));
     checks.push(result(
         "tc",
-        (|| {
-            let p: &mut SchedClassifier = ebpf.program_mut("tc_ingress").unwrap().try_into()?;
-            p.load()?;
-            // Attach on the loopback of a namespace of our own, never on a host device.
-            let ns =
-                crate::netns::Netns::create(&format!("np{}-doctor", crate::lab::new_run_id()?))?;
-            let r = ns.run(|| {
-                crate::tracer::add_clsact("lo")?;
-                let id = p.attach("lo", TcAttachType::Ingress)?;
-                p.detach(id)?;
-                Ok(())
-            });
-            let _ = ns.delete();
-            r?;
-            Ok("clsact ingress on a netpath netns loopback".into())
-        })(),
+        check_tc(&mut ebpf, probes::for_doctor(Kind::Tc)),
     ));
-    checks.push(result("kprobe", (|| {
-        let p: &mut KProbe = ebpf.program_mut("doctor_kprobe").unwrap().try_into()?;
-        p.load()?;
-        match p.attach("ip_rcv", 0) {
-            Ok(id) => {
-                p.detach(id)?;
-                Ok("kprobe on ip_rcv attaches".into())
-            }
-            Err(e) if !kprobes_compiled_in() => Err(anyhow::anyhow!(
-                "kernel built without kprobes (CONFIG_KPROBES unset: no kprobe PMU, no kprobe_events; {})",
-                crate::error_chain(&e)
-            )),
-            Err(e) => Err(e.into()),
-        }
-    })()));
+    checks.push(result(
+        "kprobe",
+        check_kprobe(&mut ebpf, probes::for_doctor(Kind::Kprobe)),
+    ));
     checks.push(result(
         "fentry",
-        (|| {
-            let btf = Btf::from_sys_fs()?;
-            let p: &mut FEntry = ebpf.program_mut("doctor_fentry").unwrap().try_into()?;
-            match p.load("ip_rcv", &btf) {
-                Ok(()) => {
-                    let id = p.attach()?;
-                    p.detach(id)?;
-                    Ok("fentry on ip_rcv loads and attaches".into())
-                }
-                Err(e) => {
-                    let msg = crate::error_chain(&e);
-                    if msg.contains("Operation not permitted") {
-                        Err(anyhow::anyhow!(
-                            "the kernel refuses fentry/fexit (BPF_PROG_TYPE_TRACING) programs: BPF_PROG_LOAD returned EPERM"
-                        ))
-                    } else {
-                        Err(anyhow::anyhow!("fentry on ip_rcv does not load: {msg}"))
-                    }
-                }
-            }
-        })(),
+        check_fentry(&mut ebpf, probes::for_doctor(Kind::Fentry)),
     ));
 
     let docker = result("docker", docker_ping());
@@ -207,6 +184,68 @@ pub fn probe() -> Result<Capabilities> {
         checks,
         docker,
     })
+}
+
+fn check_tc(ebpf: &mut aya::Ebpf, tc: &Probe) -> Result<String> {
+    let p: &mut SchedClassifier = ebpf.program_mut(tc.prog).unwrap().try_into()?;
+    p.load()?;
+    let ty = if tc.target == "egress" {
+        TcAttachType::Egress
+    } else {
+        TcAttachType::Ingress
+    };
+    // Attach on the loopback of a namespace of our own, never on a host device.
+    let ns = crate::netns::Netns::create(&format!("np{}-doctor", crate::lab::new_run_id()?))?;
+    let r = ns.run(|| {
+        crate::tracer::add_clsact("lo")?;
+        let id = p.attach("lo", ty)?;
+        p.detach(id)?;
+        Ok(())
+    });
+    let _ = ns.delete();
+    r?;
+    Ok(format!("clsact {} on a netpath netns loopback", tc.target))
+}
+
+fn check_kprobe(ebpf: &mut aya::Ebpf, kp: &Probe) -> Result<String> {
+    let p: &mut KProbe = ebpf.program_mut(kp.prog).unwrap().try_into()?;
+    p.load()?;
+    match p.attach(kp.target, 0) {
+        Ok(id) => {
+            p.detach(id)?;
+            Ok(format!("kprobe on {} attaches", kp.target))
+        }
+        Err(e) if !kprobes_compiled_in() => Err(anyhow::anyhow!(
+            "kernel built without kprobes (CONFIG_KPROBES unset: no kprobe PMU, no kprobe_events; {})",
+            crate::error_chain(&e)
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn check_fentry(ebpf: &mut aya::Ebpf, fe: &Probe) -> Result<String> {
+    let btf = Btf::from_sys_fs()?;
+    let p: &mut FEntry = ebpf.program_mut(fe.prog).unwrap().try_into()?;
+    match p.load(fe.target, &btf) {
+        Ok(()) => {
+            let id = p.attach()?;
+            p.detach(id)?;
+            Ok(format!("fentry on {} loads and attaches", fe.target))
+        }
+        Err(e) => {
+            let msg = crate::error_chain(&e);
+            if msg.contains("Operation not permitted") {
+                Err(anyhow::anyhow!(
+                    "the kernel refuses fentry/fexit (BPF_PROG_TYPE_TRACING) programs: BPF_PROG_LOAD returned EPERM"
+                ))
+            } else {
+                Err(anyhow::anyhow!(
+                    "fentry on {} does not load: {msg}",
+                    fe.target
+                ))
+            }
+        }
+    }
 }
 
 fn docker_ping() -> Result<String> {

@@ -1,9 +1,8 @@
 //! One module per hook family, named after the kernel hooks they use.
 pub mod doctor;
-pub mod fentry;
 pub mod floor;
+pub mod functions;
 pub mod irq;
-pub mod kprobe;
 pub mod net;
 pub mod sched;
 pub mod skb;

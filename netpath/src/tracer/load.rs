@@ -4,10 +4,97 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Ebpf,
     maps::{Array, HashMap, MapData},
-    programs::{FEntry, KProbe},
+    programs::{FEntry, KProbe, RawTracePoint, SchedClassifier, TracePoint},
+};
+use netpath_common::{FLIGHT_SLOTS, FilterConfig, KernelOffsets, LoadConfig, config};
+
+use super::{FnProbe, TracerOptions};
+use crate::backend::{
+    Backend,
+    probes::{self, Kind, Probe, Role},
 };
 
-use super::{FN_POINTS, FnProbe};
+/// The programs' load-time settings (`CONFIG` in the object) for these options and offsets.
+pub(super) fn load_config(opts: &TracerOptions, offsets: KernelOffsets) -> Result<LoadConfig> {
+    if !opts.flight_slots.is_power_of_two() || opts.flight_slots > FLIGHT_SLOTS {
+        bail!(
+            "flight table of {} slots: use a power of two up to {FLIGHT_SLOTS}",
+            opts.flight_slots
+        );
+    }
+    let f = &opts.filter;
+    let filter = FilterConfig {
+        on: f.port.map_or(0, |_| config::F_PORT)
+            | f.addr.map_or(0, |_| config::F_ADDR)
+            | f.proto.map_or(0, |_| config::F_PROTO)
+            | f.netns.map_or(0, |_| config::F_NETNS)
+            | f.ifindex.map_or(0, |_| config::F_IFINDEX),
+        port: f.port.unwrap_or(0).to_be() as u32,
+        port2: f.also_port.unwrap_or(0).to_be() as u32,
+        addr: u32::from_ne_bytes(f.addr.map_or([0; 4], |a| a.octets())),
+        proto: f.proto.unwrap_or(0) as u32,
+        netns: f.netns.unwrap_or(0),
+        ifindex: f.ifindex.unwrap_or(0),
+    };
+    Ok(LoadConfig {
+        max_gap_ns: opts.max_gap_ns,
+        offsets,
+        sample_every: opts.sample_every,
+        flight_mask: opts.flight_slots - 1,
+        trace_any: opts.trace_any as u32,
+        // Known before load (the config is fixed then): does this kernel have
+        // sock:sk_data_ready?
+        ready_fallback: (!tracepoint_exists("sock", "sk_data_ready")) as u32,
+        filter,
+        _pad: 0,
+    })
+}
+
+/// Loads the backend's tracepoint, raw tracepoint and TC programs from the probe table.
+/// Returns the raw tracepoints this kernel has, those it lacks, and whether journeys must be
+/// bounded by syscall tracepoints (a socket tracepoint is missing).
+pub(super) fn load_tracepoints(
+    ebpf: &mut Ebpf,
+    backend: Backend,
+    opts: &TracerOptions,
+) -> Result<(Vec<&'static Probe>, Vec<String>, bool)> {
+    let mut missing = Vec::new();
+    let mut plan = Vec::new();
+    let mut sock_ok = true;
+    let raw = probes::of_kind(Kind::RawTracepoint)
+        .filter(|p| p.backends.contains(&backend))
+        .filter(|p| opts.detail || p.role != Role::Detail);
+    for probe in raw {
+        let p: &mut RawTracePoint = program(ebpf, probe.prog)?.try_into()?;
+        p.load().map_err(|e| verifier_error(probe.prog, e))?;
+        // Probe the tracepoint once: a kernel without it loses only that point.
+        match p.attach(probe.target) {
+            Ok(id) => {
+                p.detach(id)?;
+                plan.push(probe);
+            }
+            Err(_) if probe.role == Role::SockBound => sock_ok = false,
+            Err(_) => missing.push(format!("raw_tp/{}", probe.target)),
+        }
+    }
+    if !sock_ok {
+        plan.retain(|p| p.role != Role::SockBound);
+    }
+    for probe in probes::of_kind(Kind::Tracepoint).filter(|p| p.backends.contains(&backend)) {
+        let p: &mut TracePoint = program(ebpf, probe.prog)?.try_into()?;
+        p.load().map_err(|e| verifier_error(probe.prog, e))?;
+    }
+    for probe in probes::of(backend, Role::Counter) {
+        let p: &mut SchedClassifier = program(ebpf, probe.prog)?.try_into()?;
+        p.load().map_err(|e| verifier_error(probe.prog, e))?;
+    }
+    Ok((plan, missing, !sock_ok))
+}
+
+fn program<'a>(ebpf: &'a mut Ebpf, prog: &str) -> Result<&'a mut aya::programs::Program> {
+    ebpf.program_mut(prog)
+        .ok_or_else(|| anyhow!("program {prog} missing from the object"))
+}
 
 /// Whether the running kernel's release is at least `major.minor`.
 pub(super) fn kernel_at_least(major: u32, minor: u32) -> bool {
@@ -31,19 +118,21 @@ pub(super) fn release_at_least(release: &str, major: u32, minor: u32) -> bool {
 pub(super) fn load_fn_probes(
     ebpf: &mut Ebpf,
     btf: &btf_rs::Btf,
-    want_fentry: bool,
+    backend: Backend,
 ) -> Result<Vec<FnProbe>> {
+    let want_fentry = backend == Backend::Fentry;
     let aya_btf = if want_fentry {
         Some(aya::Btf::from_sys_fs().context("kernel BTF for fentry")?)
     } else {
         None
     };
     let mut out = Vec::new();
-    for &(function, kprog, fprog) in FN_POINTS {
+    for (function, kprog, fprog) in probes::functions(backend) {
         if let Some(aya_btf) = &aya_btf
+            && let Some(fprog) = fprog
             && crate::btf::has_func(btf, function)
         {
-            let p: &mut FEntry = ebpf.program_mut(fprog).unwrap().try_into()?;
+            let p: &mut FEntry = program(ebpf, fprog)?.try_into()?;
             match p.load(function, aya_btf) {
                 Ok(()) => {
                     out.push(FnProbe {
@@ -57,7 +146,7 @@ pub(super) fn load_fn_probes(
                 Err(e) => log::info!("fentry on {function} refused, trying kprobe: {e}"),
             }
         }
-        let p: &mut KProbe = ebpf.program_mut(kprog).unwrap().try_into()?;
+        let p: &mut KProbe = program(ebpf, kprog)?.try_into()?;
         if p.fd().is_err() {
             p.load().map_err(|e| verifier_error(kprog, e))?;
         }

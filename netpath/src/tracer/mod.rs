@@ -10,12 +10,12 @@ mod tids;
 
 pub use load::add_clsact;
 use load::{
-    clear_array, clear_u64_keys, kernel_at_least, load_fn_probes, tcx, tracepoint_exists,
-    verifier_error,
+    clear_array, clear_u64_keys, kernel_at_least, load_config, load_fn_probes, load_tracepoints,
+    tcx,
 };
 pub use tids::TidControl;
 
-use anyhow::{Context as _, Result, anyhow, bail};
+use anyhow::{Context as _, Result, bail};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, PerCpuValues, RingBuf},
@@ -31,7 +31,13 @@ use netpath_common::{
     KernelOffsets, NSLOTS, SkbState, counter, hist::NBUCKETS,
 };
 
-use crate::{backend::Backend, path::Device};
+use crate::{
+    backend::{
+        Backend,
+        probes::{self, Kind, Probe, Role},
+    },
+    path::Device,
+};
 
 /// The eBPF object built by build.rs (empty when it was built without bpf-linker).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/netpath"));
@@ -44,39 +50,6 @@ pub fn object() -> Result<&'static [u8]> {
     }
     Ok(OBJECT)
 }
-
-/// Raw tracepoints of the tracepoint backend: (program, tracepoint).
-pub const RAW_TPS: &[(&str, &str)] = &[
-    ("net_dev_queue", "net_dev_queue"),
-    ("netif_rx", "netif_rx"),
-    ("netif_receive_skb", "netif_receive_skb"),
-    ("skb_copy_datagram_iovec", "skb_copy_datagram_iovec"),
-    ("kfree_skb", "kfree_skb"),
-    ("consume_skb", "consume_skb"),
-    ("sk_data_ready", "sk_data_ready"),
-    ("softirq_entry", "softirq_entry"),
-    ("sched_waking", "sched_waking"),
-    ("sched_switch", "sched_switch"),
-];
-/// The floor: an empty program on a hook the others use, attached only by `attach_floor`.
-pub const FLOOR_RAW_TPS: &[(&str, &str)] = &[("floor_net_dev_queue", "net_dev_queue")];
-/// Points that add detail to timelines but never split a hop (queue → driver transmit is one
-/// device hop either way): attached only when full timelines are wanted.
-pub const DETAIL_RAW_TPS: &[(&str, &str)] = &[("net_dev_start_xmit", "net_dev_start_xmit")];
-/// Where journeys start and end, preferred: socket-level raw tracepoints (kernel 6.10+).
-pub const SOCK_RAW_TPS: &[(&str, &str)] = &[
-    ("tcp_sendmsg_locked", "tcp_sendmsg_locked"),
-    ("sock_send_length", "sock_send_length"),
-    ("sock_recv_length", "sock_recv_length"),
-];
-/// Fallback on older kernels: the traced threads' syscall tracepoints (program, category, name).
-/// They cost more: enabling any syscall tracepoint sends every syscall through the slow path.
-pub const TPS: &[(&str, &str, &str)] = &[
-    ("sys_enter_sendto", "syscalls", "sys_enter_sendto"),
-    ("sys_exit_sendto", "syscalls", "sys_exit_sendto"),
-    ("sys_exit_recvfrom", "syscalls", "sys_exit_recvfrom"),
-    ("sys_enter_splice", "syscalls", "sys_enter_splice"),
-];
 
 #[derive(Clone, Debug)]
 pub struct TracerOptions {
@@ -136,27 +109,6 @@ enum Link {
     FEntry(&'static str, aya::programs::fentry::FEntryLinkId),
 }
 
-/// Function probes of the kprobe and fentry backends: (kernel function, kprobe program,
-/// fentry program).
-pub const FN_POINTS: &[(&str, &str, &str)] = &[
-    ("veth_xmit", "kp_veth_xmit", "fe_veth_xmit"),
-    ("br_forward", "kp_br_forward", "fe_br_forward"),
-    (
-        "nf_nat_manip_pkt",
-        "kp_nf_nat_manip_pkt",
-        "fe_nf_nat_manip_pkt",
-    ),
-    ("vxlan_xmit_one", "kp_vxlan_xmit_one", "fe_vxlan_xmit_one"),
-    (
-        "udp_tunnel_xmit_skb",
-        "kp_udp_tunnel_xmit_skb",
-        "fe_udp_tunnel_xmit_skb",
-    ),
-    ("vxlan_rcv", "kp_vxlan_rcv", "fe_vxlan_rcv"),
-    ("ip_rcv", "kp_ip_rcv", "fe_ip_rcv"),
-    ("tcp_v4_rcv", "kp_tcp_v4_rcv", "fe_tcp_v4_rcv"),
-];
-
 /// How one kernel function is probed in this run.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct FnProbe {
@@ -181,8 +133,8 @@ pub struct Tracer {
     /// Tracepoints this kernel lacks (e.g. `sk_data_ready` before 6.7): the hop they bound merges
     /// into its neighbour.
     pub missing: Vec<String>,
-    /// Raw tracepoints to attach: (program, tracepoint).
-    raw_plan: Vec<(&'static str, &'static str)>,
+    /// Raw tracepoints this kernel has, to attach (floor and detail ones included).
+    raw_plan: Vec<&'static Probe>,
     /// Whether journeys are bounded by syscall tracepoints (old kernels) instead of socket ones.
     pub syscall_bounds: bool,
     /// Datagram sends start at `sys_enter_sendto` (see `TracerOptions::proto`); set per run by
@@ -216,117 +168,17 @@ impl Tracer {
         crate::ensure_tracefs();
         let btf = crate::btf::load_vmlinux()?;
         let offsets = crate::btf::kernel_offsets(&btf)?;
+        let config = load_config(opts, offsets)?;
         let mut loader = EbpfLoader::new();
-        loader
-            .override_global("OFF_SKB_DEV", &offsets.skb_dev, true)
-            .override_global("OFF_SKB_HEAD", &offsets.skb_head, true)
-            .override_global("OFF_SKB_NETWORK_HEADER", &offsets.skb_network_header, true)
-            .override_global(
-                "OFF_SKB_TRANSPORT_HEADER",
-                &offsets.skb_transport_header,
-                true,
-            )
-            .override_global("OFF_DEV_IFINDEX", &offsets.dev_ifindex, true)
-            .override_global("OFF_DEV_ND_NET", &offsets.dev_nd_net, true)
-            .override_global("OFF_NET_NS_INUM", &offsets.net_ns_inum, true)
-            .override_global("OFF_SK_DADDR", &offsets.sk_daddr, true)
-            .override_global("OFF_SK_DPORT", &offsets.sk_dport, true)
-            .override_global("OFF_SK_RCVQ_TAIL", &offsets.sk_rcvq_tail, true)
-            .override_global("OFF_SKB_SK", &offsets.skb_sk, true)
-            .override_global("OFF_TASK_PID", &offsets.task_pid, true)
-            .override_global("OFF_SK_RCV_SADDR", &offsets.sk_rcv_saddr, true)
-            .override_global("OFF_SK_NUM", &offsets.sk_num, true)
-            .override_global("SAMPLE_EVERY", &opts.sample_every, true)
-            .override_global("MAX_GAP_NS", &opts.max_gap_ns, true);
-        let f = &opts.filter;
-        let on = f.port.map_or(0, |_| 1)
-            | f.addr.map_or(0, |_| 2)
-            | f.proto.map_or(0, |_| 4)
-            | f.netns.map_or(0, |_| 8)
-            | f.ifindex.map_or(0, |_| 16);
-        let port = f.port.unwrap_or(0).to_be() as u32;
-        let port2 = f.also_port.unwrap_or(0).to_be() as u32;
-        let addr = u32::from_ne_bytes(f.addr.map_or([0; 4], |a| a.octets()));
-        let proto = f.proto.unwrap_or(0) as u32;
-        let netns = f.netns.unwrap_or(0);
-        let ifindex = f.ifindex.unwrap_or(0);
-        let any = opts.trace_any as u32;
-        if !opts.flight_slots.is_power_of_two() || opts.flight_slots > FLIGHT_SLOTS {
-            bail!(
-                "flight table of {} slots: use a power of two up to {FLIGHT_SLOTS}",
-                opts.flight_slots
-            );
-        }
-        let flight_mask = opts.flight_slots - 1;
-        // Known before load (globals are fixed then): does this kernel have sock:sk_data_ready?
-        let ready_fallback = (!tracepoint_exists("sock", "sk_data_ready")) as u32;
-        loader
-            .override_global("TRACE_ANY", &any, true)
-            .override_global("FLIGHT_MASK", &flight_mask, true)
-            .override_global("READY_FALLBACK", &ready_fallback, true)
-            .override_global("FILTER_ON", &on, true)
-            .override_global("FILTER_PORT", &port, true)
-            .override_global("FILTER_PORT2", &port2, true)
-            .override_global("FILTER_ADDR", &addr, true)
-            .override_global("FILTER_PROTO", &proto, true)
-            .override_global("FILTER_NETNS", &netns, true)
-            .override_global("FILTER_IFINDEX", &ifindex, true);
+        loader.override_global(netpath_common::config::GLOBAL, &config, true);
         let drop_reasons = crate::btf::enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_");
         let mut ebpf = loader
             .load(object()?)
             .context("loading netpath's eBPF object")?;
-        let mut missing = Vec::new();
-        let mut raw_plan = Vec::new();
-        let mut sock_ok = true;
-        let mut sets = vec![
-            (RAW_TPS, false),
-            (SOCK_RAW_TPS, true),
-            (FLOOR_RAW_TPS, false),
-        ];
-        if opts.detail {
-            sets.push((DETAIL_RAW_TPS, false));
-        }
-        for (set, is_sock) in sets {
-            for &(prog, tp) in set {
-                let p: &mut RawTracePoint = ebpf
-                    .program_mut(prog)
-                    .ok_or_else(|| anyhow!("program {prog} missing from the object"))?
-                    .try_into()?;
-                p.load().map_err(|e| verifier_error(prog, e))?;
-                // Probe the tracepoint once: a kernel without it loses only that point.
-                match p.attach(tp) {
-                    Ok(id) => {
-                        p.detach(id)?;
-                        raw_plan.push((prog, tp));
-                    }
-                    Err(_) if is_sock => sock_ok = false,
-                    Err(_) => missing.push(format!("raw_tp/{tp}")),
-                }
-            }
-        }
-        let syscall_bounds = !sock_ok;
-        if syscall_bounds {
-            raw_plan.retain(|(p, _)| !SOCK_RAW_TPS.iter().any(|(q, _)| q == p));
-        }
-        for (prog, _, _) in TPS {
-            let p: &mut TracePoint = ebpf
-                .program_mut(prog)
-                .ok_or_else(|| anyhow!("program {prog} missing from the object"))?
-                .try_into()?;
-            p.load().map_err(|e| verifier_error(prog, e))?;
-        }
-        for prog in ["tc_ingress", "tc_egress"] {
-            let p: &mut SchedClassifier = ebpf
-                .program_mut(prog)
-                .ok_or_else(|| anyhow!("program {prog} missing"))?
-                .try_into()?;
-            p.load().map_err(|e| verifier_error(prog, e))?;
-        }
+        let (raw_plan, missing, syscall_bounds) = load_tracepoints(&mut ebpf, backend, opts)?;
         let fn_probes = match backend {
             Backend::Tracepoint => Vec::new(),
-            Backend::Kprobe | Backend::Fentry => {
-                load_fn_probes(&mut ebpf, &btf, backend == Backend::Fentry)?
-            }
+            Backend::Kprobe | Backend::Fentry => load_fn_probes(&mut ebpf, &btf, backend)?,
         };
         let tids = HashMap::try_from(ebpf.take_map("TIDS").context("TIDS map")?)?;
         let relay_pids = HashMap::try_from(ebpf.take_map("RELAY_PIDS").context("RELAY_PIDS map")?)?;
@@ -385,27 +237,28 @@ impl Tracer {
         // Diagnostic for probe-effect work: NETPATH_SKIP=prog1,prog2 leaves programs detached.
         let skip = std::env::var("NETPATH_SKIP").unwrap_or_default();
         let skipped = |p: &str| skip.split(',').any(|s| s == p);
-        for &(prog, tp) in &self.raw_plan {
+        for p in self.raw_plan.clone() {
             // The floor program is attached only when asked for (`attach_floor`).
-            if skipped(prog) || FLOOR_RAW_TPS.iter().any(|(p, _)| *p == prog) {
+            if skipped(p.prog) || p.role == Role::Floor {
                 continue;
             }
-            let p: &mut RawTracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;
-            let id = p
-                .attach(tp)
-                .with_context(|| format!("attaching raw tracepoint {tp}"))?;
-            self.links.push(Link::Raw(prog, id));
+            self.attach_raw(p)?;
         }
-        for (prog, cat, name) in TPS {
-            let send_start = *prog == "sys_enter_sendto" && self.dgram;
-            if !(self.syscall_bounds || send_start) || skipped(prog) {
+        for p in probes::of_kind(Kind::Tracepoint) {
+            let bound = matches!(p.role, Role::SyscallBound | Role::SyscallSend);
+            let send_start = p.role == Role::SyscallSend && self.dgram;
+            if !(bound && self.syscall_bounds || send_start)
+                || !p.backends.contains(&self.backend)
+                || skipped(p.prog)
+            {
                 continue;
             }
-            let p: &mut TracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;
-            let id = p
+            let (cat, name) = p.tracepoint();
+            let tp: &mut TracePoint = self.ebpf.program_mut(p.prog).unwrap().try_into()?;
+            let id = tp
                 .attach(cat, name)
                 .with_context(|| format!("attaching tracepoint {cat}:{name}"))?;
-            self.links.push(Link::Tp(prog, id));
+            self.links.push(Link::Tp(p.prog, id));
         }
         for f in self.fn_probes.clone() {
             let Some(prog) = f.prog else { continue };
@@ -457,10 +310,11 @@ impl Tracer {
     /// (the interface name and TCX link resolve there).
     pub fn attach_tc_here(&mut self, ifname: &str) -> Result<()> {
         add_clsact(ifname)?;
-        for (prog, ty) in [
-            ("tc_ingress", TcAttachType::Ingress),
-            ("tc_egress", TcAttachType::Egress),
-        ] {
+        for probe in probes::of(self.backend, Role::Counter) {
+            let (prog, ty) = match probe.target {
+                "egress" => (probe.prog, TcAttachType::Egress),
+                _ => (probe.prog, TcAttachType::Ingress),
+            };
             let p: &mut SchedClassifier = self.ebpf.program_mut(prog).unwrap().try_into()?;
             let id = if tcx() {
                 p.attach(ifname, ty)
@@ -649,13 +503,24 @@ impl Tracer {
     /// Attaches the floor program (an empty program on `net_dev_queue`) beside the others, so
     /// a cost measurement has the kernel's own per-run cost on that hook from the same run.
     pub fn attach_floor(&mut self) -> Result<()> {
-        for &(prog, tp) in FLOOR_RAW_TPS {
-            let p: &mut RawTracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;
-            let id = p
-                .attach(tp)
-                .with_context(|| format!("attaching raw tracepoint {tp}"))?;
-            self.links.push(Link::Raw(prog, id));
+        let floor: Vec<&'static Probe> = self
+            .raw_plan
+            .iter()
+            .copied()
+            .filter(|p| p.role == Role::Floor)
+            .collect();
+        for p in floor {
+            self.attach_raw(p)?;
         }
+        Ok(())
+    }
+
+    fn attach_raw(&mut self, p: &'static Probe) -> Result<()> {
+        let raw: &mut RawTracePoint = self.ebpf.program_mut(p.prog).unwrap().try_into()?;
+        let id = raw
+            .attach(p.target)
+            .with_context(|| format!("attaching raw tracepoint {}", p.target))?;
+        self.links.push(Link::Raw(p.prog, id));
         Ok(())
     }
 

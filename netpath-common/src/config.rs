@@ -1,0 +1,134 @@
+//! The kernel programs' load-time settings: one `#[repr(C)]` struct, the `CONFIG` global of the
+//! eBPF object, which the loader sets with one `override_global` before load (the counterpart
+//! of libbpf's `const volatile` globals). Struct offsets in it come from BTF at run time.
+use crate::KernelOffsets;
+
+/// Symbol of the `LoadConfig` global in the eBPF object.
+pub const GLOBAL: &str = "CONFIG";
+
+/// `LoadConfig::filter.on` bits: which of the `trace` filters apply.
+pub const F_PORT: u32 = 1;
+pub const F_ADDR: u32 = 2;
+pub const F_PROTO: u32 = 4;
+pub const F_NETNS: u32 = 8;
+pub const F_IFINDEX: u32 = 16;
+
+/// Kernel-side packet filter of `netpath trace`, checked when a packet is first seen.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FilterConfig {
+    /// Bit set of the filters that apply (`F_*`).
+    pub on: u32,
+    /// Port (network byte order, in the low 16 bits) matched against source or destination.
+    pub port: u32,
+    /// A second port that also passes the port filter (0: none): the container side of a
+    /// published port, so both legs of a relayed journey are followed.
+    pub port2: u32,
+    /// IPv4 address (network byte order) matched against source or destination.
+    pub addr: u32,
+    pub proto: u32,
+    /// Netns inode and ifindex of the device where the packet is first seen.
+    pub netns: u32,
+    pub ifindex: u32,
+}
+
+/// Everything the programs read that is fixed at load.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadConfig {
+    /// A tracked skb not seen for this long is stale (its address was reused or it was lost).
+    pub max_gap_ns: u64,
+    /// Kernel struct field offsets, read from BTF by the loader.
+    pub offsets: KernelOffsets,
+    /// Record one sampled timeline every N started packets (0: none, 1: all).
+    pub sample_every: u32,
+    /// Slots of the flight table in use, minus one (a power of two minus one, at most
+    /// `FLIGHT_SLOTS - 1`): a test sets it tiny to force collisions.
+    pub flight_mask: u32,
+    /// Follow any packet first seen on a watched device (filters apply), not only traced sends.
+    pub trace_any: u32,
+    /// The kernel has no `sock:sk_data_ready`: relays continue from the last receive pass.
+    pub ready_fallback: u32,
+    pub filter: FilterConfig,
+    /// Explicit tail padding to the struct's 8-byte alignment.
+    pub _pad: u32,
+}
+
+impl KernelOffsets {
+    /// Every offset 0 (what the object holds before the loader fills it in).
+    pub const ZERO: KernelOffsets = KernelOffsets {
+        sk_daddr: 0,
+        sk_dport: 0,
+        skb_dev: 0,
+        skb_head: 0,
+        skb_network_header: 0,
+        skb_transport_header: 0,
+        dev_ifindex: 0,
+        dev_nd_net: 0,
+        net_ns_inum: 0,
+        sk_rcvq_tail: 0,
+        skb_sk: 0,
+        task_pid: 0,
+        sk_rcv_saddr: 0,
+        sk_num: 0,
+    };
+}
+
+impl LoadConfig {
+    /// The settings compiled into the object; the loader starts from these.
+    pub const DEFAULT: LoadConfig = LoadConfig {
+        max_gap_ns: 100_000_000,
+        offsets: KernelOffsets::ZERO,
+        sample_every: 64,
+        flight_mask: crate::FLIGHT_SLOTS - 1,
+        trace_any: 0,
+        ready_fallback: 0,
+        filter: FilterConfig {
+            on: 0,
+            port: 0,
+            port2: 0,
+            addr: 0,
+            proto: 0,
+            netns: 0,
+            ifindex: 0,
+        },
+        _pad: 0,
+    };
+}
+
+impl Default for LoadConfig {
+    fn default() -> Self {
+        LoadConfig::DEFAULT
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::{offset_of, size_of};
+
+    /// Every field starts where the one before it ends and the struct ends with its last
+    /// field: no byte of it is implicit padding the two sides could disagree on.
+    #[test]
+    fn load_config_has_no_implicit_padding() {
+        assert_eq!(size_of::<KernelOffsets>(), 14 * 4);
+        assert_eq!(size_of::<FilterConfig>(), 7 * 4);
+        assert_eq!(offset_of!(LoadConfig, max_gap_ns), 0);
+        assert_eq!(offset_of!(LoadConfig, offsets), 8);
+        assert_eq!(offset_of!(LoadConfig, sample_every), 8 + 56);
+        assert_eq!(offset_of!(LoadConfig, flight_mask), 68);
+        assert_eq!(offset_of!(LoadConfig, trace_any), 72);
+        assert_eq!(offset_of!(LoadConfig, ready_fallback), 76);
+        assert_eq!(offset_of!(LoadConfig, filter), 80);
+        assert_eq!(offset_of!(LoadConfig, _pad), 80 + 28);
+        assert_eq!(size_of::<LoadConfig>(), 112);
+    }
+
+    #[test]
+    fn the_default_matches_the_loader_defaults() {
+        let c = LoadConfig::default();
+        assert_eq!(c.flight_mask + 1, crate::FLIGHT_SLOTS);
+        assert!(c.flight_mask.wrapping_add(1).is_power_of_two());
+        assert_eq!(c.offsets, KernelOffsets::default());
+    }
+}

@@ -63,7 +63,9 @@ pub const FLOOR_RAW_TPS: &[(&str, &str)] = &[("floor_net_dev_queue", "net_dev_qu
 /// Points that add detail to timelines but never split a hop (queue → driver transmit is one
 /// device hop either way): attached only when full timelines are wanted.
 pub const DETAIL_RAW_TPS: &[(&str, &str)] = &[("net_dev_start_xmit", "net_dev_start_xmit")];
-/// Where journeys start and end, preferred: socket-level raw tracepoints (kernel 6.10+).
+/// Where journeys start and end, preferred: socket-level raw tracepoints. TCP needs all three
+/// (`tcp:tcp_sendmsg_locked` is in kernels from 6.13); datagrams start at `sys_enter_sendto`
+/// and need only the two `sock:*_length` ones (kernels from 6.3).
 pub const SOCK_RAW_TPS: &[(&str, &str)] = &[
     ("tcp_sendmsg_locked", "tcp_sendmsg_locked"),
     ("sock_send_length", "sock_send_length"),
@@ -183,8 +185,12 @@ pub struct Tracer {
     pub missing: Vec<String>,
     /// Raw tracepoints to attach: (program, tracepoint).
     raw_plan: Vec<(&'static str, &'static str)>,
-    /// Whether journeys are bounded by syscall tracepoints (old kernels) instead of socket ones.
+    /// Whether TCP journeys are bounded by syscall tracepoints (kernels without
+    /// `tcp:tcp_sendmsg_locked`, before 6.13) instead of socket ones.
     pub syscall_bounds: bool,
+    /// Whether `sock:sock_send_length` and `sock:sock_recv_length` attach (6.3+): what a
+    /// datagram's journey needs to end at the receive that returns it, whatever TCP uses.
+    pub dgram_bounds: bool,
     /// Datagram sends start at `sys_enter_sendto` (see `TracerOptions::proto`); set per run by
     /// `set_proto`.
     dgram: bool,
@@ -277,7 +283,7 @@ impl Tracer {
             .context("loading netpath's eBPF object")?;
         let mut missing = Vec::new();
         let mut raw_plan = Vec::new();
-        let mut sock_ok = true;
+        let mut sock_missing = Vec::new();
         let mut sets = vec![
             (RAW_TPS, false),
             (SOCK_RAW_TPS, true),
@@ -299,13 +305,14 @@ impl Tracer {
                         p.detach(id)?;
                         raw_plan.push((prog, tp));
                     }
-                    Err(_) if is_sock => sock_ok = false,
+                    Err(_) if is_sock => sock_missing.push(tp),
                     Err(_) => missing.push(format!("raw_tp/{tp}")),
                 }
             }
         }
-        let syscall_bounds = !sock_ok;
-        if syscall_bounds {
+        let syscall_bounds = !sock_missing.is_empty();
+        let dgram_bounds = !sock_missing.iter().any(|t| t.starts_with("sock_"));
+        if !dgram_bounds {
             raw_plan.retain(|(p, _)| !SOCK_RAW_TPS.iter().any(|(q, _)| q == p));
         }
         for (prog, _, _) in TPS {
@@ -353,6 +360,7 @@ impl Tracer {
             missing,
             raw_plan,
             syscall_bounds,
+            dgram_bounds,
             dgram: opts.proto != crate::harness::Proto::Tcp,
             drop_reasons,
             fn_probes,
@@ -385,9 +393,15 @@ impl Tracer {
         // Diagnostic for probe-effect work: NETPATH_SKIP=prog1,prog2 leaves programs detached.
         let skip = std::env::var("NETPATH_SKIP").unwrap_or_default();
         let skipped = |p: &str| skip.split(',').any(|s| s == p);
+        // A TCP run on a kernel without `tcp_sendmsg_locked` is bounded by syscalls at both
+        // ends: the socket points would end its journeys twice.
+        let tcp_syscalls = self.syscall_bounds && !self.dgram;
         for &(prog, tp) in &self.raw_plan {
             // The floor program is attached only when asked for (`attach_floor`).
-            if skipped(prog) || FLOOR_RAW_TPS.iter().any(|(p, _)| *p == prog) {
+            if skipped(prog)
+                || FLOOR_RAW_TPS.iter().any(|(p, _)| *p == prog)
+                || (tcp_syscalls && SOCK_RAW_TPS.iter().any(|(p, _)| *p == prog))
+            {
                 continue;
             }
             let p: &mut RawTracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;
@@ -398,7 +412,7 @@ impl Tracer {
         }
         for (prog, cat, name) in TPS {
             let send_start = *prog == "sys_enter_sendto" && self.dgram;
-            if !(self.syscall_bounds || send_start) || skipped(prog) {
+            if !(tcp_syscalls || send_start) || skipped(prog) {
                 continue;
             }
             let p: &mut TracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;

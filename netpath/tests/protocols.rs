@@ -309,6 +309,16 @@ fn trace_one(proto: &str) {
         if proto == "icmp" && t["dir"] == "request" {
             assert_eq!(last, "echo_reply", "{t}");
         }
+        // ICMP has no ports: the tuple names the echo (type, identifier, sequence number).
+        if proto == "icmp" {
+            let want = if t["dir"] == "request" {
+                " icmp echo id="
+            } else {
+                " icmp echo-reply id="
+            };
+            let tuple = t["tuple"].as_str().unwrap();
+            assert!(tuple.contains(want) && tuple.contains(" seq="), "{tuple}");
+        }
     }
     assert_eq!(v["lost"]["ringbuf_lost"], 0);
 }

@@ -151,8 +151,14 @@ pub struct SkbState {
     /// Destination the sending socket was connected to (before any OUTPUT DNAT); 0: unknown.
     pub sock_daddr: u32,
     pub sock_dport: u16,
-    pub _pad3: u16,
-    pub _pad4: u32,
+    /// IP protocol of the packet (6, 17, 1). For ICMP the ports above hold the echo
+    /// identifier (what conntrack and the ping socket treat as the port, so MASQUERADE's
+    /// rewrite of it shows) and these its type, code and sequence number.
+    pub proto: u8,
+    pub icmp_type: u8,
+    pub icmp_seq: u16,
+    pub icmp_code: u8,
+    pub _pad4: u8,
     pub points: [TimelinePoint; MAX_POINTS],
 }
 

@@ -77,6 +77,37 @@ pub fn echo_of(skb: u64) -> Option<(u8, u16, u16)> {
     ))
 }
 
+/// An ICMP skb's (type, code, echo identifier, echo sequence), the last two network order and
+/// 0 for other types; None for other protocols.
+#[inline(always)]
+pub fn icmp_of(skb: u64) -> Option<(u8, u8, u16, u16)> {
+    let (ip, l4) = l4_of(skb).ok()?;
+    if unsafe { read::<u8>(ip, 9) }.ok()? != 1 {
+        return None;
+    }
+    let h = unsafe { read::<[u8; 8]>(l4, 0) }.ok()?;
+    let echo = h[0] == ICMP_ECHO || h[0] == ICMP_ECHO_REPLY;
+    let (id, seq) = if echo {
+        (
+            u16::from_ne_bytes([h[4], h[5]]),
+            u16::from_ne_bytes([h[6], h[7]]),
+        )
+    } else {
+        (0, 0)
+    };
+    Some((h[0], h[1], id, seq))
+}
+
+/// A packet's tuple for timelines: `skb_tuple`, with an ICMP echo's identifier as both ports.
+#[inline(always)]
+pub fn timeline_tuple(skb: u64) -> (u32, u32, u16, u16, u8) {
+    let (sa, da, sp, dp, proto) = skb_tuple(skb).unwrap_or((0, 0, 0, 0, 0));
+    match icmp_of(skb) {
+        Some((_, _, id, _)) => (sa, da, id, id, proto),
+        None => (sa, da, sp, dp, proto),
+    }
+}
+
 /// Addresses of the IPv4 header and the transport header of an skb (Err if not IPv4).
 #[inline(always)]
 fn l4_of(skb: u64) -> Result<(u64, u64), i64> {

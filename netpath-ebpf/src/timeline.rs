@@ -67,7 +67,8 @@ pub fn new_record(
     sock_dport: u16,
 ) -> Result<(), i64> {
     let st = SCRATCH.get_ptr_mut(0).ok_or(-1i64)?;
-    let (saddr, daddr, sport, dport, _) = kernel::skb_tuple(skb).unwrap_or((0, 0, 0, 0, 0));
+    let (saddr, daddr, sport, dport, proto) = kernel::timeline_tuple(skb);
+    let (icmp_type, icmp_code, _, icmp_seq) = kernel::icmp_of(skb).unwrap_or((0, 0, 0, 0));
     let s = unsafe { &mut *st };
     s.first_ts = f.first_ts;
     s.last_ts = f.first_ts;
@@ -92,6 +93,10 @@ pub fn new_record(
     s.end_dport = 0;
     s.sock_daddr = sock_daddr;
     s.sock_dport = sock_dport;
+    s.proto = proto;
+    s.icmp_type = icmp_type;
+    s.icmp_code = icmp_code;
+    s.icmp_seq = icmp_seq;
     s.points[0] = first;
     s.npoints = 1;
     if TIMELINES.insert(skb, s, 0).is_err() {
@@ -105,9 +110,8 @@ pub fn new_record(
 /// the wakeup and at the copy; after the receive it may be freed).
 #[inline(always)]
 pub fn note_end_tuple(skb: u64) {
-    if let Some(s) = TIMELINES.get_ptr_mut(skb)
-        && let Ok((sa, da, sp, dp, _)) = kernel::skb_tuple(skb)
-    {
+    if let Some(s) = TIMELINES.get_ptr_mut(skb) {
+        let (sa, da, sp, dp, _) = kernel::timeline_tuple(skb);
         let s = unsafe { &mut *s };
         s.end_saddr = sa;
         s.end_daddr = da;

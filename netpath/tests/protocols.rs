@@ -32,10 +32,11 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 const N: u64 = 300;
 
-/// Whether this kernel bounds journeys with the socket tracepoints (6.10+): without them a
-/// datagram's receive cannot be matched, and netpath refuses `--proto udp|icmp` in one line.
+/// Whether this kernel has the socket tracepoints a datagram's journey ends at (6.3+; TCP's
+/// `tcp_sendmsg_locked` from 6.13 is not needed): without them a datagram's receive cannot be
+/// matched, and netpath refuses `--proto udp|icmp` in one line. The 6.12 VM measures them.
 fn socket_bounds() -> bool {
-    ["tcp/tcp_sendmsg_locked", "sock/sock_recv_length"]
+    ["sock/sock_send_length", "sock/sock_recv_length"]
         .iter()
         .all(|t| std::path::Path::new(&format!("/sys/kernel/tracing/events/{t}")).exists())
 }
@@ -307,6 +308,16 @@ fn trace_one(proto: &str) {
         let last = t["points"].as_array().unwrap().last().unwrap()["point"].clone();
         if proto == "icmp" && t["dir"] == "request" {
             assert_eq!(last, "echo_reply", "{t}");
+        }
+        // ICMP has no ports: the tuple names the echo (type, identifier, sequence number).
+        if proto == "icmp" {
+            let want = if t["dir"] == "request" {
+                " icmp echo id="
+            } else {
+                " icmp echo-reply id="
+            };
+            let tuple = t["tuple"].as_str().unwrap();
+            assert!(tuple.contains(want) && tuple.contains(" seq="), "{tuple}");
         }
     }
     assert_eq!(v["lost"]["ringbuf_lost"], 0);

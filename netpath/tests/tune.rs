@@ -280,6 +280,31 @@ fn tune_json_carries_both_settings_and_the_deltas() {
     assert_nothing_left(&before);
 }
 
+/// `--proto udp`: both sides measure datagram request/response (journeys matched per side),
+/// no bulk (TCP only) and no TCP segment counts.
+#[test]
+fn tune_proto_udp_measures_datagrams_on_both_sides() {
+    let _g = need_root();
+    let before = snapshot();
+    let v = tune_json("-d bridge --knob gro=on,off --proto udp --rounds 1 -n 200 --warmup 20");
+    for side in ["a", "b"] {
+        let r = &v[side]["report"];
+        assert_eq!(r["proto"], "udp", "{side}");
+        assert_eq!(r["traced"]["count"], 200, "{side}");
+        assert!(r["lost"]["completed"].as_u64().unwrap() > 0, "{side}");
+        assert!(r["bulk"].is_null(), "{side}: {}", r["bulk"]);
+        assert!(v[side]["segments_per_request"].is_null(), "{side}");
+        let port = netpath::lab::LAB_PORT.to_string();
+        let tl = r["timelines"].as_array().unwrap();
+        assert!(
+            tl.iter()
+                .all(|t| t["tuple"].as_str().unwrap().contains(&port)),
+            "{side}: {tl:?}"
+        );
+    }
+    assert_nothing_left(&before);
+}
+
 #[test]
 fn nodelay_off_waits_for_the_ack_nagle_holds_the_second_write_for() {
     let _g = need_root();
@@ -430,6 +455,11 @@ fn bad_knobs_are_refused_in_one_line_with_nothing_left() {
         ("--knob rfs", "whole host"),
         ("--knob busy_poll", "whole host"),
         ("--knob cpus=100000,same", "CPU 100000"),
+        ("--knob nodelay --proto udp", "TCP_NODELAY"),
+        (
+            "-d published-nat --knob proxy --proto udp",
+            "docker-proxy relays UDP",
+        ),
     ] {
         let out = Command::new(NETPATH)
             .arg("tune")

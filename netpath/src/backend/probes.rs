@@ -26,8 +26,9 @@ pub enum Kind {
 pub enum Role {
     /// Always attached; a kernel without the tracepoint loses only that point.
     Path,
-    /// Where journeys start and end on 6.10+ (socket tracepoints); if any is missing, all are
-    /// replaced by the `SyscallBound` ones.
+    /// Where journeys start and end (socket tracepoints): TCP needs all three
+    /// (`tcp:tcp_sendmsg_locked` is in kernels from 6.13), datagrams only the two `sock:*_length`
+    /// ones (6.3+); where TCP lacks one, its runs use the `SyscallBound` ones instead.
     SockBound,
     /// Journey bounds on older kernels: the traced threads' syscall tracepoints, which cost
     /// more (every syscall on the slow path).

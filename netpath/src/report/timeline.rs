@@ -44,13 +44,30 @@ pub(super) fn device_name(devices: &[Device], netns: u32, ifindex: u32) -> Strin
 
 fn tuple(s: &SkbState) -> String {
     let ip = |a: u32| std::net::Ipv4Addr::from(u32::from_be(a));
-    format!(
-        "{}:{} > {}:{}",
-        ip(s.saddr),
-        u16::from_be(s.sport),
-        ip(s.daddr),
-        u16::from_be(s.dport)
-    )
+    if s.proto != 1 {
+        return format!(
+            "{}:{} > {}:{}",
+            ip(s.saddr),
+            u16::from_be(s.sport),
+            ip(s.daddr),
+            u16::from_be(s.dport)
+        );
+    }
+    // ICMP has no ports: its type, and for echo the identifier and sequence number.
+    let what = match s.icmp_type {
+        8 | 0 => format!(
+            "{} id={} seq={}",
+            if s.icmp_type == 8 {
+                "echo"
+            } else {
+                "echo-reply"
+            },
+            u16::from_be(s.sport),
+            u16::from_be(s.icmp_seq)
+        ),
+        t => format!("type {t} code {}", s.icmp_code),
+    };
+    format!("{} > {} icmp {what}", ip(s.saddr), ip(s.daddr))
 }
 
 /// What the receiving thread's CPU was doing before it ran, and whether it is another CPU than
@@ -91,7 +108,11 @@ pub fn timeline(s: &SkbState, devices: &[Device]) -> Timeline {
         })
         .collect();
     let ip = |a: u32| std::net::Ipv4Addr::from(u32::from_be(a));
-    let ep = |a: u32, p: u16| format!("{}:{}", ip(a), u16::from_be(p));
+    // An ICMP echo's "port" is its identifier (what MASQUERADE rewrites).
+    let ep = |a: u32, p: u16| match s.proto {
+        1 => format!("{} id={}", ip(a), u16::from_be(p)),
+        _ => format!("{}:{}", ip(a), u16::from_be(p)),
+    };
     let mut translated = Vec::new();
     if s.sock_daddr != 0 && (s.sock_daddr, s.sock_dport) != (s.daddr, s.dport) {
         // Rewritten before the first device: OUTPUT DNAT in the sender's own stack.

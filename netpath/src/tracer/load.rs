@@ -53,14 +53,30 @@ pub(super) fn load_config(opts: &TracerOptions, offsets: KernelOffsets) -> Resul
 /// Loads the backend's tracepoint, raw tracepoint and TC programs from the probe table.
 /// Returns the raw tracepoints this kernel has, those it lacks, and whether journeys must be
 /// bounded by syscall tracepoints (a socket tracepoint is missing).
+/// What [`load_tracepoints`] found on this kernel.
+pub(super) struct Tracepoints {
+    /// Raw tracepoints to attach.
+    pub plan: Vec<&'static Probe>,
+    /// Those the kernel lacks (`raw_tp/<name>`), bounds excepted.
+    pub missing: Vec<String>,
+    /// TCP journeys bounded by syscall tracepoints: some socket tracepoint is missing
+    /// (`tcp:tcp_sendmsg_locked` came in 6.13).
+    pub syscall_bounds: bool,
+    /// `sock:sock_send_length` and `sock:sock_recv_length` attach (6.3+): a datagram's
+    /// journey can end at the receive that returns it.
+    pub dgram_bounds: bool,
+}
+
+/// Loads every tracepoint, raw tracepoint and TC program of `backend` from the table, and
+/// probes each raw tracepoint once.
 pub(super) fn load_tracepoints(
     ebpf: &mut Ebpf,
     backend: Backend,
     opts: &TracerOptions,
-) -> Result<(Vec<&'static Probe>, Vec<String>, bool)> {
+) -> Result<Tracepoints> {
     let mut missing = Vec::new();
     let mut plan = Vec::new();
-    let mut sock_ok = true;
+    let mut sock_missing = Vec::new();
     let raw = probes::of_kind(Kind::RawTracepoint)
         .filter(|p| p.backends.contains(&backend))
         .filter(|p| opts.detail || p.role != Role::Detail);
@@ -73,11 +89,12 @@ pub(super) fn load_tracepoints(
                 p.detach(id)?;
                 plan.push(probe);
             }
-            Err(_) if probe.role == Role::SockBound => sock_ok = false,
+            Err(_) if probe.role == Role::SockBound => sock_missing.push(probe.target),
             Err(_) => missing.push(format!("raw_tp/{}", probe.target)),
         }
     }
-    if !sock_ok {
+    let dgram_bounds = !sock_missing.iter().any(|t| t.starts_with("sock_"));
+    if !dgram_bounds {
         plan.retain(|p| p.role != Role::SockBound);
     }
     for probe in probes::of_kind(Kind::Tracepoint).filter(|p| p.backends.contains(&backend)) {
@@ -88,7 +105,12 @@ pub(super) fn load_tracepoints(
         let p: &mut SchedClassifier = program(ebpf, probe.prog)?.try_into()?;
         p.load().map_err(|e| verifier_error(probe.prog, e))?;
     }
-    Ok((plan, missing, !sock_ok))
+    Ok(Tracepoints {
+        plan,
+        missing,
+        syscall_bounds: !sock_missing.is_empty(),
+        dgram_bounds,
+    })
 }
 
 fn program<'a>(ebpf: &'a mut Ebpf, prog: &str) -> Result<&'a mut aya::programs::Program> {

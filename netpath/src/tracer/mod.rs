@@ -135,8 +135,12 @@ pub struct Tracer {
     pub missing: Vec<String>,
     /// Raw tracepoints this kernel has, to attach (floor and detail ones included).
     raw_plan: Vec<&'static Probe>,
-    /// Whether journeys are bounded by syscall tracepoints (old kernels) instead of socket ones.
+    /// Whether TCP journeys are bounded by syscall tracepoints (kernels without
+    /// `tcp:tcp_sendmsg_locked`, before 6.13) instead of socket ones.
     pub syscall_bounds: bool,
+    /// Whether `sock:sock_send_length` and `sock:sock_recv_length` attach (6.3+): what a
+    /// datagram's journey needs to end at the receive that returns it, whatever TCP uses.
+    pub dgram_bounds: bool,
     /// Datagram sends start at `sys_enter_sendto` (see `TracerOptions::proto`); set per run by
     /// `set_proto`.
     dgram: bool,
@@ -175,7 +179,9 @@ impl Tracer {
         let mut ebpf = loader
             .load(object()?)
             .context("loading netpath's eBPF object")?;
-        let (raw_plan, missing, syscall_bounds) = load_tracepoints(&mut ebpf, backend, opts)?;
+        let tps = load_tracepoints(&mut ebpf, backend, opts)?;
+        let (raw_plan, missing) = (tps.plan, tps.missing);
+        let (syscall_bounds, dgram_bounds) = (tps.syscall_bounds, tps.dgram_bounds);
         let fn_probes = match backend {
             Backend::Tracepoint => Vec::new(),
             Backend::Kprobe | Backend::Fentry => load_fn_probes(&mut ebpf, &btf, backend)?,
@@ -205,6 +211,7 @@ impl Tracer {
             missing,
             raw_plan,
             syscall_bounds,
+            dgram_bounds,
             dgram: opts.proto != crate::harness::Proto::Tcp,
             drop_reasons,
             fn_probes,
@@ -237,9 +244,15 @@ impl Tracer {
         // Diagnostic for probe-effect work: NETPATH_SKIP=prog1,prog2 leaves programs detached.
         let skip = std::env::var("NETPATH_SKIP").unwrap_or_default();
         let skipped = |p: &str| skip.split(',').any(|s| s == p);
+        // A TCP run on a kernel without `tcp_sendmsg_locked` is bounded by syscalls at both
+        // ends: the socket points would end its journeys twice.
+        let tcp_syscalls = self.syscall_bounds && !self.dgram;
         for p in self.raw_plan.clone() {
             // The floor program is attached only when asked for (`attach_floor`).
-            if skipped(p.prog) || p.role == Role::Floor {
+            if skipped(p.prog)
+                || p.role == Role::Floor
+                || (tcp_syscalls && p.role == Role::SockBound)
+            {
                 continue;
             }
             self.attach_raw(p)?;
@@ -247,7 +260,7 @@ impl Tracer {
         for p in probes::of_kind(Kind::Tracepoint) {
             let bound = matches!(p.role, Role::SyscallBound | Role::SyscallSend);
             let send_start = p.role == Role::SyscallSend && self.dgram;
-            if !(bound && self.syscall_bounds || send_start)
+            if !(bound && tcp_syscalls || send_start)
                 || !p.backends.contains(&self.backend)
                 || skipped(p.prog)
             {

@@ -13,12 +13,11 @@ impl super::Tracer {
         if self.attached() {
             bail!("the protocol of a traced run is set before its probes are attached");
         }
-        if self.syscall_bounds && p != Proto::Tcp {
+        if !self.dgram_bounds && p != Proto::Tcp {
             bail!(
-                "--proto {p} needs the socket tracepoints (tcp:tcp_sendmsg_locked, \
-                 sock:sock_recv_length; kernel 6.10+): on this kernel journeys are bounded by \
-                 syscall tracepoints, which do not name the socket a datagram is received on; \
-                 use --proto tcp here"
+                "--proto {p} needs the socket tracepoints sock:sock_send_length and \
+                 sock:sock_recv_length (kernel 6.3+), which this kernel lacks: its receive \
+                 syscalls do not name the socket a datagram arrives on; use --proto tcp here"
             );
         }
         let mode: u32 = match p {

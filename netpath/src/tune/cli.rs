@@ -8,7 +8,7 @@ use crate::backend::{self, BackendChoice};
 use crate::bounds;
 use crate::compare::CompareOptions;
 use crate::driver::Driver;
-use crate::harness::{BulkConfig, RrConfig};
+use crate::harness::{BulkConfig, Proto, RrConfig};
 use crate::tracer::TracerOptions;
 
 /// `netpath tune`'s flags.
@@ -34,6 +34,10 @@ pub struct TuneArgs {
     /// Unmeasured warm-up requests (0-100000; default 1000, 10 for nodelay).
     #[arg(long, value_parser = bounds::int(bounds::WARMUP))]
     pub warmup: Option<u64>,
+    /// What both sides' request/response runs send: tcp, udp (one datagram each way) or icmp
+    /// (echo request and reply). Bulk is TCP only: with udp or icmp none runs.
+    #[arg(long, value_enum, default_value = "tcp")]
+    pub proto: Proto,
     /// Seconds of bulk transfer per round and side (0: none; default 2, 0 for nodelay).
     #[arg(long, value_parser = bounds::float(bounds::PHASE_SECS))]
     pub bulk_secs: Option<f64>,
@@ -52,6 +56,7 @@ pub struct TuneArgs {
 pub fn main(args: TuneArgs) -> Result<()> {
     let spec = knobs::parse(&args.knob)?;
     knobs::check_driver(&spec, args.driver)?;
+    knobs::check_proto(&spec, args.driver, args.proto)?;
     let mode = args.mode.resolve()?;
     knobs::check_kernel(&spec)?;
     crate::lab::install_signal_cleanup();
@@ -63,7 +68,7 @@ pub fn main(args: TuneArgs) -> Result<()> {
     let requests = args.requests.unwrap_or(if nagle { 200 } else { 10_000 });
     let warmup = args.warmup.unwrap_or(if nagle { 10 } else { 1_000 });
     let bulk_secs = args.bulk_secs.unwrap_or(if nagle { 0.0 } else { 2.0 });
-    let opts = CompareOptions {
+    let mut opts = CompareOptions {
         drivers: vec![args.driver],
         rr: RrConfig {
             requests,
@@ -87,12 +92,14 @@ pub fn main(args: TuneArgs) -> Result<()> {
         underlay: None,
         mode,
     };
+    crate::compare_args::set_protocols(&mut opts, &[args.proto], false)?;
     if args.output.is_text() {
         println!(
-            "backend: {}; {} on {}: {} vs {}",
+            "backend: {}; {} on {} over {}: {} vs {}",
             backend.name(),
             spec.name,
             args.driver,
+            args.proto,
             spec.a_label,
             spec.b_label
         );

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::compare::CompareOptions;
 use crate::driver::Driver;
-use crate::harness::{Cpus, WaitMode};
+use crate::harness::{Cpus, Proto, WaitMode};
 
 /// A knob of `tune`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -285,6 +285,20 @@ pub fn check_driver(spec: &KnobSpec, driver: Driver) -> Result<()> {
         Some(w) => bail!("--knob {k} does not apply to -d {driver}: {w}"),
         None => Ok(()),
     }
+}
+
+/// Whether both sides' paths carry `proto` the way netpath measures it, and the knob means
+/// something for it: one line before anything is built.
+pub fn check_proto(spec: &KnobSpec, driver: Driver, proto: Proto) -> Result<()> {
+    if proto != Proto::Tcp && spec.knob == Knob::Nodelay {
+        bail!(
+            "--knob nodelay sets TCP_NODELAY, which --proto {proto} does not have: use --proto tcp"
+        );
+    }
+    for v in [&spec.a, &spec.b] {
+        crate::harness::proto::check(side_driver(spec, driver, v), proto)?;
+    }
+    Ok(())
 }
 
 /// What the kernel must have for the knob's settings, checked before anything is built: a

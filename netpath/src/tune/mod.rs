@@ -195,9 +195,9 @@ fn print_applied(opts: &CompareOptions, label: &str, ap: &Applied) {
 }
 
 /// TCP segments the client's and the server's namespace sent per request/response (none
-/// when bulk ran too: its segments would be counted with them).
+/// when bulk ran too: its segments would be counted with them; none for udp and icmp).
 fn segments(r: &DriverReport, o: &CompareOptions) -> Option<(f64, f64)> {
-    if o.bulk.is_some() {
+    if o.bulk.is_some() || o.rr.proto != crate::harness::Proto::Tcp {
         return None;
     }
     let c = r.context.as_ref()?;

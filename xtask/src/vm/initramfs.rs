@@ -86,6 +86,15 @@ pub(super) fn build(
     for (name, exe) in &built.tests {
         copy_file(exe, &stage.join("tests").join(name))?;
     }
+    // The JSON schemas the tests validate against, where they look for them
+    // (`CARGO_MANIFEST_DIR/../schemas`: the `netpath` directory must exist for the `..`).
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = root.canonicalize().unwrap_or(root);
+    fs::create_dir_all(in_stage(&stage, &root.join("netpath")))?;
+    for e in fs::read_dir(root.join("schemas")).context("reading schemas/")? {
+        let p = e?.path();
+        copy_file(&p, &in_stage(&stage, &p))?;
+    }
 
     let tests = selected_tests(built, args)?;
     let left_out: Vec<&str> = built

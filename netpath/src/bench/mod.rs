@@ -52,12 +52,14 @@ use crate::{
 mod journeys;
 mod markdown;
 mod modes;
+mod rounds;
 mod tools;
 mod traced;
 
 pub use journeys::JourneyRun;
 pub use markdown::{goals_table, markdown};
 pub use modes::ModeLatency;
+use rounds::{BulkRounds, LatencyRounds, kernel_cost};
 use tools::*;
 use traced::*;
 
@@ -429,176 +431,30 @@ fn bench_driver(tracer: &mut Tracer, lab: &NetPath, opts: &BenchOptions) -> Resu
         );
     }
     let server = lab.server_bind;
-    let connect = lab.connect_to;
-    let client = source_addr(&lab.client_ns, connect)?;
+    let client = source_addr(&lab.client_ns, lab.connect_to)?;
     let on = |port: u16| SocketAddrV4::new(*server.ip(), port);
-    let bpftrace = which("bpftrace");
-    let mut naive = NaiveTracer {
-        status: if bpftrace.is_some() {
-            "ran".into()
-        } else {
-            "not installed".into()
-        },
-        script: NAIVE_SCRIPT.trim().to_string(),
-        runs: Vec::new(),
-        median: None,
-        vs_untraced: None,
-    };
-    let mut naive_ratios = Vec::new();
-
-    let mut sp = Vec::new();
-    let mut block = ModeLatency::new(WaitMode::Block, Cpus::Auto);
-    let mut spin = ModeLatency::new(WaitMode::Spin, Cpus::Split);
-    let (mut ip, mut bu, mut ba, mut bt) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut threads_found = true;
-    let mut bulk_events = Vec::new();
+    let mut lat = LatencyRounds::new(which("bpftrace"));
+    let mut thr = BulkRounds::default();
     let rounds = opts.rounds.max(1);
     for round in 0..rounds {
         progress(opts, &format!("{d}: round {}/{rounds}", round + 1));
         // Latency: sockperf, then untraced / traced / attached per wait mode.
-        sp.push(sockperf(lab, on(SOCKPERF_PORT), secs)?);
-        block.round(tracer, lab, &rr, round)?;
-        spin.round(tracer, lab, &rr, round)?;
-        if let Some(bin) = &bpftrace
-            && naive.status == "ran"
-        {
-            match rr_under_bpftrace(bin, lab, &rr) {
-                Ok(r) => {
-                    let r = Rtt::of(&r);
-                    naive_ratios.push(Ratios::of(&r, block.untraced.last().unwrap()));
-                    naive.runs.push(r);
-                }
-                Err(e) => naive.status = format!("failed: {e:#}"),
-            }
-        }
-
+        lat.sockperf.push(sockperf(lab, on(SOCKPERF_PORT), secs)?);
+        lat.round(tracer, lab, &rr, round)?;
         // Throughput: iperf3, then untraced / attached / traced (order rotated per round).
-        ip.push(iperf3(lab, on(IPERF3_PORT), client, secs)?);
-        let order: [u8; 3] = match round % 3 {
-            0 => [0, 1, 2],
-            1 => [2, 0, 1],
-            _ => [1, 2, 0],
-        };
-        let mut got: [Option<Bulk>; 3] = [None; 3];
-        for k in order {
-            got[k as usize] = Some(match k {
-                0 => bulk_of(&harness::run_bulk(lab, &bulk).context("untraced bulk")?),
-                1 => {
-                    tracer.reset()?;
-                    tracer.attach()?;
-                    let r = harness::run_bulk(lab, &bulk);
-                    tracer.detach()?;
-                    bulk_of(&r.context("bulk with probes attached")?)
-                }
-                _ => {
-                    let (r, found, ev) = bulk_traced(tracer, lab, &bulk)?;
-                    threads_found &= found;
-                    bulk_events.push(ev);
-                    r
-                }
-            });
-        }
-        bu.push(got[0].unwrap());
-        ba.push(got[1].unwrap());
-        bt.push(got[2].unwrap());
+        thr.iperf3.push(iperf3(lab, on(IPERF3_PORT), client, secs)?);
+        thr.round(tracer, lab, &bulk, round)?;
     }
-
-    // Kernel cost: one traced run with BPF run-time statistics on.
     progress(opts, &format!("{d}: program costs"));
-    let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
-        .context("enabling BPF run-time statistics")?;
-    let before = tracer.prog_costs();
-    // The floor program (empty, on net_dev_queue) runs beside the others in this same run.
-    let costed = rr_traced(tracer, lab, &rr, true);
-    let after = tracer.prog_costs();
-    drop(stats);
-    let (costed, _) = costed?;
-    let (floor, programs): (Vec<ProgCost>, Vec<ProgCost>) =
-        prog_costs(&before, &after, costed.count)
-            .into_iter()
-            .partition(|p| p.program.starts_with("floor_"));
-    let floor_ns = floor.first().map_or(0.0, |p| p.avg_ns);
-    let ns_per_rtt: f64 = programs.iter().map(|p| p.avg_ns * p.runs_per_rtt).sum();
-    let hot_ns_per_event = weighted_ns(programs.iter().filter(|p| p.runs_per_rtt >= 1.0));
-    progress(opts, &format!("{d}: program costs on traffic not followed"));
-    let untracked = untracked_costs(tracer, lab, &rr)?;
-
-    block.finish();
-    spin.finish();
-    let (un, tr) = (block.untraced.clone(), block.traced.clone());
-    let latency = {
-        let med = |v: &[Rtt]| Rtt::median(v);
-        let vs_sp: Vec<Ratios> = un.iter().zip(&sp).map(|(u, s)| Ratios::of(u, s)).collect();
-        let vs_un: Vec<Ratios> = tr.iter().zip(&un).map(|(t, u)| Ratios::of(t, u)).collect();
-        if !naive.runs.is_empty() {
-            naive.median = Some(med(&naive.runs));
-            naive.vs_untraced = Some(Ratios::median(&naive_ratios));
-        }
-        let diff = median(tr.iter().zip(&un).map(|(t, u)| t.p50_us - u.p50_us));
-        Latency {
-            traced_minus_untraced_p50_us: diff,
-            netpath_vs_sockperf_rounds: vs_sp.clone(),
-            traced_vs_untraced_rounds: vs_un.clone(),
-            sockperf_median: med(&sp),
-            untraced_median: med(&un),
-            traced_median: med(&tr),
-            netpath_vs_sockperf: Ratios::median(&vs_sp),
-            traced_vs_untraced: Ratios::median(&vs_un),
-            hop_events_per_rtt: block.hop_events_per_rtt,
-            block,
-            spin,
-            sockperf: sp,
-            untraced: un,
-            traced: tr,
-        }
-    };
-    let gbit = |v: &[Bulk]| median(v.iter().map(|b| b.gbit_per_s));
-    let ratios = |a: &[Bulk], b: &[Bulk]| -> Vec<f64> {
-        a.iter()
-            .zip(b)
-            .map(|(a, b)| a.gbit_per_s / b.gbit_per_s)
-            .collect()
-    };
-    let ratio = |a: &[Bulk], b: &[Bulk]| median(ratios(a, b).into_iter());
-    let throughput = Throughput {
-        iperf3_median_gbit: gbit(&ip),
-        untraced_median_gbit: gbit(&bu),
-        attached_median_gbit: gbit(&ba),
-        traced_median_gbit: gbit(&bt),
-        netpath_vs_iperf3: ratio(&bu, &ip),
-        attached_vs_untraced: ratio(&ba, &bu),
-        traced_vs_untraced: ratio(&bt, &bu),
-        netpath_vs_iperf3_rounds: ratios(&bu, &ip),
-        attached_vs_untraced_rounds: ratios(&ba, &bu),
-        traced_vs_untraced_rounds: ratios(&bt, &bu),
-        traced_threads_found: threads_found,
-        traced_hop_events: median(bulk_events.iter().map(|&e| e as f64)),
-        traced_hop_events_rounds: bulk_events,
-        iperf3: ip,
-        untraced: bu,
-        attached: ba,
-        traced: bt,
-    };
-    let kernel_cost = KernelCost {
-        rtt: Rtt::of(&costed),
-        round_trips: costed.count,
-        share_of_untraced_p50: ns_per_rtt / 1000.0 / latency.untraced_median.p50_us,
-        share_of_untraced_mean: ns_per_rtt / 1000.0 / latency.untraced_median.mean_us,
-        ns_per_rtt,
-        floor_ns,
-        programs,
-        hot_ns_per_event,
-        untracked_ns_per_run: untracked.0,
-        untracked_floor_ns: untracked.1,
-        untracked_programs: untracked.2,
-    };
+    let (latency, naive_tracer) = lat.finish();
+    let kernel_cost = kernel_cost(tracer, lab, &rr, &latency, opts)?;
     Ok(DriverBench {
         driver: d,
         client,
-        server: connect,
+        server: lab.connect_to,
         latency,
-        naive_tracer: naive,
-        throughput,
+        naive_tracer,
+        throughput: thr.finish(),
         kernel_cost,
     })
 }

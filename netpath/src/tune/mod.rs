@@ -86,6 +86,39 @@ fn build_side(spec: &KnobSpec, driver: Driver, v: &Value) -> Result<Built> {
 }
 
 /// Restores the knob on one side's lab and tears it down.
+/// Both sides' labs, built and set; A is finished again when B cannot be built.
+fn build_both(spec: &KnobSpec, driver: Driver) -> Result<(Built, Built)> {
+    let a = build_side(spec, driver, &spec.a)?;
+    match build_side(spec, driver, &spec.b) {
+        Ok(b) => Ok((a, b)),
+        Err(e) => {
+            let _ = finish_side(spec, a);
+            Err(e)
+        }
+    }
+}
+
+impl TuneSide {
+    fn new(
+        label: &str,
+        driver: Driver,
+        setting: &Value,
+        (applied, restored): (Applied, Vec<ReadBack>),
+        report: DriverReport,
+        opts: &CompareOptions,
+    ) -> Self {
+        TuneSide {
+            label: label.to_string(),
+            driver,
+            setting: setting.clone(),
+            applied,
+            restored,
+            segments_per_request: segments(&report, opts),
+            report,
+        }
+    }
+}
+
 fn finish_side(spec: &KnobSpec, mut b: Built) -> Result<(Applied, Vec<ReadBack>)> {
     let restored = if spec.knob.on_lab() {
         devices::restore(&mut b.path, spec.knob, &mut b.applied)
@@ -110,14 +143,7 @@ pub fn run(
     let opts_a = knobs::side_options(spec, base, &spec.a)?;
     let opts_b = knobs::side_options(spec, base, &spec.b)?;
     let mut tracer = Tracer::load(backend, &base.tracer)?;
-    let a = build_side(spec, driver, &spec.a)?;
-    let b = match build_side(spec, driver, &spec.b) {
-        Ok(b) => b,
-        Err(e) => {
-            let _ = finish_side(spec, a);
-            return Err(e);
-        }
-    };
+    let (a, b) = build_both(spec, driver)?;
     print_applied(base, &spec.a_label, &a.applied);
     print_applied(base, &spec.b_label, &b.applied);
     let sides = [
@@ -144,33 +170,19 @@ pub fn run(
     let (applied_b, restored_b) = fb?;
     let rb = reports.pop().context("no report for B")?;
     let ra = reports.pop().context("no report for A")?;
-    let side =
-        |label: &str, d, v: &Value, applied, restored, r: DriverReport, o: &CompareOptions| {
-            TuneSide {
-                label: label.to_string(),
-                driver: d,
-                setting: v.clone(),
-                applied,
-                restored,
-                segments_per_request: segments(&r, o),
-                report: r,
-            }
-        };
-    let a = side(
+    let a = TuneSide::new(
         &spec.a_label,
         da,
         &spec.a,
-        applied_a,
-        restored_a,
+        (applied_a, restored_a),
         ra,
         &opts_a,
     );
-    let b = side(
+    let b = TuneSide::new(
         &spec.b_label,
         db,
         &spec.b,
-        applied_b,
-        restored_b,
+        (applied_b, restored_b),
         rb,
         &opts_b,
     );

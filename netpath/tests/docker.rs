@@ -717,36 +717,13 @@ fn unknown_container_is_a_clear_error() {
 /// complete journey through veth → bridge → veth, as on the netns lab.
 #[test]
 fn traced_run_on_a_docker_bridge() {
-    use netpath::backend::{self, BackendChoice};
-    use netpath::compare::{self, CompareOptions};
-    use netpath::tracer::{Tracer, TracerOptions};
+    use netpath::compare;
     let (_g, engine) = setup();
     const N: u64 = 300;
     let dl = DockerLab::build(&engine, Driver::Bridge, &opts()).unwrap();
-    let caps = netpath::doctor::probe().expect("doctor");
-    let backend = backend::select(BackendChoice::Auto, &caps).expect("a backend");
-    let o = CompareOptions {
-        drivers: vec![Driver::Bridge],
-        rr: RrConfig {
-            requests: N,
-            warmup: 50,
-            ..RrConfig::default()
-        },
-        untraced: false,
-        tracer: TracerOptions {
-            sample_every: 1,
-            ..TracerOptions::default()
-        },
-        print: false,
-        tc_counters: false,
-        keep_timelines: 0,
-        rounds: 1,
-        bulk: None,
-        burst: None,
-        underlay: None,
-        mode: Default::default(),
-    };
-    let mut tracer = Tracer::load(backend, &o.tracer).expect("load programs");
+    let mut o = common::one_traced_run(Driver::Bridge, N, 50);
+    o.tracer.sample_every = 1;
+    let mut tracer = common::load_tracer(&o.tracer);
     let r = compare::measure(&mut tracer, &dl.path, &o).unwrap();
     dl.teardown().unwrap();
     assert_eq!(r.traced.count, N);
@@ -825,35 +802,13 @@ fn check_docker_uplink(dl: &DockerLab) {
 /// A traced run of `dl`'s path: every journey crossed `hops` in that order (tracepoints) and
 /// the request's source was rewritten from the container's address to the uplink's.
 fn traced_egress(dl: &DockerLab, hops: [&str; 2]) {
-    use netpath::backend::{self, BackendChoice};
-    use netpath::compare::{self, CompareOptions};
-    use netpath::tracer::{Tracer, TracerOptions};
+    use netpath::compare;
     const N: u64 = 200;
-    let caps = netpath::doctor::probe().expect("doctor");
-    let backend = backend::select(BackendChoice::Auto, &caps).expect("a backend");
-    let o = CompareOptions {
-        drivers: vec![dl.path.driver],
-        rr: RrConfig {
-            requests: N,
-            warmup: 50,
-            ..RrConfig::default()
-        },
-        untraced: false,
-        tracer: TracerOptions {
-            sample_every: 1,
-            detail: true,
-            ..TracerOptions::default()
-        },
-        print: false,
-        tc_counters: false,
-        keep_timelines: usize::MAX,
-        rounds: 1,
-        bulk: None,
-        burst: None,
-        underlay: None,
-        mode: Default::default(),
-    };
-    let mut tracer = Tracer::load(backend, &o.tracer).expect("load programs");
+    let mut o = common::one_traced_run(dl.path.driver, N, 50);
+    o.tracer.sample_every = 1;
+    o.tracer.detail = true;
+    o.keep_timelines = usize::MAX;
+    let mut tracer = common::load_tracer(&o.tracer);
     let r = compare::measure(&mut tracer, &dl.path, &o).unwrap();
     let l = &r.lost;
     assert_eq!(l["ringbuf_lost"] + l["skb_map_full"], 0, "{l:?}");

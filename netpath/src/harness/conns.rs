@@ -279,19 +279,26 @@ fn await_connected(
 
 fn connect(plan: &Plan<'_>, deadline: Instant) -> Result<TcpStream> {
     plan.client_ns.enter()?;
+    connect_from(plan.client_ns, plan.connect, deadline, plan.io_timeout)
+}
+
+/// A client's connection to `to` before `deadline`, from `ns` (which this thread has
+/// entered: named in the error), with read and write timeouts of `io_timeout`. One for the
+/// request/response client and the multi-connection modes.
+pub(super) fn connect_from(
+    ns: &Netns,
+    to: SocketAddrV4,
+    deadline: Instant,
+    io_timeout: Duration,
+) -> Result<TcpStream> {
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
         bail!("timeout before connecting");
     }
-    let conn =
-        TcpStream::connect_timeout(&SocketAddr::V4(plan.connect), left).with_context(|| {
-            format!(
-                "client: cannot connect to {} from {}",
-                plan.connect, plan.client_ns.name
-            )
-        })?;
-    conn.set_read_timeout(Some(plan.io_timeout))?;
-    conn.set_write_timeout(Some(plan.io_timeout))?;
+    let conn = TcpStream::connect_timeout(&SocketAddr::V4(to), left)
+        .with_context(|| format!("client: cannot connect to {to} from {}", ns.name))?;
+    conn.set_read_timeout(Some(io_timeout))?;
+    conn.set_write_timeout(Some(io_timeout))?;
     Ok(conn)
 }
 

@@ -298,7 +298,9 @@ fn client(
     pin_current(cfg.pin.client)?;
     lab.client_ns.enter()?;
     let tid = gettid();
-    let mut conn = connect(lab, cfg, deadline)?;
+    let mut conn =
+        super::conns::connect_from(&lab.client_ns, lab.connect_to, deadline, cfg.timeout)?;
+    conn.set_nodelay(cfg.nodelay)?;
     let rx = Receiver::new(cfg.wait, cfg.pin, Some(cfg.timeout)).sharing(lab.proxy_pid.is_some());
     rx.prepare(&conn)?;
 
@@ -369,26 +371,6 @@ fn client(
     }
     end.context("measure_end hook failed")?;
     Ok(rr_result(cfg, hist, count, elapsed, napi_ids))
-}
-
-/// The client's connection (from the client's namespace, which the caller entered), with the
-/// run's Nagle setting and socket timeouts.
-fn connect(lab: &NetPath, cfg: &RrConfig, deadline: Instant) -> Result<TcpStream> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        bail!("timeout before connecting");
-    }
-    let conn =
-        TcpStream::connect_timeout(&SocketAddr::V4(lab.connect_to), left).with_context(|| {
-            format!(
-                "client: cannot connect to {} from {}",
-                lab.connect_to, lab.client_ns.name
-            )
-        })?;
-    conn.set_nodelay(cfg.nodelay)?;
-    conn.set_read_timeout(Some(cfg.timeout))?;
-    conn.set_write_timeout(Some(cfg.timeout))?;
-    Ok(conn)
 }
 
 /// A measured run's result (and the line saying so when the timeout cut it short); one for

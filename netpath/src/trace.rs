@@ -39,6 +39,8 @@ pub struct TraceOutput {
     pub lost: std::collections::BTreeMap<&'static str, u64>,
     /// Losses this kernel does not count (see `Tracer::uncounted`).
     pub uncounted: Vec<&'static str>,
+    /// Raw tracepoints that did not attach, with why: their points are absent from timelines.
+    pub missing_tracepoints: Vec<String>,
 }
 
 /// `--proto` as the kernel filter compares it: a name or an IP protocol number.
@@ -155,6 +157,7 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
             timelines,
             lost,
             uncounted: tracer.uncounted.clone(),
+            missing_tracepoints: tracer.missing.clone(),
         })
     })();
     let torn = lab.teardown();
@@ -211,6 +214,7 @@ pub fn run_passive(
             .collect(),
         lost,
         uncounted: tracer.uncounted.clone(),
+        missing_tracepoints: tracer.missing.clone(),
     })
 }
 

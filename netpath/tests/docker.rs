@@ -1183,12 +1183,17 @@ fn published_port_trace_follows_host_loopback_and_docker_proxy() {
     drop(gone);
     assert!(docker_cli(&["ps", "-aq", "--filter", &format!("name={web}")]).is_empty());
     let text = String::from_utf8_lossy(&out.stdout);
-    println!("{text}");
-    assert!(
-        out.status.success(),
-        "{text}{}",
+    // The counts and what did not attach first: a failure's excerpt keeps its head.
+    let summary: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" timelines (backend ") || l.starts_with("not "))
+        .collect();
+    println!(
+        "{}\n{}\n{text}",
+        summary.join("\n"),
         String::from_utf8_lossy(&out.stderr)
     );
+    assert!(out.status.success(), "trace failed: {}", summary.join("; "));
     let first = text.lines().next().unwrap_or_default();
     assert!(
         first.starts_with(&format!("127.0.0.1:{port} is published by {web}"))
@@ -1203,8 +1208,16 @@ fn published_port_trace_follows_host_loopback_and_docker_proxy() {
         .filter_map(|l| l.split_whitespace().last())
         .collect();
     for want in ["loopback", "proxy", "veth"] {
-        assert!(hops.contains(&want), "no {want} hop in:\n{text}");
+        assert!(
+            hops.contains(&want),
+            "no {want} hop; {}",
+            summary.join("; ")
+        );
     }
     // The leg after the proxy reaches the container: its journeys cross the bridge.
-    assert!(hops.contains(&"bridge"), "{text}");
+    assert!(
+        hops.contains(&"bridge"),
+        "no bridge hop; {}",
+        summary.join("; ")
+    );
 }

@@ -52,6 +52,12 @@ pub fn print(out: &TraceOutput) {
         out.backend,
         lost.join(", ")
     );
+    if !out.missing_tracepoints.is_empty() {
+        println!(
+            "not attached (their points are absent): {}",
+            out.missing_tracepoints.join(", ")
+        );
+    }
     for u in &out.uncounted {
         println!("not counted by this kernel: {u}");
     }

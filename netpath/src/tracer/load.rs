@@ -84,13 +84,10 @@ pub(super) fn load_tracepoints(
         let p: &mut RawTracePoint = program(ebpf, probe.prog)?.try_into()?;
         p.load().map_err(|e| verifier_error(probe.prog, e))?;
         // Probe the tracepoint once: a kernel without it loses only that point.
-        match p.attach(probe.target) {
-            Ok(id) => {
-                p.detach(id)?;
-                plan.push(probe);
-            }
+        match probe_attach(p, probe.target) {
+            Ok(()) => plan.push(probe),
             Err(_) if probe.role == Role::SockBound => sock_missing.push(probe.target),
-            Err(_) => missing.push(format!("raw_tp/{}", probe.target)),
+            Err(e) => missing.push(format!("raw_tp/{} ({e})", probe.target)),
         }
     }
     let dgram_bounds = !sock_missing.iter().any(|t| t.starts_with("sock_"));
@@ -111,6 +108,32 @@ pub(super) fn load_tracepoints(
         syscall_bounds: !sock_missing.is_empty(),
         dgram_bounds,
     })
+}
+
+/// Attaches and detaches `target` once. A kernel that lacks the tracepoint says ENOENT; any
+/// other refusal (memory, a descriptor limit) may be transient, so it is tried again before
+/// the point is given up, and the reason is kept for the run's output.
+fn probe_attach(p: &mut RawTracePoint, target: &str) -> Result<(), String> {
+    let mut last = String::new();
+    for attempt in 0..3 {
+        match p.attach(target) {
+            Ok(id) => return p.detach(id).map_err(|e| e.to_string()),
+            Err(e) => {
+                let enoent = matches!(&e, aya::programs::ProgramError::SyscallError(s)
+                    if s.io_error.raw_os_error() == Some(nix::libc::ENOENT));
+                last = if enoent {
+                    "not in this kernel".to_string()
+                } else {
+                    format!("{e:#}")
+                };
+                if enoent {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20 << attempt));
+            }
+        }
+    }
+    Err(last)
 }
 
 fn program<'a>(ebpf: &'a mut Ebpf, prog: &str) -> Result<&'a mut aya::programs::Program> {

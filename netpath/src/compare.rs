@@ -9,7 +9,7 @@ use crate::{
     lab,
     lab::netem::{self, WireDelay},
     path::NetPath,
-    report::{self, DriverReport},
+    report::{self, DriverReport, Sink},
     tracer::{Tracer, TracerOptions},
 };
 
@@ -20,8 +20,6 @@ pub struct CompareOptions {
     /// Also run each driver with the probes detached, for the probe effect.
     pub untraced: bool,
     pub tracer: TracerOptions,
-    /// Print each driver's table as soon as it is measured.
-    pub print: bool,
     /// Also attach the TC packet counters to every lab device (a cross-check; costs ~100 ns
     /// per packet per device).
     pub tc_counters: bool,
@@ -174,7 +172,12 @@ pub(crate) fn costs(
     out
 }
 
-pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>> {
+/// Measures `opts.drivers` on the embedded lab, each record handed to `sink` as it is made.
+pub fn run(
+    backend: Backend,
+    opts: &CompareOptions,
+    sink: &mut dyn Sink,
+) -> Result<Vec<DriverReport>> {
     if let Some(w) = &opts.underlay {
         check_underlay(w, &opts.drivers)?;
     }
@@ -228,12 +231,11 @@ pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>>
             c.wire = wires[i / per_lab].clone();
         }
     }
-    let mut printed = Vec::new();
-    for r in out {
-        emit(opts, &mut printed, r);
+    for r in &out {
+        sink.driver(r);
     }
-    summarise(opts, &printed);
-    Ok(printed)
+    summarise(sink, &out);
+    Ok(out)
 }
 
 /// The protocols of this run, in the order asked.
@@ -303,18 +305,10 @@ fn check_underlay(w: &WireDelay, drivers: &[Driver]) -> Result<()> {
     netem::check_netem(w)
 }
 
-/// One driver's result: printed at once when asked (runs are long), then kept.
-fn emit(opts: &CompareOptions, out: &mut Vec<DriverReport>, r: DriverReport) {
-    if opts.print {
-        crate::render::text::driver(&r);
-        println!();
-    }
-    out.push(r);
-}
-
-fn summarise(opts: &CompareOptions, out: &[DriverReport]) {
-    if opts.print && out.len() > 1 {
-        crate::render::text::summary(out);
+/// The summary is of several drivers: one has nothing to sum up.
+fn summarise(sink: &mut dyn Sink, out: &[DriverReport]) {
+    if out.len() > 1 {
+        sink.summary(out);
     }
 }
 
@@ -326,6 +320,7 @@ pub fn run_docker(
     opts: &CompareOptions,
     engine: &crate::docker::Engine,
     with_lab: bool,
+    sink: &mut dyn Sink,
 ) -> Result<Vec<DriverReport>> {
     let mut tracer = Tracer::load(backend, &opts.tracer)?;
     let mut out = Vec::new();
@@ -364,11 +359,12 @@ pub fn run_docker(
         torn?;
         torn_lab?;
         for x in r {
-            emit(opts, &mut out, x);
+            sink.driver(&x);
+            out.push(x);
         }
     }
     all_skipped(out.len(), skipped)?;
-    summarise(opts, &out);
+    summarise(sink, &out);
     Ok(out)
 }
 
@@ -380,13 +376,13 @@ pub fn run_between(
     engine: &crate::docker::Engine,
     client: &str,
     server: &str,
+    sink: &mut dyn Sink,
 ) -> Result<Vec<DriverReport>> {
     // Resolve the containers first: a typo fails before any program is loaded.
     let b = crate::docker::between(engine, client, server)?;
     let mut tracer = Tracer::load(backend, &opts.tracer)?;
     let r = measure_as(&mut tracer, &b.path, &b.label, opts)
         .with_context(|| format!("measuring {client} → {server}"))?;
-    let mut out = Vec::new();
-    emit(opts, &mut out, r);
-    Ok(out)
+    sink.driver(&r);
+    Ok(vec![r])
 }

@@ -252,7 +252,7 @@ pub fn from_files(files: &[PathBuf], driver: Option<&str>, vs: Option<&str>) -> 
 /// `netpath diff -d A --vs B`: both measured in one interleaved run (a compare of the two),
 /// then diffed paired. `opts.drivers` is [A, B].
 pub fn live(backend: Backend, opts: &CompareOptions) -> Result<DiffResult> {
-    let reports = crate::compare::run(backend, opts)?;
+    let reports = crate::compare::run(backend, opts, &mut crate::report::Quiet)?;
     let v = serde_json::json!({ "backend": backend, "drivers": reports });
     let view = CompareView::from_value(crate::render::header::to_value(
         "compare",

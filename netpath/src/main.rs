@@ -330,7 +330,7 @@ fn compare(a: CompareArgs) -> Result<()> {
     });
     let on_docker = a.docker || !a.between.is_empty();
     // A placement this machine cannot give is said before anything is loaded or built.
-    let mut opts = a.traffic.options(drivers, text, underlay)?;
+    let mut opts = a.traffic.options(drivers, underlay)?;
     netpath::compare_args::set_protocols(&mut opts, &a.proto, on_docker)?;
     for (flag, p) in [("--report", &a.report), ("--svg", &a.svg)] {
         if let Some(p) = p {
@@ -349,10 +349,18 @@ fn compare(a: CompareArgs) -> Result<()> {
     if text {
         render::text::backend_line(backend);
     }
+    // Text shows each driver as it is measured (runs are long); JSON waits for the end.
+    let sink: &mut dyn netpath::report::Sink = if text {
+        &mut render::text::TextSink
+    } else {
+        &mut netpath::report::Quiet
+    };
     let drivers = match (&engine, a.between.as_slice()) {
-        (Some(e), [client, server]) => compare::run_between(backend, &opts, e, client, server)?,
-        (Some(e), _) => compare::run_docker(backend, &opts, e, a.lab)?,
-        (None, _) => compare::run(backend, &opts)?,
+        (Some(e), [client, server]) => {
+            compare::run_between(backend, &opts, e, client, server, sink)?
+        }
+        (Some(e), _) => compare::run_docker(backend, &opts, e, a.lab, sink)?,
+        (None, _) => compare::run(backend, &opts, sink)?,
     };
     let out = render::text::CompareOutput { backend, drivers };
     render::emit(a.output.format(), Some(backend.name()), &out)?;
@@ -480,7 +488,7 @@ fn diff_files(a: &DiffArgs) -> Result<()> {
 /// `diff -d A --vs B`: both measured now, interleaved.
 fn diff_live(a: DiffArgs) -> Result<()> {
     let (da, db) = live_pair(a.driver.as_deref(), a.vs.as_deref())?;
-    let mut opts = a.traffic.options(vec![da, db], false, None)?;
+    let mut opts = a.traffic.options(vec![da, db], None)?;
     // diff compares the runs its tables come from; compare's extra blocking line
     // would cost a run per driver and say nothing here (`--wait block` diffs that).
     opts.mode.block_line = false;

@@ -9,6 +9,21 @@ use serde::Serialize;
 
 use crate::{harness::RrResult, tracer::Snapshot};
 
+/// Where a run hands its records as they are made: runs are long, so the text renderer shows
+/// each driver's block at once (`render::text::TextSink`); JSON and the runs whose records
+/// only feed a further computation show nothing until the end (`Quiet`).
+pub trait Sink {
+    /// One driver's record, as soon as it is measured.
+    fn driver(&mut self, _r: &DriverReport) {}
+    /// Every record of a run of several drivers, at its end.
+    fn summary(&mut self, _all: &[DriverReport]) {}
+}
+
+/// The sink that shows nothing.
+pub struct Quiet;
+
+impl Sink for Quiet {}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct RttSummary {
     pub count: u64,

@@ -80,7 +80,6 @@ pub fn main(args: TuneArgs) -> Result<()> {
             sample_every: args.sample_every,
             ..TracerOptions::default()
         },
-        print: args.output.is_text(),
         tc_counters: false,
         keep_timelines: 2,
         rounds: args.rounds,
@@ -104,6 +103,12 @@ pub fn main(args: TuneArgs) -> Result<()> {
             spec.b_label
         );
     }
-    let r = super::run(backend, args.driver, &spec, &opts)?;
+    let text = args.output.is_text();
+    let mut on_applied = |label: &str, ap: &super::devices::Applied| {
+        if text {
+            super::print_applied(label, ap);
+        }
+    };
+    let r = super::run(backend, args.driver, &spec, &opts, &mut on_applied)?;
     crate::render::emit(args.output.format(), Some(backend.name()), &r)
 }

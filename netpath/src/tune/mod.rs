@@ -132,20 +132,22 @@ fn finish_side(spec: &KnobSpec, mut b: Built) -> Result<(Applied, Vec<ReadBack>)
 }
 
 /// Measures `driver` with `spec`'s two settings, interleaved; `base` gives rounds, requests,
-/// bulk and the run mode that the knob does not set.
+/// bulk and the run mode that the knob does not set. `on_applied` is handed what each side's
+/// lab knob read back once it is applied, before the rounds.
 pub fn run(
     backend: Backend,
     driver: Driver,
     spec: &KnobSpec,
     base: &CompareOptions,
+    on_applied: &mut dyn FnMut(&str, &Applied),
 ) -> Result<TuneResult> {
     knobs::check_driver(spec, driver)?;
     let opts_a = knobs::side_options(spec, base, &spec.a)?;
     let opts_b = knobs::side_options(spec, base, &spec.b)?;
     let mut tracer = Tracer::load(backend, &base.tracer)?;
     let (a, b) = build_both(spec, driver)?;
-    print_applied(base, &spec.a_label, &a.applied);
-    print_applied(base, &spec.b_label, &b.applied);
+    on_applied(&spec.a_label, &a.applied);
+    on_applied(&spec.b_label, &b.applied);
     let sides = [
         crate::rounds::Side {
             path: &a.path,
@@ -198,8 +200,9 @@ pub fn run(
     })
 }
 
-fn print_applied(opts: &CompareOptions, label: &str, ap: &Applied) {
-    if !opts.print || ap.after.is_empty() {
+/// A side's lab knob as read back after applying it (nothing for harness knobs).
+pub fn print_applied(label: &str, ap: &Applied) {
+    if ap.after.is_empty() {
         return;
     }
     let lines: Vec<String> = ap.after.iter().map(ReadBack::line).collect();

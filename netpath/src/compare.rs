@@ -2,52 +2,16 @@
 //! probes, and report the per-hop attribution.
 use anyhow::{Context as _, Result};
 
+pub use crate::rounds::CompareOptions;
 use crate::{
     backend::Backend,
     driver::Driver,
-    harness::{self, RrConfig, runmode::RunMode},
-    lab,
+    harness, lab,
     lab::netem::{self, WireDelay},
     path::NetPath,
-    report::{self, DriverReport, Sink},
-    tracer::{Tracer, TracerOptions},
+    report::{DriverReport, Sink},
+    tracer::Tracer,
 };
-
-#[derive(Clone)]
-pub struct CompareOptions {
-    pub drivers: Vec<Driver>,
-    pub rr: RrConfig,
-    /// Also run each driver with the probes detached, for the probe effect.
-    pub untraced: bool,
-    pub tracer: TracerOptions,
-    /// Also attach the TC packet counters to every lab device (a cross-check; costs ~100 ns
-    /// per packet per device).
-    pub tc_counters: bool,
-    /// Sampled timelines to keep in each report.
-    pub keep_timelines: usize,
-    /// Repeat the untraced measurements this many times: medians and spread.
-    pub rounds: usize,
-    /// Bulk throughput per round (None: skip).
-    pub bulk: Option<harness::BulkConfig>,
-    /// Open-loop burst phases (rate, then each multiplier; None: skip).
-    pub burst: Option<(harness::BurstConfig, Vec<f64>)>,
-    /// netem on the lab's underlay links (cross-node drivers only; see `lab::netem`).
-    pub underlay: Option<WireDelay>,
-    /// Wait mode and placement (the tables' runs), and whether to add the blocking line.
-    pub mode: RunMode,
-}
-
-pub(crate) fn attach_tc(tracer: &mut Tracer, lab: &NetPath) -> Result<()> {
-    let namespaces = lab.namespaces();
-    for d in &lab.devices {
-        let ns = namespaces
-            .iter()
-            .find(|n| n.name == d.netns)
-            .with_context(|| format!("netns {} of {}", d.netns, d.name))?;
-        ns.run_here(|| tracer.attach_tc_here(&d.name))?;
-    }
-    Ok(())
-}
 
 pub fn run_driver(
     tracer: &mut Tracer,
@@ -79,97 +43,6 @@ fn measure_as(
 ) -> Result<DriverReport> {
     let mut out = crate::rounds::run(tracer, &[(path, label.to_string(), opts.rr.proto)], opts)?;
     Ok(out.remove(0))
-}
-
-/// Bulk throughput over rounds.
-pub(crate) fn bulk_rounds(bulk: &[harness::BulkResult]) -> Option<report::BulkRounds> {
-    let first = bulk.first()?;
-    Some(report::BulkRounds {
-        streams: first.per_stream.len(),
-        gbit_per_s: report::Spread::of(bulk.iter().map(|b| b.gbit_per_s).collect()),
-        retransmits: report::Spread::of(bulk.iter().map(|b| b.retransmits as f64).collect()),
-        per_round: bulk.iter().flat_map(|b| b.per_stream.clone()).collect(),
-    })
-}
-
-/// The open-loop phases, untraced, in the run's wait mode and placement.
-pub(crate) fn burst_phases(
-    lab: &NetPath,
-    opts: &CompareOptions,
-) -> Result<Vec<report::BurstPhase>> {
-    let Some((cfg, mult)) = &opts.burst else {
-        return Ok(Vec::new());
-    };
-    let cfg = harness::BurstConfig {
-        wait: opts.mode.wait,
-        pin: opts.mode.pin,
-        ..cfg.clone()
-    };
-    let us = |ns: u64| ns as f64 / 1000.0;
-    Ok(harness::run_burst_phases(lab, &cfg, mult)
-        .context("burst run")?
-        .into_iter()
-        .map(|(m, b)| report::BurstPhase {
-            multiplier: m,
-            rate: cfg.rate * m,
-            scheduled: b.scheduled,
-            sent: b.sent,
-            completed: b.completed,
-            achieved_rate: b.achieved_rate,
-            p50_us: us(b.percentile_ns(50.0)),
-            p99_us: us(b.percentile_ns(99.0)),
-            max_us: us(b.hist.max()),
-            p99_uncorrected_us: us(b.uncorrected_percentile_ns(99.0)),
-        })
-        .collect())
-}
-
-/// MTUs, device settings and the TCP counters' change over the whole measurement.
-pub(crate) fn run_context(
-    lab: &NetPath,
-    before: (harness::NetCounters, harness::NetCounters),
-    after: (harness::NetCounters, harness::NetCounters),
-) -> report::RunContext {
-    let devices = harness::device_context(lab).unwrap_or_default();
-    let mtu_in = |ns: &str| {
-        lab.devices
-            .iter()
-            .filter(|d| d.netns == ns && d.kind != netpath_common::DevKind::Loopback)
-            .map(|d| d.mtu)
-            .next()
-            .or_else(|| lab.devices.iter().find(|d| d.netns == ns).map(|d| d.mtu))
-            .unwrap_or(0)
-    };
-    report::RunContext {
-        client_mtu: mtu_in(&lab.client_ns.name),
-        server_mtu: mtu_in(&lab.server_ns.name),
-        devices,
-        client_counters: after.0.delta(&before.0),
-        server_counters: after.1.delta(&before.1),
-        wire: None,
-    }
-}
-
-pub(crate) fn costs(
-    before: &[(String, u64, u64)],
-    after: &[(String, u64, u64)],
-    rtts: u64,
-) -> Vec<report::ProgCost> {
-    let mut out: Vec<report::ProgCost> = after
-        .iter()
-        .filter_map(|(name, runs, ns)| {
-            let (_, r0, n0) = before.iter().find(|(n, _, _)| n == name)?;
-            let runs = runs.saturating_sub(*r0);
-            (runs > 0).then(|| report::ProgCost {
-                program: name.clone(),
-                runs,
-                avg_ns: ns.saturating_sub(*n0) as f64 / runs as f64,
-                runs_per_rtt: runs as f64 / rtts.max(1) as f64,
-            })
-        })
-        .collect();
-    out.sort_by(|a, b| a.program.cmp(&b.program));
-    out
 }
 
 /// Measures `opts.drivers` on the embedded lab, each record handed to `sink` as it is made.

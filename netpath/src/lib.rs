@@ -20,6 +20,7 @@ pub mod machine;
 pub mod netns;
 pub mod nl;
 pub mod path;
+pub mod progress;
 pub mod proxy;
 pub mod render;
 pub mod report;

@@ -273,7 +273,7 @@ fn require_root() -> Result<()> {
 }
 
 fn run(cli: Cli) -> Result<()> {
-    render::header::mark_start();
+    netpath::report::header::mark_start();
     match cli.cmd {
         // Read files and write others: need no privilege.
         Cmd::Report(a) => return report_file(&a),
@@ -339,7 +339,7 @@ fn compare(a: CompareArgs) -> Result<()> {
     }
     lab::install_signal_cleanup();
     netpath::btf::require()?;
-    render::progress::enable(text);
+    netpath::progress::enable(text);
     let caps = doctor::probe()?;
     let backend = backend::select(a.traffic.backend, &caps)?;
     // A missing daemon is said before anything else is printed.
@@ -365,7 +365,7 @@ fn compare(a: CompareArgs) -> Result<()> {
     let out = render::text::CompareOutput { backend, drivers };
     render::emit(a.output.format(), Some(backend.name()), &out)?;
     if a.report.is_some() || a.svg.is_some() {
-        let v = render::header::to_value("compare", Some(backend.name()), &out)?;
+        let v = netpath::report::header::to_value("compare", Some(backend.name()), &out)?;
         let view = render::CompareView::from_value(v)?;
         render::write_reports(&view, a.report.as_deref(), a.svg.as_deref())?;
     }
@@ -494,7 +494,7 @@ fn diff_live(a: DiffArgs) -> Result<()> {
     opts.mode.block_line = false;
     lab::install_signal_cleanup();
     netpath::btf::require()?;
-    render::progress::enable(a.output.is_text());
+    netpath::progress::enable(a.output.is_text());
     let caps = doctor::probe()?;
     let backend = backend::select(a.traffic.backend, &caps)?;
     let r = netpath::diff::live(backend, &opts)?;

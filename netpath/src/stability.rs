@@ -133,8 +133,9 @@ pub fn run(requests: u64, progress: bool) -> Result<StabilityReport> {
         }
         let reports = compare::run(backend, &opts, &mut crate::report::Quiet)?;
         drop(busy);
-        let ratio =
-            |a: &str, b: &str| crate::rounds::ratio(&reports, a, b).map(|r| r.spread.median);
+        let ratio = |a: &str, b: &str| {
+            crate::report::rounds::ratio(&reports, a, b).map(|r| r.spread.median)
+        };
         let p50 = |d: &str| {
             reports
                 .iter()

@@ -6,20 +6,16 @@
 pub mod bench;
 pub mod diff;
 pub mod doctor;
-pub mod header;
 pub mod html;
 pub mod inspect;
 pub mod output;
-pub mod progress;
 pub mod prom;
 pub mod svg;
 pub mod text;
 pub mod trace;
-pub mod view;
 
-pub use header::{Header, to_json};
+pub use crate::report::view::CompareView;
 pub use output::{Format, OutputArgs, Render, emit};
-pub use view::CompareView;
 
 /// Writes the report files a compare run asked for (`--report`, `--svg`).
 pub fn write_reports(

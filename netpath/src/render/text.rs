@@ -356,7 +356,7 @@ fn mode(r: &DriverReport) {
 
 /// The per-round ratio lines of the summary.
 fn ratios(reports: &[DriverReport]) {
-    for c in crate::rounds::neighbour_ratios(reports) {
+    for c in crate::report::rounds::neighbour_ratios(reports) {
         let rounds: Vec<String> = c.per_round.iter().map(|x| format!("{x:.2}")).collect();
         println!(
             "   {:<28} {:>6.2}× median, spread {:.2}–{:.2} over rounds [{}]{}",

@@ -61,7 +61,7 @@ pub fn main(args: TuneArgs) -> Result<()> {
     knobs::check_kernel(&spec)?;
     crate::lab::install_signal_cleanup();
     crate::btf::require()?;
-    crate::render::progress::enable(args.output.is_text());
+    crate::progress::enable(args.output.is_text());
     let caps = crate::doctor::probe()?;
     let backend = backend::select(args.backend, &caps)?;
     let nagle = spec.knob == Knob::Nodelay;

@@ -1,8 +1,9 @@
 //! Renderers of every command's results: `--format` and the dispatch to a format (`output`),
 //! the text of each command (`text` for compare's run record, `trace`, `doctor`, `inspect`,
-//! `diff`), the versioned JSON header every command's JSON starts with, the HTML report with
-//! its SVG charts, and the Prometheus exposition of `serve`. They read the same records
-//! (`report::DriverReport` and friends) so a saved JSON renders the same as a live run.
+//! `bench`, `diff`, `tune`), the HTML report with its SVG charts, and the Prometheus
+//! exposition of `serve`. They read the records (`report::DriverReport` and friends, each
+//! command's result, the versioned JSON header in `report::header`); no record imports a
+//! renderer, so a saved JSON renders the same as a live run.
 pub mod bench;
 pub mod diff;
 pub mod doctor;
@@ -13,6 +14,7 @@ pub mod prom;
 pub mod svg;
 pub mod text;
 pub mod trace;
+pub mod tune;
 
 pub use crate::report::view::CompareView;
 pub use output::{Format, OutputArgs, Render, emit};

@@ -69,11 +69,3 @@ pub fn emit<T: Render>(format: Format, backend: Option<&str>, r: &T) -> Result<(
     }
     Ok(())
 }
-
-// tune's text lives beside its run (it prints what each side applied as it goes).
-impl Render for crate::tune::TuneResult {
-    const KIND: &'static str = "tune";
-    fn text(&self) {
-        crate::tune::print(self)
-    }
-}

@@ -93,20 +93,12 @@ pub fn main(args: TuneArgs) -> Result<()> {
     };
     crate::compare_args::set_protocols(&mut opts, &[args.proto], false)?;
     if args.output.is_text() {
-        println!(
-            "backend: {}; {} on {} over {}: {} vs {}",
-            backend.name(),
-            spec.name,
-            args.driver,
-            args.proto,
-            spec.a_label,
-            spec.b_label
-        );
+        crate::render::tune::start_line(backend, &spec, args.driver, args.proto);
     }
     let text = args.output.is_text();
     let mut on_applied = |label: &str, ap: &super::devices::Applied| {
         if text {
-            super::print_applied(label, ap);
+            crate::render::tune::applied(label, ap);
         }
     };
     let r = super::run(backend, args.driver, &spec, &opts, &mut on_applied)?;

@@ -200,15 +200,6 @@ pub fn run(
     })
 }
 
-/// A side's lab knob as read back after applying it (nothing for harness knobs).
-pub fn print_applied(label: &str, ap: &Applied) {
-    if ap.after.is_empty() {
-        return;
-    }
-    let lines: Vec<String> = ap.after.iter().map(ReadBack::line).collect();
-    println!("{label}: read back {}", lines.join(", "));
-}
-
 /// TCP segments the client's and the server's namespace sent per request/response (none
 /// when bulk ran too: its segments would be counted with them; none for udp and icmp).
 fn segments(r: &DriverReport, o: &CompareOptions) -> Option<(f64, f64)> {
@@ -280,63 +271,4 @@ fn brief(spec: &KnobSpec, d: &Deltas) -> String {
         .map(|x| format!("{} {}", x.name, x.summary()))
         .collect();
     format!("{} vs {}: {}", spec.a_label, spec.b_label, parts.join("; "))
-}
-
-/// The result on a terminal: both sides' tables, then the verdict lines.
-pub fn print(r: &TuneResult) {
-    for s in [&r.a, &r.b] {
-        crate::render::text::driver(&s.report);
-        if !s.restored.is_empty() {
-            let lines: Vec<String> = s.restored.iter().map(ReadBack::line).collect();
-            println!("   {}: restored {}", s.label, lines.join(", "));
-        }
-        if let Some((c, srv)) = s.segments_per_request {
-            println!(
-                "   {}: TCP segments sent per request: client {c:.2}, server {srv:.2}",
-                s.label
-            );
-        }
-        println!();
-    }
-    println!(
-        "{} on {}, {} vs {} ({} rounds interleaved; wait {} / {}, cpus {} / {}):",
-        r.knob.name,
-        r.driver,
-        r.a.label,
-        r.b.label,
-        r.a.report.round_detail.len(),
-        r.a.report.wait.name(),
-        r.b.report.wait.name(),
-        r.a.report.cpus,
-        r.b.report.cpus,
-    );
-    println!("   {}", r.deltas.verdict);
-    for v in &r.verdicts {
-        println!("   {v}");
-    }
-    let quiet = r.deltas.hops_p50.iter().filter(|d| d.within_noise).count();
-    if quiet > 0 {
-        println!("   {quiet} hop(s) within noise at p50 per packet");
-    }
-    for s in [&r.a, &r.b] {
-        if let Some(c) = &s.report.context {
-            let (cl, sv) = (&c.client_counters, &c.server_counters);
-            println!(
-                "   {} TCP over the whole run: client retrans {} (DSACK {}), server ofo {} sack-reorder {}",
-                s.label, cl.retrans_segs, cl.tcp_dsack_recv, sv.tcp_ofo_queue, cl.tcp_sack_reorder
-            );
-        }
-    }
-    if r.knob.knob == knobs::Knob::Gro {
-        println!(
-            "   note: a veth hands TCP from a sender with TSO on to the backlog whatever its GRO \
-             (veth_skb_is_eligible_for_gro): its NAPI gets such packets only with tso off"
-        );
-    }
-    for w in &r.warnings {
-        println!("   context: {w}");
-    }
-    if let Some(m) = &r.a.report.machine {
-        println!("   {}", m.line());
-    }
 }

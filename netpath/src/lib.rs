@@ -7,6 +7,7 @@ pub mod backend;
 pub mod bench;
 pub mod bounds;
 pub mod btf;
+pub mod cli;
 pub mod compare;
 pub mod compare_args;
 pub mod delta;

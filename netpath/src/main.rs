@@ -57,7 +57,7 @@ enum Cmd {
     Compare(CompareArgs),
     /// One driver with a knob at two settings (A and B), interleaved in one run: per figure
     /// (RTT, bulk, per hop) the difference, its spread over rounds, and whether it is noise.
-    Tune(netpath::tune::cli::TuneArgs),
+    Tune(netpath::cli::tune::TuneArgs),
     /// Render a saved `netpath compare --json` output as the HTML report (and SVG charts).
     Report(ReportArgs),
     /// One driver against another, noise-aware: one sentence, the hops ranked by their share
@@ -283,7 +283,7 @@ fn run(cli: Cli) -> Result<()> {
     require_root()?;
     match cli.cmd {
         Cmd::Report(_) => unreachable!("handled above"),
-        Cmd::Tune(args) => netpath::tune::cli::main(args),
+        Cmd::Tune(args) => netpath::cli::tune::main(args),
         Cmd::Diff(a) => diff_live(a),
         Cmd::Doctor(a) => doctor(a),
         Cmd::Compare(a) => compare(a),

@@ -9,7 +9,6 @@
 //! down (Ctrl-C's teardown removes the labs, and with them every setting: no knob touches
 //! anything outside netpath's namespaces).
 
-pub mod cli;
 mod conntrack;
 pub mod devices;
 mod ethtool;

@@ -3,13 +3,13 @@
 
 use anyhow::Result;
 
-use super::knobs::{self, Knob};
 use crate::backend::{self, BackendChoice};
 use crate::bounds;
 use crate::compare::CompareOptions;
 use crate::driver::Driver;
 use crate::harness::{BulkConfig, Proto, RrConfig};
 use crate::tracer::TracerOptions;
+use crate::tune::knobs::{self, Knob};
 
 /// `netpath tune`'s flags.
 #[derive(Clone, Debug, clap::Args)]
@@ -96,11 +96,11 @@ pub fn main(args: TuneArgs) -> Result<()> {
         crate::render::tune::start_line(backend, &spec, args.driver, args.proto);
     }
     let text = args.output.is_text();
-    let mut on_applied = |label: &str, ap: &super::devices::Applied| {
+    let mut on_applied = |label: &str, ap: &crate::tune::devices::Applied| {
         if text {
             crate::render::tune::applied(label, ap);
         }
     };
-    let r = super::run(backend, args.driver, &spec, &opts, &mut on_applied)?;
+    let r = crate::tune::run(backend, args.driver, &spec, &opts, &mut on_applied)?;
     crate::render::emit(args.output.format(), Some(backend.name()), &r)
 }

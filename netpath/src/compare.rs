@@ -2,54 +2,16 @@
 //! probes, and report the per-hop attribution.
 use anyhow::{Context as _, Result};
 
+pub use crate::rounds::CompareOptions;
 use crate::{
     backend::Backend,
     driver::Driver,
-    harness::{self, RrConfig, runmode::RunMode},
-    lab,
+    harness, lab,
     lab::netem::{self, WireDelay},
     path::NetPath,
-    report::{self, DriverReport},
-    tracer::{Tracer, TracerOptions},
+    report::{DriverReport, Sink},
+    tracer::Tracer,
 };
-
-#[derive(Clone)]
-pub struct CompareOptions {
-    pub drivers: Vec<Driver>,
-    pub rr: RrConfig,
-    /// Also run each driver with the probes detached, for the probe effect.
-    pub untraced: bool,
-    pub tracer: TracerOptions,
-    /// Print each driver's table as soon as it is measured.
-    pub print: bool,
-    /// Also attach the TC packet counters to every lab device (a cross-check; costs ~100 ns
-    /// per packet per device).
-    pub tc_counters: bool,
-    /// Sampled timelines to keep in each report.
-    pub keep_timelines: usize,
-    /// Repeat the untraced measurements this many times: medians and spread.
-    pub rounds: usize,
-    /// Bulk throughput per round (None: skip).
-    pub bulk: Option<harness::BulkConfig>,
-    /// Open-loop burst phases (rate, then each multiplier; None: skip).
-    pub burst: Option<(harness::BurstConfig, Vec<f64>)>,
-    /// netem on the lab's underlay links (cross-node drivers only; see `lab::netem`).
-    pub underlay: Option<WireDelay>,
-    /// Wait mode and placement (the tables' runs), and whether to add the blocking line.
-    pub mode: RunMode,
-}
-
-pub(crate) fn attach_tc(tracer: &mut Tracer, lab: &NetPath) -> Result<()> {
-    let namespaces = lab.namespaces();
-    for d in &lab.devices {
-        let ns = namespaces
-            .iter()
-            .find(|n| n.name == d.netns)
-            .with_context(|| format!("netns {} of {}", d.netns, d.name))?;
-        ns.run_here(|| tracer.attach_tc_here(&d.name))?;
-    }
-    Ok(())
-}
 
 pub fn run_driver(
     tracer: &mut Tracer,
@@ -83,98 +45,12 @@ fn measure_as(
     Ok(out.remove(0))
 }
 
-/// Bulk throughput over rounds.
-pub(crate) fn bulk_rounds(bulk: &[harness::BulkResult]) -> Option<report::BulkRounds> {
-    let first = bulk.first()?;
-    Some(report::BulkRounds {
-        streams: first.per_stream.len(),
-        gbit_per_s: report::Spread::of(bulk.iter().map(|b| b.gbit_per_s).collect()),
-        retransmits: report::Spread::of(bulk.iter().map(|b| b.retransmits as f64).collect()),
-        per_round: bulk.iter().flat_map(|b| b.per_stream.clone()).collect(),
-    })
-}
-
-/// The open-loop phases, untraced, in the run's wait mode and placement.
-pub(crate) fn burst_phases(
-    lab: &NetPath,
+/// Measures `opts.drivers` on the embedded lab, each record handed to `sink` as it is made.
+pub fn run(
+    backend: Backend,
     opts: &CompareOptions,
-) -> Result<Vec<report::BurstPhase>> {
-    let Some((cfg, mult)) = &opts.burst else {
-        return Ok(Vec::new());
-    };
-    let cfg = harness::BurstConfig {
-        wait: opts.mode.wait,
-        pin: opts.mode.pin,
-        ..cfg.clone()
-    };
-    let us = |ns: u64| ns as f64 / 1000.0;
-    Ok(harness::run_burst_phases(lab, &cfg, mult)
-        .context("burst run")?
-        .into_iter()
-        .map(|(m, b)| report::BurstPhase {
-            multiplier: m,
-            rate: cfg.rate * m,
-            scheduled: b.scheduled,
-            sent: b.sent,
-            completed: b.completed,
-            achieved_rate: b.achieved_rate,
-            p50_us: us(b.percentile_ns(50.0)),
-            p99_us: us(b.percentile_ns(99.0)),
-            max_us: us(b.hist.max()),
-            p99_uncorrected_us: us(b.uncorrected_percentile_ns(99.0)),
-        })
-        .collect())
-}
-
-/// MTUs, device settings and the TCP counters' change over the whole measurement.
-pub(crate) fn run_context(
-    lab: &NetPath,
-    before: (harness::NetCounters, harness::NetCounters),
-    after: (harness::NetCounters, harness::NetCounters),
-) -> report::RunContext {
-    let devices = harness::device_context(lab).unwrap_or_default();
-    let mtu_in = |ns: &str| {
-        lab.devices
-            .iter()
-            .filter(|d| d.netns == ns && d.kind != netpath_common::DevKind::Loopback)
-            .map(|d| d.mtu)
-            .next()
-            .or_else(|| lab.devices.iter().find(|d| d.netns == ns).map(|d| d.mtu))
-            .unwrap_or(0)
-    };
-    report::RunContext {
-        client_mtu: mtu_in(&lab.client_ns.name),
-        server_mtu: mtu_in(&lab.server_ns.name),
-        devices,
-        client_counters: after.0.delta(&before.0),
-        server_counters: after.1.delta(&before.1),
-        wire: None,
-    }
-}
-
-pub(crate) fn costs(
-    before: &[(String, u64, u64)],
-    after: &[(String, u64, u64)],
-    rtts: u64,
-) -> Vec<report::ProgCost> {
-    let mut out: Vec<report::ProgCost> = after
-        .iter()
-        .filter_map(|(name, runs, ns)| {
-            let (_, r0, n0) = before.iter().find(|(n, _, _)| n == name)?;
-            let runs = runs.saturating_sub(*r0);
-            (runs > 0).then(|| report::ProgCost {
-                program: name.clone(),
-                runs,
-                avg_ns: ns.saturating_sub(*n0) as f64 / runs as f64,
-                runs_per_rtt: runs as f64 / rtts.max(1) as f64,
-            })
-        })
-        .collect();
-    out.sort_by(|a, b| a.program.cmp(&b.program));
-    out
-}
-
-pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>> {
+    sink: &mut dyn Sink,
+) -> Result<Vec<DriverReport>> {
     if let Some(w) = &opts.underlay {
         check_underlay(w, &opts.drivers)?;
     }
@@ -228,12 +104,11 @@ pub fn run(backend: Backend, opts: &CompareOptions) -> Result<Vec<DriverReport>>
             c.wire = wires[i / per_lab].clone();
         }
     }
-    let mut printed = Vec::new();
-    for r in out {
-        emit(opts, &mut printed, r);
+    for r in &out {
+        sink.driver(r);
     }
-    summarise(opts, &printed);
-    Ok(printed)
+    summarise(sink, &out);
+    Ok(out)
 }
 
 /// The protocols of this run, in the order asked.
@@ -303,18 +178,10 @@ fn check_underlay(w: &WireDelay, drivers: &[Driver]) -> Result<()> {
     netem::check_netem(w)
 }
 
-/// One driver's result: printed at once when asked (runs are long), then kept.
-fn emit(opts: &CompareOptions, out: &mut Vec<DriverReport>, r: DriverReport) {
-    if opts.print {
-        crate::render::text::driver(&r);
-        println!();
-    }
-    out.push(r);
-}
-
-fn summarise(opts: &CompareOptions, out: &[DriverReport]) {
-    if opts.print && out.len() > 1 {
-        crate::render::text::summary(out);
+/// The summary is of several drivers: one has nothing to sum up.
+fn summarise(sink: &mut dyn Sink, out: &[DriverReport]) {
+    if out.len() > 1 {
+        sink.summary(out);
     }
 }
 
@@ -326,6 +193,7 @@ pub fn run_docker(
     opts: &CompareOptions,
     engine: &crate::docker::Engine,
     with_lab: bool,
+    sink: &mut dyn Sink,
 ) -> Result<Vec<DriverReport>> {
     let mut tracer = Tracer::load(backend, &opts.tracer)?;
     let mut out = Vec::new();
@@ -364,11 +232,12 @@ pub fn run_docker(
         torn?;
         torn_lab?;
         for x in r {
-            emit(opts, &mut out, x);
+            sink.driver(&x);
+            out.push(x);
         }
     }
     all_skipped(out.len(), skipped)?;
-    summarise(opts, &out);
+    summarise(sink, &out);
     Ok(out)
 }
 
@@ -380,13 +249,13 @@ pub fn run_between(
     engine: &crate::docker::Engine,
     client: &str,
     server: &str,
+    sink: &mut dyn Sink,
 ) -> Result<Vec<DriverReport>> {
     // Resolve the containers first: a typo fails before any program is loaded.
     let b = crate::docker::between(engine, client, server)?;
     let mut tracer = Tracer::load(backend, &opts.tracer)?;
     let r = measure_as(&mut tracer, &b.path, &b.label, opts)
         .with_context(|| format!("measuring {client} → {server}"))?;
-    let mut out = Vec::new();
-    emit(opts, &mut out, r);
-    Ok(out)
+    sink.driver(&r);
+    Ok(vec![r])
 }

@@ -82,7 +82,6 @@ impl TrafficArgs {
     pub fn options(
         &self,
         drivers: Vec<Driver>,
-        print: bool,
         underlay: Option<WireDelay>,
     ) -> Result<CompareOptions> {
         let mode = self.mode.resolve()?;
@@ -120,7 +119,6 @@ impl TrafficArgs {
                 prog_stats: self.prog_stats,
                 ..TracerOptions::default()
             },
-            print,
             tc_counters: self.tc_counters,
             keep_timelines: 4,
             underlay,

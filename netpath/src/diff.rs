@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::ab::{self, Deltas, Side};
 use crate::backend::Backend;
 use crate::compare::CompareOptions;
-use crate::render::view::{CompareView, DriverView};
+use crate::report::view::{CompareView, DriverView};
 
 /// One side as the output names it.
 #[derive(Clone, Debug, Serialize)]
@@ -152,8 +152,8 @@ fn info(label: &str, d: &DriverView, view: &CompareView, file: Option<&Loaded>) 
 fn diff_sides(
     a: (SideInfo, &DriverView),
     b: (SideInfo, &DriverView),
-    ha: Option<&crate::render::Header>,
-    hb: Option<&crate::render::Header>,
+    ha: Option<&crate::report::header::Header>,
+    hb: Option<&crate::report::header::Header>,
     paired: bool,
 ) -> DiffResult {
     let figs = ab::figures(a.1, b.1, paired);
@@ -252,9 +252,9 @@ pub fn from_files(files: &[PathBuf], driver: Option<&str>, vs: Option<&str>) -> 
 /// `netpath diff -d A --vs B`: both measured in one interleaved run (a compare of the two),
 /// then diffed paired. `opts.drivers` is [A, B].
 pub fn live(backend: Backend, opts: &CompareOptions) -> Result<DiffResult> {
-    let reports = crate::compare::run(backend, opts)?;
+    let reports = crate::compare::run(backend, opts, &mut crate::report::Quiet)?;
     let v = serde_json::json!({ "backend": backend, "drivers": reports });
-    let view = CompareView::from_value(crate::render::header::to_value(
+    let view = CompareView::from_value(crate::report::header::to_value(
         "compare",
         Some(backend.name()),
         &v,

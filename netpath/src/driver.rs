@@ -86,6 +86,28 @@ impl std::fmt::Display for LabOnly {
 
 impl std::error::Error for LabOnly {}
 
+/// A driver whose path cannot carry a protocol the way netpath measures it: said before
+/// anything is built; `compare` skips that row with this line when other drivers were asked.
+#[derive(Debug)]
+pub struct ProtoUnsupported {
+    pub driver: &'static str,
+    /// `Proto::name` (the driver table sits below the harness, which owns `Proto`).
+    pub proto: &'static str,
+    pub why: &'static str,
+}
+
+impl std::fmt::Display for ProtoUnsupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "--proto {} cannot be measured on {}: {}",
+            self.proto, self.driver, self.why
+        )
+    }
+}
+
+impl std::error::Error for ProtoUnsupported {}
+
 /// Why `driver` cannot be built here, if that is what `e` says: a kernel without its device
 /// kind, or a lab-only driver asked of Docker. `compare` skips such a row with this line
 /// instead of failing the whole run.
@@ -93,7 +115,7 @@ pub fn unavailable(e: &anyhow::Error) -> Option<String> {
     if let Some(k) = e.downcast_ref::<crate::nl::UnknownLinkKind>() {
         return Some(k.to_string());
     }
-    if let Some(p) = e.downcast_ref::<crate::harness::proto::ProtoUnsupported>() {
+    if let Some(p) = e.downcast_ref::<ProtoUnsupported>() {
         return Some(p.to_string());
     }
     e.downcast_ref::<LabOnly>().map(ToString::to_string)

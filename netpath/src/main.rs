@@ -57,7 +57,7 @@ enum Cmd {
     Compare(CompareArgs),
     /// One driver with a knob at two settings (A and B), interleaved in one run: per figure
     /// (RTT, bulk, per hop) the difference, its spread over rounds, and whether it is noise.
-    Tune(netpath::tune::cli::TuneArgs),
+    Tune(netpath::cli::tune::TuneArgs),
     /// Render a saved `netpath compare --json` output as the HTML report (and SVG charts).
     Report(ReportArgs),
     /// One driver against another, noise-aware: one sentence, the hops ranked by their share
@@ -273,7 +273,7 @@ fn require_root() -> Result<()> {
 }
 
 fn run(cli: Cli) -> Result<()> {
-    render::header::mark_start();
+    netpath::report::header::mark_start();
     match cli.cmd {
         // Read files and write others: need no privilege.
         Cmd::Report(a) => return report_file(&a),
@@ -283,7 +283,7 @@ fn run(cli: Cli) -> Result<()> {
     require_root()?;
     match cli.cmd {
         Cmd::Report(_) => unreachable!("handled above"),
-        Cmd::Tune(args) => netpath::tune::cli::main(args),
+        Cmd::Tune(args) => netpath::cli::tune::main(args),
         Cmd::Diff(a) => diff_live(a),
         Cmd::Doctor(a) => doctor(a),
         Cmd::Compare(a) => compare(a),
@@ -330,7 +330,7 @@ fn compare(a: CompareArgs) -> Result<()> {
     });
     let on_docker = a.docker || !a.between.is_empty();
     // A placement this machine cannot give is said before anything is loaded or built.
-    let mut opts = a.traffic.options(drivers, text, underlay)?;
+    let mut opts = a.traffic.options(drivers, underlay)?;
     netpath::compare_args::set_protocols(&mut opts, &a.proto, on_docker)?;
     for (flag, p) in [("--report", &a.report), ("--svg", &a.svg)] {
         if let Some(p) = p {
@@ -339,7 +339,7 @@ fn compare(a: CompareArgs) -> Result<()> {
     }
     lab::install_signal_cleanup();
     netpath::btf::require()?;
-    render::progress::enable(text);
+    netpath::progress::enable(text);
     let caps = doctor::probe()?;
     let backend = backend::select(a.traffic.backend, &caps)?;
     // A missing daemon is said before anything else is printed.
@@ -349,15 +349,23 @@ fn compare(a: CompareArgs) -> Result<()> {
     if text {
         render::text::backend_line(backend);
     }
+    // Text shows each driver as it is measured (runs are long); JSON waits for the end.
+    let sink: &mut dyn netpath::report::Sink = if text {
+        &mut render::text::TextSink
+    } else {
+        &mut netpath::report::Quiet
+    };
     let drivers = match (&engine, a.between.as_slice()) {
-        (Some(e), [client, server]) => compare::run_between(backend, &opts, e, client, server)?,
-        (Some(e), _) => compare::run_docker(backend, &opts, e, a.lab)?,
-        (None, _) => compare::run(backend, &opts)?,
+        (Some(e), [client, server]) => {
+            compare::run_between(backend, &opts, e, client, server, sink)?
+        }
+        (Some(e), _) => compare::run_docker(backend, &opts, e, a.lab, sink)?,
+        (None, _) => compare::run(backend, &opts, sink)?,
     };
     let out = render::text::CompareOutput { backend, drivers };
     render::emit(a.output.format(), Some(backend.name()), &out)?;
     if a.report.is_some() || a.svg.is_some() {
-        let v = render::header::to_value("compare", Some(backend.name()), &out)?;
+        let v = netpath::report::header::to_value("compare", Some(backend.name()), &out)?;
         let view = render::CompareView::from_value(v)?;
         render::write_reports(&view, a.report.as_deref(), a.svg.as_deref())?;
     }
@@ -480,13 +488,13 @@ fn diff_files(a: &DiffArgs) -> Result<()> {
 /// `diff -d A --vs B`: both measured now, interleaved.
 fn diff_live(a: DiffArgs) -> Result<()> {
     let (da, db) = live_pair(a.driver.as_deref(), a.vs.as_deref())?;
-    let mut opts = a.traffic.options(vec![da, db], false, None)?;
+    let mut opts = a.traffic.options(vec![da, db], None)?;
     // diff compares the runs its tables come from; compare's extra blocking line
     // would cost a run per driver and say nothing here (`--wait block` diffs that).
     opts.mode.block_line = false;
     lab::install_signal_cleanup();
     netpath::btf::require()?;
-    render::progress::enable(a.output.is_text());
+    netpath::progress::enable(a.output.is_text());
     let caps = doctor::probe()?;
     let backend = backend::select(a.traffic.backend, &caps)?;
     let r = netpath::diff::live(backend, &opts)?;

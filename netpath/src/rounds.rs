@@ -4,83 +4,47 @@
 //! Round `r` visits the paths in order (reversed every other round) and on each runs the
 //! untraced and the traced request/response (which first alternates too). Ratios between two
 //! drivers are taken per round, between runs that were neighbours in time, and summarised by
-//! their median and spread. A round whose `wakeup` p50 moved away from the other rounds' by
+//! their median and spread (`report::rounds`, with the per-round records). A round whose `wakeup` p50 moved away from the other rounds' by
 //! more than the whole data path is marked a mode change: the machine, not the driver, moved.
 use anyhow::{Context as _, Result};
-use serde::Serialize;
 
 use crate::{
-    compare::CompareOptions,
-    harness::{self, NoPhases, Proto, RrConfig, RrResult, WaitMode},
-    machine::{CpuTimes, MachineState, Placement},
+    driver::Driver,
+    harness::{self, NoPhases, Proto, RrConfig, RrResult, WaitMode, runmode::RunMode},
+    lab::netem::WireDelay,
+    machine::{CpuTimes, MachineState},
     path::NetPath,
-    report::{self, DriverReport, RttSummary, Spread},
-    tracer::Tracer,
+    report::{
+        self, DriverReport, RttSummary, Spread,
+        rounds::{BlockLine, RoundHop, RoundPasses, RoundRow},
+    },
+    tracer::{Tracer, TracerOptions},
 };
 
-/// One round of one path.
-#[derive(Clone, Debug, Serialize)]
-pub struct RoundRow {
-    pub round: usize,
-    pub untraced_p50_us: Option<f64>,
-    pub traced_p50_us: f64,
-    /// p50 of the request's whole wakeup (socket woken → receive returns: `wakeup` and its
-    /// parts, see `wakeup_p50`).
-    pub wakeup_p50_us: Option<f64>,
-    /// Request one-way p50 minus its wakeup p50: every hop but the wakeup and its parts.
-    pub data_path_p50_us: Option<f64>,
-    pub mode_change: bool,
-    /// The round's traced run in brief, so a difference between two results (`diff`, `tune`)
-    /// has a spread over rounds, not only the median round's table.
-    pub traced_p99_us: f64,
-    /// One-way p50 per direction.
-    pub one_way_p50_us: std::collections::BTreeMap<&'static str, f64>,
-    pub hops: Vec<RoundHop>,
-    /// Receive passes and NET_RX softirq runs per packet, per direction.
-    pub passes: Vec<RoundPasses>,
-    /// The round's bulk throughput (all streams), when bulk ran.
-    pub bulk_gbit_per_s: Option<f64>,
-}
-
-/// One hop of one round's traced run: what `report::HopRow` says, without the shares.
-#[derive(Clone, Debug, Serialize)]
-pub struct RoundHop {
-    pub hop: &'static str,
-    pub dir: &'static str,
-    pub crossings: u64,
-    pub per_packet_us: f64,
-    pub mean_us: f64,
-    pub p50_us: f64,
-    pub p99_us: f64,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct RoundPasses {
-    pub dir: &'static str,
-    pub rx_passes_per_packet: f64,
-    pub softirqs_per_packet: f64,
-}
-
-/// The blocking run printed beside the default spin tables: what an application sees.
-#[derive(Clone, Debug, Serialize)]
-pub struct BlockLine {
-    pub untraced: RttSummary,
-    pub traced: RttSummary,
-    pub wakeup_request_p50_us: Option<f64>,
-    pub wakeup_response_p50_us: Option<f64>,
-    /// Request wakeup (all its parts) per packet over the request one-way mean, %.
-    pub wakeup_request_share_pct: Option<f64>,
-    pub placement: Placement,
-}
-
-/// A ratio of untraced p50s between two paths, per round and summarised.
-#[derive(Clone, Debug, Serialize)]
-pub struct RoundRatio {
-    pub name: String,
-    pub per_round: Vec<f64>,
-    pub spread: Spread,
-    /// A round of either side was marked a mode change.
-    pub mode_change: bool,
+/// The options of a measured run: `compare`'s (which re-exports it), each side's of `tune`,
+/// `diff`'s live run. They live with the rounds that read them.
+#[derive(Clone)]
+pub struct CompareOptions {
+    pub drivers: Vec<Driver>,
+    pub rr: RrConfig,
+    /// Also run each driver with the probes detached, for the probe effect.
+    pub untraced: bool,
+    pub tracer: TracerOptions,
+    /// Also attach the TC packet counters to every lab device (a cross-check; costs ~100 ns
+    /// per packet per device).
+    pub tc_counters: bool,
+    /// Sampled timelines to keep in each report.
+    pub keep_timelines: usize,
+    /// Repeat the untraced measurements this many times: medians and spread.
+    pub rounds: usize,
+    /// Bulk throughput per round (None: skip).
+    pub bulk: Option<harness::BulkConfig>,
+    /// Open-loop burst phases (rate, then each multiplier; None: skip).
+    pub burst: Option<(harness::BurstConfig, Vec<f64>)>,
+    /// netem on the lab's underlay links (cross-node drivers only; see `lab::netem`).
+    pub underlay: Option<WireDelay>,
+    /// Wait mode and placement (the tables' runs), and whether to add the blocking line.
+    pub mode: RunMode,
 }
 
 /// Accumulated runs of one path.
@@ -156,7 +120,7 @@ pub fn run_sides(tracer: &mut Tracer, sides: &[Side]) -> Result<Vec<DriverReport
     // On a terminal: a bar per path, stepping through the interleaved rounds.
     let bars: Vec<_> = sides
         .iter()
-        .map(|s| crate::render::progress::DriverBar::new(&s.label, rounds as u64))
+        .map(|s| crate::progress::DriverBar::new(&s.label, rounds as u64))
         .collect();
     for r in 0..rounds {
         let order: Vec<usize> = if r % 2 == 0 {
@@ -235,7 +199,7 @@ pub fn traced(
     tracer.reset()?;
     tracer.attach()?;
     if opts.tc_counters {
-        crate::compare::attach_tc(tracer, path)?;
+        attach_tc(tracer, path)?;
     }
     let costs_before = tracer.prog_costs();
     let phases = tracer.tids.clone();
@@ -249,7 +213,7 @@ pub fn traced(
     let samples = tracer.drain_samples();
     let drops = tracer.drain_drops();
     let prog_costs = if opts.tracer.prog_stats {
-        crate::compare::costs(&costs_before, &tracer.prog_costs(), res.count)
+        report::costs(&costs_before, &tracer.prog_costs(), res.count)
     } else {
         Vec::new()
     };
@@ -420,10 +384,10 @@ fn finish(
     let mut rep = acc.traced[pick].clone();
     rep.set_rounds(&acc.untraced, pick);
     rep.round_detail = rows;
-    rep.bulk = crate::compare::bulk_rounds(&acc.bulk);
+    rep.bulk = report::bulk_rounds(&acc.bulk);
     tracer.detach()?;
     if proto == Proto::Tcp {
-        rep.burst = crate::compare::burst_phases(path, opts)?;
+        rep.burst = burst_phases(path, opts)?;
     }
     if opts.mode.block_line && opts.mode.wait != WaitMode::Block {
         rep.block = Some(block_line(tracer, path, proto, opts)?);
@@ -432,7 +396,7 @@ fn finish(
         harness::read_counters(&path.client_ns)?,
         harness::read_counters(&path.server_ns)?,
     );
-    rep.context = Some(crate::compare::run_context(path, before, after));
+    rep.context = Some(report::run_context(path, before, after));
     rep.cpus = opts.mode.cpus;
     rep.machine = Some(MachineState::since(
         t0,
@@ -475,41 +439,47 @@ fn block_line(
     })
 }
 
-/// `a/b` untraced p50 per round where both were measured.
-pub fn ratio(reports: &[DriverReport], a: &str, b: &str) -> Option<RoundRatio> {
-    let find = |d: &str| reports.iter().find(|r| r.driver == d);
-    let (ra, rb) = (find(a)?, find(b)?);
-    let per_round: Vec<f64> = ra
-        .round_detail
-        .iter()
-        .zip(&rb.round_detail)
-        .filter_map(|(x, y)| {
-            let (x, y) = (x.untraced_p50_us?, y.untraced_p50_us?);
-            (y > 0.0).then(|| x / y)
-        })
-        .collect();
-    if per_round.is_empty() {
-        return None;
+/// `--tc-counters`: the TC packet counters on every device of the path, each attached from
+/// inside its device's namespace.
+fn attach_tc(tracer: &mut Tracer, lab: &NetPath) -> Result<()> {
+    let namespaces = lab.namespaces();
+    for d in &lab.devices {
+        let ns = namespaces
+            .iter()
+            .find(|n| n.name == d.netns)
+            .with_context(|| format!("netns {} of {}", d.netns, d.name))?;
+        ns.run_here(|| tracer.attach_tc_here(&d.name))?;
     }
-    let mode_change = ra
-        .round_detail
-        .iter()
-        .chain(&rb.round_detail)
-        .any(|r| r.mode_change);
-    Some(RoundRatio {
-        name: format!("{a}/{b} p50"),
-        spread: Spread::of(per_round.clone()),
-        per_round,
-        mode_change,
-    })
+    Ok(())
 }
 
-/// Ratios between neighbours in the order measured.
-pub fn neighbour_ratios(reports: &[DriverReport]) -> Vec<RoundRatio> {
-    reports
-        .windows(2)
-        .filter_map(|w| ratio(reports, &w[1].driver, &w[0].driver))
-        .collect()
+/// The open-loop phases, untraced, in the run's wait mode and placement.
+fn burst_phases(lab: &NetPath, opts: &CompareOptions) -> Result<Vec<report::BurstPhase>> {
+    let Some((cfg, mult)) = &opts.burst else {
+        return Ok(Vec::new());
+    };
+    let cfg = harness::BurstConfig {
+        wait: opts.mode.wait,
+        pin: opts.mode.pin,
+        ..cfg.clone()
+    };
+    let us = |ns: u64| ns as f64 / 1000.0;
+    Ok(harness::run_burst_phases(lab, &cfg, mult)
+        .context("burst run")?
+        .into_iter()
+        .map(|(m, b)| report::BurstPhase {
+            multiplier: m,
+            rate: cfg.rate * m,
+            scheduled: b.scheduled,
+            sent: b.sent,
+            completed: b.completed,
+            achieved_rate: b.achieved_rate,
+            p50_us: us(b.percentile_ns(50.0)),
+            p99_us: us(b.percentile_ns(99.0)),
+            max_us: us(b.hist.max()),
+            p99_uncorrected_us: us(b.uncorrected_percentile_ns(99.0)),
+        })
+        .collect())
 }
 
 #[cfg(test)]

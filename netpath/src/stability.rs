@@ -90,7 +90,6 @@ fn options(mode: RunMode, requests: u64) -> CompareOptions {
         },
         untraced: true,
         tracer: TracerOptions::default(),
-        print: false,
         tc_counters: false,
         keep_timelines: 0,
         rounds: 3,
@@ -132,10 +131,11 @@ pub fn run(requests: u64, progress: bool) -> Result<StabilityReport> {
         if progress {
             eprintln!("stability: run {}/{RUNS} ({load})", i + 1);
         }
-        let reports = compare::run(backend, &opts)?;
+        let reports = compare::run(backend, &opts, &mut crate::report::Quiet)?;
         drop(busy);
-        let ratio =
-            |a: &str, b: &str| crate::rounds::ratio(&reports, a, b).map(|r| r.spread.median);
+        let ratio = |a: &str, b: &str| {
+            crate::report::rounds::ratio(&reports, a, b).map(|r| r.spread.median)
+        };
         let p50 = |d: &str| {
             reports
                 .iter()

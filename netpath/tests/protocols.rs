@@ -61,7 +61,6 @@ fn run(driver: Driver, proto: Proto) -> Option<DriverReport> {
             proto,
             ..TracerOptions::default()
         },
-        print: false,
         tc_counters: false,
         keep_timelines: usize::MAX,
         rounds: 1,

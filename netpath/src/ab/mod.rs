@@ -2,7 +2,7 @@
 //! each with its values per round, and says what differed in the two sides' context
 //! (backend, kernel, wait mode, placement, machine state, netpath version).
 //!
-//! Both sides are read as `render::view` reads a saved `compare --json` (a live report goes
+//! Both sides are read as `report::view` reads a saved `compare --json` (a live report goes
 //! through its own JSON first, `view_of`), so a live run and a saved file give the same
 //! figures. Per-round values come from the untraced rounds (`rounds`), and from each round's
 //! traced run in brief (`round_detail`: its p50 and p99, one-way p50, per-hop table, receive
@@ -17,10 +17,10 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::delta::{self, Delta, Figure, Unit};
-use crate::render::view::{DriverView, HopView, Stat};
+use crate::report::view::{DriverView, HopView, Stat};
 use crate::report::{DriverReport, Spread};
 
-/// A driver's report as `render::view` reads a saved one.
+/// A driver's report as `report::view` reads a saved one.
 pub fn view_of(r: &DriverReport) -> Result<DriverView> {
     Ok(serde_json::from_value(serde_json::to_value(r)?)?)
 }
@@ -184,7 +184,7 @@ fn traced_rtt(d: &DriverView, p99: bool) -> Vec<f64> {
 
 fn rtt_figures(a: &DriverView, b: &DriverView, paired: bool) -> Vec<Figure> {
     let untraced = |d: &DriverView, p99: bool| -> Vec<f64> {
-        let f = |r: &crate::render::view::Rtt| if p99 { r.p99_us } else { r.p50_us };
+        let f = |r: &crate::report::view::Rtt| if p99 { r.p99_us } else { r.p50_us };
         d.rounds.iter().map(f).collect()
     };
     [

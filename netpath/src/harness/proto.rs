@@ -47,26 +47,7 @@ impl std::fmt::Display for Proto {
     }
 }
 
-/// A driver whose path cannot carry a protocol the way netpath measures it: said before
-/// anything is built; `compare` skips that row with this line when other drivers were asked.
-#[derive(Debug)]
-pub struct ProtoUnsupported {
-    pub driver: &'static str,
-    pub proto: Proto,
-    pub why: &'static str,
-}
-
-impl std::fmt::Display for ProtoUnsupported {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "--proto {} cannot be measured on {}: {}",
-            self.proto, self.driver, self.why
-        )
-    }
-}
-
-impl std::error::Error for ProtoUnsupported {}
+pub use crate::driver::ProtoUnsupported;
 
 /// Whether netpath can measure `proto` on the lab's `driver`.
 pub fn check(driver: crate::driver::Driver, proto: Proto) -> Result<(), ProtoUnsupported> {
@@ -90,7 +71,7 @@ pub fn check(driver: crate::driver::Driver, proto: Proto) -> Result<(), ProtoUns
     };
     Err(ProtoUnsupported {
         driver: driver.name(),
-        proto,
+        proto: proto.name(),
         why,
     })
 }

@@ -1,25 +1,23 @@
 //! Renderers of every command's results: `--format` and the dispatch to a format (`output`),
 //! the text of each command (`text` for compare's run record, `trace`, `doctor`, `inspect`,
-//! `diff`), the versioned JSON header every command's JSON starts with, the HTML report with
-//! its SVG charts, and the Prometheus exposition of `serve`. They read the same records
-//! (`report::DriverReport` and friends) so a saved JSON renders the same as a live run.
+//! `bench`, `diff`, `tune`), the HTML report with its SVG charts, and the Prometheus
+//! exposition of `serve`. They read the records (`report::DriverReport` and friends, each
+//! command's result, the versioned JSON header in `report::header`); no record imports a
+//! renderer, so a saved JSON renders the same as a live run.
 pub mod bench;
 pub mod diff;
 pub mod doctor;
-pub mod header;
 pub mod html;
 pub mod inspect;
 pub mod output;
-pub mod progress;
 pub mod prom;
 pub mod svg;
 pub mod text;
 pub mod trace;
-pub mod view;
+pub mod tune;
 
-pub use header::{Header, to_json};
+pub use crate::report::view::CompareView;
 pub use output::{Format, OutputArgs, Render, emit};
-pub use view::CompareView;
 
 /// Writes the report files a compare run asked for (`--report`, `--svg`).
 pub fn write_reports(

@@ -65,15 +65,7 @@ pub trait Render: Serialize {
 pub fn emit<T: Render>(format: Format, backend: Option<&str>, r: &T) -> Result<()> {
     match format {
         Format::Text => r.text(),
-        Format::Json => println!("{}", super::to_json(T::KIND, backend, r)?),
+        Format::Json => println!("{}", crate::report::header::to_json(T::KIND, backend, r)?),
     }
     Ok(())
-}
-
-// tune's text lives beside its run (it prints what each side applied as it goes).
-impl Render for crate::tune::TuneResult {
-    const KIND: &'static str = "tune";
-    fn text(&self) {
-        crate::tune::print(self)
-    }
 }

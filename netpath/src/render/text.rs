@@ -18,6 +18,21 @@ impl super::Render for CompareOutput {
     fn text(&self) {}
 }
 
+/// `compare`'s text while it runs: each driver's block as soon as it is measured, then the
+/// summary of several.
+pub struct TextSink;
+
+impl crate::report::Sink for TextSink {
+    fn driver(&mut self, r: &DriverReport) {
+        driver(r);
+        println!();
+    }
+
+    fn summary(&mut self, all: &[DriverReport]) {
+        summary(all);
+    }
+}
+
 /// Said before a compare run: the backend and the hops it can see.
 pub fn backend_line(backend: Backend) {
     let hops: Vec<&str> = backend.visible_hops().iter().map(|h| h.name()).collect();
@@ -341,7 +356,7 @@ fn mode(r: &DriverReport) {
 
 /// The per-round ratio lines of the summary.
 fn ratios(reports: &[DriverReport]) {
-    for c in crate::rounds::neighbour_ratios(reports) {
+    for c in crate::report::rounds::neighbour_ratios(reports) {
         let rounds: Vec<String> = c.per_round.iter().map(|x| format!("{x:.2}")).collect();
         println!(
             "   {:<28} {:>6.2}× median, spread {:.2}–{:.2} over rounds [{}]{}",

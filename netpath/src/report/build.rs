@@ -7,7 +7,12 @@ use netpath_common::{Dir, DropRecord, Hop, Point, SkbState, hist, hop::slot};
 
 use super::timeline::device_name;
 use super::*;
-use crate::{harness::RrConfig, machine::Placement, path::Device, tracer::Tracer};
+use crate::{
+    harness::{self, RrConfig},
+    machine::Placement,
+    path::{Device, NetPath},
+    tracer::Tracer,
+};
 
 /// One traced request/response run: everything its report is built from.
 pub struct TracedRun<'a> {
@@ -268,4 +273,63 @@ impl DriverReport {
             .is_some_and(|rr| self.traced.p50_us < rr.p50_us.min);
         self.rounds = rounds;
     }
+}
+
+/// Bulk throughput over rounds.
+pub fn bulk_rounds(bulk: &[harness::BulkResult]) -> Option<BulkRounds> {
+    let first = bulk.first()?;
+    Some(BulkRounds {
+        streams: first.per_stream.len(),
+        gbit_per_s: Spread::of(bulk.iter().map(|b| b.gbit_per_s).collect()),
+        retransmits: Spread::of(bulk.iter().map(|b| b.retransmits as f64).collect()),
+        per_round: bulk.iter().flat_map(|b| b.per_stream.clone()).collect(),
+    })
+}
+
+/// MTUs, device settings and the TCP counters' change over the whole measurement.
+pub fn run_context(
+    lab: &NetPath,
+    before: (harness::NetCounters, harness::NetCounters),
+    after: (harness::NetCounters, harness::NetCounters),
+) -> RunContext {
+    let devices = harness::device_context(lab).unwrap_or_default();
+    let mtu_in = |ns: &str| {
+        lab.devices
+            .iter()
+            .filter(|d| d.netns == ns && d.kind != netpath_common::DevKind::Loopback)
+            .map(|d| d.mtu)
+            .next()
+            .or_else(|| lab.devices.iter().find(|d| d.netns == ns).map(|d| d.mtu))
+            .unwrap_or(0)
+    };
+    RunContext {
+        client_mtu: mtu_in(&lab.client_ns.name),
+        server_mtu: mtu_in(&lab.server_ns.name),
+        devices,
+        client_counters: after.0.delta(&before.0),
+        server_counters: after.1.delta(&before.1),
+        wire: None,
+    }
+}
+
+pub fn costs(
+    before: &[(String, u64, u64)],
+    after: &[(String, u64, u64)],
+    rtts: u64,
+) -> Vec<ProgCost> {
+    let mut out: Vec<ProgCost> = after
+        .iter()
+        .filter_map(|(name, runs, ns)| {
+            let (_, r0, n0) = before.iter().find(|(n, _, _)| n == name)?;
+            let runs = runs.saturating_sub(*r0);
+            (runs > 0).then(|| ProgCost {
+                program: name.clone(),
+                runs,
+                avg_ns: ns.saturating_sub(*n0) as f64 / runs as f64,
+                runs_per_rtt: runs as f64 / rtts.max(1) as f64,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.program.cmp(&b.program));
+    out
 }

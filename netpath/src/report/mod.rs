@@ -9,6 +9,21 @@ use serde::Serialize;
 
 use crate::{harness::RrResult, tracer::Snapshot};
 
+/// Where a run hands its records as they are made: runs are long, so the text renderer shows
+/// each driver's block at once (`render::text::TextSink`); JSON and the runs whose records
+/// only feed a further computation show nothing until the end (`Quiet`).
+pub trait Sink {
+    /// One driver's record, as soon as it is measured.
+    fn driver(&mut self, _r: &DriverReport) {}
+    /// Every record of a run of several drivers, at its end.
+    fn summary(&mut self, _all: &[DriverReport]) {}
+}
+
+/// The sink that shows nothing.
+pub struct Quiet;
+
+impl Sink for Quiet {}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct RttSummary {
     pub count: u64,
@@ -153,9 +168,9 @@ pub struct DriverReport {
     pub placement: Option<crate::machine::Placement>,
     pub machine: Option<crate::machine::MachineState>,
     /// Default mode: the blocking run beside the spin tables.
-    pub block: Option<crate::rounds::BlockLine>,
+    pub block: Option<rounds::BlockLine>,
     /// Per round: p50s, wakeup, data path, mode-change mark.
-    pub round_detail: Vec<crate::rounds::RoundRow>,
+    pub round_detail: Vec<rounds::RoundRow>,
     /// RTT distribution of the untraced run (the traced one without it) as `[µs, fraction at
     /// or below]`, for the report's CDF chart.
     pub rtt_cdf: Vec<[f64; 2]>,
@@ -322,7 +337,7 @@ pub fn claims(reports: &[DriverReport]) -> Vec<Claim> {
     let find = |d: &str| reports.iter().find(|r| r.driver == d);
     let p50 = |a: &str, b: &str| {
         let name = format!("{a}/{b} p50");
-        match crate::rounds::ratio(reports, a, b) {
+        match rounds::ratio(reports, a, b) {
             Some(r) if r.per_round.len() > 1 => Some(Claim {
                 name,
                 ratio: r.spread.median,
@@ -353,7 +368,10 @@ pub fn claims(reports: &[DriverReport]) -> Vec<Claim> {
 }
 
 mod build;
+pub mod header;
+pub mod rounds;
 mod timeline;
+pub mod view;
 
-pub use build::{TracedRun, build};
+pub use build::{TracedRun, build, bulk_rounds, costs, run_context};
 pub use timeline::{Timeline, TimelineHop, timeline};

@@ -9,7 +9,6 @@
 //! down (Ctrl-C's teardown removes the labs, and with them every setting: no knob touches
 //! anything outside netpath's namespaces).
 
-pub mod cli;
 mod conntrack;
 pub mod devices;
 mod ethtool;
@@ -132,20 +131,22 @@ fn finish_side(spec: &KnobSpec, mut b: Built) -> Result<(Applied, Vec<ReadBack>)
 }
 
 /// Measures `driver` with `spec`'s two settings, interleaved; `base` gives rounds, requests,
-/// bulk and the run mode that the knob does not set.
+/// bulk and the run mode that the knob does not set. `on_applied` is handed what each side's
+/// lab knob read back once it is applied, before the rounds.
 pub fn run(
     backend: Backend,
     driver: Driver,
     spec: &KnobSpec,
     base: &CompareOptions,
+    on_applied: &mut dyn FnMut(&str, &Applied),
 ) -> Result<TuneResult> {
     knobs::check_driver(spec, driver)?;
     let opts_a = knobs::side_options(spec, base, &spec.a)?;
     let opts_b = knobs::side_options(spec, base, &spec.b)?;
     let mut tracer = Tracer::load(backend, &base.tracer)?;
     let (a, b) = build_both(spec, driver)?;
-    print_applied(base, &spec.a_label, &a.applied);
-    print_applied(base, &spec.b_label, &b.applied);
+    on_applied(&spec.a_label, &a.applied);
+    on_applied(&spec.b_label, &b.applied);
     let sides = [
         crate::rounds::Side {
             path: &a.path,
@@ -196,14 +197,6 @@ pub fn run(
         verdicts,
         warnings,
     })
-}
-
-fn print_applied(opts: &CompareOptions, label: &str, ap: &Applied) {
-    if !opts.print || ap.after.is_empty() {
-        return;
-    }
-    let lines: Vec<String> = ap.after.iter().map(ReadBack::line).collect();
-    println!("{label}: read back {}", lines.join(", "));
 }
 
 /// TCP segments the client's and the server's namespace sent per request/response (none
@@ -277,63 +270,4 @@ fn brief(spec: &KnobSpec, d: &Deltas) -> String {
         .map(|x| format!("{} {}", x.name, x.summary()))
         .collect();
     format!("{} vs {}: {}", spec.a_label, spec.b_label, parts.join("; "))
-}
-
-/// The result on a terminal: both sides' tables, then the verdict lines.
-pub fn print(r: &TuneResult) {
-    for s in [&r.a, &r.b] {
-        crate::render::text::driver(&s.report);
-        if !s.restored.is_empty() {
-            let lines: Vec<String> = s.restored.iter().map(ReadBack::line).collect();
-            println!("   {}: restored {}", s.label, lines.join(", "));
-        }
-        if let Some((c, srv)) = s.segments_per_request {
-            println!(
-                "   {}: TCP segments sent per request: client {c:.2}, server {srv:.2}",
-                s.label
-            );
-        }
-        println!();
-    }
-    println!(
-        "{} on {}, {} vs {} ({} rounds interleaved; wait {} / {}, cpus {} / {}):",
-        r.knob.name,
-        r.driver,
-        r.a.label,
-        r.b.label,
-        r.a.report.round_detail.len(),
-        r.a.report.wait.name(),
-        r.b.report.wait.name(),
-        r.a.report.cpus,
-        r.b.report.cpus,
-    );
-    println!("   {}", r.deltas.verdict);
-    for v in &r.verdicts {
-        println!("   {v}");
-    }
-    let quiet = r.deltas.hops_p50.iter().filter(|d| d.within_noise).count();
-    if quiet > 0 {
-        println!("   {quiet} hop(s) within noise at p50 per packet");
-    }
-    for s in [&r.a, &r.b] {
-        if let Some(c) = &s.report.context {
-            let (cl, sv) = (&c.client_counters, &c.server_counters);
-            println!(
-                "   {} TCP over the whole run: client retrans {} (DSACK {}), server ofo {} sack-reorder {}",
-                s.label, cl.retrans_segs, cl.tcp_dsack_recv, sv.tcp_ofo_queue, cl.tcp_sack_reorder
-            );
-        }
-    }
-    if r.knob.knob == knobs::Knob::Gro {
-        println!(
-            "   note: a veth hands TCP from a sender with TSO on to the backlog whatever its GRO \
-             (veth_skb_is_eligible_for_gro): its NAPI gets such packets only with tso off"
-        );
-    }
-    for w in &r.warnings {
-        println!("   context: {w}");
-    }
-    if let Some(m) = &r.a.report.machine {
-        println!("   {}", m.line());
-    }
 }

@@ -66,7 +66,6 @@ pub fn one_traced_run(driver: Driver, requests: u64, warmup: u64) -> CompareOpti
         },
         untraced: false,
         tracer: TracerOptions::default(),
-        print: false,
         tc_counters: false,
         keep_timelines: 0,
         rounds: 1,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use anyhow::{Context as _, Result};
 use serde::Deserialize;
 
-use super::Header;
+use super::header::Header;
 
 #[derive(Debug, Deserialize)]
 pub struct CompareView {
@@ -55,7 +55,7 @@ pub struct DriverView {
     pub machine: Option<serde_json::Value>,
 }
 
-/// One round of a driver (`rounds::RoundRow`); fields a file lacks (older outputs) default.
+/// One round of a driver (`report::rounds::RoundRow`); fields a file lacks (older outputs) default.
 #[derive(Debug, Deserialize)]
 pub struct RoundView {
     pub untraced_p50_us: Option<f64>,

@@ -3,13 +3,13 @@
 
 use anyhow::Result;
 
-use super::knobs::{self, Knob};
 use crate::backend::{self, BackendChoice};
 use crate::bounds;
 use crate::compare::CompareOptions;
 use crate::driver::Driver;
 use crate::harness::{BulkConfig, Proto, RrConfig};
 use crate::tracer::TracerOptions;
+use crate::tune::knobs::{self, Knob};
 
 /// `netpath tune`'s flags.
 #[derive(Clone, Debug, clap::Args)]
@@ -61,7 +61,7 @@ pub fn main(args: TuneArgs) -> Result<()> {
     knobs::check_kernel(&spec)?;
     crate::lab::install_signal_cleanup();
     crate::btf::require()?;
-    crate::render::progress::enable(args.output.is_text());
+    crate::progress::enable(args.output.is_text());
     let caps = crate::doctor::probe()?;
     let backend = backend::select(args.backend, &caps)?;
     let nagle = spec.knob == Knob::Nodelay;
@@ -80,7 +80,6 @@ pub fn main(args: TuneArgs) -> Result<()> {
             sample_every: args.sample_every,
             ..TracerOptions::default()
         },
-        print: args.output.is_text(),
         tc_counters: false,
         keep_timelines: 2,
         rounds: args.rounds,
@@ -94,16 +93,14 @@ pub fn main(args: TuneArgs) -> Result<()> {
     };
     crate::compare_args::set_protocols(&mut opts, &[args.proto], false)?;
     if args.output.is_text() {
-        println!(
-            "backend: {}; {} on {} over {}: {} vs {}",
-            backend.name(),
-            spec.name,
-            args.driver,
-            args.proto,
-            spec.a_label,
-            spec.b_label
-        );
+        crate::render::tune::start_line(backend, &spec, args.driver, args.proto);
     }
-    let r = super::run(backend, args.driver, &spec, &opts)?;
+    let text = args.output.is_text();
+    let mut on_applied = |label: &str, ap: &crate::tune::devices::Applied| {
+        if text {
+            crate::render::tune::applied(label, ap);
+        }
+    };
+    let r = crate::tune::run(backend, args.driver, &spec, &opts, &mut on_applied)?;
     crate::render::emit(args.output.format(), Some(backend.name()), &r)
 }

@@ -1,0 +1,94 @@
+//! `netpath tune`'s text: what each side's lab knob read back as the run goes, then both
+//! sides' tables and the verdict lines.
+use crate::tune::TuneResult;
+use crate::tune::devices::{Applied, ReadBack};
+use crate::tune::knobs::{Knob, KnobSpec};
+use crate::{backend::Backend, driver::Driver, harness::Proto};
+
+impl super::Render for TuneResult {
+    const KIND: &'static str = "tune";
+    fn text(&self) {
+        print(self)
+    }
+}
+
+/// Said before the run: the backend, the knob, the driver and protocol, both settings.
+pub fn start_line(backend: Backend, spec: &KnobSpec, driver: Driver, proto: Proto) {
+    println!(
+        "backend: {}; {} on {} over {}: {} vs {}",
+        backend.name(),
+        spec.name,
+        driver,
+        proto,
+        spec.a_label,
+        spec.b_label
+    );
+}
+
+/// A side's lab knob as read back after applying it (nothing for harness knobs).
+pub fn applied(label: &str, ap: &Applied) {
+    if ap.after.is_empty() {
+        return;
+    }
+    let lines: Vec<String> = ap.after.iter().map(ReadBack::line).collect();
+    println!("{label}: read back {}", lines.join(", "));
+}
+
+/// The result on a terminal: both sides' tables, then the verdict lines.
+pub fn print(r: &TuneResult) {
+    for s in [&r.a, &r.b] {
+        super::text::driver(&s.report);
+        if !s.restored.is_empty() {
+            let lines: Vec<String> = s.restored.iter().map(ReadBack::line).collect();
+            println!("   {}: restored {}", s.label, lines.join(", "));
+        }
+        if let Some((c, srv)) = s.segments_per_request {
+            println!(
+                "   {}: TCP segments sent per request: client {c:.2}, server {srv:.2}",
+                s.label
+            );
+        }
+        println!();
+    }
+    println!(
+        "{} on {}, {} vs {} ({} rounds interleaved; wait {} / {}, cpus {} / {}):",
+        r.knob.name,
+        r.driver,
+        r.a.label,
+        r.b.label,
+        r.a.report.round_detail.len(),
+        r.a.report.wait.name(),
+        r.b.report.wait.name(),
+        r.a.report.cpus,
+        r.b.report.cpus,
+    );
+    println!("   {}", r.deltas.verdict);
+    for v in &r.verdicts {
+        println!("   {v}");
+    }
+    let quiet = r.deltas.hops_p50.iter().filter(|d| d.within_noise).count();
+    if quiet > 0 {
+        println!("   {quiet} hop(s) within noise at p50 per packet");
+    }
+    for s in [&r.a, &r.b] {
+        if let Some(c) = &s.report.context {
+            let (cl, sv) = (&c.client_counters, &c.server_counters);
+            println!(
+                "   {} TCP over the whole run: client retrans {} (DSACK {}), server ofo {} sack-reorder {}",
+                s.label, cl.retrans_segs, cl.tcp_dsack_recv, sv.tcp_ofo_queue, cl.tcp_sack_reorder
+            );
+        }
+    }
+    if r.knob.knob == Knob::Gro {
+        println!(
+            "   note: a veth hands TCP from a sender with TSO on to the backlog whatever its GRO \
+             (veth_skb_is_eligible_for_gro): its NAPI gets such packets only with tso off"
+        );
+    }
+    for w in &r.warnings {
+        println!("   context: {w}");
+    }
+    if let Some(m) = &r.a.report.machine {
+        println!("   {}", m.line());
+    }
+}

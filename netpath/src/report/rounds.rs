@@ -1,0 +1,108 @@
+//! The per-round records of an interleaved run (`rounds` measures them) and the ratios
+//! between two paths taken from them, round by round.
+use serde::Serialize;
+
+use super::{DriverReport, RttSummary, Spread};
+use crate::machine::Placement;
+
+/// One round of one path.
+#[derive(Clone, Debug, Serialize)]
+pub struct RoundRow {
+    pub round: usize,
+    pub untraced_p50_us: Option<f64>,
+    pub traced_p50_us: f64,
+    /// p50 of the request's whole wakeup (socket woken → receive returns: `wakeup` and its
+    /// parts, see `wakeup_p50`).
+    pub wakeup_p50_us: Option<f64>,
+    /// Request one-way p50 minus its wakeup p50: every hop but the wakeup and its parts.
+    pub data_path_p50_us: Option<f64>,
+    pub mode_change: bool,
+    /// The round's traced run in brief, so a difference between two results (`diff`, `tune`)
+    /// has a spread over rounds, not only the median round's table.
+    pub traced_p99_us: f64,
+    /// One-way p50 per direction.
+    pub one_way_p50_us: std::collections::BTreeMap<&'static str, f64>,
+    pub hops: Vec<RoundHop>,
+    /// Receive passes and NET_RX softirq runs per packet, per direction.
+    pub passes: Vec<RoundPasses>,
+    /// The round's bulk throughput (all streams), when bulk ran.
+    pub bulk_gbit_per_s: Option<f64>,
+}
+
+/// One hop of one round's traced run: what `report::HopRow` says, without the shares.
+#[derive(Clone, Debug, Serialize)]
+pub struct RoundHop {
+    pub hop: &'static str,
+    pub dir: &'static str,
+    pub crossings: u64,
+    pub per_packet_us: f64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RoundPasses {
+    pub dir: &'static str,
+    pub rx_passes_per_packet: f64,
+    pub softirqs_per_packet: f64,
+}
+
+/// The blocking run printed beside the default spin tables: what an application sees.
+#[derive(Clone, Debug, Serialize)]
+pub struct BlockLine {
+    pub untraced: RttSummary,
+    pub traced: RttSummary,
+    pub wakeup_request_p50_us: Option<f64>,
+    pub wakeup_response_p50_us: Option<f64>,
+    /// Request wakeup (all its parts) per packet over the request one-way mean, %.
+    pub wakeup_request_share_pct: Option<f64>,
+    pub placement: Placement,
+}
+
+/// A ratio of untraced p50s between two paths, per round and summarised.
+#[derive(Clone, Debug, Serialize)]
+pub struct RoundRatio {
+    pub name: String,
+    pub per_round: Vec<f64>,
+    pub spread: Spread,
+    /// A round of either side was marked a mode change.
+    pub mode_change: bool,
+}
+
+/// `a/b` untraced p50 per round where both were measured.
+pub fn ratio(reports: &[DriverReport], a: &str, b: &str) -> Option<RoundRatio> {
+    let find = |d: &str| reports.iter().find(|r| r.driver == d);
+    let (ra, rb) = (find(a)?, find(b)?);
+    let per_round: Vec<f64> = ra
+        .round_detail
+        .iter()
+        .zip(&rb.round_detail)
+        .filter_map(|(x, y)| {
+            let (x, y) = (x.untraced_p50_us?, y.untraced_p50_us?);
+            (y > 0.0).then(|| x / y)
+        })
+        .collect();
+    if per_round.is_empty() {
+        return None;
+    }
+    let mode_change = ra
+        .round_detail
+        .iter()
+        .chain(&rb.round_detail)
+        .any(|r| r.mode_change);
+    Some(RoundRatio {
+        name: format!("{a}/{b} p50"),
+        spread: Spread::of(per_round.clone()),
+        per_round,
+        mode_change,
+    })
+}
+
+/// Ratios between neighbours in the order measured.
+pub fn neighbour_ratios(reports: &[DriverReport]) -> Vec<RoundRatio> {
+    reports
+        .windows(2)
+        .filter_map(|w| ratio(reports, &w[1].driver, &w[0].driver))
+        .collect()
+}

@@ -162,6 +162,19 @@ fn bridge_path_hops_and_counts() {
     let r = run(Driver::Bridge);
     let done = assert_counts(&r);
     assert_crossings(&r, &done, &expected(Driver::Bridge));
+    // The fentry backend uses fentry wherever the function is in vmlinux (its BTF is there):
+    // ip_rcv and tcp_v4_rcv always are; module functions may fall back to kprobes.
+    if r.backend == "fentry" {
+        let vmlinux = ["ip_rcv", "tcp_v4_rcv"];
+        let fns = r
+            .function_probes
+            .iter()
+            .filter(|f| vmlinux.contains(&f.function));
+        assert_eq!(fns.clone().count(), 2, "{:?}", r.function_probes);
+        for f in fns {
+            assert_eq!(f.mechanism, "fentry", "{}: {}", f.function, f.mechanism);
+        }
+    }
     // Two receive passes (bridge port, then the server's eth0) per packet.
     assert!(r.passes.iter().all(|p| p.rx_passes == 2), "{:?}", r.passes);
     // Every timeline crosses the same points in the same order on the same kinds of device.

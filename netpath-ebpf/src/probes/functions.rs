@@ -5,6 +5,8 @@
 //! kprobe `kp_<f>` and the fentry `fe_<f>` (cheaper; the loader uses it where the function's
 //! BTF is reachable, vmlinux, and falls back to the kprobe for module functions).
 use aya_ebpf::{
+    EbpfContext,
+    helpers::bpf_probe_read_kernel,
     macros::{fentry, kprobe},
     programs::{FEntryContext, ProbeContext},
 };
@@ -17,9 +19,14 @@ fn kp_arg(ctx: &ProbeContext, n: usize) -> u64 {
     ctx.arg::<u64>(n).unwrap_or(0)
 }
 
+/// An fentry argument as a plain number. Read straight from the context, a pointer argument
+/// is a typed kernel pointer to the verifier, and the flight table's hash of it (shifts and
+/// masks) is refused as pointer arithmetic; read through the helper it is a scalar, as the
+/// kprobe and raw tracepoint arguments are.
 #[inline(always)]
 fn fe_arg(ctx: &FEntryContext, n: usize) -> u64 {
-    ctx.arg::<u64>(n)
+    let at = unsafe { (ctx.as_ptr() as *const u64).add(n) };
+    unsafe { bpf_probe_read_kernel(at) }.unwrap_or(0)
 }
 
 /// `function!(kprobe name, fentry name, "kernel function", skb arg, dev arg or none, point)`.

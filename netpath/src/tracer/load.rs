@@ -87,7 +87,8 @@ pub(super) fn load_tracepoints(
         match probe_attach(p, probe.target) {
             Ok(()) => plan.push(probe),
             Err(_) if probe.role == Role::SockBound => sock_missing.push(probe.target),
-            Err(e) => missing.push(format!("raw_tp/{} ({e})", probe.target)),
+            Err(None) => missing.push(format!("raw_tp/{}", probe.target)),
+            Err(Some(e)) => missing.push(format!("raw_tp/{} (attach refused: {e})", probe.target)),
         }
     }
     let dgram_bounds = !sock_missing.iter().any(|t| t.starts_with("sock_"));
@@ -110,25 +111,21 @@ pub(super) fn load_tracepoints(
     })
 }
 
-/// Attaches and detaches `target` once. A kernel that lacks the tracepoint says ENOENT; any
-/// other refusal (memory, a descriptor limit) may be transient, so it is tried again before
-/// the point is given up, and the reason is kept for the run's output.
-fn probe_attach(p: &mut RawTracePoint, target: &str) -> Result<(), String> {
-    let mut last = String::new();
+/// Attaches and detaches `target` once. A kernel that lacks the tracepoint says ENOENT
+/// (`Err(None)`); any other refusal (memory, a descriptor limit) may be transient, so it is
+/// tried again before the point is given up, and the reason is kept for the run's output.
+fn probe_attach(p: &mut RawTracePoint, target: &str) -> Result<(), Option<String>> {
+    let mut last = None;
     for attempt in 0..3 {
         match p.attach(target) {
-            Ok(id) => return p.detach(id).map_err(|e| e.to_string()),
+            Ok(id) => return p.detach(id).map_err(|e| Some(e.to_string())),
             Err(e) => {
-                let enoent = matches!(&e, aya::programs::ProgramError::SyscallError(s)
-                    if s.io_error.raw_os_error() == Some(nix::libc::ENOENT));
-                last = if enoent {
-                    "not in this kernel".to_string()
-                } else {
-                    format!("{e:#}")
-                };
-                if enoent {
-                    break;
+                if matches!(&e, aya::programs::ProgramError::SyscallError(s)
+                    if s.io_error.raw_os_error() == Some(nix::libc::ENOENT))
+                {
+                    return Err(None);
                 }
+                last = Some(format!("{e:#}"));
                 std::thread::sleep(std::time::Duration::from_millis(20 << attempt));
             }
         }
@@ -173,33 +170,36 @@ pub(super) fn load_fn_probes(
     };
     let mut out = Vec::new();
     for (function, kprog, fprog) in probes::functions(backend) {
+        // Why this function gets a kprobe on the fentry backend (said in the run's output).
+        let mut why_not_fentry = String::new();
         if let Some(aya_btf) = &aya_btf
             && let Some(fprog) = fprog
-            && crate::btf::has_func(btf, function)
         {
-            let p: &mut FEntry = program(ebpf, fprog)?.try_into()?;
-            match p.load(function, aya_btf) {
-                Ok(()) => {
-                    out.push(FnProbe {
-                        function,
-                        mechanism: "fentry".into(),
-                        prog: Some(fprog),
-                        fentry: true,
-                    });
-                    continue;
+            if !crate::btf::has_func(btf, function) {
+                why_not_fentry = " (no vmlinux BTF: module function)".into();
+            } else {
+                let p: &mut FEntry = program(ebpf, fprog)?.try_into()?;
+                match p.load(function, aya_btf) {
+                    Ok(()) => {
+                        out.push(FnProbe {
+                            function,
+                            mechanism: "fentry".into(),
+                            prog: Some(fprog),
+                            fentry: true,
+                        });
+                        continue;
+                    }
+                    Err(e) => {
+                        log::warn!("fentry on {function} refused, trying kprobe: {e:?}");
+                        why_not_fentry = format!(" (fentry refused: {})", first_line(&e));
+                    }
                 }
-                Err(e) => log::info!("fentry on {function} refused, trying kprobe: {e}"),
             }
         }
         let p: &mut KProbe = program(ebpf, kprog)?.try_into()?;
         if p.fd().is_err() {
             p.load().map_err(|e| verifier_error(kprog, e))?;
         }
-        let why_not_fentry = if want_fentry {
-            " (no vmlinux BTF: module function)"
-        } else {
-            ""
-        };
         match p.attach(function, 0) {
             Ok(id) => {
                 p.detach(id)?;
@@ -225,6 +225,28 @@ pub(super) fn load_fn_probes(
         );
     }
     Ok(out)
+}
+
+/// An error in a line: its first line and, for a verifier log, its last four (where the
+/// verifier says why it stopped), shortened.
+fn first_line(e: &impl std::fmt::Display) -> String {
+    let s = e.to_string();
+    let lines: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
+    let head: String = lines
+        .first()
+        .copied()
+        .unwrap_or_default()
+        .chars()
+        .take(120)
+        .collect();
+    if lines.len() <= 1 {
+        return head;
+    }
+    let tail = &lines[lines.len().saturating_sub(4).max(1)..];
+    format!(
+        "{head} … {}",
+        tail.join(" / ").chars().take(400).collect::<String>()
+    )
 }
 
 /// Whether tracefs lists `category:name` on this kernel.

@@ -749,6 +749,44 @@ fn traced_run_on_a_docker_bridge() {
     }
 }
 
+/// `--proto udp|icmp` on a real Docker bridge: the harness's datagram ends and the ping
+/// socket in the containers' namespaces (Docker opens ping sockets there; netpath changes
+/// nothing), each journey matched and crossing veth, bridge, veth in order; an echo request
+/// ends where the server container's kernel makes the reply (no server thread).
+#[test]
+fn udp_and_icmp_journeys_on_a_docker_bridge() {
+    use netpath::{compare, harness::Proto};
+    let (_g, engine) = setup();
+    const N: u64 = 1000;
+    let dl = DockerLab::build(&engine, Driver::Bridge, &opts()).unwrap();
+    let id = dl.path.run_id.clone();
+    let mut runs = Vec::new();
+    for proto in [Proto::Udp, Proto::Icmp] {
+        let mut o = common::one_traced_run(Driver::Bridge, N, 50);
+        o.rr.proto = proto;
+        o.tracer.proto = proto;
+        o.tracer.sample_every = 1;
+        o.tracer.detail = true;
+        o.keep_timelines = usize::MAX;
+        let mut tracer = common::load_tracer(&o.tracer);
+        runs.push(compare::measure(&mut tracer, &dl.path, &o));
+    }
+    dl.teardown().unwrap();
+    assert_run_gone(&id);
+    let order = "sender-stack veth backlog bridge veth backlog receiver-stack";
+    for r in runs {
+        let r = r.unwrap();
+        let name = format!("docker:bridge {}", r.proto);
+        common::dgram::assert_accounted(&r, N);
+        common::dgram::assert_order(&r, &name, [order; 2], docker::AGENT_PORT);
+        if r.proto == Proto::Icmp {
+            let turn = r.turnaround.as_ref().expect("turnaround");
+            assert_eq!(turn.count, r.one_way["request"].count);
+            assert_eq!(turn.mean_us, 0.0, "{name}");
+        }
+    }
+}
+
 /// Docker's rules and nftables tables as text (counters and comments left out).
 fn firewall() -> String {
     let save = |t: &str| {

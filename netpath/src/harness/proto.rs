@@ -84,7 +84,7 @@ pub fn check(driver: crate::driver::Driver, proto: Proto) -> Result<(), ProtoUns
         }
         (Driver::PublishedProxy, Proto::Icmp) => {
             "docker-proxy relays TCP and UDP ports, an echo request to the published address \
-             is answered by the node itself; use -d published-nat or -d gateway"
+             is answered by the node itself; use -d gateway (an echo to the node's own address) or -d bridge"
         }
         _ => return Ok(()),
     };
@@ -169,7 +169,7 @@ mod tests {
         assert!(check_compare(Proto::Tcp, 1 << 20, 1).is_ok());
         // Docker refuses what the lab refuses.
         let e = check_docker(Driver::PublishedProxy, Proto::Icmp).unwrap_err();
-        assert!(e.to_string().contains("published-nat"), "{e}");
+        assert!(e.to_string().contains("-d gateway"), "{e}");
         assert!(check_docker(Driver::Bridge, Proto::Icmp).is_ok());
         assert!(check_docker(Driver::PublishedNat, Proto::Udp).is_ok());
     }

@@ -760,6 +760,14 @@ fn udp_and_icmp_journeys_on_a_docker_bridge() {
     const N: u64 = 1000;
     let dl = DockerLab::build(&engine, Driver::Bridge, &opts()).unwrap();
     let id = dl.path.run_id.clone();
+    let ping_range = || {
+        dl.path
+            .client_ns
+            .run(|| netpath::netns::read_sysctl("net.ipv4.ping_group_range"))
+            .unwrap()
+    };
+    let range = ping_range();
+    assert!(netpath::harness::icmp::ping_allows_root(&range), "{range}");
     let mut runs = Vec::new();
     for proto in [Proto::Udp, Proto::Icmp] {
         let mut o = common::one_traced_run(Driver::Bridge, N, 50);
@@ -771,6 +779,8 @@ fn udp_and_icmp_journeys_on_a_docker_bridge() {
         let mut tracer = common::load_tracer(&o.tracer);
         runs.push(compare::measure(&mut tracer, &dl.path, &o));
     }
+    // Docker's own setting, used as it is.
+    assert_eq!(ping_range(), range);
     dl.teardown().unwrap();
     assert_run_gone(&id);
     let order = "sender-stack veth backlog bridge veth backlog receiver-stack";

@@ -295,8 +295,19 @@ fn bridge_lab_runs_rr_and_cleans_up() {
 /// `netpath compare --between CLIENT SERVER` (RR only, untraced run skipped): the JSON
 /// report, or the one-line error.
 fn compare_between(client: &str, server: &str, n: u64) -> Result<serde_json::Value, String> {
+    compare_between_rows(client, server, n, &[]).map(|rows| rows[0].clone())
+}
+
+/// [`compare_between`] with `extra` arguments: every row.
+fn compare_between_rows(
+    client: &str,
+    server: &str,
+    n: u64,
+    extra: &[&str],
+) -> Result<Vec<serde_json::Value>, String> {
     let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
         .args(["compare", "--between", client, server, "-n", &n.to_string()])
+        .args(extra)
         .args([
             "--warmup",
             "50",
@@ -310,7 +321,8 @@ fn compare_between(client: &str, server: &str, n: u64) -> Result<serde_json::Val
         .output()
         .unwrap();
     if out.status.success() {
-        Ok(serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["drivers"][0].clone())
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        Ok(v["drivers"].as_array().expect("drivers").clone())
     } else {
         Err(String::from_utf8_lossy(&out.stderr).into_owned())
     }
@@ -677,6 +689,45 @@ fn containers_started_with_the_docker_cli_are_resolved() {
         assert!(crossings(dir, "veth") >= 2 * done, "{dir}: {r}");
         assert!(crossings(dir, "bridge") >= done, "{dir}: {r}");
         assert!(crossings(dir, "veth") <= 2 * n && crossings(dir, "bridge") <= n);
+    }
+    // UDP and ICMP echo between the same two containers, a row each: the datagram ends and
+    // the ping socket in their namespaces, matched over the same veth, bridge, veth.
+    let rows = compare_between_rows(&cli, &srv, n, &["--proto", "udp,icmp"]).unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (r, p) in rows.iter().zip(["udp", "icmp"]) {
+        assert_eq!(r["proto"], p, "{r}");
+        assert!(r["driver"].as_str().unwrap().ends_with(&format!(" {p}")));
+        let l = &r["lost"];
+        let completed = l["completed"].as_u64().unwrap();
+        let counted: u64 = [
+            "consumed_early",
+            "stale",
+            "reused",
+            "dropped",
+            "recv_unmatched",
+        ]
+        .iter()
+        .map(|k| l[*k].as_u64().unwrap())
+        .sum();
+        assert!(
+            completed * 100 >= 2 * n * 99 && completed + counted >= 2 * n,
+            "{p}: {l}"
+        );
+        for dir in ["request", "response"] {
+            let c = |hop: &str| {
+                r["hops"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|h| h["dir"] == dir && h["hop"] == hop)
+                    .map_or(0, |h| h["crossings"].as_u64().unwrap())
+            };
+            let done = r["one_way"][dir]["count"].as_u64().unwrap();
+            assert!(
+                c("veth") >= 2 * done && c("bridge") >= done,
+                "{p} {dir}: {r}"
+            );
+        }
     }
     assert_eq!(labelled("container", None), ctrs);
     assert_eq!(labelled("network", None), nets);

@@ -27,13 +27,15 @@ pub fn ping_allows_root(range: &str) -> bool {
 
 /// Ping sockets for root in the calling thread's namespace `ns`: as they are (Docker opens
 /// them in every container it starts), or allowed here when netpath created the namespace
-/// (removed with the lab). Any other namespace is left as it is, with the fix in one line.
-fn allow_ping(ns: &str) -> Result<()> {
+/// (removed with the lab): its name starts with the run's `np<run id>`, which a container
+/// `--between` measures never has (that run id is fresh). Any other namespace is left as it
+/// is, with the fix in one line.
+fn allow_ping(ns: &str, run_id: &str) -> Result<()> {
     let range = crate::netns::read_sysctl(PING_RANGE)?;
     if ping_allows_root(&range) {
         return Ok(());
     }
-    if !ns.starts_with("np") {
+    if !ns.starts_with(&format!("np{run_id}")) {
         bail!(
             "--proto icmp needs ping sockets for root in {ns}, whose {PING_RANGE} is {:?}, and \
              netpath changes no setting of a namespace it did not create: allow root there \
@@ -78,7 +80,7 @@ fn icmp_client(
 ) -> Result<RrResult> {
     pin_current(cfg.pin.client)?;
     lab.client_ns.enter()?;
-    allow_ping(&lab.client_ns.name)?;
+    allow_ping(&lab.client_ns.name, &lab.run_id)?;
     let to = SocketAddrV4::new(*lab.connect_to.ip(), 0);
     let sock = connected(libc::IPPROTO_ICMP, to).with_context(|| {
         format!(

@@ -11,7 +11,7 @@ use crate::{
     flights, journey, kernel,
     maps::*,
     path::{advance, now, receiving, record},
-    timeline::{append_point, new_record},
+    timeline::{append_point, new_record, note_end_tuple},
 };
 
 /// A packet queued outside a traced send: if it is the echo reply to a followed request,
@@ -38,6 +38,9 @@ pub fn on_queue(skb: u64, key: DevKey, kind: u32) -> Result<bool, i64> {
     advance(fp, req, Point::EchoReply as u16, 0, DevKey::default(), t);
     let f = unsafe { &*fp };
     record(f.dir, f.cur_hop, t - f.hop_start);
+    // The request as the target received it (still the skb icmp_rcv is answering): its
+    // addresses and identifier after any NAT on the way, so MASQUERADE's rewrite shows.
+    note_end_tuple(req);
     journey::complete(req, f, t);
     record(2, Hop::OneWay as u32, 0);
     start_reply(skb, key, kind, t)?;

@@ -73,20 +73,9 @@ pub fn run(
     let built = built.and_then(|()| all_skipped(labs.len(), skipped));
     let result = built.and_then(|()| {
         // Several protocols: each driver's lab carries each of them, a row per protocol.
-        let many = !opts.rr.also.is_empty();
-        let paths: Vec<(&NetPath, String, harness::Proto)> = labs
+        let paths: Vec<_> = labs
             .iter()
-            .flat_map(|(l, _)| {
-                protos(opts).into_iter().map(move |p| {
-                    let name = l.driver.name();
-                    let label = if many {
-                        format!("{name} {p}")
-                    } else {
-                        name.to_string()
-                    };
-                    (l, label, p)
-                })
-            })
+            .flat_map(|(l, _)| rows(l, l.driver.name(), opts))
             .collect();
         crate::rounds::run(&mut tracer, &paths, opts)
     });
@@ -109,6 +98,26 @@ pub fn run(
     }
     summarise(sink, &out);
     Ok(out)
+}
+
+/// A path's rows: one per protocol asked, named `name` (and the protocol when several).
+fn rows<'a>(
+    path: &'a NetPath,
+    name: &str,
+    opts: &CompareOptions,
+) -> Vec<(&'a NetPath, String, harness::Proto)> {
+    let many = !opts.rr.also.is_empty();
+    protos(opts)
+        .into_iter()
+        .map(|p| {
+            let label = if many {
+                format!("{name} {p}")
+            } else {
+                name.to_string()
+            };
+            (path, label, p)
+        })
+        .collect()
 }
 
 /// The protocols of this run, in the order asked.
@@ -195,10 +204,23 @@ pub fn run_docker(
     with_lab: bool,
     sink: &mut dyn Sink,
 ) -> Result<Vec<DriverReport>> {
+    let check = |d: Driver| -> Result<()> {
+        for p in protos(opts) {
+            harness::proto::check_docker(d, p)?;
+        }
+        Ok(())
+    };
+    if let [d] = opts.drivers.as_slice() {
+        check(*d)?;
+    }
     let mut tracer = Tracer::load(backend, &opts.tracer)?;
     let mut out = Vec::new();
     let mut skipped = 0;
     for d in &opts.drivers {
+        if let Err(e) = check(*d) {
+            skip_or_fail(opts, *d, e, &mut skipped)?;
+            continue;
+        }
         let dl = match crate::docker::DockerLab::build(engine, *d, &Default::default()) {
             Ok(dl) => dl,
             Err(e) => {
@@ -219,10 +241,9 @@ pub fn run_docker(
         } else {
             None
         };
-        let p = opts.rr.proto;
-        let mut paths = vec![(&dl.path, format!("docker:{}", d.name()), p)];
+        let mut paths = rows(&dl.path, &format!("docker:{}", d.name()), opts);
         if let Some((l, _)) = &lab {
-            paths.push((l, d.name().to_string(), p));
+            paths.extend(rows(l, d.name(), opts));
         }
         let r = crate::rounds::run(&mut tracer, &paths, opts);
         drop(paths);
@@ -253,9 +274,15 @@ pub fn run_between(
 ) -> Result<Vec<DriverReport>> {
     // Resolve the containers first: a typo fails before any program is loaded.
     let b = crate::docker::between(engine, client, server)?;
+    for p in protos(opts) {
+        harness::proto::check_docker(b.path.driver, p)?;
+    }
     let mut tracer = Tracer::load(backend, &opts.tracer)?;
-    let r = measure_as(&mut tracer, &b.path, &b.label, opts)
+    let r = crate::rounds::run(&mut tracer, &rows(&b.path, &b.label, opts), opts)
         .with_context(|| format!("measuring {client} → {server}"))?;
-    sink.driver(&r);
-    Ok(vec![r])
+    for x in &r {
+        sink.driver(x);
+    }
+    summarise(sink, &r);
+    Ok(r)
 }

@@ -128,9 +128,9 @@ impl TrafficArgs {
 }
 
 /// `compare --proto a,b,…`: the first protocol is the harness's, the others ride in the same
-/// interleaved rounds (a row each); each is checked against the sizes and the target (lab or
-/// Docker) before anything is built. Bulk and burst are TCP phases: without TCP they go.
-pub fn set_protocols(opts: &mut CompareOptions, asked: &[Proto], on_docker: bool) -> Result<()> {
+/// interleaved rounds (a row each); each is checked against the sizes before anything is
+/// built (and against each driver's path, lab or Docker, before that driver's is). Bulk and burst are TCP phases: without TCP they go.
+pub fn set_protocols(opts: &mut CompareOptions, asked: &[Proto]) -> Result<()> {
     let mut protos: Vec<Proto> = Vec::new();
     for p in asked {
         if !protos.contains(p) {
@@ -139,7 +139,7 @@ pub fn set_protocols(opts: &mut CompareOptions, asked: &[Proto], on_docker: bool
     }
     let first = protos.first().copied().unwrap_or(Proto::Tcp);
     for p in &protos {
-        harness::proto::check_compare(*p, on_docker, opts.rr.req_size, opts.rr.resp_size)?;
+        harness::proto::check_compare(*p, opts.rr.req_size, opts.rr.resp_size)?;
     }
     if !protos.contains(&Proto::Tcp) {
         opts.bulk = None;

@@ -93,7 +93,7 @@ pub struct ProtoUnsupported {
     pub driver: &'static str,
     /// `Proto::name` (the driver table sits below the harness, which owns `Proto`).
     pub proto: &'static str,
-    pub why: &'static str,
+    pub why: String,
 }
 
 impl std::fmt::Display for ProtoUnsupported {

@@ -331,7 +331,7 @@ fn compare(a: CompareArgs) -> Result<()> {
     let on_docker = a.docker || !a.between.is_empty();
     // A placement this machine cannot give is said before anything is loaded or built.
     let mut opts = a.traffic.options(drivers, underlay)?;
-    netpath::compare_args::set_protocols(&mut opts, &a.proto, on_docker)?;
+    netpath::compare_args::set_protocols(&mut opts, &a.proto)?;
     for (flag, p) in [("--report", &a.report), ("--svg", &a.svg)] {
         if let Some(p) = p {
             render::check_output_path(flag, p)?;

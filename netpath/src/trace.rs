@@ -107,7 +107,7 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
     let harness_proto = harness_proto(o.proto.as_deref())?;
     harness::proto::check(o.driver, harness_proto)?;
     if harness_proto != Proto::Tcp {
-        harness::proto::check_compare(harness_proto, false, 1024, 1024)?;
+        harness::proto::check_compare(harness_proto, 1024, 1024)?;
     }
     let lab = lab::build(o.driver).with_context(|| format!("building the {} lab", o.driver))?;
     let result: Result<TraceOutput> = (|| {

@@ -295,8 +295,19 @@ fn bridge_lab_runs_rr_and_cleans_up() {
 /// `netpath compare --between CLIENT SERVER` (RR only, untraced run skipped): the JSON
 /// report, or the one-line error.
 fn compare_between(client: &str, server: &str, n: u64) -> Result<serde_json::Value, String> {
+    compare_between_rows(client, server, n, &[]).map(|rows| rows[0].clone())
+}
+
+/// [`compare_between`] with `extra` arguments: every row.
+fn compare_between_rows(
+    client: &str,
+    server: &str,
+    n: u64,
+    extra: &[&str],
+) -> Result<Vec<serde_json::Value>, String> {
     let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
         .args(["compare", "--between", client, server, "-n", &n.to_string()])
+        .args(extra)
         .args([
             "--warmup",
             "50",
@@ -310,7 +321,8 @@ fn compare_between(client: &str, server: &str, n: u64) -> Result<serde_json::Val
         .output()
         .unwrap();
     if out.status.success() {
-        Ok(serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["drivers"][0].clone())
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        Ok(v["drivers"].as_array().expect("drivers").clone())
     } else {
         Err(String::from_utf8_lossy(&out.stderr).into_owned())
     }
@@ -678,6 +690,45 @@ fn containers_started_with_the_docker_cli_are_resolved() {
         assert!(crossings(dir, "bridge") >= done, "{dir}: {r}");
         assert!(crossings(dir, "veth") <= 2 * n && crossings(dir, "bridge") <= n);
     }
+    // UDP and ICMP echo between the same two containers, a row each: the datagram ends and
+    // the ping socket in their namespaces, matched over the same veth, bridge, veth.
+    let rows = compare_between_rows(&cli, &srv, n, &["--proto", "udp,icmp"]).unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (r, p) in rows.iter().zip(["udp", "icmp"]) {
+        assert_eq!(r["proto"], p, "{r}");
+        assert!(r["driver"].as_str().unwrap().ends_with(&format!(" {p}")));
+        let l = &r["lost"];
+        let completed = l["completed"].as_u64().unwrap();
+        let counted: u64 = [
+            "consumed_early",
+            "stale",
+            "reused",
+            "dropped",
+            "recv_unmatched",
+        ]
+        .iter()
+        .map(|k| l[*k].as_u64().unwrap())
+        .sum();
+        assert!(
+            completed * 100 >= 2 * n * 99 && completed + counted >= 2 * n,
+            "{p}: {l}"
+        );
+        for dir in ["request", "response"] {
+            let c = |hop: &str| {
+                r["hops"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|h| h["dir"] == dir && h["hop"] == hop)
+                    .map_or(0, |h| h["crossings"].as_u64().unwrap())
+            };
+            let done = r["one_way"][dir]["count"].as_u64().unwrap();
+            assert!(
+                c("veth") >= 2 * done && c("bridge") >= done,
+                "{p} {dir}: {r}"
+            );
+        }
+    }
     assert_eq!(labelled("container", None), ctrs);
     assert_eq!(labelled("network", None), nets);
     assert_eq!(lab::list_netpath_netns().unwrap(), before_ns);
@@ -746,6 +797,54 @@ fn traced_run_on_a_docker_bridge() {
         let (veth, bridge) = (c["veth"], c["bridge"]);
         assert!((2 * done..=2 * N).contains(&veth), "{dir}: {c:?}");
         assert!((done..=N).contains(&bridge), "{dir}: {c:?}");
+    }
+}
+
+/// `--proto udp|icmp` on a real Docker bridge: the harness's datagram ends and the ping
+/// socket in the containers' namespaces (Docker opens ping sockets there; netpath changes
+/// nothing), each journey matched and crossing veth, bridge, veth in order; an echo request
+/// ends where the server container's kernel makes the reply (no server thread).
+#[test]
+fn udp_and_icmp_journeys_on_a_docker_bridge() {
+    use netpath::{compare, harness::Proto};
+    let (_g, engine) = setup();
+    const N: u64 = 1000;
+    let dl = DockerLab::build(&engine, Driver::Bridge, &opts()).unwrap();
+    let id = dl.path.run_id.clone();
+    let ping_range = || {
+        dl.path
+            .client_ns
+            .run(|| netpath::netns::read_sysctl("net.ipv4.ping_group_range"))
+            .unwrap()
+    };
+    let range = ping_range();
+    assert!(netpath::harness::icmp::ping_allows_root(&range), "{range}");
+    let mut runs = Vec::new();
+    for proto in [Proto::Udp, Proto::Icmp] {
+        let mut o = common::one_traced_run(Driver::Bridge, N, 50);
+        o.rr.proto = proto;
+        o.tracer.proto = proto;
+        o.tracer.sample_every = 1;
+        o.tracer.detail = true;
+        o.keep_timelines = usize::MAX;
+        let mut tracer = common::load_tracer(&o.tracer);
+        runs.push(compare::measure(&mut tracer, &dl.path, &o));
+    }
+    // Docker's own setting, used as it is.
+    assert_eq!(ping_range(), range);
+    dl.teardown().unwrap();
+    assert_run_gone(&id);
+    let order = "sender-stack veth backlog bridge veth backlog receiver-stack";
+    for r in runs {
+        let r = r.unwrap();
+        let name = format!("docker:bridge {}", r.proto);
+        common::dgram::assert_accounted(&r, N);
+        common::dgram::assert_order(&r, &name, [order; 2], docker::AGENT_PORT);
+        if r.proto == Proto::Icmp {
+            let turn = r.turnaround.as_ref().expect("turnaround");
+            assert_eq!(turn.count, r.one_way["request"].count);
+            assert_eq!(turn.mean_us, 0.0, "{name}");
+        }
     }
 }
 

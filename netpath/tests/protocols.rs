@@ -91,53 +91,8 @@ fn leftovers(before: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// ≥ 99% of the 2N journeys completed, and every one that did not is a loss the kernel
-/// counted (nothing vanished: ring buffer and maps had room, drops carry their reason).
-fn assert_accounted(r: &DriverReport) {
-    for k in ["ringbuf_lost", "skb_map_full"] {
-        assert_eq!(r.lost[k], 0, "{k} in {:?}", r.lost);
-    }
-    assert_eq!(
-        r.drops.iter().map(|d| d.count).sum::<u64>(),
-        r.lost["dropped"],
-        "{:?}",
-        r.drops
-    );
-    let completed = r.lost["completed"];
-    let counted: u64 = [
-        "consumed_early",
-        "stale",
-        "reused",
-        "dropped",
-        "recv_unmatched",
-        "probe_misses",
-    ]
-    .iter()
-    .map(|k| r.lost[*k])
-    .sum();
-    assert!(r.lost["started"] <= 2 * N, "{:?}", r.lost);
-    assert!(2 * N - completed <= counted, "uncounted loss: {:?}", r.lost);
-    assert!(
-        completed * 100 >= 2 * N * 99,
-        "more than 1% lost: {:?}",
-        r.lost
-    );
-    assert_eq!(r.traced.count, N);
-    let done: u64 = ["request", "response"]
-        .iter()
-        .map(|d| r.one_way.get(*d).map_or(0, |o| o.count))
-        .sum();
-    assert_eq!(done, completed);
-    assert!(
-        r.attributed_us > 0.0 && r.attributed_us <= r.rtt_mean_us,
-        "{r:#?}"
-    );
-}
-
-/// The data path's hops of a UDP or ICMP journey in order, per direction (tracepoint points;
-/// the receiving thread's wakeup parts after the socket are left out: a datagram's copy is
-/// not always seen, so its journey ends in the wakeup, or in receiver-stack when a spinning
-/// receiver took it before the wakeup was traced). An echo request ends in the target's
+/// The data path's hops of a UDP or ICMP journey in order, per direction (tracepoint points,
+/// the wakeup parts left out: see `common::dgram`). An echo request ends in the target's
 /// receiver-stack, where the kernel turns it into the reply; the reply's sender-stack is empty.
 fn dgram_order(driver: Driver) -> [&'static str; 2] {
     match driver {
@@ -154,50 +109,8 @@ fn dgram_order(driver: Driver) -> [&'static str; 2] {
     }
 }
 
-const WAKEUP_PARTS: [&str; 5] = [
-    "wakeup",
-    "idle-exit",
-    "runqueue",
-    "recv-copy",
-    "recv-return",
-];
-
 fn assert_order(r: &DriverReport, driver: Driver) {
-    // Function probes add points inside hops (nat, ip_rcv): the order above is the
-    // tracepoint backend's.
-    if r.backend != "tracepoint" {
-        return;
-    }
-    let want = dgram_order(driver);
-    let mut odd = Vec::new();
-    for t in &r.timelines {
-        let mut hops: Vec<&str> = t
-            .points
-            .iter()
-            .skip(1)
-            .map(|p| p.hop)
-            .filter(|h| !WAKEUP_PARTS.contains(h))
-            .collect();
-        hops.dedup();
-        let i = usize::from(t.dir == "response");
-        if hops.join(" ") != want[i] {
-            odd.push((t.dir, hops));
-        }
-    }
-    assert!(
-        !r.timelines.is_empty() && odd.is_empty(),
-        "{driver}: {} of {} timelines out of order, want {want:?}: {:?}",
-        odd.len(),
-        r.timelines.len(),
-        &odd[..odd.len().min(3)]
-    );
-    // Every UDP timeline is a datagram between the harness's ends.
-    let port = lab::LAB_PORT.to_string();
-    assert!(
-        r.proto != Proto::Udp || r.timelines.iter().all(|t| t.tuple.contains(&port)),
-        "{:?}",
-        r.timelines.iter().map(|t| &t.tuple).collect::<Vec<_>>()
-    );
+    common::dgram::assert_order(r, driver.name(), dgram_order(driver), lab::LAB_PORT);
 }
 
 #[test]
@@ -209,7 +122,7 @@ fn udp_journeys_are_matched_in_hop_order_on_bridge_overlay_and_egress() {
             return;
         };
         assert_eq!(r.proto, Proto::Udp);
-        assert_accounted(&r);
+        common::dgram::assert_accounted(&r, N);
         assert_order(&r, d);
         // Receive passes and softirq runs are counted for every completed datagram.
         let counted: u64 = r.passes.iter().map(|p| p.packets).sum();
@@ -236,7 +149,7 @@ fn icmp_echo_journeys_are_matched_in_hop_order_on_bridge_overlay_and_egress() {
             return;
         };
         assert_eq!(r.proto, Proto::Icmp);
-        assert_accounted(&r);
+        common::dgram::assert_accounted(&r, N);
         assert_order(&r, d);
         let turn = r.turnaround.as_ref().expect("turnaround");
         assert_eq!(turn.count, r.one_way["request"].count, "{d}");

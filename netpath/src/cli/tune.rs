@@ -91,7 +91,7 @@ pub fn main(args: TuneArgs) -> Result<()> {
         underlay: None,
         mode,
     };
-    crate::compare_args::set_protocols(&mut opts, &[args.proto], false)?;
+    crate::compare_args::set_protocols(&mut opts, &[args.proto])?;
     if args.output.is_text() {
         crate::render::tune::start_line(backend, &spec, args.driver, args.proto);
     }

@@ -1,20 +1,24 @@
 //! The in-container agent (`netpath agent serve|hold`), the `netpath-agent` image's entrypoint.
 //!
-//! * `serve --bind IP:PORT [--req SIZE] [--resp SIZE]`: request/response echo server like
-//!   the harness's (`read_exact(req)` then `write_all(resp)` until EOF), one thread per
-//!   connection, accepting forever. The address is explicit (the container's own IP):
-//!   a wildcard bind is refused.
+//! * `serve --bind IP:PORT [--req SIZE] [--resp SIZE] [--proto tcp|udp]`: request/response
+//!   echo server like the harness's: TCP `read_exact(req)` then `write_all(resp)` until EOF,
+//!   one thread per connection, accepting forever; UDP a `resp`-byte datagram to whoever sent
+//!   a `req`-byte one, its first 8 bytes (the harness's sequence number) echoed. ICMP needs no
+//!   server: the container's kernel answers echo requests. The address is explicit (the
+//!   container's own IP): a wildcard bind is refused.
 //! * `hold`: sleep forever; keeps a container (and its network namespace) alive.
 //!
 //! SIGTERM (what `docker stop` sends to PID 1) ends either at once: PID 1 in a container
 //! has no default signal dispositions, so they are installed explicitly.
 
 use std::io::ErrorKind;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 
 use anyhow::{Context, Result, bail};
 
-const USAGE: &str = "usage: netpath agent serve --bind IP:PORT [--req SIZE] [--resp SIZE]\n       netpath agent hold";
+use crate::harness::Proto;
+
+const USAGE: &str = "usage: netpath agent serve --bind IP:PORT [--req SIZE] [--resp SIZE] [--proto tcp|udp]\n       netpath agent hold";
 
 /// Entry point of `netpath agent ARGS…` (`args` excludes `agent` itself).
 pub fn agent_main(args: &[String]) -> Result<()> {
@@ -25,7 +29,10 @@ pub fn agent_main(args: &[String]) -> Result<()> {
         "serve" => {
             let o = ServeOpts::parse(rest)?;
             exit_on_term();
-            serve(&o)
+            match o.proto {
+                Proto::Udp => serve_udp(&o),
+                _ => serve(&o),
+            }
         }
         "hold" => {
             if !rest.is_empty() {
@@ -50,12 +57,14 @@ pub struct ServeOpts {
     pub bind: SocketAddr,
     pub req: usize,
     pub resp: usize,
+    pub proto: Proto,
 }
 
 impl ServeOpts {
     pub fn parse(args: &[String]) -> Result<ServeOpts> {
         let mut bind = None;
         let (mut req, mut resp) = (1024usize, 1024usize);
+        let mut proto = Proto::Tcp;
         let mut it = args.iter();
         while let Some(a) = it.next() {
             let (k, inline) = match a.split_once('=') {
@@ -81,6 +90,16 @@ impl ServeOpts {
                 }
                 "--req" => req = val()?.parse().context("--req: want a byte count")?,
                 "--resp" => resp = val()?.parse().context("--resp: want a byte count")?,
+                "--proto" => {
+                    proto = match val()?.as_str() {
+                        "tcp" => Proto::Tcp,
+                        "udp" => Proto::Udp,
+                        "icmp" => bail!(
+                            "--proto icmp needs no server: the container's kernel answers echo requests"
+                        ),
+                        v => bail!("--proto {v:?}: want tcp or udp"),
+                    }
+                }
                 _ => bail!("unknown serve option {a:?}\n{USAGE}"),
             }
         }
@@ -91,7 +110,15 @@ impl ServeOpts {
         if req == 0 || resp == 0 {
             bail!("--req and --resp must be at least 1 byte");
         }
-        Ok(ServeOpts { bind, req, resp })
+        if proto == Proto::Udp && req.max(resp) > 65_507 {
+            bail!("--proto udp: --req and --resp must fit one datagram (at most 65507 bytes)");
+        }
+        Ok(ServeOpts {
+            bind,
+            req,
+            resp,
+            proto,
+        })
     }
 }
 
@@ -113,6 +140,30 @@ fn serve(o: &ServeOpts) -> Result<()> {
                 eprintln!("netpath agent: accept: {e}");
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
+        }
+    }
+}
+
+/// UDP: answers each `req`-byte datagram with a `resp`-byte one to its sender (behind NAT,
+/// the translated address), the request's first bytes echoed so the client knows which
+/// request it answers; other sizes are not requests and get no answer.
+fn serve_udp(o: &ServeOpts) -> Result<()> {
+    let s = UdpSocket::bind(o.bind).with_context(|| format!("cannot bind UDP {}", o.bind))?;
+    eprintln!("netpath agent: serving UDP on {}", o.bind);
+    let mut req = vec![0u8; o.req + 1];
+    let mut resp = vec![0x5au8; o.resp];
+    let n = 8.min(o.req).min(o.resp);
+    loop {
+        match s.recv_from(&mut req) {
+            Ok((len, peer)) if len == o.req => {
+                resp[..n].copy_from_slice(&req[..n]);
+                if let Err(e) = s.send_to(&resp, peer) {
+                    eprintln!("netpath agent: answering {peer}: {e}");
+                }
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => bail!("netpath agent: receiving: {e}"),
         }
     }
 }
@@ -149,7 +200,13 @@ mod tests {
     fn parses_serve() {
         let o = ServeOpts::parse(&s(&["--bind", "10.0.0.2:11111", "--resp=64"])).unwrap();
         assert_eq!(o.bind, "10.0.0.2:11111".parse().unwrap());
-        assert_eq!((o.req, o.resp), (1024, 64));
+        assert_eq!((o.req, o.resp, o.proto), (1024, 64, Proto::Tcp));
+        let u = ServeOpts::parse(&s(&["--bind", "10.0.0.2:1", "--proto", "udp"])).unwrap();
+        assert_eq!(u.proto, Proto::Udp);
+        assert!(ServeOpts::parse(&s(&["--bind", "10.0.0.2:1", "--proto=icmp"])).is_err());
+        assert!(
+            ServeOpts::parse(&s(&["--bind", "10.0.0.2:1", "--proto=udp", "--req=70000"])).is_err()
+        );
         assert!(ServeOpts::parse(&s(&["--bind", "0.0.0.0:1"])).is_err());
         assert!(ServeOpts::parse(&s(&[])).is_err());
         assert!(ServeOpts::parse(&s(&["--bind", "1.2.3.4:5", "--req", "0"])).is_err());
@@ -175,5 +232,44 @@ mod tests {
         }
         drop(c);
         t.join().unwrap();
+    }
+
+    #[test]
+    fn udp_server_answers_with_the_sequence() {
+        let o = ServeOpts::parse(&s(&[
+            "--bind",
+            "127.0.0.1:0",
+            "--proto",
+            "udp",
+            "--req",
+            "16",
+            "--resp",
+            "12",
+        ]))
+        .unwrap();
+        // Bound here (port 0 → a free one), then the server loop on that address.
+        let probe = UdpSocket::bind(o.bind).unwrap();
+        let bind = probe.local_addr().unwrap();
+        drop(probe);
+        let o = ServeOpts { bind, ..o };
+        std::thread::spawn(move || serve_udp(&o));
+        let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_millis(100)))
+            .unwrap();
+        let mut got = [0u8; 13];
+        for seq in 0u64..3 {
+            let mut req = [0xa5u8; 16];
+            req[..8].copy_from_slice(&seq.to_le_bytes());
+            // Until the server thread is bound, a request may go unanswered: resend.
+            let n = (0..100)
+                .find_map(|_| {
+                    c.send_to(&req, bind).unwrap();
+                    c.recv_from(&mut got).ok().map(|(n, _)| n)
+                })
+                .expect("no answer from the UDP server in 10 s");
+            assert_eq!(n, 12);
+            assert_eq!(got[..8], seq.to_le_bytes());
+            assert_eq!(got[8..12], [0x5a; 4]);
+        }
     }
 }

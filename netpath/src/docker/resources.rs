@@ -110,7 +110,9 @@ impl Resources {
     }
 
     /// Create and start a container `name` of `image` running `cmd` on `network` (at `ip` if
-    /// given); `publish` maps `127.0.0.1:publish` to the agent port.
+    /// given); `publish` maps `127.0.0.1:publish` to the agent port (TCP, and UDP too on the
+    /// second daemon: without docker-proxy a UDP mapping is one more DNAT rule, which
+    /// `published-nat --proto udp` crosses).
     pub(crate) fn run_container(
         &mut self,
         name: &str,
@@ -122,7 +124,8 @@ impl Resources {
     ) -> Result<ContainerNet> {
         crate::lab::cleanup::refuse_if_interrupted()?;
         let e = self.ctr().clone();
-        let mut body = container_body(image, cmd, network, ip, publish);
+        let udp = self.daemon.is_some();
+        let mut body = container_body(image, cmd, network, ip, publish.map(|p| (p, udp)));
         body.labels = Some(labels(&self.run_id));
         let created = e
             .block_on(e.docker().create_container(
@@ -205,9 +208,13 @@ fn container_body(
     cmd: &[&str],
     network: &str,
     ip: Option<Ipv4Addr>,
-    publish: Option<u16>,
+    publish: Option<(u16, bool)>,
 ) -> ContainerCreateBody {
-    let port_key = format!("{AGENT_PORT}/tcp");
+    let protos: &[&str] = match publish {
+        Some((_, true)) => &["tcp", "udp"],
+        _ => &["tcp"],
+    };
+    let keys: Vec<String> = protos.iter().map(|p| format!("{AGENT_PORT}/{p}")).collect();
     let endpoints = match network {
         "host" | "none" | "bridge" => None,
         n => Some(NetworkingConfig {
@@ -226,18 +233,20 @@ fn container_body(
     ContainerCreateBody {
         image: Some(image.to_string()),
         cmd: Some(cmd.iter().map(|s| s.to_string()).collect()),
-        exposed_ports: publish.map(|_| HashMap::from([(port_key.clone(), HashMap::new())])),
+        exposed_ports: publish.map(|_| keys.iter().map(|k| (k.clone(), HashMap::new())).collect()),
         host_config: Some(HostConfig {
             network_mode: Some(network.to_string()),
-            port_bindings: publish.map(|p| {
-                HashMap::from([(
-                    port_key.clone(),
-                    Some(vec![PortBinding {
-                        // Containment: published on loopback only.
-                        host_ip: Some("127.0.0.1".into()),
-                        host_port: Some(p.to_string()),
-                    }]),
-                )])
+            port_bindings: publish.map(|(p, _)| {
+                keys.iter()
+                    .map(|k| {
+                        let b = PortBinding {
+                            // Containment: published on loopback only.
+                            host_ip: Some("127.0.0.1".into()),
+                            host_port: Some(p.to_string()),
+                        };
+                        (k.clone(), Some(vec![b]))
+                    })
+                    .collect()
             }),
             ..Default::default()
         }),

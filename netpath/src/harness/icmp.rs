@@ -16,6 +16,37 @@ use crate::path::NetPath;
 /// No server thread: a thread id no thread has, so the tracer's server slot stays empty.
 const NO_SERVER: u32 = u32::MAX;
 
+/// The per-namespace sysctl naming the groups that may open ping sockets.
+pub const PING_RANGE: &str = "net.ipv4.ping_group_range";
+
+/// Whether a `ping_group_range` value (`low high`) includes root's group.
+pub fn ping_allows_root(range: &str) -> bool {
+    let mut it = range.split_whitespace().map(str::parse::<u64>);
+    matches!((it.next(), it.next()), (Some(Ok(lo)), Some(Ok(hi))) if lo == 0 && lo <= hi)
+}
+
+/// Ping sockets for root in the calling thread's namespace `ns`: as they are (Docker opens
+/// them in every container it starts), or allowed here when netpath created the namespace
+/// (removed with the lab): its name starts with the run's `np<run id>`, which a container
+/// `--between` measures never has (that run id is fresh). Any other namespace is left as it
+/// is, with the fix in one line.
+fn allow_ping(ns: &str, run_id: &str) -> Result<()> {
+    let range = crate::netns::read_sysctl(PING_RANGE)?;
+    if ping_allows_root(&range) {
+        return Ok(());
+    }
+    if !ns.starts_with(&format!("np{run_id}")) {
+        bail!(
+            "--proto icmp needs ping sockets for root in {ns}, whose {PING_RANGE} is {:?}, and \
+             netpath changes no setting of a namespace it did not create: allow root there \
+             (sysctl -w {PING_RANGE}=\"0 0\") or use --proto udp",
+            range.replace('\t', " ")
+        );
+    }
+    crate::netns::write_sysctl(PING_RANGE, "0 0")
+        .context("allowing ping sockets for root in the lab's client namespace")
+}
+
 /// ICMP header: type, code, checksum, identifier, sequence.
 const HDR: usize = 8;
 
@@ -48,15 +79,8 @@ fn icmp_client(
     phases: &dyn Phases,
 ) -> Result<RrResult> {
     pin_current(cfg.pin.client)?;
-    if !lab.client_ns.name.starts_with("np") {
-        bail!(
-            "--proto icmp sets net.ipv4.ping_group_range in the client's namespace, and {} is not one netpath created",
-            lab.client_ns.name
-        );
-    }
     lab.client_ns.enter()?;
-    crate::netns::write_sysctl("net.ipv4.ping_group_range", "0 0")
-        .context("allowing ping sockets for root in the lab's client namespace")?;
+    allow_ping(&lab.client_ns.name, &lab.run_id)?;
     let to = SocketAddrV4::new(*lab.connect_to.ip(), 0);
     let sock = connected(libc::IPPROTO_ICMP, to).with_context(|| {
         format!(
@@ -82,4 +106,14 @@ fn icmp_client(
         resp_len: HDR + payload,
     };
     client_loop(&sock, cfg, deadline, phases, NO_SERVER, &ex)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ping_range_with_root() {
+        use super::ping_allows_root as ok;
+        assert!(ok("0\t2147483647") && ok("0 0"));
+        assert!(!ok("1\t0") && !ok("1 1000") && !ok("") && !ok("0"));
+    }
 }

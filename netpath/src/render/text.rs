@@ -258,8 +258,15 @@ fn table(reports: &[DriverReport]) {
         })
         .unwrap_or_default();
     println!("== summary ({mode}; untraced medians; traced figures are in each driver's block)");
+    // Docker rows with a protocol (`docker:host-egress udp`) are longer than a driver name.
+    let w = reports
+        .iter()
+        .map(|r| r.driver.len())
+        .max()
+        .unwrap_or(0)
+        .max(16);
     println!(
-        "   {:<16} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8} {:>6} {:>11}",
+        "   {:<w$} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8} {:>6} {:>11}",
         "driver", "req/s", "p50 µs", "p95 µs", "p99 µs", "Gbit/s", "retrans", "MTU", "attributed"
     );
     for r in reports {
@@ -295,7 +302,7 @@ fn table(reports: &[DriverReport]) {
             .map(|c| c.client_mtu.to_string())
             .unwrap_or("-".into());
         println!(
-            "   {:<16} {:>9.0} {:>8.1} {:>8.1} {:>8.1} {:>9} {:>8} {:>6} {:>10.1}%",
+            "   {:<w$} {:>9.0} {:>8.1} {:>8.1} {:>8.1} {:>9} {:>8} {:>6} {:>10.1}%",
             r.driver, rps, p50, p95, p99, g, rt, mtu, r.attributed_pct
         );
     }

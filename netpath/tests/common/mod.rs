@@ -1,6 +1,7 @@
 //! Helpers shared by the privileged lab test binaries.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod dgram;
 pub mod schema;
 
 use std::collections::{BTreeSet, HashSet};

@@ -1,0 +1,95 @@
+//! What every UDP and ICMP run must show, lab or Docker: journeys accounted for and hops in
+//! their order.
+use netpath::harness::Proto;
+use netpath::report::DriverReport;
+
+/// ≥ 99% of the 2n journeys completed, and every one that did not is a loss the kernel
+/// counted (nothing vanished: ring buffer and maps had room, drops carry their reason).
+pub fn assert_accounted(r: &DriverReport, n: u64) {
+    for k in ["ringbuf_lost", "skb_map_full"] {
+        assert_eq!(r.lost[k], 0, "{k} in {:?}", r.lost);
+    }
+    assert_eq!(
+        r.drops.iter().map(|d| d.count).sum::<u64>(),
+        r.lost["dropped"],
+        "{:?}",
+        r.drops
+    );
+    let completed = r.lost["completed"];
+    let counted: u64 = [
+        "consumed_early",
+        "stale",
+        "reused",
+        "dropped",
+        "recv_unmatched",
+        "probe_misses",
+    ]
+    .iter()
+    .map(|k| r.lost[*k])
+    .sum();
+    assert!(r.lost["started"] <= 2 * n, "{:?}", r.lost);
+    assert!(2 * n - completed <= counted, "uncounted loss: {:?}", r.lost);
+    assert!(
+        completed * 100 >= 2 * n * 99,
+        "more than 1% lost: {:?}",
+        r.lost
+    );
+    assert_eq!(r.traced.count, n);
+    let done: u64 = ["request", "response"]
+        .iter()
+        .map(|d| r.one_way.get(*d).map_or(0, |o| o.count))
+        .sum();
+    assert_eq!(done, completed);
+    assert!(
+        r.attributed_us > 0.0 && r.attributed_us <= r.rtt_mean_us,
+        "{r:#?}"
+    );
+}
+
+/// The receiving thread's wakeup parts after the socket, left out of the order: a datagram's
+/// copy is not always seen, so its journey ends in the wakeup, or in receiver-stack when a
+/// spinning receiver took it before the wakeup was traced.
+const WAKEUP_PARTS: [&str; 5] = [
+    "wakeup",
+    "idle-exit",
+    "runqueue",
+    "recv-copy",
+    "recv-return",
+];
+
+/// Every sampled timeline's data-path hops are `want` (request, response), space-separated;
+/// UDP timelines are datagrams to or from `port`. The order is the tracepoint backend's
+/// (function probes add points inside hops: nat, ip_rcv).
+pub fn assert_order(r: &DriverReport, name: &str, want: [&str; 2], port: u16) {
+    if r.backend != "tracepoint" {
+        return;
+    }
+    let mut odd = Vec::new();
+    for t in &r.timelines {
+        let mut hops: Vec<&str> = t
+            .points
+            .iter()
+            .skip(1)
+            .map(|p| p.hop)
+            .filter(|h| !WAKEUP_PARTS.contains(h))
+            .collect();
+        hops.dedup();
+        let i = usize::from(t.dir == "response");
+        if hops.join(" ") != want[i] {
+            odd.push((t.dir, hops));
+        }
+    }
+    assert!(
+        !r.timelines.is_empty() && odd.is_empty(),
+        "{name}: {} of {} timelines out of order, want {want:?}: {:?}",
+        odd.len(),
+        r.timelines.len(),
+        &odd[..odd.len().min(3)]
+    );
+    let port = port.to_string();
+    assert!(
+        r.proto != Proto::Udp || r.timelines.iter().all(|t| t.tuple.contains(&port)),
+        "{:?}",
+        r.timelines.iter().map(|t| &t.tuple).collect::<Vec<_>>()
+    );
+}

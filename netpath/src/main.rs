@@ -1,3 +1,5 @@
+//! `netpath`: the command line (clap), one `run` per subcommand, and the exit status; the
+//! work is in the library.
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};

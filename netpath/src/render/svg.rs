@@ -192,7 +192,7 @@ pub fn rtt_cdf(view: &CompareView) -> Result<String> {
         root.fill(&WHITE).map_err(err)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(
-                "Round-trip time, every driver (CDF of the first untraced round; log scale)",
+                "Round-trip time, every driver (CDF of the traced run; log scale)",
                 (FONT, 17),
             )
             .margin(12)

@@ -171,7 +171,7 @@ pub struct DriverReport {
     pub block: Option<rounds::BlockLine>,
     /// Per round: p50s, wakeup, data path, mode-change mark.
     pub round_detail: Vec<rounds::RoundRow>,
-    /// RTT distribution of the untraced run (the traced one without it) as `[µs, fraction at
+    /// RTT distribution of the traced run (the one the hops come from) as `[µs, fraction at
     /// or below]`, for the report's CDF chart.
     pub rtt_cdf: Vec<[f64; 2]>,
 }

@@ -33,7 +33,12 @@ pub fn markdown(r: &BenchReport) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "# netpath benchmarks ({}: sockperf and netpath's harness both ran it)\n",
+        "# netpath benchmarks ({})\n",
+        r.proto.name().to_uppercase()
+    );
+    let _ = writeln!(
+        s,
+        "Request/response over {}: sockperf's ping-pong and netpath's harness both used it.\n",
         r.proto.name().to_uppercase()
     );
     let _ = writeln!(

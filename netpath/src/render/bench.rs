@@ -109,7 +109,11 @@ fn latency(d: &DriverBench) {
             what
         );
     };
-    row("sockperf pp --tcp -m 1024", &l.sockperf_median, None, true);
+    let sockperf = match d.proto {
+        crate::harness::Proto::Tcp => "sockperf pp --tcp -m 1024",
+        _ => "sockperf pp (udp) -m 1024",
+    };
+    row(sockperf, &l.sockperf_median, None, true);
     row(
         "netpath rr, untraced",
         &l.untraced_median,

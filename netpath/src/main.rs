@@ -409,6 +409,13 @@ fn bench(a: BenchArgs) -> Result<()> {
     if a.proto == Proto::Icmp {
         bail!("{}", netpath::bench::ICMP_REFUSED);
     }
+    if a.stability && a.proto != Proto::Tcp {
+        bail!(
+            "netpath bench --stability measures compare's TCP ratios and has no --proto; drop \
+             --proto {} (or --stability)",
+            a.proto
+        );
+    }
     lab::install_signal_cleanup();
     netpath::btf::require()?;
     if a.stability {

@@ -229,6 +229,10 @@ struct BenchArgs {
     /// What else ran on the machine meanwhile, printed in the Markdown report.
     #[arg(long, default_value = "")]
     note: String,
+    /// Transport of the latency runs, sockperf's and netpath's: tcp or udp (sockperf's default
+    /// mode; the TCP-only bulk and journey runs are skipped). sockperf has no ICMP mode.
+    #[arg(long, value_enum, default_value_t = Proto::Tcp)]
+    proto: Proto,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -402,6 +406,16 @@ fn trace(a: TraceArgs) -> Result<()> {
 }
 
 fn bench(a: BenchArgs) -> Result<()> {
+    if a.proto == Proto::Icmp {
+        bail!("{}", netpath::bench::ICMP_REFUSED);
+    }
+    if a.stability && a.proto != Proto::Tcp {
+        bail!(
+            "netpath bench --stability measures compare's TCP ratios and has no --proto; drop \
+             --proto {} (or --stability)",
+            a.proto
+        );
+    }
     lab::install_signal_cleanup();
     netpath::btf::require()?;
     if a.stability {
@@ -414,6 +428,7 @@ fn bench(a: BenchArgs) -> Result<()> {
         requests: a.requests,
         journeys: a.journeys,
         note: a.note,
+        proto: a.proto,
         ..Default::default()
     };
     if !a.driver.is_empty() {

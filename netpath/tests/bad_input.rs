@@ -145,6 +145,8 @@ fn bad_options_and_environments_answered_in_one_line() {
         case("trace --host 10.0.0.300", Root, "--host"),
         case("bench --rounds 0", Root, "--rounds"),
         case("bench --secs 0", Root, "--secs"),
+        case("bench --proto icmp", Root, "sockperf has no ICMP mode"),
+        case("bench --stability --proto udp", Root, "has no --proto"),
         case("compare --underlay-delay 5s", Root, "at most 1s"),
         case("compare --underlay-jitter 1ms", Root, "--underlay-delay"),
         case("compare -d bridge,nosuch", Root, "possible values"),

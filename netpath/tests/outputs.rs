@@ -197,6 +197,83 @@ fn bench_json_matches_its_schema() {
     common::schema::validate("bench", &v);
 }
 
+/// `--proto udp`: sockperf's UDP ping-pong beside netpath's UDP request/response, the TCP-only
+/// throughput part absent and said so.
+#[test]
+fn bench_udp_json_matches_its_schema() {
+    let _g = common::need_root();
+    let n = 300;
+    let v = netpath(&[
+        "bench",
+        "-d",
+        "bridge",
+        "--proto",
+        "udp",
+        "--rounds",
+        "1",
+        "--secs",
+        "1",
+        "-n",
+        "300",
+        "--journeys",
+        "1000",
+        "--json",
+    ]);
+    common::schema::validate("bench", &v);
+    assert_eq!(v["proto"], "udp");
+    let skipped: Vec<&str> = v["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert!(
+        skipped.iter().any(|s| s.starts_with("throughput")),
+        "{skipped:?}"
+    );
+    assert!(
+        skipped.iter().any(|s| s.starts_with("journey-count")),
+        "{skipped:?}"
+    );
+    assert!(v["journeys"].is_null(), "{}", v["journeys"]);
+    let d = &v["drivers"][0];
+    assert_eq!(d["proto"], "udp");
+    assert!(d.get("throughput").is_none(), "{}", d["throughput"]);
+    // sockperf's UDP ping-pong ran and measured round trips.
+    let l = &d["latency"];
+    for r in l["sockperf"].as_array().unwrap() {
+        assert!(r["p50_us"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(l["netpath_vs_sockperf"]["p50"].as_f64().unwrap() > 0.0);
+    // netpath's UDP runs answered every request, traced and untraced.
+    for r in l["untraced"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(l["traced"].as_array().unwrap())
+    {
+        assert!(r["p50_us"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(l["hop_events_per_rtt"].as_f64().unwrap() > 0.0, "{l}");
+    // The costed traced run: every request answered, every journey completed or counted lost.
+    let k = &d["kernel_cost"];
+    assert_eq!(k["requests"].as_u64().unwrap(), n);
+    assert_eq!(k["round_trips"].as_u64().unwrap(), n);
+    let lost: u64 = k["losses"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|c| c.as_u64().unwrap())
+        .sum();
+    let sent = k["journeys_sent"].as_u64().unwrap();
+    assert_eq!(sent, 2 * n);
+    assert!(
+        k["journeys_completed"].as_u64().unwrap() + lost >= sent,
+        "journeys neither completed nor counted lost: {k}"
+    );
+    assert!(k["ns_per_rtt"].as_f64().unwrap() > 0.0, "{k}");
+}
+
 /// A bar per driver and phase on a terminal (a pty from `script`), nothing on a pipe.
 #[test]
 fn progress_bars_on_a_terminal_only() {

@@ -1,6 +1,8 @@
 //! `cargo xtask bench [netpath bench args]`: setup, release build, then `netpath bench`, which
 //! regenerates `BENCHMARKS.md` at the repository root (with a one-million-journey run unless
 //! `--journeys` says otherwise), and its stability section (`netpath bench --stability`).
+//! `--proto udp` passes through: the UDP bench writes `BENCHMARKS-udp.md` instead (so the TCP
+//! report stays), and has no journey run or stability section (both are TCP runs).
 //!
 //! The bench measures netpath's own cost as ratios (harness vs sockperf and iperf3, traced vs
 //! untraced, kernel ns per round trip, memory) on this machine. Timing never belongs in
@@ -24,6 +26,11 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             args: netpath_args(args),
         });
     }
+    if udp(args) {
+        return run::run(&run::RunArgs {
+            args: netpath_args(args),
+        });
+    }
     run::run_and_wait(&run::RunArgs {
         args: netpath_args(args),
     })?;
@@ -37,6 +44,12 @@ fn wants_json(args: &BenchArgs) -> bool {
     let a = &args.args;
     a.iter().any(|x| x == "--json" || x == "--format=json")
         || a.windows(2).any(|w| w[0] == "--format" && w[1] == "json")
+}
+
+/// `--proto udp` (or `--proto=udp`) was given.
+fn udp(args: &BenchArgs) -> bool {
+    let a = &args.args;
+    a.iter().any(|x| x == "--proto=udp") || a.windows(2).any(|w| w[0] == "--proto" && w[1] == "udp")
 }
 
 /// `bench --stability`, in JSON if the bench was.
@@ -63,10 +76,15 @@ fn netpath_args(args: &BenchArgs) -> Vec<String> {
         return v;
     }
     if !has("--markdown") {
-        let path = crate::workspace_root().join("BENCHMARKS.md");
+        let name = if udp(args) {
+            "BENCHMARKS-udp.md"
+        } else {
+            "BENCHMARKS.md"
+        };
+        let path = crate::workspace_root().join(name);
         v.extend(["--markdown".into(), path.display().to_string()]);
     }
-    if !has("--journeys") {
+    if !has("--journeys") && !udp(args) {
         v.extend(["--journeys".into(), "1000000".into()]);
     }
     v
@@ -111,5 +129,22 @@ mod tests {
             ]
         );
         assert_eq!(super::stability_args(&args), ["bench", "--stability"]);
+        // --proto udp passes through, to a report of its own, without the TCP journey run.
+        let cli = crate::Cli::parse_from(["xtask", "bench", "--proto", "udp"]);
+        let crate::Command::Bench(args) = cli.command else {
+            panic!("not bench")
+        };
+        let md = crate::workspace_root().join("BENCHMARKS-udp.md");
+        assert!(super::udp(&args));
+        assert_eq!(
+            super::netpath_args(&args),
+            [
+                "bench",
+                "--proto",
+                "udp",
+                "--markdown",
+                &md.display().to_string()
+            ]
+        );
     }
 }

@@ -13,6 +13,10 @@
 //!    stream, 128 KiB writes) untraced, with the probes attached but no thread traced (what
 //!    netpath costs other traffic), and with the bulk threads traced.
 //!
+//! `--proto udp`: the latency side runs sockperf's UDP ping-pong (its default mode) against
+//! netpath's UDP request/response harness, the tracer loaded for datagrams; the bulk harness
+//! and the journey-count run are TCP streams, so both are skipped (and said so).
+//!
 //! Ratios are computed per round (each pair measured back to back) and the median over rounds
 //! is reported. Then one more traced request/response run with the kernel's BPF run-time
 //! statistics enabled gives each program's cost per round trip (kept out of the ratio rounds:
@@ -41,7 +45,7 @@ use serde::Serialize;
 use crate::{
     backend::{self, Backend, BackendChoice},
     driver::Driver,
-    harness::{self, BulkConfig, NoPhases, Phases as _, RrConfig, RrResult},
+    harness::{self, BulkConfig, NoPhases, Phases as _, Proto, RrConfig, RrResult},
     lab,
     netns::Netns,
     path::NetPath,
@@ -51,6 +55,7 @@ use crate::{
 
 mod journeys;
 mod markdown;
+mod memory;
 mod modes;
 mod rounds;
 mod tools;
@@ -58,6 +63,7 @@ mod traced;
 
 pub use journeys::JourneyRun;
 pub use markdown::{goals_table, markdown};
+use memory::*;
 pub use modes::ModeLatency;
 use rounds::{BulkRounds, LatencyRounds, kernel_cost};
 use tools::*;
@@ -85,6 +91,8 @@ pub struct BenchOptions {
     pub journeys: u64,
     /// What else ran on the machine, in the operator's words (printed in BENCHMARKS.md).
     pub note: String,
+    /// Transport of the latency runs (tcp or udp; sockperf has no ICMP mode).
+    pub proto: Proto,
 }
 
 impl Default for BenchOptions {
@@ -98,12 +106,17 @@ impl Default for BenchOptions {
             progress: true,
             journeys: 0,
             note: String::new(),
+            proto: Proto::Tcp,
         }
     }
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchReport {
+    /// Transport of the latency runs: sockperf and netpath's harness both used it.
+    pub proto: Proto,
+    /// Why a part was not run (e.g. throughput and journeys under `--proto udp`), one line each.
+    pub skipped: Vec<String>,
     pub backend: Backend,
     pub kernel: String,
     pub online_cpus: usize,
@@ -133,12 +146,16 @@ pub struct BenchReport {
 #[derive(Clone, Debug, Serialize)]
 pub struct DriverBench {
     pub driver: Driver,
+    /// Transport of its latency runs (the report's).
+    pub proto: Proto,
     /// Client source address → server address, as the tools used them.
     pub client: Ipv4Addr,
     pub server: SocketAddrV4,
     pub latency: Latency,
     pub naive_tracer: NaiveTracer,
-    pub throughput: Throughput,
+    /// Bulk throughput; TCP only (absent under `--proto udp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<Throughput>,
     pub kernel_cost: KernelCost,
 }
 
@@ -274,7 +291,15 @@ pub struct Throughput {
 #[derive(Clone, Debug, Serialize)]
 pub struct KernelCost {
     pub rtt: Rtt,
+    /// Measured round trips asked for, and completed (a UDP run fails on the first datagram
+    /// that does not come back, so equal when the run succeeded).
+    pub requests: u64,
     pub round_trips: u64,
+    /// One-way journeys of this traced run (2 per round trip), the kernel's completed ones, and
+    /// every loss counter: completed + losses ≥ sent when every loss was counted.
+    pub journeys_sent: u64,
+    pub journeys_completed: u64,
+    pub losses: BTreeMap<&'static str, u64>,
     pub programs: Vec<ProgCost>,
     /// Mean ns per run of an empty program on `net_dev_queue` in the same run: what any
     /// program costs there (dispatch and the statistics' own clock reads).
@@ -334,7 +359,19 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
     if opts.drivers.is_empty() {
         bail!("no driver to bench");
     }
-    for tool in ["sockperf", "iperf3"] {
+    if opts.proto == Proto::Icmp {
+        bail!("{ICMP_REFUSED}");
+    }
+    for &d in &opts.drivers {
+        harness::proto::check(d, opts.proto)?;
+    }
+    let tcp = opts.proto == Proto::Tcp;
+    let tools: &[&str] = if tcp {
+        &["sockperf", "iperf3"]
+    } else {
+        &["sockperf"]
+    };
+    for &tool in tools {
         if which(tool).is_none() {
             bail!("{tool} is not installed (`cargo xtask setup` installs it)");
         }
@@ -344,7 +381,11 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
     let caps = crate::doctor::probe()?;
     let backend = backend::select(opts.backend, &caps)?;
     let rss_before_load_kib = proc_status_kib("VmRSS").unwrap_or(0);
-    let mut tracer = Tracer::load(backend, &TracerOptions::default())?;
+    let topts = TracerOptions {
+        proto: opts.proto,
+        ..TracerOptions::default()
+    };
+    let mut tracer = Tracer::load(backend, &topts)?;
     let rss_after_load_kib = proc_status_kib("VmRSS").unwrap_or(0);
     let stats_on = bpf_stats_enabled();
 
@@ -354,7 +395,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
         progress(opts, &format!("{d}: building the lab"));
         let lab = lab::build(d).with_context(|| format!("building the {d} lab"))?;
         let mut r = bench_driver(&mut tracer, &lab, opts);
-        if r.is_ok() && journeys.is_none() && opts.journeys > 0 {
+        if r.is_ok() && journeys.is_none() && opts.journeys > 0 && tcp {
             progress(opts, &format!("{d}: {} journeys", opts.journeys));
             match journeys::run(&mut tracer, &lab, opts.journeys) {
                 Ok(j) => journeys = Some(j),
@@ -374,6 +415,8 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
     memory.peak_rss_kib = proc_status_kib("VmHWM").unwrap_or(0);
     drop(tracer);
     Ok(BenchReport {
+        proto: opts.proto,
+        skipped: skipped(opts),
         backend,
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .unwrap_or_default()
@@ -402,6 +445,31 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
     })
 }
 
+/// `--proto icmp`, refused: what and how to fix.
+pub const ICMP_REFUSED: &str = "netpath bench --proto icmp: sockperf has no ICMP mode, so there \
+     is nothing to compare netpath's echo with; use --proto tcp or udp here (and `netpath \
+     compare --proto icmp` for echo round trips)";
+
+/// The parts `opts.proto` leaves out, one line each (printed in the text and Markdown).
+fn skipped(opts: &BenchOptions) -> Vec<String> {
+    if opts.proto == Proto::Tcp {
+        return Vec::new();
+    }
+    let mut v = vec![format!(
+        "throughput (iperf3 and netpath's bulk harness) skipped: it is a TCP stream, and this \
+         bench measured --proto {}",
+        opts.proto
+    )];
+    if opts.journeys > 0 {
+        v.push(format!(
+            "journey-count run skipped: it counts TCP request/response journeys (--proto {} \
+             asked)",
+            opts.proto
+        ));
+    }
+    v
+}
+
 fn progress(opts: &BenchOptions, msg: &str) {
     if opts.progress {
         eprintln!("bench: {msg}");
@@ -415,8 +483,10 @@ fn bench_driver(tracer: &mut Tracer, lab: &NetPath, opts: &BenchOptions) -> Resu
     let secs = opts.secs.max(1);
     let rr = RrConfig {
         requests: opts.requests,
+        proto: opts.proto,
         ..RrConfig::default()
     };
+    let tcp = opts.proto == Proto::Tcp;
     let bulk = BulkConfig {
         duration: Duration::from_secs(secs),
         ..BulkConfig::default()
@@ -439,22 +509,26 @@ fn bench_driver(tracer: &mut Tracer, lab: &NetPath, opts: &BenchOptions) -> Resu
     for round in 0..rounds {
         progress(opts, &format!("{d}: round {}/{rounds}", round + 1));
         // Latency: sockperf, then untraced / traced / attached per wait mode.
-        lat.sockperf.push(sockperf(lab, on(SOCKPERF_PORT), secs)?);
+        lat.sockperf
+            .push(sockperf(lab, on(SOCKPERF_PORT), secs, opts.proto)?);
         lat.round(tracer, lab, &rr, round)?;
-        // Throughput: iperf3, then untraced / attached / traced (order rotated per round).
-        thr.iperf3.push(iperf3(lab, on(IPERF3_PORT), client, secs)?);
-        thr.round(tracer, lab, &bulk, round)?;
+        // Throughput (TCP only): iperf3, then untraced / attached / traced (order rotated).
+        if tcp {
+            thr.iperf3.push(iperf3(lab, on(IPERF3_PORT), client, secs)?);
+            thr.round(tracer, lab, &bulk, round)?;
+        }
     }
     progress(opts, &format!("{d}: program costs"));
     let (latency, naive_tracer) = lat.finish();
     let kernel_cost = kernel_cost(tracer, lab, &rr, &latency, opts)?;
     Ok(DriverBench {
         driver: d,
+        proto: opts.proto,
         client,
         server: lab.connect_to,
         latency,
         naive_tracer,
-        throughput: thr.finish(),
+        throughput: tcp.then(|| thr.finish()),
         kernel_cost,
     })
 }

@@ -204,6 +204,7 @@ pub(super) fn kernel_cost(
     let after = tracer.prog_costs();
     drop(stats);
     let (costed, _) = costed?;
+    let counters = tracer.snapshot()?.counters;
     let (floor, programs): (Vec<ProgCost>, Vec<ProgCost>) =
         prog_costs(&before, &after, costed.count)
             .into_iter()
@@ -218,7 +219,11 @@ pub(super) fn kernel_cost(
     let untracked = untracked_costs(tracer, lab, rr)?;
     Ok(KernelCost {
         rtt: Rtt::of(&costed),
+        requests: rr.requests,
         round_trips: costed.count,
+        journeys_sent: 2 * costed.count,
+        journeys_completed: counters[netpath_common::counter::COMPLETED as usize],
+        losses: super::journeys::loss_counters(&counters),
         share_of_untraced_p50: ns_per_rtt / 1000.0 / latency.untraced_median.p50_us,
         share_of_untraced_mean: ns_per_rtt / 1000.0 / latency.untraced_median.mean_us,
         ns_per_rtt,

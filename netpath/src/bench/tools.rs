@@ -1,4 +1,4 @@
-//! External tools (sockperf, iperf3, bpftrace), the BPF objects' memory, small helpers.
+//! External tools (sockperf, iperf3, bpftrace), their parsers, small helpers.
 
 use super::*;
 
@@ -79,48 +79,62 @@ pub(super) fn last_lines(s: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join(" / ")
 }
 
-/// Waits until process `pid` (in the server's netns) has a TCP socket listening on `port`.
-pub(super) fn wait_listening(server: &mut Reaped, port: u16, what: &str) -> Result<()> {
+/// Waits until process `pid` (in the server's netns) has a socket ready on `port`: a TCP
+/// socket in LISTEN, or (`udp`) a bound UDP socket, which `/proc/net/udp` shows in state 07
+/// (unconnected, i.e. TCP_CLOSE) from the moment it is bound.
+pub(super) fn wait_listening(server: &mut Reaped, port: u16, what: &str, udp: bool) -> Result<()> {
     let end = Instant::now() + Duration::from_secs(10);
-    let path = format!("/proc/{}/net/tcp", server.pid());
+    let (table, state) = if udp { ("udp", "07") } else { ("tcp", "0A") };
+    let path = format!("/proc/{}/net/{table}", server.pid());
     while Instant::now() < end {
         if let Some(c) = server.0.as_mut()
             && let Ok(Some(st)) = c.try_wait()
         {
             bail!("{what} exited before listening ({st})");
         }
-        let tcp = std::fs::read_to_string(&path).unwrap_or_default();
-        if listening_on(&tcp, port) {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if listening_on(&text, port, state) {
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    bail!("{what} is not listening on port {port} after 10 s")
+    bail!("{what} is not listening on {table} port {port} after 10 s")
 }
 
-/// Whether `/proc/net/tcp` text has a socket in LISTEN (0A) on `port`.
-pub(super) fn listening_on(proc_net_tcp: &str, port: u16) -> bool {
+/// Whether `/proc/net/tcp` or `/proc/net/udp` text has a socket in `state` on local `port`.
+pub(super) fn listening_on(proc_net: &str, port: u16, state: &str) -> bool {
     let want = format!(":{port:04X}");
-    proc_net_tcp.lines().skip(1).any(|l| {
+    proc_net.lines().skip(1).any(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
-        f.len() > 3 && f[1].ends_with(&want) && f[3] == "0A"
+        f.len() > 3 && f[1].ends_with(&want) && f[3] == state
     })
 }
 
 /// `sockperf sr` in the server netns on `server` (the lab server's address), `sockperf pp` to it
-/// from the client netns.
-pub(super) fn sockperf(lab: &NetPath, server: SocketAddrV4, secs: u64) -> Result<Rtt> {
+/// from the client netns; `--tcp` for TCP, sockperf's default (UDP) mode otherwise.
+pub(super) fn sockperf(
+    lab: &NetPath,
+    server: SocketAddrV4,
+    secs: u64,
+    proto: Proto,
+) -> Result<Rtt> {
     let connect = server;
+    let udp = proto == Proto::Udp;
+    let mode: &[&str] = if udp { &[] } else { &["--tcp"] };
     let mut sr = Command::new("sockperf");
-    sr.args(["sr", "--tcp", "-i", &server.ip().to_string()])
+    sr.arg("sr")
+        .args(mode)
+        .args(["-i", &server.ip().to_string()])
         .args(["-p", &server.port().to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let mut srv = spawn_in(&lab.server_ns, sr)?;
-    wait_listening(&mut srv, server.port(), "sockperf server")?;
+    wait_listening(&mut srv, server.port(), "sockperf server", udp)?;
     let mut pp = Command::new("sockperf");
-    pp.args(["pp", "--tcp", "-i", &connect.ip().to_string()])
+    pp.arg("pp")
+        .args(mode)
+        .args(["-i", &connect.ip().to_string()])
         .args(["-p", &connect.port().to_string()])
         .args(["-m", "1024", "-t", &secs.to_string()]);
     let out = output_in(&lab.client_ns, pp);
@@ -146,7 +160,7 @@ pub(super) fn iperf3(
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let mut srv = spawn_in(&lab.server_ns, s)?;
-    wait_listening(&mut srv, server.port(), "iperf3 server")?;
+    wait_listening(&mut srv, server.port(), "iperf3 server", false)?;
     let mut c = Command::new("iperf3");
     c.args(["-c", &connect.ip().to_string(), "-B", &client.to_string()])
         .args(["-p", &connect.port().to_string()])
@@ -360,99 +374,6 @@ pub fn parse_iperf3(json: &str) -> Result<Iperf3> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Memory.
-
-pub(super) fn proc_status_kib(field: &str) -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    s.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-}
-
-/// `key:\tvalue` lines of an fdinfo file.
-pub(super) fn fdinfo(text: &str) -> BTreeMap<&str, &str> {
-    text.lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            Some((k.trim(), v.trim()))
-        })
-        .collect()
-}
-
-/// BPF map types whose values are per CPU.
-pub(super) fn per_cpu_type(t: u32) -> bool {
-    // PERCPU_HASH, PERCPU_ARRAY, LRU_PERCPU_HASH, PERCPU_CGROUP_STORAGE
-    matches!(t, 5 | 6 | 10 | 21)
-}
-
-/// The maps and programs this process holds (only netpath's: it holds no other BPF objects),
-/// from `/proc/self/fdinfo`, deduplicated by id.
-pub(super) fn bpf_memory() -> Result<Memory> {
-    let ncpu = aya::util::nr_cpus().unwrap_or(1) as u64;
-    let mut maps: BTreeMap<u32, MapMem> = BTreeMap::new();
-    let mut progs: BTreeMap<u32, u64> = BTreeMap::new();
-    for e in std::fs::read_dir("/proc/self/fd")?.flatten() {
-        let Ok(target) = std::fs::read_link(e.path()) else {
-            continue;
-        };
-        let target = target.to_string_lossy().into_owned();
-        let is_map = target == "anon_inode:bpf-map";
-        if !is_map && target != "anon_inode:bpf-prog" {
-            continue;
-        }
-        let path = PathBuf::from("/proc/self/fdinfo").join(e.file_name());
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        let info = fdinfo(&text);
-        let get = |k: &str| info.get(k).and_then(|v| v.parse::<u64>().ok());
-        let bytes = get("memlock").unwrap_or(0);
-        if is_map {
-            let Some(id) = get("map_id") else { continue };
-            let map_type = get("map_type").unwrap_or(0) as u32;
-            let name = aya::maps::MapInfo::from_id(id as u32)
-                .ok()
-                .and_then(|i| i.name_as_str().map(str::to_string))
-                .unwrap_or_default();
-            maps.insert(
-                id as u32,
-                MapMem {
-                    name,
-                    map_type,
-                    per_cpu: per_cpu_type(map_type),
-                    max_entries: get("max_entries").unwrap_or(0) as u32,
-                    value_size: get("value_size").unwrap_or(0) as u32,
-                    bytes,
-                },
-            );
-        } else if let Some(id) = get("prog_id") {
-            progs.insert(id as u32, bytes);
-        }
-    }
-    let mut maps: Vec<MapMem> = maps.into_values().collect();
-    maps.sort_by_key(|m| std::cmp::Reverse(m.bytes));
-    let maps_bytes = maps.iter().map(|m| m.bytes).sum();
-    // Per-CPU part: each per-CPU map holds max_entries values (rounded up to 8 bytes) per
-    // possible CPU.
-    let per_cpu_bytes_each: u64 = maps
-        .iter()
-        .filter(|m| m.per_cpu)
-        .map(|m| u64::from(m.max_entries) * u64::from(m.value_size).next_multiple_of(8))
-        .sum();
-    let per_cpu_bytes = (per_cpu_bytes_each * ncpu).min(maps_bytes);
-    Ok(Memory {
-        maps_bytes_at_64_cpus: maps_bytes - per_cpu_bytes + 64 * per_cpu_bytes_each,
-        maps,
-        maps_bytes,
-        per_cpu_bytes,
-        per_cpu_bytes_each,
-        programs: progs.len(),
-        programs_bytes: progs.values().sum(),
-        ..Memory::default()
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
 // Small helpers.
 
 pub(super) fn median(v: impl Iterator<Item = f64>) -> f64 {
@@ -577,17 +498,19 @@ mod tests {
    0: 0300A80A:2B67 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 123 1 0 100 0 0 10 0
    1: 0300A80A:2B67 0200A80A:9C40 01 00000000:00000000 00:00000000 00000000     0        0 124 1 0 100 0 0 10 0
 ";
-        assert!(listening_on(tcp, 11111));
-        assert!(!listening_on(tcp, 11112));
-        assert!(!listening_on(tcp, 40000));
+        assert!(listening_on(tcp, 11111, "0A"));
+        assert!(!listening_on(tcp, 11112, "0A"));
+        assert!(!listening_on(tcp, 40000, "0A"));
+        // A bound UDP socket (sockperf's UDP server) is in state 07.
+        let udp = "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops
+  912: 0300A80A:2B67 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 125 2 0 0
+";
+        assert!(listening_on(udp, 11111, "07"));
+        assert!(!listening_on(udp, 11111, "0A"));
     }
 
     #[test]
-    fn fdinfo_and_medians() {
-        let f = fdinfo("pos:\t0\nmap_type:\t6\nmemlock:\t4096\nmap_id:\t17\n");
-        assert_eq!(f["map_type"], "6");
-        assert_eq!(f["memlock"], "4096");
-        assert!(per_cpu_type(6) && !per_cpu_type(1));
+    fn medians_and_colours() {
         assert_eq!(median([3.0, 1.0, 2.0].into_iter()), 2.0);
         assert_eq!(median([4.0, 1.0, 2.0, 3.0].into_iter()), 2.5);
         assert!(median(std::iter::empty()).is_nan());

@@ -52,8 +52,13 @@ pub fn print(r: &BenchReport) {
         latency(d);
     }
     println!();
-    throughput(r);
-    println!();
+    if r.drivers.iter().any(|d| d.throughput.is_some()) {
+        throughput(r);
+        println!();
+    }
+    for line in &r.skipped {
+        println!("{line}");
+    }
     memory(r);
     println!("bench took {:.0} s", r.elapsed_s);
     println!();
@@ -62,7 +67,8 @@ pub fn print(r: &BenchReport) {
 
 fn heading(r: &BenchReport) {
     println!(
-        "netpath bench: backend {}, kernel {}, {} CPUs online, {} rounds, {} requests per run, {} s per tool run",
+        "netpath bench ({}): backend {}, kernel {}, {} CPUs online, {} rounds, {} requests per run, {} s per tool run",
+        r.proto,
         r.backend.name(),
         r.kernel,
         r.online_cpus,
@@ -103,7 +109,11 @@ fn latency(d: &DriverBench) {
             what
         );
     };
-    row("sockperf pp --tcp -m 1024", &l.sockperf_median, None, true);
+    let sockperf = match d.proto {
+        crate::harness::Proto::Tcp => "sockperf pp --tcp -m 1024",
+        _ => "sockperf pp (udp) -m 1024",
+    };
+    row(sockperf, &l.sockperf_median, None, true);
     row(
         "netpath rr, untraced",
         &l.untraced_median,
@@ -154,6 +164,11 @@ fn latency(d: &DriverBench) {
         "{:<9} {:<34} {:.0} ns per run (an empty program on net_dev_queue, same run)",
         "", "  floor", k.floor_ns
     );
+    let lost: u64 = k.losses.values().sum();
+    println!(
+        "{:<9} {:<34} {} of {} round trips; journeys {} sent, {} completed, {} counted lost",
+        "", "  that run", k.round_trips, k.requests, k.journeys_sent, k.journeys_completed, lost
+    );
     println!(
         "{:<9} {:<34} traced/untraced {}; untraced/sockperf {}",
         "",
@@ -165,8 +180,12 @@ fn latency(d: &DriverBench) {
 
 fn throughput(r: &BenchReport) {
     println!("throughput, one stream, 128 KiB writes, Gbit/s (sender side)");
-    for (i, d) in r.drivers.iter().enumerate() {
-        let t = &d.throughput;
+    let with = || {
+        r.drivers
+            .iter()
+            .filter_map(|d| Some((d, d.throughput.as_ref()?)))
+    };
+    for (i, (d, t)) in with().enumerate() {
         if i == 0 {
             println!(
                 "{:<9} {:>8} {:>9} {:>9} {:>9}   {:>10} {:>10} {:>10}  {:>12}",
@@ -199,8 +218,7 @@ fn throughput(r: &BenchReport) {
             }
         );
     }
-    for d in &r.drivers {
-        let t = &d.throughput;
+    for (d, t) in with() {
         println!(
             "{:<9} per round: np/iperf3 {}; att/untr {}; trc/untr {}",
             d.driver.name(),

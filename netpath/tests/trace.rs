@@ -886,19 +886,6 @@ fn every_driver_crosses_its_hops() {
                 joined("request"),
                 joined("response"),
             );
-            // Every journey is joined or counted (unmatched, stale, reused); at least three in
-            // four are joined (a loaded CI host joined 93% of both directions, 87.7% of one).
-            let counted = ["recv_unmatched", "stale", "reused", "relay_unmatched"]
-                .iter()
-                .map(|k| l.get(*k).copied().unwrap_or(0))
-                .sum::<u64>();
-            assert!(
-                joined("request") + joined("response") + counted >= 2 * N,
-                "journeys neither joined nor counted: {l:?}"
-            );
-            for d in ["request", "response"] {
-                assert!(joined(d) * 4 >= N * 3, "{d}: {l:?}");
-            }
             let proxy = |d: &str| {
                 r.hops
                     .iter()
@@ -908,13 +895,15 @@ fn every_driver_crosses_its_hops() {
             // Every joined journey continued a relay send, and each relay send records one
             // proxy crossing. The direction comes from the hold the send took, which can be the
             // other direction's (holds are per relay process; a loaded 6.1 run had response
-            // 295 proxy vs 296 joined, request 293 vs 291): so the totals, and both present.
+            // 295 proxy vs 296 joined, request 293 vs 291): so the totals, and each direction
+            // at least three in four (a loaded host joined 87.7% of one direction once).
             assert!(
                 proxy("request") + proxy("response") >= joined("request") + joined("response"),
                 "{:?}",
                 r.hops
             );
             for d in ["request", "response"] {
+                assert!(joined(d) * 4 >= N * 3, "{d}: {l:?}");
                 assert!(proxy(d) * 4 >= N * 3, "{d}: {:?}", r.hops);
             }
             assert!(

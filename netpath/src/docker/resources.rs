@@ -88,7 +88,7 @@ impl Resources {
         ipam: Option<IpamConfig>,
         attachable: bool,
     ) -> Result<()> {
-        let inflight = crate::lab::cleanup::begin_create()?;
+        let _inflight = crate::lab::cleanup::begin_create()?;
         let e = self.ctr().clone();
         let req = NetworkCreateRequest {
             name: name.to_string(),
@@ -106,7 +106,6 @@ impl Resources {
         e.block_on(e.docker().create_network(req))
             .map_err(|err| e.err(err, &format!("creating {driver} network {name}")))?;
         self.networks.push(name.to_string());
-        drop(inflight);
         Ok(())
     }
 

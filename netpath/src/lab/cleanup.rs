@@ -31,7 +31,7 @@ static CLEANING: AtomicBool = AtomicBool::new(false);
 
 /// Fails once a signal came or a cleanup took the registry: what a run creates from then on
 /// (a Docker network or container) could land after the cleanup's last sweep and be left.
-pub(crate) fn refuse_if_interrupted() -> Result<()> {
+fn refuse_if_interrupted() -> Result<()> {
     if CLEANING.load(Ordering::SeqCst) || SIGNALLED.load(Ordering::SeqCst) {
         anyhow::bail!("interrupted: this run is being cleaned up");
     }

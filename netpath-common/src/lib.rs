@@ -21,10 +21,19 @@ pub const MAX_POINTS: usize = 64;
 const _: () = assert!(MAX_POINTS.is_power_of_two());
 /// Hop slots per direction in the stats and histogram maps.
 pub const NHOPS: usize = 23;
+const _: () = assert!(NHOPS == Hop::ALL.len(), "NHOPS must equal the hop list");
 /// Directions: request (client → server), response (server → client), server turnaround.
 pub const NDIRS: usize = 3;
 /// Slots in the per-hop stats map.
 pub const NSLOTS: usize = NHOPS * NDIRS;
+
+/// What the harness sends in a traced run: the value of the `PROTO_MODE` map, which the
+/// loader sets before each run and the programs read (`harness::Proto` converts to it).
+pub mod proto {
+    pub const TCP: u32 = 0;
+    pub const UDP: u32 = 1;
+    pub const ICMP: u32 = 2;
+}
 
 /// Role of a traced thread, value of the `TIDS` map.
 pub const ROLE_CLIENT: u32 = 1;

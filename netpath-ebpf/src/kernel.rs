@@ -34,7 +34,7 @@ pub fn ready_fallback() -> bool {
     conf!(ready_fallback) != 0
 }
 
-/// What the harness sends in this run (0 TCP, 1 UDP, 2 ICMP echo), set by the loader before
+/// What the harness sends in this run (`netpath_common::proto`), set by the loader before
 /// each traced run (`compare --proto tcp,udp,icmp` interleaves them under one load).
 #[inline(always)]
 fn proto_mode() -> u32 {
@@ -46,13 +46,13 @@ fn proto_mode() -> u32 {
 /// completes a journey finds it by the address it was received on (`dgram.rs`).
 #[inline(always)]
 pub fn dgram() -> bool {
-    proto_mode() != 0
+    proto_mode() != netpath_common::proto::TCP
 }
 
 /// `--proto icmp`: the harness pings; the kernel's echo reply continues the round trip.
 #[inline(always)]
 pub fn icmp_echo() -> bool {
-    proto_mode() == 2
+    proto_mode() == netpath_common::proto::ICMP
 }
 
 pub const ICMP_ECHO_REPLY: u8 = 0;

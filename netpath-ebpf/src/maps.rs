@@ -67,7 +67,7 @@ pub static WAKECPU: PerCpuArray<[u64; 2]> = PerCpuArray::with_max_entries(1, 0);
 /// Per CPU: [last tracked skb received, its time, NET_RX softirq run sequence].
 #[map]
 pub static RXCPU: PerCpuArray<[u64; 3]> = PerCpuArray::with_max_entries(1, 0);
-/// What the harness sends in the current run: [0 TCP, 1 UDP, 2 ICMP echo] (`kernel::dgram`).
+/// What the harness sends in the current run: a `netpath_common::proto` value (`kernel::dgram`).
 #[map]
 pub static PROTO_MODE: Array<u32> = Array::with_max_entries(1, 0);
 /// Datagram journeys: (destination address << 16 | port) at their last receive pass →

@@ -21,9 +21,9 @@ impl super::Tracer {
             );
         }
         let mode: u32 = match p {
-            Proto::Tcp => 0,
-            Proto::Udp => 1,
-            Proto::Icmp => 2,
+            Proto::Tcp => netpath_common::proto::TCP,
+            Proto::Udp => netpath_common::proto::UDP,
+            Proto::Icmp => netpath_common::proto::ICMP,
         };
         let map = self
             .ebpf

@@ -41,7 +41,7 @@ fn measure_as(
     label: &str,
     opts: &CompareOptions,
 ) -> Result<DriverReport> {
-    let mut out = crate::rounds::run(tracer, &[(path, label.to_string(), opts.rr.proto)], opts)?;
+    let mut out = crate::rounds::run(tracer, &[(path, label.to_string(), opts.proto())], opts)?;
     Ok(out.remove(0))
 }
 
@@ -55,11 +55,11 @@ pub fn run(
         check_underlay(w, &opts.drivers)?;
     }
     if let [d] = opts.drivers.as_slice() {
-        for p in protos(opts) {
-            harness::proto::check(*d, p)?;
+        for &p in &opts.protos {
+            harness::supported::check(*d, p)?;
         }
     }
-    let mut tracer = Tracer::load(backend, &opts.tracer)?;
+    let mut tracer = Tracer::load(backend, &opts.tracer())?;
     // Every lab exists for the whole run: the rounds visit them in turn.
     let mut labs = Vec::new();
     let mut skipped = 0;
@@ -87,7 +87,7 @@ pub fn run(
     }
     let mut out = result?;
     torn?;
-    let per_lab = protos(opts).len();
+    let per_lab = opts.protos.len();
     for (i, r) in out.iter_mut().enumerate() {
         if let Some(c) = r.context.as_mut() {
             c.wire = wires[i / per_lab].clone();
@@ -106,10 +106,10 @@ fn rows<'a>(
     name: &str,
     opts: &CompareOptions,
 ) -> Vec<(&'a NetPath, String, harness::Proto)> {
-    let many = !opts.rr.also.is_empty();
-    protos(opts)
-        .into_iter()
-        .map(|p| {
+    let many = opts.protos.len() > 1;
+    opts.protos
+        .iter()
+        .map(|&p| {
             let label = if many {
                 format!("{name} {p}")
             } else {
@@ -120,17 +120,10 @@ fn rows<'a>(
         .collect()
 }
 
-/// The protocols of this run, in the order asked.
-fn protos(opts: &CompareOptions) -> Vec<harness::Proto> {
-    std::iter::once(opts.rr.proto)
-        .chain(opts.rr.also.iter().copied())
-        .collect()
-}
-
 /// One driver's lab, with the emulated wire when asked (and its description).
 fn build_lab(driver: Driver, opts: &CompareOptions) -> Result<(NetPath, Option<String>)> {
-    for p in protos(opts) {
-        harness::proto::check(driver, p)?;
+    for &p in &opts.protos {
+        harness::supported::check(driver, p)?;
     }
     let lab = lab::build(driver)?;
     let wire = match &opts.underlay {
@@ -205,15 +198,15 @@ pub fn run_docker(
     sink: &mut dyn Sink,
 ) -> Result<Vec<DriverReport>> {
     let check = |d: Driver| -> Result<()> {
-        for p in protos(opts) {
-            harness::proto::check_docker(d, p)?;
+        for &p in &opts.protos {
+            harness::supported::check_docker(d, p)?;
         }
         Ok(())
     };
     if let [d] = opts.drivers.as_slice() {
         check(*d)?;
     }
-    let mut tracer = Tracer::load(backend, &opts.tracer)?;
+    let mut tracer = Tracer::load(backend, &opts.tracer())?;
     let mut out = Vec::new();
     let mut skipped = 0;
     for d in &opts.drivers {
@@ -274,10 +267,10 @@ pub fn run_between(
 ) -> Result<Vec<DriverReport>> {
     // Resolve the containers first: a typo fails before any program is loaded.
     let b = crate::docker::between(engine, client, server)?;
-    for p in protos(opts) {
-        harness::proto::check_docker(b.path.driver, p)?;
+    for &p in &opts.protos {
+        harness::supported::check_docker(b.path.driver, p)?;
     }
-    let mut tracer = Tracer::load(backend, &opts.tracer)?;
+    let mut tracer = Tracer::load(backend, &opts.tracer())?;
     let r = crate::rounds::run(&mut tracer, &rows(&b.path, &b.label, opts), opts)
         .with_context(|| format!("measuring {client} → {server}"))?;
     for x in &r {

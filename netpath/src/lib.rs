@@ -9,7 +9,6 @@ pub mod bounds;
 pub mod btf;
 pub mod cli;
 pub mod compare;
-pub mod compare_args;
 pub mod delta;
 pub mod diff;
 pub mod docker;
@@ -42,6 +41,17 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         cur = c.source();
     }
     s
+}
+
+/// What a panicking thread said, for the error that replaces the panic.
+pub fn panic_msg(p: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".into()
+    }
 }
 
 /// Tracepoint attach needs tracefs (event ids live there). Mount it if nobody has: mounting

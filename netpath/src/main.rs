@@ -7,9 +7,9 @@ use clap::Args;
 use clap::{Parser, Subcommand};
 use netpath::{
     backend::{self, BackendChoice},
-    bounds, compare,
-    compare_args::TrafficArgs,
-    doctor,
+    bounds,
+    cli::args::TrafficArgs,
+    compare, doctor,
     driver::Driver,
     harness::Proto,
     lab,
@@ -174,7 +174,7 @@ struct TraceArgs {
     count: usize,
     /// Only this L4 protocol (tcp, udp, icmp or a number).
     #[arg(long)]
-    proto: Option<String>,
+    proto: Option<netpath::harness::proto::L4>,
     /// Only packets from or to this IPv4 address.
     #[arg(long)]
     host: Option<std::net::Ipv4Addr>,
@@ -337,7 +337,7 @@ fn compare(a: CompareArgs) -> Result<()> {
     let on_docker = a.docker || !a.between.is_empty();
     // A placement this machine cannot give is said before anything is loaded or built.
     let mut opts = a.traffic.options(drivers, underlay)?;
-    netpath::compare_args::set_protocols(&mut opts, &a.proto)?;
+    opts.set_protos(&a.proto)?;
     for (flag, p) in [("--report", &a.report), ("--svg", &a.svg)] {
         if let Some(p) = p {
             render::check_output_path(flag, p)?;

@@ -163,7 +163,7 @@ impl Netns {
                 Err(p) => Err(anyhow!(
                     "thread inside netns {} panicked: {}",
                     self.name,
-                    panic_msg(&p)
+                    crate::panic_msg(&p)
                 )),
             }
         })
@@ -244,15 +244,6 @@ fn short(s: &str) -> &str {
 }
 
 /// The message of a thread's panic payload.
-pub(crate) fn panic_msg(p: &Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        s.to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic".to_string()
-    }
-}
 
 /// The nsfs inode of a namespace file (the `INUM` in `net:[INUM]`).
 pub fn ns_inum(path: &Path) -> Result<u32> {

@@ -26,6 +26,9 @@ use crate::{
 #[derive(Clone)]
 pub struct CompareOptions {
     pub drivers: Vec<Driver>,
+    /// What the request/response runs send, in the order asked: each in the same interleaved
+    /// rounds, a row per path and protocol (`rr.proto` is set per run from this).
+    pub protos: Vec<Proto>,
     pub rr: RrConfig,
     /// Also run each driver with the probes detached, for the probe effect.
     pub untraced: bool,
@@ -45,6 +48,44 @@ pub struct CompareOptions {
     pub underlay: Option<WireDelay>,
     /// Wait mode and placement (the tables' runs), and whether to add the blocking line.
     pub mode: RunMode,
+}
+
+impl CompareOptions {
+    /// The protocol of the first row (the tracer loads for it).
+    pub fn proto(&self) -> Proto {
+        self.protos.first().copied().unwrap_or_default()
+    }
+
+    /// The tracer's options, loaded for the first row's protocol.
+    pub fn tracer(&self) -> TracerOptions {
+        TracerOptions {
+            proto: self.proto(),
+            ..self.tracer.clone()
+        }
+    }
+
+    /// `--proto a,b,…`, each asked once; each is checked against the sizes before anything is
+    /// built (and against each driver's path, lab or Docker, before that driver's is). Bulk
+    /// and burst are TCP phases: without TCP they go.
+    pub fn set_protos(&mut self, asked: &[Proto]) -> Result<()> {
+        self.protos.clear();
+        for p in asked {
+            if !self.protos.contains(p) {
+                self.protos.push(*p);
+            }
+        }
+        if self.protos.is_empty() {
+            self.protos.push(Proto::Tcp);
+        }
+        for p in &self.protos {
+            harness::supported::check_sizes(*p, self.rr.req_size, self.rr.resp_size)?;
+        }
+        if !self.protos.contains(&Proto::Tcp) {
+            self.bulk = None;
+            self.burst = None;
+        }
+        Ok(())
+    }
 }
 
 /// Accumulated runs of one path.

@@ -84,6 +84,7 @@ impl Drop for BusyLoop {
 fn options(mode: RunMode, requests: u64) -> CompareOptions {
     CompareOptions {
         drivers: vec![Driver::Host, Driver::Bridge, Driver::Overlay],
+        protos: vec![harness::Proto::Tcp],
         rr: RrConfig {
             requests,
             ..RrConfig::default()

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::{
     backend::Backend,
     driver::Driver,
-    harness::{self, Proto, RrConfig},
+    harness::{self, Proto, RrConfig, WaitMode, proto::L4},
     lab,
     path::{Device, NetPath},
     report::{self, Timeline},
@@ -20,7 +20,7 @@ pub struct TraceOptions {
     pub driver: Driver,
     /// Complete timelines to print.
     pub count: usize,
-    pub proto: Option<String>,
+    pub proto: Option<L4>,
     pub host: Option<Ipv4Addr>,
     pub port: Option<u16>,
     /// Lab netns (full name or role suffix such as `cli`, `srv`, `node`) or a netns file path
@@ -41,18 +41,6 @@ pub struct TraceOutput {
     pub uncounted: Vec<&'static str>,
     /// Raw tracepoints that did not attach, with why: their points are absent from timelines.
     pub missing_tracepoints: Vec<String>,
-}
-
-/// `--proto` as the kernel filter compares it: a name or an IP protocol number.
-pub fn proto_number(p: &str) -> Result<u8> {
-    Ok(match p.to_ascii_lowercase().as_str() {
-        "tcp" => 6,
-        "udp" => 17,
-        "icmp" => 1,
-        other => other.parse().with_context(|| {
-            format!("unknown protocol {other:?}: use tcp, udp, icmp or a number")
-        })?,
-    })
 }
 
 /// Resolves the `--netns`/`--iface` filters against the lab.
@@ -91,24 +79,21 @@ fn resolve(lab: &NetPath, o: &TraceOptions) -> Result<(Option<u32>, Option<u32>)
 }
 
 /// What the harness sends under `trace -d DRIVER --proto P`: P is also the filter.
-fn harness_proto(p: Option<&str>) -> Result<Proto> {
-    Ok(match p.map(str::to_ascii_lowercase).as_deref() {
-        None | Some("tcp") => Proto::Tcp,
-        Some("udp") => Proto::Udp,
-        Some("icmp") => Proto::Icmp,
-        Some(other) => bail!(
-            "--proto {other}: the lab's harness sends tcp, udp or icmp; a protocol number filters only traffic netpath does not generate (with --container)"
+fn harness_proto(p: Option<L4>) -> Result<Proto> {
+    match p {
+        None => Ok(Proto::Tcp),
+        Some(L4::Harness(p)) => Ok(p),
+        Some(L4::Number(n)) => bail!(
+            "--proto {n}: the lab's harness sends tcp, udp or icmp; a protocol number filters only traffic netpath does not generate (with --container)"
         ),
-    })
+    }
 }
 
 pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
-    let proto = o.proto.as_deref().map(proto_number).transpose()?;
-    let harness_proto = harness_proto(o.proto.as_deref())?;
-    harness::proto::check(o.driver, harness_proto)?;
-    if harness_proto != Proto::Tcp {
-        harness::proto::check_compare(harness_proto, 1024, 1024)?;
-    }
+    let proto = o.proto.map(L4::number);
+    let harness_proto = harness_proto(o.proto)?;
+    harness::supported::check(o.driver, harness_proto)?;
+    harness::supported::check_sizes(harness_proto, 1024, 1024)?;
     let lab = lab::build(o.driver).with_context(|| format!("building the {} lab", o.driver))?;
     let result: Result<TraceOutput> = (|| {
         let (netns, ifindex) = resolve(&lab, o)?;
@@ -136,6 +121,8 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
             requests: o.count.max(1) as u64,
             warmup: 10,
             proto: harness_proto,
+            // Blocking: the timelines show the receiver's wakeup, as an application has it.
+            wait: WaitMode::Block,
             ..RrConfig::default()
         };
         let phases = tracer.tids.clone();
@@ -261,7 +248,7 @@ pub fn run_containers(
         port: o.port,
         also_port: published.first().map(|l| l.container_port),
         addr: o.host,
-        proto: o.proto.as_deref().map(proto_number).transpose()?,
+        proto: o.proto.map(L4::number),
         ..Default::default()
     };
     run_passive(

@@ -79,6 +79,7 @@ fn opts() -> DockerLabOptions {
 
 fn small_rr() -> RrConfig {
     RrConfig {
+        wait: netpath::harness::WaitMode::Block,
         requests: 200,
         warmup: 20,
         req_size: 1024,
@@ -822,8 +823,7 @@ fn udp_and_icmp_journeys_on_a_docker_bridge() {
     let mut runs = Vec::new();
     for proto in [Proto::Udp, Proto::Icmp] {
         let mut o = common::one_traced_run(Driver::Bridge, N, 50);
-        o.rr.proto = proto;
-        o.tracer.proto = proto;
+        o.protos = vec![proto];
         o.tracer.sample_every = 1;
         o.tracer.detail = true;
         o.keep_timelines = usize::MAX;

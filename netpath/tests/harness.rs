@@ -78,6 +78,7 @@ fn bulk_on_bridge_one_and_two_streams() {
     }
     // Same port right after, for request/response: no TIME_WAIT trouble.
     let rr = RrConfig {
+        wait: netpath::harness::WaitMode::Block,
         requests: 50,
         warmup: 5,
         timeout: Duration::from_secs(20),

@@ -48,7 +48,9 @@ fn run(driver: Driver, proto: Proto) -> Option<DriverReport> {
     let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend");
     let opts = CompareOptions {
         drivers: vec![driver],
+        protos: vec![proto],
         rr: RrConfig {
+            wait: netpath::harness::WaitMode::Block,
             requests: N,
             warmup: 50,
             proto,
@@ -67,7 +69,10 @@ fn run(driver: Driver, proto: Proto) -> Option<DriverReport> {
         bulk: None,
         burst: None,
         underlay: None,
-        mode: Default::default(),
+        mode: netpath::harness::runmode::RunMode {
+            wait: netpath::harness::WaitMode::Block,
+            ..Default::default()
+        },
     };
     netpath::ensure_tracefs();
     let mut tracer = match Tracer::load(backend, &opts.tracer) {

@@ -430,6 +430,7 @@ fn passive_trace_follows_traffic_netpath_does_not_trace() {
                     netpath::harness::run_rr(
                         &lab,
                         &RrConfig {
+                            wait: netpath::harness::WaitMode::Block,
                             requests: 50,
                             warmup: 0,
                             ..RrConfig::default()
@@ -568,7 +569,7 @@ fn egress_masquerade(proto: &str) {
         &netpath::trace::TraceOptions {
             driver: Driver::Egress,
             count: 6,
-            proto: Some(proto.into()),
+            proto: Some(proto.parse().unwrap()),
             host: None,
             port: None,
             netns: None,

@@ -30,6 +30,7 @@ fn load(opts: TracerOptions) -> Tracer {
 
 fn rr(requests: u64) -> RrConfig {
     RrConfig {
+        wait: netpath::harness::WaitMode::Block,
         requests,
         warmup: 50,
         ..RrConfig::default()

@@ -45,6 +45,8 @@ pub fn run(tracer: &mut Tracer, lab: &NetPath, journeys: u64) -> Result<JourneyR
     let rr = RrConfig {
         requests: (journeys / 2).max(1),
         timeout: Duration::from_secs(1800),
+        // Blocking, like the bench's other traced runs and sockperf's.
+        wait: crate::harness::WaitMode::Block,
         ..RrConfig::default()
     };
     let (r, _) = rr_traced(tracer, lab, &rr, false)?;

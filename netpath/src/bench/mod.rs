@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::harness::runmode::{Cpus, WaitMode};
+use crate::harness::{Cpus, WaitMode};
 use serde::Serialize;
 
 use crate::{
@@ -362,7 +362,7 @@ fn preflight(opts: &BenchOptions) -> Result<()> {
         bail!("{ICMP_REFUSED}");
     }
     for &d in &opts.drivers {
-        harness::proto::check(d, opts.proto)?;
+        harness::supported::check(d, opts.proto)?;
     }
     let tools: &[&str] = if opts.proto == Proto::Tcp {
         &["sockperf", "iperf3"]
@@ -490,6 +490,8 @@ fn bench_driver(tracer: &mut Tracer, lab: &NetPath, opts: &BenchOptions) -> Resu
     let rr = RrConfig {
         requests: opts.requests,
         proto: opts.proto,
+        // Blocking receives, as sockperf's (the runs it is compared with) are.
+        wait: WaitMode::Block,
         ..RrConfig::default()
     };
     let tcp = opts.proto == Proto::Tcp;

@@ -42,7 +42,7 @@ pub struct TuneArgs {
     #[arg(long, value_parser = bounds::float(bounds::PHASE_SECS))]
     pub bulk_secs: Option<f64>,
     #[command(flatten)]
-    pub mode: crate::harness::runmode::RunModeArgs,
+    pub mode: crate::cli::args::RunModeArgs,
     /// Keep the full timeline of one packet in N (0: none; at most 1000000).
     #[arg(long, default_value_t = 64, value_parser = bounds::int(bounds::SAMPLE_EVERY))]
     pub sample_every: u32,
@@ -70,6 +70,7 @@ pub fn main(args: TuneArgs) -> Result<()> {
     let bulk_secs = args.bulk_secs.unwrap_or(if nagle { 0.0 } else { 2.0 });
     let mut opts = CompareOptions {
         drivers: vec![args.driver],
+        protos: Vec::new(),
         rr: RrConfig {
             requests,
             warmup,
@@ -91,7 +92,7 @@ pub fn main(args: TuneArgs) -> Result<()> {
         underlay: None,
         mode,
     };
-    crate::compare_args::set_protocols(&mut opts, &[args.proto])?;
+    opts.set_protos(&[args.proto])?;
     if args.output.is_text() {
         crate::render::tune::start_line(backend, &spec, args.driver, args.proto);
     }

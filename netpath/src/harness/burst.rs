@@ -18,7 +18,9 @@ use anyhow::{Context, Result, bail};
 use hdrhistogram::Histogram;
 
 use super::conns::{Plan, run_pairs, sleep_until, tight_timer_slack};
-use super::runmode::{Pin, Receiver, WaitMode, pin_current};
+use super::runmode::{Pin, pin_current};
+use super::tcp::echo_with;
+use super::wait::{Receiver, WaitMode};
 use crate::netns::Netns;
 use crate::path::NetPath;
 
@@ -196,8 +198,8 @@ pub fn run_burst_to(
         |c, conn, start| client(c, conn, start, cfg, scheduled),
         |_, conn| {
             pin_current(cfg.pin.server)?;
-            let rx = Receiver::new(cfg.wait, cfg.pin, None).sharing(cfg.connections > 1);
-            super::echo_with(conn, cfg.req_size, cfg.resp_size, &rx)
+            let rx = Receiver::new(cfg.wait, cfg.pin.same_cpu(), None).sharing(cfg.connections > 1);
+            echo_with(conn, cfg.req_size, cfg.resp_size, &rx)
         },
     )?;
 
@@ -263,8 +265,9 @@ fn client(
     tight_timer_slack();
     pin_current(cfg.pin.client)?;
     conn.set_nodelay(true)?;
-    let rx = Receiver::new(cfg.wait, cfg.pin, Some(cfg.timeout)).sharing(cfg.connections > 1);
-    rx.prepare(&conn)?;
+    let rx =
+        Receiver::new(cfg.wait, cfg.pin.same_cpu(), Some(cfg.timeout)).sharing(cfg.connections > 1);
+    rx.prepare(&conn, None)?;
     let stop_at = start + cfg.duration + cfg.timeout;
     let step = cfg.connections as u64;
     let mut req = vec![0xa5u8; cfg.req_size];

@@ -11,23 +11,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
+use super::server::{join, listen_in};
 use crate::netns::Netns;
-
-pub(crate) fn panic_msg(p: &Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        s.to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic".into()
-    }
-}
-
-/// Join a scoped thread, turning a panic into an error.
-pub(crate) fn join<T>(h: ScopedJoinHandle<'_, Result<T>>, what: &str) -> Result<T> {
-    h.join()
-        .unwrap_or_else(|p| Err(anyhow!("{what} thread panicked: {}", panic_msg(&p))))
-}
 
 /// Ask the kernel to wake this thread's sleeps within 1 ns of the target instead of the
 /// default 50 µs slack (per thread; best effort).
@@ -190,7 +175,7 @@ fn serve_n<S: Send>(
     ready_tx: &mpsc::Sender<Result<()>>,
     serve: &(impl Fn(usize, TcpStream) -> Result<S> + Sync),
 ) -> Result<Vec<S>> {
-    let listener = super::listen_in(plan.server_ns, plan.bind, ready_tx, || ())?;
+    let listener = listen_in(plan.server_ns, plan.bind, ready_tx, || ())?;
     let conns = accept_n(&listener, plan.connections, deadline, stop)?;
     drop(listener);
     std::thread::scope(|s2| {

@@ -7,91 +7,27 @@
 //! journey). No retransmission: a datagram that does not come back within the run's bound is
 //! an error naming the request, and the kernel's drop counters say where it went.
 
-use std::io::ErrorKind;
 use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use hdrhistogram::Histogram;
 
-use super::rr::{
-    CLIENT_COMM, Phases, RrConfig, RrResult, SERVER_COMM, gettid, panic_msg, rr_result,
-};
-use super::runmode::{BUSY_POLL_US, Pin, WaitMode, napi_id_of, pin_current, set_busy_poll_fd};
+use super::rr::{Phases, RrConfig, RrResult, gettid, rr_result};
+use super::runmode::pin_current;
+use super::server::{Ends, client_server, ready_with};
+use super::wait::{Receiver, WaitMode, napi_id_of};
 use crate::path::NetPath;
 
 /// How often a blocked server looks whether the client has finished.
 const SERVER_POLL: Duration = Duration::from_millis(100);
 
-/// One end of a datagram exchange set up for a wait mode.
-pub(super) struct DgramRx {
-    wait: WaitMode,
-    yield_between: bool,
-}
-
-impl DgramRx {
-    pub(super) fn new(wait: WaitMode, pin: Pin) -> DgramRx {
-        DgramRx {
-            wait,
-            yield_between: pin.client.is_some() && pin.client == pin.server,
-        }
-    }
-
-    /// Non-blocking for spin, `SO_BUSY_POLL` for busy-poll, and a receive bound for block.
-    pub(super) fn prepare(&self, s: &UdpSocket, bound: Duration) -> Result<()> {
-        match self.wait {
-            WaitMode::Spin => s.set_nonblocking(true).context("non-blocking socket")?,
-            WaitMode::BusyPoll => set_busy_poll_fd(s.as_raw_fd(), BUSY_POLL_US)?,
-            WaitMode::Block => {}
-        }
-        if self.wait != WaitMode::Spin {
-            s.set_read_timeout(Some(bound))?;
-        }
-        Ok(())
-    }
-
-    /// Runs the receive `op` until it returns data: `Ok(None)` when `give_up` says so while
-    /// waiting (checked every receive bound in blocking modes, every few thousand polls
-    /// spinning). EAGAIN receives are no journeys for the kernel programs.
-    pub(super) fn recv<T>(
-        &self,
-        mut op: impl FnMut() -> std::io::Result<T>,
-        give_up: &dyn Fn() -> bool,
-    ) -> std::io::Result<Option<T>> {
-        let mut polls = 0u32;
-        loop {
-            match op() {
-                Ok(x) => return Ok(Some(x)),
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    if self.wait == WaitMode::Spin {
-                        if self.yield_between {
-                            // SAFETY: sched_yield has no preconditions.
-                            unsafe { libc::sched_yield() };
-                        } else {
-                            std::hint::spin_loop();
-                        }
-                        polls += 1;
-                        if !polls.is_multiple_of(4096) {
-                            continue;
-                        }
-                    }
-                    if give_up() {
-                        return Ok(None);
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
-
 /// A datagram socket of `ty`/`proto` connected to `to`, never bound explicitly: the kernel
 /// picks the source address the route gives and a free port (no wildcard bind).
-pub(super) fn connected(proto: i32, to: SocketAddrV4) -> std::io::Result<UdpSocket> {
+pub fn connected(proto: i32, to: SocketAddrV4) -> std::io::Result<UdpSocket> {
     // SAFETY: plain socket(2); the fd is owned at once.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, proto) };
     if fd < 0 {
@@ -106,7 +42,7 @@ pub(super) fn connected(proto: i32, to: SocketAddrV4) -> std::io::Result<UdpSock
 
 /// What the client loop sends and accepts: request `seq` into a buffer, and whether a
 /// received datagram is the answer to `seq`.
-pub(super) struct Exchange<'a> {
+pub struct Exchange<'a> {
     pub fill: &'a dyn Fn(u64, &mut [u8]),
     pub answers: &'a dyn Fn(u64, &[u8]) -> bool,
     /// Bytes of a request and of a response datagram.
@@ -115,7 +51,7 @@ pub(super) struct Exchange<'a> {
 }
 
 /// The client side: warm-up, then the measured requests between the phase hooks.
-pub(super) fn client_loop(
+pub fn client_loop(
     sock: &UdpSocket,
     cfg: &RrConfig,
     deadline: Instant,
@@ -124,8 +60,8 @@ pub(super) fn client_loop(
     ex: &Exchange,
 ) -> Result<RrResult> {
     let tid = gettid();
-    let rx = DgramRx::new(cfg.wait, cfg.pin);
-    rx.prepare(sock, cfg.timeout)?;
+    let rx = Receiver::new(cfg.wait, cfg.pin.same_cpu(), None);
+    rx.prepare(sock, Some(cfg.timeout))?;
     let mut req = vec![0xa5u8; ex.req_len];
     // One byte more than expected: a longer datagram is not taken for an answer.
     let mut resp = vec![0u8; ex.resp_len + 1];
@@ -135,9 +71,9 @@ pub(super) fn client_loop(
         sock.send(req).context("client: sending a request")?;
         let t0 = Instant::now();
         loop {
-            let late = || t0.elapsed() >= bound;
+            let mut late = || t0.elapsed() >= bound;
             match rx
-                .recv(|| sock.recv(resp), &late)
+                .poll(|| sock.recv(resp), &mut late)
                 .context("client: receiving a response")?
             {
                 Some(n) if (ex.answers)(seq, &resp[..n]) => return Ok(()),
@@ -194,55 +130,17 @@ pub(super) fn client_loop(
 pub fn run_udp(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrResult> {
     let deadline = Instant::now() + cfg.timeout;
     let done = &AtomicBool::new(false);
-    let server_napi = &AtomicU32::new(0);
-    std::thread::scope(|s| {
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<u32>>();
-        let server = std::thread::Builder::new()
-            .name(SERVER_COMM.into())
-            .spawn_scoped(s, move || serve_udp(lab, cfg, ready_tx, done, server_napi))
-            .context("spawning the server thread")?;
-        let wait = deadline.saturating_duration_since(Instant::now());
-        let server_tid = match ready_rx.recv_timeout(wait) {
-            Ok(Ok(tid)) => tid,
-            Ok(Err(e)) => {
-                let _ = server.join();
-                return Err(e);
-            }
-            Err(_) => {
-                done.store(true, Ordering::Relaxed);
-                return Err(match server.join() {
-                    Ok(Err(e)) => e,
-                    Ok(Ok(())) => anyhow!("server thread ended before listening"),
-                    Err(p) => anyhow!("server thread panicked: {}", panic_msg(&p)),
-                });
-            }
-        };
-        let client = std::thread::Builder::new()
-            .name(CLIENT_COMM.into())
-            .spawn_scoped(s, move || {
-                let r = udp_client(lab, cfg, deadline, phases, server_tid);
-                done.store(true, Ordering::Relaxed);
-                r
-            })
-            .context("spawning the client thread")?;
-        let cres = client
-            .join()
-            .unwrap_or_else(|p| Err(anyhow!("client thread panicked: {}", panic_msg(&p))));
-        done.store(true, Ordering::Relaxed);
-        let sres = server
-            .join()
-            .unwrap_or_else(|p| Err(anyhow!("server thread panicked: {}", panic_msg(&p))));
-        match (cres, sres) {
-            (Ok(mut r), Ok(())) => {
-                if let Some(ids) = r.napi_ids.as_mut() {
-                    ids.1 = server_napi.load(Ordering::Relaxed);
-                }
-                Ok(r)
-            }
-            (Err(e), _) => Err(e.context("UDP request/response client failed")),
-            (Ok(_), Err(e)) => Err(e.context("UDP request/response server failed")),
-        }
-    })
+    let stop = |_| done.store(true, Ordering::Relaxed);
+    let ends = Ends {
+        what: "UDP request/response",
+        deadline,
+        stop: &stop,
+    };
+    client_server(
+        &ends,
+        |ready, napi| serve_udp(lab, cfg, ready, done, napi),
+        |server_tid| udp_client(lab, cfg, deadline, phases, server_tid),
+    )
 }
 
 fn udp_client(
@@ -286,7 +184,7 @@ fn serve_udp(
     done: &AtomicBool,
     napi: &AtomicU32,
 ) -> Result<()> {
-    let setup = || -> Result<UdpSocket> {
+    let sock = ready_with(&ready, gettid, || {
         pin_current(cfg.pin.server)?;
         lab.server_ns.enter()?;
         UdpSocket::bind(lab.server_bind).with_context(|| {
@@ -295,31 +193,20 @@ fn serve_udp(
                 lab.server_bind, lab.server_ns.name
             )
         })
-    };
-    let sock = match setup() {
-        Ok(s) => {
-            let _ = ready.send(Ok(gettid()));
-            s
-        }
-        Err(e) => {
-            let msg = format!("{e:#}");
-            let _ = ready.send(Err(e));
-            bail!(msg);
-        }
-    };
-    let rx = DgramRx::new(cfg.wait, cfg.pin);
-    rx.prepare(&sock, SERVER_POLL)?;
+    })?;
+    let rx = Receiver::new(cfg.wait, cfg.pin.same_cpu(), None);
+    rx.prepare(&sock, Some(SERVER_POLL))?;
     let mut req = vec![0u8; cfg.req_size + 1];
     let mut resp = vec![0x5au8; cfg.resp_size];
     let n = 8.min(cfg.req_size).min(cfg.resp_size);
-    let finished = || done.load(Ordering::Relaxed);
+    let mut finished = || done.load(Ordering::Relaxed);
     let mut served = 0u64;
     loop {
         if served == cfg.warmup.max(1) && cfg.wait == WaitMode::BusyPoll {
             napi.store(napi_id_of(sock.as_raw_fd()), Ordering::Relaxed);
         }
         // The server answers whoever asked (behind NAT: the translated address).
-        let got = rx.recv(|| sock.recv_from(&mut req), &finished);
+        let got = rx.poll(|| sock.recv_from(&mut req), &mut finished);
         let (len, peer) = match got.context("server: receiving a request")? {
             Some(x) => x,
             None => return Ok(()),

@@ -9,8 +9,9 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 
 use super::dgram::{Exchange, client_loop, connected};
-use super::rr::{CLIENT_COMM, Phases, RrConfig, RrResult, panic_msg};
+use super::rr::{Phases, RrConfig, RrResult};
 use super::runmode::pin_current;
+use super::server::client_only;
 use crate::path::NetPath;
 
 /// No server thread: a thread id no thread has, so the tracer's server slot stays empty.
@@ -50,26 +51,11 @@ fn allow_ping(ns: &str, run_id: &str) -> Result<()> {
 /// ICMP header: type, code, checksum, identifier, sequence.
 const HDR: usize = 8;
 
-/// Pings `lab.connect_to`'s address from `lab.client_ns`, `cfg.requests` times after warm-up.
+/// Pings `lab.connect_to`'s address from `lab.client_ns`, `cfg.requests` times after warm-up
+/// (the sizes checked by `run_rr`: the reply carries the request's bytes).
 pub fn run_icmp(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrResult> {
-    if cfg.resp_size != cfg.req_size {
-        bail!(
-            "--proto icmp: the echo reply carries the request's {} bytes back, so a {}-byte response cannot be asked: drop --resp-size or make it equal to --req-size",
-            cfg.req_size,
-            cfg.resp_size
-        );
-    }
     let deadline = Instant::now() + cfg.timeout;
-    std::thread::scope(|s| {
-        let client = std::thread::Builder::new()
-            .name(CLIENT_COMM.into())
-            .spawn_scoped(s, move || icmp_client(lab, cfg, deadline, phases))
-            .context("spawning the client thread")?;
-        client
-            .join()
-            .unwrap_or_else(|p| Err(anyhow::anyhow!("client thread panicked: {}", panic_msg(&p))))
-            .context("ICMP echo client failed")
-    })
+    client_only("ICMP echo", || icmp_client(lab, cfg, deadline, phases))
 }
 
 fn icmp_client(

@@ -1,4 +1,6 @@
-//! Traffic harness: request/response over plain blocking sockets in the lab namespaces.
+//! Traffic harness: request/response over plain blocking sockets in the lab namespaces (TCP,
+//! UDP, ICMP echo; one receiver loop for every wait mode), bulk and burst phases, and the
+//! counters read around them. `run_rr` dispatches on the protocol.
 
 pub mod bulk;
 pub mod burst;
@@ -9,6 +11,12 @@ pub mod icmp;
 pub mod proto;
 pub mod rr;
 pub mod runmode;
+mod server;
+pub mod supported;
+pub mod tcp;
+pub mod wait;
+
+use anyhow::{Result, bail};
 
 pub use bulk::{BulkConfig, BulkResult, StreamResult, run_bulk, run_bulk_to, tcp_info};
 pub use burst::{
@@ -16,79 +24,26 @@ pub use burst::{
 };
 pub use context::{DevContext, NetCounters, device_context, read_counters};
 pub use proto::Proto;
-pub use rr::{NoPhases, Phases, RrConfig, RrResult, run_rr};
-pub use runmode::{Cpus, Pin, WaitMode};
+pub use rr::{NoPhases, Phases, RrConfig, RrResult};
+pub use runmode::{Cpus, Pin};
+pub use tcp::{echo, echo_with};
+pub use wait::WaitMode;
 
-/// A harness server's first step, on its own thread: enter `ns` and listen on `bind`. The
-/// outcome goes to `ready` (`ok()` on success) so the client side waits for it, and is
-/// returned too.
-fn listen_in<T>(
-    ns: &crate::netns::Netns,
-    bind: std::net::SocketAddrV4,
-    ready: &std::sync::mpsc::Sender<anyhow::Result<T>>,
-    ok: impl FnOnce() -> T,
-) -> anyhow::Result<std::net::TcpListener> {
-    use anyhow::Context as _;
-    let setup = || -> anyhow::Result<std::net::TcpListener> {
-        ns.enter()?;
-        std::net::TcpListener::bind(bind)
-            .with_context(|| format!("server: cannot listen on {bind} in {}", ns.name))
-    };
-    match setup() {
-        Ok(l) => {
-            let _ = ready.send(Ok(ok()));
-            Ok(l)
-        }
-        Err(e) => {
-            let msg = format!("{e:#}");
-            let _ = ready.send(Err(e));
-            Err(anyhow::anyhow!(msg))
-        }
+use crate::path::NetPath;
+
+/// Runs the ping-pong from `lab.client_ns` to `lab.connect_to`, served on `lab.server_bind`
+/// in `lab.server_ns` (ICMP: answered by the target's kernel), in `cfg.proto`.
+pub fn run_rr(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrResult> {
+    if cfg.req_size == 0 || cfg.resp_size == 0 {
+        bail!("request and response sizes must be at least 1 byte");
     }
-}
-
-/// Server side of one request/response connection: a `resp`-byte answer (0x5a bytes) per
-/// `req`-byte request, until the client closes. Used by the burst harness and by the Docker
-/// traffic agent.
-pub fn echo(conn: std::net::TcpStream, req: usize, resp: usize) -> anyhow::Result<()> {
-    let rx = runmode::Receiver::new(WaitMode::Block, Pin::default(), None);
-    echo_with(conn, req, resp, &rx)
-}
-
-/// [`echo`] waiting for requests as `rx` says.
-pub fn echo_with(
-    mut conn: std::net::TcpStream,
-    req: usize,
-    resp: usize,
-    rx: &runmode::Receiver,
-) -> anyhow::Result<()> {
-    use std::io::ErrorKind;
-
-    use anyhow::Context as _;
-    conn.set_nodelay(true)?;
-    rx.prepare(&conn)?;
-    // No read timeout: clients always close their end (EOF), even on error.
-    let mut rbuf = vec![0u8; req];
-    let wbuf = vec![0x5au8; resp];
-    loop {
-        match rx.read_exact(&mut conn, &mut rbuf) {
-            Ok(()) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset
-                ) =>
-            {
-                return Ok(());
-            }
-            Err(e) => return Err(e).context("server: reading a request"),
-        }
-        match rx.write_all(&mut conn, &wbuf) {
-            Ok(()) => {}
-            Err(e) if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) => {
-                return Ok(());
-            }
-            Err(e) => return Err(e).context("server: writing a response"),
-        }
+    if lab.server_bind.ip().is_unspecified() {
+        bail!("refusing to bind the lab server to a wildcard address");
+    }
+    supported::check_sizes(cfg.proto, cfg.req_size, cfg.resp_size)?;
+    match cfg.proto {
+        Proto::Tcp => tcp::run_tcp(lab, cfg, phases),
+        Proto::Udp => dgram::run_udp(lab, cfg, phases),
+        Proto::Icmp => icmp::run_icmp(lab, cfg, phases),
     }
 }

@@ -1,4 +1,6 @@
-//! `--proto tcp|udp|icmp`: what the request/response harness sends.
+//! `--proto tcp|udp|icmp`: what the request/response harness sends, as the command line, the
+//! records and the kernel programs (`PROTO_MODE`) name it; and `trace --proto`, which also
+//! takes any IP protocol number.
 
 /// Transport of the request/response runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
@@ -31,6 +33,15 @@ impl Proto {
         }
     }
 
+    /// The value the kernel programs read from `PROTO_MODE`.
+    pub fn kernel(self) -> u32 {
+        match self {
+            Proto::Tcp => netpath_common::proto::TCP,
+            Proto::Udp => netpath_common::proto::UDP,
+            Proto::Icmp => netpath_common::proto::ICMP,
+        }
+    }
+
     /// Largest request or response one datagram carries (IPv4: 65535 minus the IP and UDP
     /// or ICMP headers); TCP streams any size.
     pub fn max_payload(self) -> Option<usize> {
@@ -47,111 +58,52 @@ impl std::fmt::Display for Proto {
     }
 }
 
-pub use crate::driver::ProtoUnsupported;
-
-/// Whether netpath can measure `proto` on the lab's `driver`.
-pub fn check(driver: crate::driver::Driver, proto: Proto) -> Result<(), ProtoUnsupported> {
-    use crate::driver::Driver;
-    let why = match (driver, proto) {
-        (_, Proto::Tcp) => return Ok(()),
-        (Driver::PublishedProxy, Proto::Udp) => {
-            "docker-proxy relays UDP on sockets of its own with read/write, and netpath \
-             continues a journey across the relay only for TCP; use -d published-nat (the same \
-             published port without the proxy)"
-        }
-        (Driver::PublishedNat, Proto::Icmp) => {
-            "a published port maps TCP and UDP ports, an echo request to the published address \
-             is answered by the node itself; use -d bridge (the same container path)"
-        }
-        (Driver::PublishedProxy, Proto::Icmp) => {
-            "docker-proxy relays TCP and UDP ports, an echo request to the published address \
-             is answered by the node itself; use -d gateway (an echo to the node's own address) or -d bridge"
-        }
-        _ => return Ok(()),
-    };
-    Err(ProtoUnsupported {
-        driver: driver.name(),
-        proto: proto.name(),
-        why: why.to_string(),
-    })
+/// `trace --proto`: a protocol the harness sends, or any IP protocol number (a filter on
+/// traffic netpath does not generate, with `--container`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum L4 {
+    Harness(Proto),
+    Number(u8),
 }
 
-/// Whether netpath can measure `proto` on the Docker `driver`: as on the lab, and an echo from
-/// a client in the Docker host's own namespace (`host`, `host-egress`) needs that namespace to
-/// open ping sockets to root already; netpath changes no setting of a namespace it did not
-/// create.
-pub fn check_docker(driver: crate::driver::Driver, proto: Proto) -> Result<(), ProtoUnsupported> {
-    use crate::driver::Driver;
-    check(driver, proto)?;
-    if proto != Proto::Icmp || !matches!(driver, Driver::Host | Driver::HostEgress) {
-        return Ok(());
+impl L4 {
+    /// The IP protocol number the kernel filter compares.
+    pub fn number(self) -> u8 {
+        match self {
+            L4::Harness(p) => p.number(),
+            L4::Number(n) => n,
+        }
     }
-    let range = crate::netns::read_sysctl(super::icmp::PING_RANGE)
-        .unwrap_or_else(|e| format!("unreadable: {e:#}"));
-    if super::icmp::ping_allows_root(&range) {
-        return Ok(());
-    }
-    Err(ProtoUnsupported {
-        driver: driver.name(),
-        proto: proto.name(),
-        why: format!(
-            "the client runs in the Docker host's own namespace, whose {} ({}) opens ping \
-             sockets to no group of root's, and netpath changes no setting of a namespace it \
-             did not create: allow root there (sysctl -w {}=\"0 0\") or use -d bridge",
-            super::icmp::PING_RANGE,
-            range.replace('\t', " "),
-            super::icmp::PING_RANGE
-        ),
-    })
 }
 
-/// `compare --proto`: what cannot run is said in one line before anything is loaded or built.
-pub fn check_compare(proto: Proto, req_size: usize, resp_size: usize) -> anyhow::Result<()> {
-    if proto == Proto::Tcp {
-        return Ok(());
+impl std::str::FromStr for L4 {
+    type Err = String;
+    fn from_str(s: &str) -> Result<L4, String> {
+        use clap::ValueEnum as _;
+        if let Ok(p) = Proto::from_str(s, true) {
+            return Ok(L4::Harness(p));
+        }
+        s.parse()
+            .map(L4::Number)
+            .map_err(|_| format!("unknown protocol {s:?}: use tcp, udp, icmp or a number"))
     }
-    if proto == Proto::Icmp && req_size != resp_size {
-        anyhow::bail!(
-            "--proto icmp: the echo reply carries the request's {req_size} bytes back, so a \
-             {resp_size}-byte response cannot be asked: drop --resp-size or make it equal to \
-             --req-size"
-        );
-    }
-    if let Some(max) = proto.max_payload()
-        && req_size.max(resp_size) > max
-    {
-        anyhow::bail!(
-            "--proto {proto}: a request or response of {} bytes does not fit one datagram (at \
-             most {max}): use --req-size/--resp-size up to {max}",
-            req_size.max(resp_size)
-        );
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::driver::Driver;
 
     #[test]
-    fn paths_that_cannot_carry_a_protocol_are_named() {
-        for d in Driver::ALL {
-            assert!(check(d, Proto::Tcp).is_ok(), "{d}");
-        }
-        let e = check(Driver::PublishedProxy, Proto::Udp).unwrap_err();
-        assert!(e.to_string().contains("published-nat"), "{e}");
-        assert!(check(Driver::PublishedNat, Proto::Udp).is_ok());
-        assert!(check(Driver::PublishedNat, Proto::Icmp).is_err());
-        assert!(check(Driver::Egress, Proto::Icmp).is_ok());
-        assert!(check_compare(Proto::Udp, 65_507, 1).is_ok());
-        assert!(check_compare(Proto::Udp, 65_508, 1).is_err());
-        assert!(check_compare(Proto::Icmp, 64, 128).is_err());
-        assert!(check_compare(Proto::Tcp, 1 << 20, 1).is_ok());
-        // Docker refuses what the lab refuses.
-        let e = check_docker(Driver::PublishedProxy, Proto::Icmp).unwrap_err();
-        assert!(e.to_string().contains("-d gateway"), "{e}");
-        assert!(check_docker(Driver::Bridge, Proto::Icmp).is_ok());
-        assert!(check_docker(Driver::PublishedNat, Proto::Udp).is_ok());
+    fn names_and_numbers() {
+        assert_eq!("UDP".parse::<L4>(), Ok(L4::Harness(Proto::Udp)));
+        assert_eq!("47".parse::<L4>().map(L4::number), Ok(47));
+        assert_eq!(L4::Harness(Proto::Icmp).number(), 1);
+        assert!(
+            "sctp"
+                .parse::<L4>()
+                .unwrap_err()
+                .contains("unknown protocol")
+        );
+        assert_ne!(Proto::Tcp.kernel(), Proto::Udp.kernel());
     }
 }

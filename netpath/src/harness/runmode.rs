@@ -1,48 +1,13 @@
-//! How the harness threads wait for data and where they run: `--wait block|spin|busy-poll`
-//! and `--cpus same|split|auto|N,M`.
+//! Where the harness threads run (`--cpus same|split|auto|N,M`) and the run mode of a
+//! measurement (wait mode, placement, the blocking line).
 //!
 //! The receiver's wakeup on an idle vCPU costs tens of µs and swings with the machine's state;
-//! the per-driver differences netpath explains are a few µs. `spin` takes the scheduler out of
-//! the data path (non-blocking receives in a loop; the EAGAIN receives are no journeys, the
-//! kernel programs end a journey only at a receive that returns data), `split` keeps client and
-//! server on two fixed CPUs. Nothing host-wide is changed: `SO_BUSY_POLL` is set on netpath's
-//! own sockets only, affinity on netpath's own threads (and the relay it started).
-
-use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
-use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant};
+//! the per-driver differences netpath explains are a few µs: `split` keeps client and server on
+//! two fixed CPUs. Affinity is set on netpath's own threads only (and the relay it started).
 
 use anyhow::{Context, Result, bail};
 use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::unistd::Pid;
-
-/// How a receiving harness thread waits for its data.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum WaitMode {
-    /// Blocking receives: what an application sees, the scheduler's wakeup included.
-    #[default]
-    Block,
-    /// Non-blocking receives in a tight loop: the data path without the scheduler.
-    Spin,
-    /// `SO_BUSY_POLL` on the harness sockets: the kernel polls the device's NAPI in the
-    /// receive (blocking receives where the device has no NAPI).
-    BusyPoll,
-}
-
-impl WaitMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            WaitMode::Block => "block",
-            WaitMode::Spin => "spin",
-            WaitMode::BusyPoll => "busy-poll",
-        }
-    }
-}
-
-/// `SO_BUSY_POLL` budget per receive, µs (what the kernel documentation suggests for sockets).
-pub const BUSY_POLL_US: i32 = 50;
 
 /// Where the client and server threads run, as asked on the command line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -97,6 +62,8 @@ impl serde::Serialize for Cpus {
     }
 }
 
+use super::wait::WaitMode;
+
 /// Wait mode and placement of a measurement.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RunMode {
@@ -107,32 +74,6 @@ pub struct RunMode {
     pub cpus: Cpus,
     /// `cpus` resolved on this machine.
     pub pin: Pin,
-}
-
-/// `--wait` and `--cpus`, shared by every command that runs request/response traffic.
-#[derive(Clone, Debug, PartialEq, clap::Args)]
-pub struct RunModeArgs {
-    /// How receivers wait: block (what an application sees), spin (non-blocking receives in a
-    /// loop: the data path without the scheduler), busy-poll (SO_BUSY_POLL on netpath's own
-    /// sockets). Default: hop tables and ratios from spin, plus a block RTT line with its wakeup.
-    #[arg(long, value_enum)]
-    pub wait: Option<WaitMode>,
-    /// Where client and server threads run: same (one CPU), split (two CPUs), auto (the
-    /// scheduler decides), N (both on CPU N) or N,M (client on N, server on M).
-    #[arg(long, default_value = "split")]
-    pub cpus: Cpus,
-}
-
-impl RunModeArgs {
-    /// Checked against this machine's CPUs before anything is built.
-    pub fn resolve(&self) -> Result<RunMode> {
-        Ok(RunMode {
-            wait: self.wait.unwrap_or(WaitMode::Spin),
-            block_line: self.wait.is_none(),
-            cpus: self.cpus,
-            pin: self.cpus.resolve()?,
-        })
-    }
 }
 
 /// The CPUs this process may run on.
@@ -148,6 +89,13 @@ pub fn allowed_cpus() -> Result<Vec<usize>> {
 pub struct Pin {
     pub client: Option<usize>,
     pub server: Option<usize>,
+}
+
+impl Pin {
+    /// Client and server pinned to one CPU.
+    pub fn same_cpu(&self) -> bool {
+        self.client.is_some() && self.client == self.server
+    }
 }
 
 impl Cpus {
@@ -221,154 +169,6 @@ pub fn current_cpu() -> Option<usize> {
     // SAFETY: sched_getcpu has no preconditions.
     let c = unsafe { libc::sched_getcpu() };
     (c >= 0).then_some(c as usize)
-}
-
-/// One end of a request/response connection set up for a wait mode.
-pub struct Receiver {
-    pub wait: WaitMode,
-    /// Yield the CPU between polls (spin with client and server on one CPU).
-    pub yield_between: bool,
-    /// Bound on one receive in spin mode (blocking modes use the socket's read timeout).
-    pub timeout: Option<Duration>,
-}
-
-impl Receiver {
-    pub fn new(wait: WaitMode, pin: Pin, timeout: Option<Duration>) -> Receiver {
-        Receiver {
-            wait,
-            yield_between: pin.client.is_some() && pin.client == pin.server,
-            timeout,
-        }
-    }
-
-    /// Other threads netpath runs share these CPUs (a relay beside the server, several
-    /// connections per CPU): spin yields between polls so they get to run.
-    pub fn sharing(mut self, shared: bool) -> Receiver {
-        self.yield_between |= shared;
-        self
-    }
-
-    /// Sets the socket up for the mode: non-blocking for spin, `SO_BUSY_POLL` for busy-poll.
-    pub fn prepare(&self, conn: &TcpStream) -> Result<()> {
-        match self.wait {
-            WaitMode::Block => Ok(()),
-            WaitMode::Spin => conn
-                .set_nonblocking(true)
-                .context("making the socket non-blocking"),
-            WaitMode::BusyPoll => set_busy_poll(conn, BUSY_POLL_US),
-        }
-    }
-
-    /// Reads exactly `buf.len()` bytes; `UnexpectedEof` when the peer closed.
-    pub fn read_exact(&self, conn: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<()> {
-        if self.wait != WaitMode::Spin {
-            return conn.read_exact(buf);
-        }
-        let mut off = 0;
-        let mut polls = 0u32;
-        let mut started: Option<Instant> = None;
-        while off < buf.len() {
-            match conn.read(&mut buf[off..]) {
-                Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
-                Ok(n) => off += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    self.idle(&mut polls, &mut started)?;
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes all of `buf` (a non-blocking socket may take it in parts).
-    pub fn write_all(&self, conn: &mut TcpStream, buf: &[u8]) -> std::io::Result<()> {
-        if self.wait != WaitMode::Spin {
-            return conn.write_all(buf);
-        }
-        let mut off = 0;
-        let mut polls = 0u32;
-        let mut started = None;
-        while off < buf.len() {
-            match conn.write(&buf[off..]) {
-                Ok(0) => return Err(ErrorKind::WriteZero.into()),
-                Ok(n) => off += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    self.idle(&mut polls, &mut started)?;
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// Between two polls: yield when sharing the CPU with the peer, and every few thousand
-    /// polls look at the clock for the timeout.
-    fn idle(&self, polls: &mut u32, started: &mut Option<Instant>) -> std::io::Result<()> {
-        if self.yield_between {
-            // SAFETY: sched_yield has no preconditions.
-            unsafe { libc::sched_yield() };
-        } else {
-            std::hint::spin_loop();
-        }
-        *polls += 1;
-        if (*polls).is_multiple_of(4096)
-            && let Some(t) = self.timeout
-        {
-            let s = *started.get_or_insert_with(Instant::now);
-            if s.elapsed() >= t {
-                return Err(ErrorKind::TimedOut.into());
-            }
-        }
-        Ok(())
-    }
-}
-
-fn set_busy_poll(conn: &TcpStream, us: i32) -> Result<()> {
-    set_busy_poll_fd(conn.as_raw_fd(), us)
-}
-
-/// `SO_BUSY_POLL` of `us` µs on socket `fd` (one of netpath's own).
-pub fn set_busy_poll_fd(fd: std::os::fd::RawFd, us: i32) -> Result<()> {
-    // SAFETY: SO_BUSY_POLL takes an int; the pointer and length describe `us`.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_BUSY_POLL,
-            (&us as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error())
-            .context("setting SO_BUSY_POLL on a harness socket");
-    }
-    Ok(())
-}
-
-/// NAPI id of the device that delivered the socket's last packet (`SO_INCOMING_NAPI_ID`);
-/// 0 when it has none, and then busy polling has nothing to poll.
-pub fn incoming_napi_id(conn: &TcpStream) -> u32 {
-    napi_id_of(conn.as_raw_fd())
-}
-
-/// [`incoming_napi_id`] of socket `fd`.
-pub fn napi_id_of(fd: std::os::fd::RawFd) -> u32 {
-    let mut v: u32 = 0;
-    let mut len = std::mem::size_of::<u32>() as libc::socklen_t;
-    // SAFETY: the pointer and length describe `v`.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_INCOMING_NAPI_ID,
-            (&mut v as *mut u32).cast(),
-            &mut len,
-        )
-    };
-    if r == 0 { v } else { 0 }
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! `netpath tune`'s text: what each side's lab knob read back as the run goes, then both
 //! sides' tables and the verdict lines.
 use crate::tune::TuneResult;
-use crate::tune::devices::{Applied, ReadBack};
+use crate::tune::devices::Applied;
 use crate::tune::knobs::{Knob, KnobSpec};
+use crate::tune::readback::ReadBack;
 use crate::{backend::Backend, driver::Driver, harness::Proto};
 
 impl super::Render for TuneResult {

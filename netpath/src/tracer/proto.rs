@@ -20,11 +20,7 @@ impl super::Tracer {
                  syscalls do not name the socket a datagram arrives on; use --proto tcp here"
             );
         }
-        let mode: u32 = match p {
-            Proto::Tcp => netpath_common::proto::TCP,
-            Proto::Udp => netpath_common::proto::UDP,
-            Proto::Icmp => netpath_common::proto::ICMP,
-        };
+        let mode = p.kernel();
         let map = self
             .ebpf
             .map_mut("PROTO_MODE")

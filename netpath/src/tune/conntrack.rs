@@ -14,7 +14,7 @@ use nftables::schema::{Chain, NfListObject, Rule};
 use nftables::stmt::{Operator, Statement};
 use nftables::types::{NfChainPolicy, NfChainType, NfFamily, NfHook};
 
-use super::devices::ReadBack;
+use super::readback::ReadBack;
 use crate::lab::LAB_PORT;
 use crate::lab::nft::{field, m, nft_error};
 use crate::netns::Netns;

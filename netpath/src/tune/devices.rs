@@ -9,28 +9,10 @@ use serde::Serialize;
 
 use super::ethtool::{self, Offload};
 use super::knobs::{Knob, KnobSpec, Value};
+use super::readback::ReadBack;
 use crate::netns::Netns;
 use crate::nl::{self, Nl};
 use crate::path::{Device, NetPath};
-
-/// One setting as the kernel reports it for one device (or table).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ReadBack {
-    pub netns: String,
-    pub device: String,
-    /// What was read: `rps_cpus rx-0`, `generic-receive-offload`, `mtu`, `root qdisc`, …
-    pub what: String,
-    pub value: String,
-}
-
-impl ReadBack {
-    pub fn line(&self) -> String {
-        format!(
-            "{} {}@{} = {}",
-            self.what, self.device, self.netns, self.value
-        )
-    }
-}
 
 /// What applying a knob changed: the values before (for restore) and after.
 #[derive(Clone, Debug, Default, Serialize)]

@@ -296,7 +296,7 @@ pub fn check_proto(spec: &KnobSpec, driver: Driver, proto: Proto) -> Result<()> 
         );
     }
     for v in [&spec.a, &spec.b] {
-        crate::harness::proto::check(side_driver(spec, driver, v), proto)?;
+        crate::harness::supported::check(side_driver(spec, driver, v), proto)?;
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ mod conntrack;
 pub mod devices;
 mod ethtool;
 pub mod knobs;
+pub mod readback;
 
 use anyhow::{Context as _, Result};
 use serde::Serialize;
@@ -24,8 +25,9 @@ use crate::driver::Driver;
 use crate::path::NetPath;
 use crate::report::DriverReport;
 use crate::tracer::Tracer;
-use devices::{Applied, ReadBack};
+use devices::Applied;
 use knobs::{KnobSpec, Value};
+use readback::ReadBack;
 
 /// One setting's side of a tune run.
 #[derive(Clone, Debug, Serialize)]
@@ -143,7 +145,7 @@ pub fn run(
     knobs::check_driver(spec, driver)?;
     let opts_a = knobs::side_options(spec, base, &spec.a)?;
     let opts_b = knobs::side_options(spec, base, &spec.b)?;
-    let mut tracer = Tracer::load(backend, &base.tracer)?;
+    let mut tracer = Tracer::load(backend, &base.tracer())?;
     let (a, b) = build_both(spec, driver)?;
     on_applied(&spec.a_label, &a.applied);
     on_applied(&spec.b_label, &b.applied);
@@ -151,13 +153,13 @@ pub fn run(
         crate::rounds::Side {
             path: &a.path,
             label: spec.a_label.clone(),
-            proto: opts_a.rr.proto,
+            proto: opts_a.proto(),
             opts: &opts_a,
         },
         crate::rounds::Side {
             path: &b.path,
             label: spec.b_label.clone(),
-            proto: opts_b.rr.proto,
+            proto: opts_b.proto(),
             opts: &opts_b,
         },
     ];
@@ -202,7 +204,7 @@ pub fn run(
 /// TCP segments the client's and the server's namespace sent per request/response (none
 /// when bulk ran too: its segments would be counted with them; none for udp and icmp).
 fn segments(r: &DriverReport, o: &CompareOptions) -> Option<(f64, f64)> {
-    if o.bulk.is_some() || o.rr.proto != crate::harness::Proto::Tcp {
+    if o.bulk.is_some() || o.proto() != crate::harness::Proto::Tcp {
         return None;
     }
     let c = r.context.as_ref()?;

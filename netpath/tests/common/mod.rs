@@ -60,7 +60,9 @@ pub fn load_tracer(opts: &TracerOptions) -> Tracer {
 pub fn one_traced_run(driver: Driver, requests: u64, warmup: u64) -> CompareOptions {
     CompareOptions {
         drivers: vec![driver],
+        protos: vec![netpath::harness::Proto::Tcp],
         rr: RrConfig {
+            wait: netpath::harness::WaitMode::Block,
             requests,
             warmup,
             ..RrConfig::default()
@@ -73,7 +75,10 @@ pub fn one_traced_run(driver: Driver, requests: u64, warmup: u64) -> CompareOpti
         bulk: None,
         burst: None,
         underlay: None,
-        mode: Default::default(),
+        mode: netpath::harness::runmode::RunMode {
+            wait: netpath::harness::WaitMode::Block,
+            ..Default::default()
+        },
     }
 }
 
@@ -91,6 +96,7 @@ pub fn run_json(args: &[&str]) -> serde_json::Value {
 
 pub fn small_rr() -> RrConfig {
     RrConfig {
+        wait: netpath::harness::WaitMode::Block,
         requests: 200,
         warmup: 20,
         req_size: 1024,

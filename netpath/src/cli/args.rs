@@ -8,7 +8,7 @@ use crate::{
     bounds,
     compare::CompareOptions,
     driver::Driver,
-    harness::{self, Proto, RrConfig},
+    harness::{self, Cpus, Proto, RrConfig, WaitMode, runmode::RunMode},
     lab::netem::WireDelay,
     tracer::TracerOptions,
 };
@@ -45,7 +45,7 @@ pub struct TrafficArgs {
     #[arg(long, default_value_t = 1024, value_parser = bounds::int(bounds::PAYLOAD))]
     pub resp_size: usize,
     #[command(flatten)]
-    pub mode: harness::runmode::RunModeArgs,
+    pub mode: RunModeArgs,
     /// Skip the untraced run (no probe-effect figure).
     #[arg(long)]
     pub no_untraced: bool,
@@ -60,6 +60,32 @@ pub struct TrafficArgs {
     /// Report each kernel program's run count and mean cost (BPF run-time stats).
     #[arg(long)]
     pub prog_stats: bool,
+}
+
+/// `--wait` and `--cpus`, shared by every command that runs request/response traffic.
+#[derive(Clone, Debug, PartialEq, clap::Args)]
+pub struct RunModeArgs {
+    /// How receivers wait: block (what an application sees), spin (non-blocking receives in a
+    /// loop: the data path without the scheduler), busy-poll (SO_BUSY_POLL on netpath's own
+    /// sockets). Default: hop tables and ratios from spin, plus a block RTT line with its wakeup.
+    #[arg(long, value_enum)]
+    pub wait: Option<WaitMode>,
+    /// Where client and server threads run: same (one CPU), split (two CPUs), auto (the
+    /// scheduler decides), N (both on CPU N) or N,M (client on N, server on M).
+    #[arg(long, default_value = "split")]
+    pub cpus: Cpus,
+}
+
+impl RunModeArgs {
+    /// Checked against this machine's CPUs before anything is built.
+    pub fn resolve(&self) -> Result<RunMode> {
+        Ok(RunMode {
+            wait: self.wait.unwrap_or_default(),
+            block_line: self.wait.is_none(),
+            cpus: self.cpus,
+            pin: self.cpus.resolve()?,
+        })
+    }
 }
 
 /// The flags alone, to read their defaults.
@@ -88,6 +114,7 @@ impl TrafficArgs {
         let secs = |s: f64| std::time::Duration::from_secs_f64(s.max(0.0));
         Ok(CompareOptions {
             drivers,
+            protos: vec![Proto::Tcp],
             rounds: self.rounds,
             bulk: (self.bulk_secs > 0.0).then(|| harness::BulkConfig {
                 streams: self.streams.max(1),
@@ -125,28 +152,4 @@ impl TrafficArgs {
             mode,
         })
     }
-}
-
-/// `compare --proto a,b,…`: the first protocol is the harness's, the others ride in the same
-/// interleaved rounds (a row each); each is checked against the sizes before anything is
-/// built (and against each driver's path, lab or Docker, before that driver's is). Bulk and burst are TCP phases: without TCP they go.
-pub fn set_protocols(opts: &mut CompareOptions, asked: &[Proto]) -> Result<()> {
-    let mut protos: Vec<Proto> = Vec::new();
-    for p in asked {
-        if !protos.contains(p) {
-            protos.push(*p);
-        }
-    }
-    let first = protos.first().copied().unwrap_or(Proto::Tcp);
-    for p in &protos {
-        harness::proto::check_compare(*p, opts.rr.req_size, opts.rr.resp_size)?;
-    }
-    if !protos.contains(&Proto::Tcp) {
-        opts.bulk = None;
-        opts.burst = None;
-    }
-    opts.rr.proto = first;
-    opts.rr.also = protos.into_iter().skip(1).collect();
-    opts.tracer.proto = first;
-    Ok(())
 }

@@ -1,0 +1,113 @@
+//! Which paths and sizes can carry which protocol, said in one line before anything is built.
+
+use super::icmp;
+use super::proto::Proto;
+use crate::driver::ProtoUnsupported;
+
+/// Whether netpath can measure `proto` on the lab's `driver`.
+pub fn check(driver: crate::driver::Driver, proto: Proto) -> Result<(), ProtoUnsupported> {
+    use crate::driver::Driver;
+    let why = match (driver, proto) {
+        (_, Proto::Tcp) => return Ok(()),
+        (Driver::PublishedProxy, Proto::Udp) => {
+            "docker-proxy relays UDP on sockets of its own with read/write, and netpath \
+             continues a journey across the relay only for TCP; use -d published-nat (the same \
+             published port without the proxy)"
+        }
+        (Driver::PublishedNat, Proto::Icmp) => {
+            "a published port maps TCP and UDP ports, an echo request to the published address \
+             is answered by the node itself; use -d bridge (the same container path)"
+        }
+        (Driver::PublishedProxy, Proto::Icmp) => {
+            "docker-proxy relays TCP and UDP ports, an echo request to the published address \
+             is answered by the node itself; use -d gateway (an echo to the node's own address) or -d bridge"
+        }
+        _ => return Ok(()),
+    };
+    Err(ProtoUnsupported {
+        driver: driver.name(),
+        proto: proto.name(),
+        why: why.to_string(),
+    })
+}
+
+/// Whether netpath can measure `proto` on the Docker `driver`: as on the lab, and an echo from
+/// a client in the Docker host's own namespace (`host`, `host-egress`) needs that namespace to
+/// open ping sockets to root already; netpath changes no setting of a namespace it did not
+/// create.
+pub fn check_docker(driver: crate::driver::Driver, proto: Proto) -> Result<(), ProtoUnsupported> {
+    use crate::driver::Driver;
+    check(driver, proto)?;
+    if proto != Proto::Icmp || !matches!(driver, Driver::Host | Driver::HostEgress) {
+        return Ok(());
+    }
+    let range = crate::netns::read_sysctl(icmp::PING_RANGE)
+        .unwrap_or_else(|e| format!("unreadable: {e:#}"));
+    if icmp::ping_allows_root(&range) {
+        return Ok(());
+    }
+    Err(ProtoUnsupported {
+        driver: driver.name(),
+        proto: proto.name(),
+        why: format!(
+            "the client runs in the Docker host's own namespace, whose {} ({}) opens ping \
+             sockets to no group of root's, and netpath changes no setting of a namespace it \
+             did not create: allow root there (sysctl -w {}=\"0 0\") or use -d bridge",
+            icmp::PING_RANGE,
+            range.replace('\t', " "),
+            icmp::PING_RANGE
+        ),
+    })
+}
+
+/// Sizes `proto` can carry: what cannot run is said in one line before anything is loaded or
+/// built (and checked again by every run).
+pub fn check_sizes(proto: Proto, req_size: usize, resp_size: usize) -> anyhow::Result<()> {
+    if proto == Proto::Tcp {
+        return Ok(());
+    }
+    if proto == Proto::Icmp && req_size != resp_size {
+        anyhow::bail!(
+            "--proto icmp: the echo reply carries the request's {req_size} bytes back, so a \
+             {resp_size}-byte response cannot be asked: drop --resp-size or make it equal to \
+             --req-size"
+        );
+    }
+    if let Some(max) = proto.max_payload()
+        && req_size.max(resp_size) > max
+    {
+        anyhow::bail!(
+            "--proto {proto}: a request or response of {} bytes does not fit one datagram (at \
+             most {max}): use --req-size/--resp-size up to {max}",
+            req_size.max(resp_size)
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::Driver;
+
+    #[test]
+    fn paths_that_cannot_carry_a_protocol_are_named() {
+        for d in Driver::ALL {
+            assert!(check(d, Proto::Tcp).is_ok(), "{d}");
+        }
+        let e = check(Driver::PublishedProxy, Proto::Udp).unwrap_err();
+        assert!(e.to_string().contains("published-nat"), "{e}");
+        assert!(check(Driver::PublishedNat, Proto::Udp).is_ok());
+        assert!(check(Driver::PublishedNat, Proto::Icmp).is_err());
+        assert!(check(Driver::Egress, Proto::Icmp).is_ok());
+        assert!(check_sizes(Proto::Udp, 65_507, 1).is_ok());
+        assert!(check_sizes(Proto::Udp, 65_508, 1).is_err());
+        assert!(check_sizes(Proto::Icmp, 64, 128).is_err());
+        assert!(check_sizes(Proto::Tcp, 1 << 20, 1).is_ok());
+        // Docker refuses what the lab refuses.
+        let e = check_docker(Driver::PublishedProxy, Proto::Icmp).unwrap_err();
+        assert!(e.to_string().contains("-d gateway"), "{e}");
+        assert!(check_docker(Driver::Bridge, Proto::Icmp).is_ok());
+        assert!(check_docker(Driver::PublishedNat, Proto::Udp).is_ok());
+    }
+}

@@ -1,0 +1,241 @@
+//! TCP request/response ping-pong (like sockperf ping-pong) between the lab's client and
+//! server namespaces, and the echo server the burst harness and the Docker agent use.
+//!
+//! Plain blocking std threads on purpose: the eBPF side correlates by thread id and by
+//! the syscalls std makes here (`write` on a `TcpStream` is `sendto`, `read` is
+//! `recvfrom`). Only `read_exact` / `write_all` are used, never vectored I/O.
+
+use std::io::ErrorKind;
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use hdrhistogram::Histogram;
+
+use super::conns::connect_from;
+use super::rr::{Phases, RrConfig, RrResult, gettid, rr_result};
+use super::runmode::pin_current;
+use super::server::{Ends, client_server, ready_with};
+use super::wait::{Receiver, WaitMode, napi_id_of};
+use crate::path::NetPath;
+
+/// TCP ping-pong from `lab.client_ns` to `lab.connect_to`, served by one connection on
+/// `lab.server_bind` in `lab.server_ns`.
+pub fn run_tcp(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrResult> {
+    let deadline = Instant::now() + cfg.timeout;
+    // A client that failed before connecting leaves the server in accept: it gives up on its
+    // own at the deadline, but is woken now with a connection.
+    let stop = |failed: bool| {
+        if failed {
+            poke(lab);
+        }
+    };
+    let ends = Ends {
+        what: "request/response",
+        deadline,
+        stop: &stop,
+    };
+    client_server(
+        &ends,
+        |ready, napi| serve(lab, cfg, deadline, ready, napi),
+        |server_tid| client(lab, cfg, deadline, phases, server_tid),
+    )
+}
+
+/// Wake a server stuck in accept (connect and close at once), best effort.
+fn poke(lab: &NetPath) {
+    let ns = lab.server_ns.clone();
+    let addr = SocketAddr::V4(lab.server_bind);
+    let _ = std::thread::Builder::new()
+        .name("np-rr-poke".into())
+        .spawn(move || {
+            if ns.enter().is_ok() {
+                let _ = TcpStream::connect_timeout(&addr, Duration::from_millis(200));
+            }
+        });
+}
+
+fn serve(
+    lab: &NetPath,
+    cfg: &RrConfig,
+    deadline: Instant,
+    ready: mpsc::Sender<Result<u32>>,
+    napi: &AtomicU32,
+) -> Result<()> {
+    let listener = ready_with(&ready, gettid, || {
+        pin_current(cfg.pin.server)?;
+        lab.server_ns.enter()?;
+        std::net::TcpListener::bind(lab.server_bind).with_context(|| {
+            format!(
+                "server: cannot listen on {} in {}",
+                lab.server_bind, lab.server_ns.name
+            )
+        })
+    })?;
+
+    // Accept with a bound: poll a non-blocking listener until the deadline.
+    listener.set_nonblocking(true)?;
+    let (mut conn, _) = loop {
+        match listener.accept() {
+            Ok(c) => break c,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    bail!("server: no connection before the timeout");
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).context("server: accept failed"),
+        }
+    };
+    drop(listener);
+    conn.set_nonblocking(false)?;
+    conn.set_nodelay(true)?;
+    // No read timeout: the client may pause in its phase hooks for as long as they
+    // take, and it always closes the connection when it ends (EOF ends this loop).
+    let rx = Receiver::new(cfg.wait, cfg.pin.same_cpu(), None).sharing(lab.proxy_pid.is_some());
+    rx.prepare(&conn, None)?;
+
+    let mut req = vec![0u8; cfg.req_size];
+    let resp = vec![0x5au8; cfg.resp_size];
+    let mut served = 0u64;
+    loop {
+        if served == cfg.warmup.max(1) && cfg.wait == WaitMode::BusyPoll {
+            napi.store(napi_id_of(conn.as_raw_fd()), Ordering::Relaxed);
+        }
+        served += 1;
+        if !answer(&rx, &mut conn, &mut req, &resp)? {
+            return Ok(());
+        }
+    }
+}
+
+fn client(
+    lab: &NetPath,
+    cfg: &RrConfig,
+    deadline: Instant,
+    phases: &dyn Phases,
+    server_tid: u32,
+) -> Result<RrResult> {
+    pin_current(cfg.pin.client)?;
+    lab.client_ns.enter()?;
+    let tid = gettid();
+    let mut conn = connect_from(&lab.client_ns, lab.connect_to, deadline, cfg.timeout)?;
+    conn.set_nodelay(cfg.nodelay)?;
+    let rx = Receiver::new(cfg.wait, cfg.pin.same_cpu(), Some(cfg.timeout))
+        .sharing(lab.proxy_pid.is_some());
+    rx.prepare(&conn, None)?;
+
+    let mut req = vec![0xa5u8; cfg.req_size];
+    let mut resp = vec![0u8; cfg.resp_size];
+    let mut seq: u64 = 0;
+    let mut one = |conn: &mut TcpStream, seq: u64| -> Result<()> {
+        let b = seq.to_le_bytes();
+        let n = b.len().min(req.len());
+        req[..n].copy_from_slice(&b[..n]);
+        // Two writes when asked (each its own sendto), else one.
+        let cut = if cfg.split_request && req.len() > 1 {
+            req.len() / 2
+        } else {
+            req.len()
+        };
+        for part in [&req[..cut], &req[cut..]] {
+            if !part.is_empty() {
+                rx.write_all(conn, part)
+                    .context("client: writing a request")?;
+            }
+        }
+        rx.read_exact(conn, &mut resp)
+            .context("client: reading a response")?;
+        Ok(())
+    };
+
+    for _ in 0..cfg.warmup {
+        if Instant::now() >= deadline {
+            break;
+        }
+        one(&mut conn, seq)?;
+        seq += 1;
+    }
+
+    let napi_ids = (cfg.wait == WaitMode::BusyPoll).then(|| (napi_id_of(conn.as_raw_fd()), 0));
+    let mut hist = Histogram::<u64>::new(3).context("creating histogram")?;
+    let hook_t0 = Instant::now();
+    phases
+        .measure_start(tid, server_tid)
+        .context("measure_start hook failed")?;
+    // Time spent in the hook (e.g. attaching probes) is not charged to the run's bound.
+    let deadline = deadline + hook_t0.elapsed();
+    let t0 = Instant::now();
+    let mut count = 0u64;
+    let mut err = None;
+    while count < cfg.requests {
+        let t = Instant::now();
+        if t >= deadline {
+            break;
+        }
+        if let Err(e) = one(&mut conn, seq) {
+            err = Some(e);
+            break;
+        }
+        let ns = t.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+        hist.record(ns.max(1)).context("recording a sample")?;
+        count += 1;
+        seq += 1;
+    }
+    let elapsed = t0.elapsed();
+    let end = phases.measure_end(tid, server_tid);
+    // EOF for the server.
+    let _ = conn.shutdown(std::net::Shutdown::Write);
+    drop(conn);
+    if let Some(e) = err {
+        return Err(e);
+    }
+    end.context("measure_end hook failed")?;
+    Ok(rr_result(cfg, hist, count, elapsed, napi_ids))
+}
+
+/// Server side of one request/response connection: a `resp`-byte answer (0x5a bytes) per
+/// `req`-byte request, until the client closes. Used by the burst harness and by the Docker
+/// traffic agent.
+pub fn echo(conn: TcpStream, req: usize, resp: usize) -> Result<()> {
+    let rx = Receiver::new(WaitMode::Block, false, None);
+    echo_with(conn, req, resp, &rx)
+}
+
+/// [`echo`] waiting for requests as `rx` says.
+pub fn echo_with(mut conn: TcpStream, req: usize, resp: usize, rx: &Receiver) -> Result<()> {
+    conn.set_nodelay(true)?;
+    rx.prepare(&conn, None)?;
+    // No read timeout: clients always close their end (EOF), even on error.
+    let mut rbuf = vec![0u8; req];
+    let wbuf = vec![0x5au8; resp];
+    while answer(rx, &mut conn, &mut rbuf, &wbuf)? {}
+    Ok(())
+}
+
+/// Reads one request and writes its response: `false` when the client has gone.
+fn answer(rx: &Receiver, conn: &mut TcpStream, req: &mut [u8], resp: &[u8]) -> Result<bool> {
+    match rx.read_exact(conn, req) {
+        Ok(()) => {}
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset
+            ) =>
+        {
+            return Ok(false);
+        }
+        Err(e) => return Err(e).context("server: reading a request"),
+    }
+    match rx.write_all(conn, resp) {
+        Ok(()) => Ok(true),
+        Err(e) if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) => {
+            Ok(false)
+        }
+        Err(e) => Err(e).context("server: writing a response"),
+    }
+}

@@ -81,7 +81,7 @@ fn netpath_args(args: &BenchArgs) -> Vec<String> {
         } else {
             "BENCHMARKS.md"
         };
-        let path = crate::workspace_root().join(name);
+        let path = crate::paths::workspace_root().join(name);
         v.extend(["--markdown".into(), path.display().to_string()]);
     }
     if !has("--journeys") && !udp(args) {
@@ -117,7 +117,7 @@ mod tests {
         let crate::Command::Bench(args) = cli.command else {
             panic!("not bench")
         };
-        let md = crate::workspace_root().join("BENCHMARKS.md");
+        let md = crate::paths::workspace_root().join("BENCHMARKS.md");
         assert_eq!(
             super::netpath_args(&args),
             [
@@ -134,7 +134,7 @@ mod tests {
         let crate::Command::Bench(args) = cli.command else {
             panic!("not bench")
         };
-        let md = crate::workspace_root().join("BENCHMARKS-udp.md");
+        let md = crate::paths::workspace_root().join("BENCHMARKS-udp.md");
         assert!(super::udp(&args));
         assert_eq!(
             super::netpath_args(&args),

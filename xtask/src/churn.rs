@@ -16,7 +16,7 @@ use std::{
 use anyhow::{Context as _, bail};
 use clap::Args;
 
-use crate::{cmd, dockerd, target_dir, workspace_root};
+use crate::{cmd, dockerd, paths};
 
 #[derive(Args, Debug)]
 pub struct ChurnArgs {
@@ -41,16 +41,7 @@ impl Drop for Serve {
 pub fn run(args: &ChurnArgs) -> anyhow::Result<()> {
     let exe = match &args.netpath {
         Some(p) => p.clone(),
-        None => {
-            let root = workspace_root();
-            cmd::run(Command::new("cargo").current_dir(&root).args([
-                "build",
-                "--release",
-                "-p",
-                "netpath",
-            ]))?;
-            target_dir(&root)?.join("release/netpath")
-        }
+        None => paths::release_netpath()?,
     };
     let _dockerd = dockerd::ensure_dockerd()?;
     // The containers carry this run's id and its lock is held while they churn, so a

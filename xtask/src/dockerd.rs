@@ -56,7 +56,8 @@ pub fn ensure_dockerd() -> anyhow::Result<Guard> {
     }
     // In the workspace's target directory, not at a predictable name in the world-writable
     // temp directory (xtask runs as root; File::create there would follow a planted link).
-    let log_path = crate::target_dir(&crate::workspace_root())?.join("netpath-xtask-dockerd.log");
+    let log_path = crate::paths::target_dir(&crate::paths::workspace_root())?
+        .join("netpath-xtask-dockerd.log");
     let log = std::fs::File::create(&log_path)
         .with_context(|| format!("cannot create {}", log_path.display()))?;
     let mut c = Command::new("dockerd");

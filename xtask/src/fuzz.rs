@@ -8,7 +8,7 @@ use std::process::Command;
 use anyhow::bail;
 use clap::Args;
 
-use crate::{cmd, workspace_root};
+use crate::{cmd, paths::workspace_root};
 
 /// The targets in fuzz/Cargo.toml.
 const TARGETS: &[&str] = &["skb_state", "args", "docker_inspect"];

@@ -2,15 +2,9 @@
 //! `FROM scratch` through the Docker API by the release binary itself (`netpath image`).
 use std::process::Command;
 
-use crate::{cmd, workspace_root};
+use crate::{cmd, paths};
 
 pub fn run() -> anyhow::Result<()> {
-    let root = workspace_root();
-    cmd::run(
-        Command::new("cargo")
-            .args(["build", "--release", "--package", "netpath"])
-            .current_dir(&root),
-    )?;
-    let exe = crate::target_dir(&root)?.join("release/netpath");
+    let exe = paths::release_netpath()?;
     cmd::run(Command::new(exe).arg("image"))
 }

@@ -1,15 +1,18 @@
 //! Developer tasks for netpath: `cargo xtask setup | test | vm-test | run -- <netpath args> |
-//! bench | soak | churn | fuzz | screenshot | image`.
+//! bench | soak | churn | fuzz | screenshot | image | circles`.
 //!
 //! Everything here runs plain commands with `std::process::Command` and prints each one
 //! before it runs, so a failing step can be repeated by hand.
 
 mod bench;
 mod churn;
+mod circles;
 mod cmd;
+mod counts;
 mod dockerd;
 mod fuzz;
 mod image;
+mod paths;
 mod run;
 mod screenshot;
 mod setup;
@@ -51,6 +54,8 @@ enum Command {
     Image,
     /// Render netpath's HTML report to a PNG with headless chromium (to look at it).
     Screenshot(screenshot::ScreenshotArgs),
+    /// List the source files of netpath and xtask that import each other in a loop; fail if any.
+    Circles,
 }
 
 fn main() -> ExitCode {
@@ -67,6 +72,7 @@ fn main() -> ExitCode {
         Command::Fuzz(args) => fuzz::run(&args),
         Command::Screenshot(args) => screenshot::run(&args),
         Command::Image => image::run(),
+        Command::Circles => circles::run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -96,27 +102,6 @@ fn cargo_bin_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))?;
     Some(home.join("bin"))
-}
-
-/// The workspace root: the parent of this crate's directory.
-fn workspace_root() -> PathBuf {
-    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest_dir
-        .parent()
-        .map(PathBuf::from)
-        .unwrap_or(manifest_dir)
-}
-
-/// Cargo's target directory for the workspace at `root` (`target/`, or `CARGO_TARGET_DIR`).
-fn target_dir(root: &std::path::Path) -> anyhow::Result<PathBuf> {
-    use anyhow::Context as _;
-    Ok(cargo_metadata::MetadataCommand::new()
-        .no_deps()
-        .current_dir(root)
-        .exec()
-        .context("cargo metadata")?
-        .target_directory
-        .into_std_path_buf())
 }
 
 #[cfg(test)]

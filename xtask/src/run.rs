@@ -5,7 +5,7 @@ use std::{os::unix::process::CommandExt as _, process::Command};
 use anyhow::Context as _;
 use clap::Args;
 
-use crate::{cmd, setup, workspace_root};
+use crate::{cmd, paths, setup};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -38,19 +38,7 @@ pub fn run_and_wait(args: &RunArgs) -> anyhow::Result<()> {
 /// Setup, release build, and the netpath command line to run.
 fn prepare(args: &RunArgs) -> anyhow::Result<Command> {
     setup::run(&setup::SetupArgs::default())?;
-    let root = workspace_root();
-    cmd::run(
-        Command::new("cargo")
-            .args(["build", "--release", "--package", "netpath"])
-            .current_dir(&root),
-    )?;
-    let target_dir = cargo_metadata::MetadataCommand::new()
-        .no_deps()
-        .current_dir(&root)
-        .exec()
-        .context("cargo metadata")?
-        .target_directory;
-    let mut netpath = Command::new(target_dir.join("release/netpath"));
+    let mut netpath = Command::new(paths::release_netpath()?);
     netpath.args(&args.args);
     println!("$ {}", cmd::display(&netpath));
     Ok(netpath)

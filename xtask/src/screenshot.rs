@@ -8,7 +8,7 @@ use std::{
 use anyhow::{Context as _, bail};
 use clap::Args;
 
-use crate::{cmd, setup, workspace_root};
+use crate::{cmd, paths, setup};
 
 #[derive(Args, Debug)]
 pub struct ScreenshotArgs {
@@ -43,17 +43,12 @@ pub fn run(args: &ScreenshotArgs) -> anyhow::Result<()> {
 }
 
 fn fresh_report() -> anyhow::Result<PathBuf> {
-    let root = workspace_root();
-    cmd::run(
-        Command::new("cargo")
-            .args(["build", "--release", "--package", "netpath"])
-            .current_dir(&root),
-    )?;
-    let target = crate::target_dir(&root)?;
+    let exe = paths::release_netpath()?;
+    let target = paths::target_dir(&paths::workspace_root())?;
     let dir = target.join("report");
     std::fs::create_dir_all(&dir)?;
     let html = dir.join("report.html");
-    cmd::run(Command::new(target.join("release/netpath")).args([
+    cmd::run(Command::new(exe).args([
         "compare",
         "-d",
         "host,bridge,overlay",

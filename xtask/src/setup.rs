@@ -91,7 +91,7 @@ pub fn run(args: &SetupArgs) -> anyhow::Result<()> {
     kubernetes_validate()?;
     securityfs();
     if args.vm {
-        let vm_dir = crate::target_dir(&crate::workspace_root())?.join("vm");
+        let vm_dir = crate::paths::target_dir(&crate::paths::workspace_root())?.join("vm");
         crate::vm::backports::ensure(&vm_dir, !args.installed_vm_kernel_only)?;
     }
     Ok(())
@@ -249,7 +249,7 @@ const KUBERNETES_VALIDATE: &str = "kubernetes-validate==1.37.0";
 /// kubernetes-validate (PyPI) in a venv of its own under `target/tools/venv`: Debian's Python
 /// is externally managed, and nothing outside the target directory changes.
 fn kubernetes_validate() -> anyhow::Result<()> {
-    let venv = crate::target_dir(&crate::workspace_root())?.join("tools/venv");
+    let venv = crate::paths::target_dir(&crate::paths::workspace_root())?.join("tools/venv");
     if venv.join("bin/kubernetes-validate").is_file() {
         return Ok(());
     }

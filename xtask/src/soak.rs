@@ -13,7 +13,7 @@ use std::{
 use anyhow::{Context as _, bail};
 use clap::Args;
 
-use crate::{cmd, target_dir, workspace_root};
+use crate::{cmd, paths};
 
 #[derive(Args, Debug)]
 pub struct SoakArgs {
@@ -55,15 +55,7 @@ struct Sample {
 pub fn run(args: &SoakArgs) -> anyhow::Result<()> {
     let exe = match &args.netpath {
         Some(p) => p.clone(),
-        None => {
-            let root = workspace_root();
-            cmd::run(
-                Command::new("cargo")
-                    .args(["build", "--release", "--package", "netpath"])
-                    .current_dir(&root),
-            )?;
-            target_dir(&root)?.join("release/netpath")
-        }
+        None => paths::release_netpath()?,
     };
     let deadline = Instant::now() + Duration::from_secs(args.minutes * 60);
     let start_objects = objects();

@@ -21,7 +21,7 @@ use anyhow::Context as _;
 use cargo_metadata::{Message, TargetKind};
 use clap::Args;
 
-use crate::{cmd, dockerd, setup, vm, workspace_root};
+use crate::{cmd, counts::Counts, dockerd, paths::workspace_root, setup, vm};
 
 /// The package whose tests need root and run one thread at a time.
 const PRIVILEGED_PACKAGE: &str = "netpath";
@@ -221,34 +221,6 @@ impl Report {
             println!("  skipped {s}");
         }
         println!("{} passed, {} failed", self.passed, self.failed);
-    }
-}
-
-#[derive(Debug, Default, PartialEq)]
-pub struct Counts {
-    pub passed: u64,
-    pub failed: u64,
-}
-
-impl Counts {
-    /// Adds the counts of a libtest line such as
-    /// `test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; ...`.
-    pub fn add_line(&mut self, line: &str) {
-        let Some(rest) = line.trim().strip_prefix("test result:") else {
-            return;
-        };
-        for part in rest.split([';', '.']) {
-            let mut words = part.split_whitespace();
-            let (Some(n), Some(what)) = (words.next(), words.next()) else {
-                continue;
-            };
-            let Ok(n) = n.parse::<u64>() else { continue };
-            match what {
-                "passed" => self.passed += n,
-                "failed" => self.failed += n,
-                _ => {}
-            }
-        }
     }
 }
 

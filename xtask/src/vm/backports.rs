@@ -22,7 +22,7 @@ use std::{
 
 use anyhow::{Context as _, bail, ensure};
 
-use super::kernels::{FLAVOUR, version_key};
+use super::debian::{FLAVOUR, version_key};
 use crate::cmd;
 
 /// The kernel series fetched from backports.

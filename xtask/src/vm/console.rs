@@ -263,7 +263,7 @@ fn stop(child: &mut std::process::Child, timed_out: bool) -> anyhow::Result<Exit
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test::Counts;
+    use crate::counts::Counts;
 
     #[test]
     fn parses_the_console() {

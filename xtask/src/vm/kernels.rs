@@ -15,10 +15,7 @@ use std::{
 use anyhow::{Context as _, ensure};
 
 use super::backports::{BACKPORTS_SERIES, unpacked};
-
-/// The kernel flavour booted in the VM: Debian's cloud build (virtio and serial built in,
-/// no hardware drivers), the one that boots fastest under TCG.
-pub const FLAVOUR: &str = "cloud-amd64";
+use super::debian::{FLAVOUR, version_key};
 
 /// One bootable kernel: its image, its `uname -r` and where its modules are.
 #[derive(Clone, Debug, PartialEq)]
@@ -82,13 +79,6 @@ fn modules_dir(base: &Path, version: &str) -> PathBuf {
 
 fn series_of(version: &str) -> String {
     version.split('.').take(2).collect::<Vec<_>>().join(".")
-}
-
-/// `6.1.0-57-cloud-amd64` → [6, 1, 0, 57]: numbers compare as numbers.
-pub fn version_key(v: &str) -> Vec<u64> {
-    v.split(|c: char| !c.is_ascii_digit())
-        .filter_map(|p| p.parse().ok())
-        .collect()
 }
 
 /// The kernels to boot: each `--kernel` value (a series: `6.1` for the installed cloud

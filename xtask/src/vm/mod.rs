@@ -26,6 +26,7 @@
 
 pub mod backports;
 mod console;
+mod debian;
 mod initramfs;
 pub mod kernels;
 
@@ -45,7 +46,12 @@ use cargo_metadata::{Message, TargetKind};
 use clap::Args;
 
 use self::{backports::Qemu, kernels::Kernel};
-use crate::{cmd, setup, target_dir, test::Counts, workspace_root};
+use crate::{
+    cmd,
+    counts::Counts,
+    paths::{target_dir, workspace_root},
+    setup,
+};
 
 /// Backends every backend-dependent test binary runs under, one full pass each, with
 /// `NETPATH_BACKEND=<b>` in its environment (read by `BackendChoice::from_env` in the

@@ -112,7 +112,7 @@ impl std::error::Error for ProtoUnsupported {}
 /// kind, or a lab-only driver asked of Docker. `compare` skips such a row with this line
 /// instead of failing the whole run.
 pub fn unavailable(e: &anyhow::Error) -> Option<String> {
-    if let Some(k) = e.downcast_ref::<crate::nl::UnknownLinkKind>() {
+    if let Some(k) = e.downcast_ref::<crate::sys::nl::UnknownLinkKind>() {
         return Some(k.to_string());
     }
     if let Some(p) = e.downcast_ref::<ProtoUnsupported>() {

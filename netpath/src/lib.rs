@@ -1,34 +1,25 @@
 //! netpath: where the microseconds go when containers talk.
 //!
 //! The binary is a thin CLI over this library so integration tests drive the same code.
+//! Layers, top to bottom: `cli` (each command's flags and run) → the command engines
+//! (`measure` for compare/diff, `tune`, `bench`, `trace`, `serve`) → `record` (what a run
+//! produced) and `render` (how it is shown) → `harness` (traffic), `probe` (the eBPF side),
+//! `lab`/`docker`/`path` (the paths measured) → `sys` (namespaces, netlink, BTF, /proc).
 
-pub mod ab;
-pub mod backend;
 pub mod bench;
-pub mod bounds;
-pub mod btf;
 pub mod cli;
-pub mod compare;
-pub mod delta;
-pub mod diff;
 pub mod docker;
-pub mod doctor;
 pub mod driver;
 pub mod harness;
 pub mod lab;
-pub mod machine;
-pub mod netns;
-pub mod nl;
+pub mod measure;
 pub mod path;
-pub mod progress;
-pub mod proxy;
+pub mod probe;
+pub mod record;
 pub mod render;
-pub mod report;
-pub mod rounds;
 pub mod serve;
-pub mod stability;
+pub mod sys;
 pub mod trace;
-pub mod tracer;
 pub mod tune;
 
 /// An error and its sources on one line.
@@ -51,25 +42,5 @@ pub fn panic_msg(p: &Box<dyn std::any::Any + Send>) -> String {
         s.clone()
     } else {
         "unknown panic".into()
-    }
-}
-
-/// Tracepoint attach needs tracefs (event ids live there). Mount it if nobody has: mounting
-/// tracefs at its standard place changes nothing else on the machine.
-pub fn ensure_tracefs() {
-    let dir = std::path::Path::new("/sys/kernel/tracing");
-    if dir.join("events").exists()
-        || std::path::Path::new("/sys/kernel/debug/tracing/events").exists()
-    {
-        return;
-    }
-    if let Err(e) = nix::mount::mount(
-        Some("tracefs"),
-        dir,
-        Some("tracefs"),
-        nix::mount::MsFlags::empty(),
-        None::<&str>,
-    ) {
-        log::warn!("could not mount tracefs at {}: {e}", dir.display());
     }
 }

@@ -6,13 +6,14 @@ use anyhow::{Result, bail};
 use clap::Args;
 use clap::{Parser, Subcommand};
 use netpath::{
-    backend::{self, BackendChoice},
-    bounds,
     cli::args::TrafficArgs,
-    compare, doctor,
+    cli::bounds,
     driver::Driver,
     harness::Proto,
     lab,
+    measure::compare,
+    probe::backend::{self, BackendChoice},
+    probe::doctor,
     render::{self, OutputArgs},
 };
 
@@ -279,7 +280,7 @@ fn require_root() -> Result<()> {
 }
 
 fn run(cli: Cli) -> Result<()> {
-    netpath::report::header::mark_start();
+    netpath::record::header::mark_start();
     match cli.cmd {
         // Read files and write others: need no privilege.
         Cmd::Report(a) => return report_file(&a),
@@ -344,8 +345,8 @@ fn compare(a: CompareArgs) -> Result<()> {
         }
     }
     lab::install_signal_cleanup();
-    netpath::btf::require()?;
-    netpath::progress::enable(text);
+    netpath::sys::btf::require()?;
+    netpath::render::progress::enable(text);
     let caps = doctor::probe()?;
     let backend = backend::select(a.traffic.backend, &caps)?;
     // A missing daemon is said before anything else is printed.
@@ -353,13 +354,13 @@ fn compare(a: CompareArgs) -> Result<()> {
         .then(netpath::docker::Engine::connect)
         .transpose()?;
     if text {
-        render::text::backend_line(backend);
+        render::compare::backend_line(backend);
     }
     // Text shows each driver as it is measured (runs are long); JSON waits for the end.
-    let sink: &mut dyn netpath::report::Sink = if text {
-        &mut render::text::TextSink
+    let sink: &mut dyn netpath::record::Sink = if text {
+        &mut render::compare::TextSink
     } else {
-        &mut netpath::report::Quiet
+        &mut netpath::record::Quiet
     };
     let drivers = match (&engine, a.between.as_slice()) {
         (Some(e), [client, server]) => {
@@ -368,10 +369,10 @@ fn compare(a: CompareArgs) -> Result<()> {
         (Some(e), _) => compare::run_docker(backend, &opts, e, a.lab, sink)?,
         (None, _) => compare::run(backend, &opts, sink)?,
     };
-    let out = render::text::CompareOutput { backend, drivers };
+    let out = render::compare::CompareOutput { backend, drivers };
     render::emit(a.output.format(), Some(backend.name()), &out)?;
     if a.report.is_some() || a.svg.is_some() {
-        let v = netpath::report::header::to_value("compare", Some(backend.name()), &out)?;
+        let v = netpath::record::header::to_value("compare", Some(backend.name()), &out)?;
         let view = render::CompareView::from_value(v)?;
         render::write_reports(&view, a.report.as_deref(), a.svg.as_deref())?;
     }
@@ -380,7 +381,7 @@ fn compare(a: CompareArgs) -> Result<()> {
 
 fn trace(a: TraceArgs) -> Result<()> {
     lab::install_signal_cleanup();
-    netpath::btf::require()?;
+    netpath::sys::btf::require()?;
     let caps = doctor::probe()?;
     let backend = backend::select(a.backend, &caps)?;
     let o = netpath::trace::TraceOptions {
@@ -417,9 +418,9 @@ fn bench(a: BenchArgs) -> Result<()> {
         );
     }
     lab::install_signal_cleanup();
-    netpath::btf::require()?;
+    netpath::sys::btf::require()?;
     if a.stability {
-        let r = netpath::stability::run(a.requests.min(10_000), a.output.is_text())?;
+        let r = netpath::bench::stability::run(a.requests.min(10_000), a.output.is_text())?;
         return render::bench::emit_stability(a.output.format(), &r);
     }
     let mut opts = netpath::bench::BenchOptions {
@@ -498,7 +499,7 @@ fn diff_files(a: &DiffArgs) -> Result<()> {
             "netpath diff: the traffic and mode flags (--rounds, -n, --wait, --cpus, --backend …) are for measuring now; saved files were measured already: drop those flags, or the files to measure -d A --vs B"
         );
     }
-    let r = netpath::diff::from_files(&a.files, a.driver.as_deref(), a.vs.as_deref())?;
+    let r = netpath::measure::diff::from_files(&a.files, a.driver.as_deref(), a.vs.as_deref())?;
     render::emit(a.output.format(), None, &r)
 }
 
@@ -510,11 +511,11 @@ fn diff_live(a: DiffArgs) -> Result<()> {
     // would cost a run per driver and say nothing here (`--wait block` diffs that).
     opts.mode.block_line = false;
     lab::install_signal_cleanup();
-    netpath::btf::require()?;
-    netpath::progress::enable(a.output.is_text());
+    netpath::sys::btf::require()?;
+    netpath::render::progress::enable(a.output.is_text());
     let caps = doctor::probe()?;
     let backend = backend::select(a.traffic.backend, &caps)?;
-    let r = netpath::diff::live(backend, &opts)?;
+    let r = netpath::measure::diff::live(backend, &opts)?;
     render::emit(a.output.format(), Some(backend.name()), &r)
 }
 

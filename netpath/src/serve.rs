@@ -11,12 +11,12 @@ use anyhow::{Context as _, Result};
 use bollard::query_parameters::{InspectNetworkOptions, ListContainersOptions};
 use netpath_common::{Hop, SkbState, counter};
 
-use crate::backend::Backend;
 use crate::docker::{ContainerNet, Engine, resolve_container};
 use crate::path::Device;
+use crate::probe::backend::Backend;
+use crate::probe::tracer::{Tracer, TracerOptions};
+use crate::record;
 use crate::render::prom::{self, DropLabels, HopLabels, Metrics, NameLabel, PathLabels, ProgLabel};
-use crate::report;
-use crate::tracer::{Tracer, TracerOptions};
 
 /// Which containers to follow.
 #[derive(Clone, Debug, Default)]
@@ -249,7 +249,7 @@ fn observe(m: &mut Metrics, s: &SkbState, followed: &[Followed]) {
     let Some(f) = owner(s, followed) else {
         return;
     };
-    let t = report::timeline(s, &f.devices);
+    let t = record::timeline(s, &f.devices);
     let direction = t.dir.to_string();
     // Consecutive segments of one hop are one crossing (the hop model merges them).
     let mut crossings: Vec<(&str, f64)> = Vec::new();
@@ -288,7 +288,7 @@ fn observe(m: &mut Metrics, s: &SkbState, followed: &[Followed]) {
 /// The kernel's cumulative counters (lost events, journeys) and bpf_stats, into counters.
 fn update_counters(m: &Metrics, tracer: &Tracer) -> Result<()> {
     let snap = tracer.snapshot()?;
-    for &c in &report::LOST {
+    for &c in &record::LOST {
         let name = counter::NAMES[c as usize].to_string();
         prom::raise_to(
             &m.lost.get_or_create(&NameLabel { name }),

@@ -7,13 +7,13 @@ use anyhow::{Context as _, Result, bail};
 use serde::Serialize;
 
 use crate::{
-    backend::Backend,
     driver::Driver,
     harness::{self, Proto, RrConfig, WaitMode, proto::L4},
     lab,
     path::{Device, NetPath},
-    report::{self, Timeline},
-    tracer::{Filter, Tracer, TracerOptions},
+    probe::backend::Backend,
+    probe::tracer::{Filter, Tracer, TracerOptions},
+    record::{self, Timeline},
 };
 
 pub struct TraceOptions {
@@ -47,7 +47,7 @@ pub struct TraceOutput {
 fn resolve(lab: &NetPath, o: &TraceOptions) -> Result<(Option<u32>, Option<u32>)> {
     let netns = match &o.netns {
         None => None,
-        Some(n) if n.starts_with('/') => Some(crate::netns::ns_inum(std::path::Path::new(n))?),
+        Some(n) if n.starts_with('/') => Some(crate::sys::netns::ns_inum(std::path::Path::new(n))?),
         Some(n) => {
             let ns = lab
                 .namespaces()
@@ -134,9 +134,9 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
         let timelines: Vec<Timeline> = samples
             .iter()
             .take(o.count)
-            .map(|s| report::timeline(s, &lab.devices))
+            .map(|s| record::timeline(s, &lab.devices))
             .collect();
-        let lost = crate::report::lost_counters(&snap);
+        let lost = crate::record::lost_counters(&snap);
         Ok(TraceOutput {
             driver: o.driver.to_string(),
             proto: Some(harness_proto),
@@ -189,7 +189,7 @@ pub fn run_passive(
     tracer.detach()?;
     samples.extend(tracer.drain_samples());
     let snap = tracer.snapshot()?;
-    let lost = crate::report::lost_counters(&snap);
+    let lost = crate::record::lost_counters(&snap);
     Ok(TraceOutput {
         driver: label.to_string(),
         proto: None,
@@ -197,7 +197,7 @@ pub fn run_passive(
         timelines: samples
             .iter()
             .take(count)
-            .map(|s| report::timeline(s, devices))
+            .map(|s| record::timeline(s, devices))
             .collect(),
         lost,
         uncounted: tracer.uncounted.clone(),

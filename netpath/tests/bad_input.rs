@@ -346,7 +346,7 @@ fn bad_containers_answered_in_one_line() {
     ];
     // An echo from the Docker host's own namespace, where root may not open ping sockets:
     // refused naming the setting, which netpath leaves as it is.
-    let range = netpath::netns::read_sysctl("net.ipv4.ping_group_range").unwrap();
+    let range = netpath::sys::netns::read_sysctl("net.ipv4.ping_group_range").unwrap();
     let mut cases = cases;
     if !netpath::harness::icmp::ping_allows_root(&range) {
         cases.push(case(

@@ -21,8 +21,8 @@ use netpath::docker::{self, DockerLab, DockerLabOptions, Engine};
 use netpath::driver::Driver;
 use netpath::harness::{NoPhases, RrConfig, run_rr};
 use netpath::lab;
-use netpath::netns::Netns;
 use netpath::path::Device;
+use netpath::sys::netns::Netns;
 use netpath_common::DevKind;
 
 mod common;
@@ -769,7 +769,7 @@ fn unknown_container_is_a_clear_error() {
 /// complete journey through veth → bridge → veth, as on the netns lab.
 #[test]
 fn traced_run_on_a_docker_bridge() {
-    use netpath::compare;
+    use netpath::measure::compare;
     let (_g, engine) = setup();
     const N: u64 = 300;
     let dl = DockerLab::build(&engine, Driver::Bridge, &opts()).unwrap();
@@ -807,7 +807,7 @@ fn traced_run_on_a_docker_bridge() {
 /// ends where the server container's kernel makes the reply (no server thread).
 #[test]
 fn udp_and_icmp_journeys_on_a_docker_bridge() {
-    use netpath::{compare, harness::Proto};
+    use netpath::{harness::Proto, measure::compare};
     let (_g, engine) = setup();
     const N: u64 = 1000;
     let dl = DockerLab::build(&engine, Driver::Bridge, &opts()).unwrap();
@@ -815,7 +815,7 @@ fn udp_and_icmp_journeys_on_a_docker_bridge() {
     let ping_range = || {
         dl.path
             .client_ns
-            .run(|| netpath::netns::read_sysctl("net.ipv4.ping_group_range"))
+            .run(|| netpath::sys::netns::read_sysctl("net.ipv4.ping_group_range"))
             .unwrap()
     };
     let range = ping_range();
@@ -901,7 +901,7 @@ fn check_docker_uplink(dl: &DockerLab) {
 /// A traced run of `dl`'s path: every journey crossed `hops` in that order (tracepoints) and
 /// the request's source was rewritten from the container's address to the uplink's.
 fn traced_egress(dl: &DockerLab, hops: [&str; 2]) {
-    use netpath::compare;
+    use netpath::measure::compare;
     const N: u64 = 200;
     let mut o = common::one_traced_run(dl.path.driver, N, 50);
     o.tracer.sample_every = 1;
@@ -1022,7 +1022,7 @@ fn gateway_lab_serves_on_docker0s_address() {
     let dl = rr_on(&engine, Driver::Gateway, &o);
     let id = dl.path.run_id.clone();
     let docker0 = std::thread::spawn(|| {
-        netpath::nl::Nl::new()
+        netpath::sys::nl::Nl::new()
             .unwrap()
             .link("docker0")
             .unwrap()

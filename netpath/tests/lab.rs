@@ -16,9 +16,9 @@ use std::time::Duration;
 use netpath::driver::Driver;
 use netpath::harness::{NoPhases, Phases, RrConfig, run_rr};
 use netpath::lab::{self, IFNAME_MAX, cleanup_leftovers};
-use netpath::netns::{Held, Netns, current_inum, read_sysctl};
-use netpath::nl::links_in;
 use netpath::path::NetPath;
+use netpath::sys::netns::{Held, Netns, current_inum, read_sysctl};
+use netpath::sys::nl::links_in;
 use netpath_common::DevKind;
 
 mod common;
@@ -304,7 +304,7 @@ fn bridge_driver_builds_runs_and_tears_down() {
         let left: Vec<String> = std::thread::scope(|s| {
             s.spawn(|| {
                 nix::sched::setns(fd, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
-                netpath::nl::Nl::new()
+                netpath::sys::nl::Nl::new()
                     .unwrap()
                     .links()
                     .unwrap()

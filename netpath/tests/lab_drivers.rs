@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 use netpath::driver::Driver;
 use netpath::harness::{NoPhases, run_rr};
 use netpath::lab::{self, IFNAME_MAX, cleanup_leftovers};
-use netpath::netns::{Netns, current_inum, ns_inum, read_sysctl};
-use netpath::nl::links_in;
 use netpath::path::{Device, NetPath};
-use netpath::proxy::{DOCKER_PROXY, proxy_processes};
+use netpath::sys::netns::{Netns, current_inum, ns_inum, read_sysctl};
+use netpath::sys::nl::links_in;
+use netpath::sys::proxy::{DOCKER_PROXY, proxy_processes};
 use netpath_common::DevKind;
 
 mod common;
@@ -275,7 +275,7 @@ fn overlay_driver_builds_runs_and_tears_down() {
     for (ns, u, v, b, p, local, remote) in ul {
         let vname = v.clone();
         let info = ns
-            .run(move || netpath::nl::Nl::new()?.vxlan_info(&vname))
+            .run(move || netpath::sys::nl::Nl::new()?.vxlan_info(&vname))
             .unwrap()
             .expect("not a vxlan device");
         assert_eq!(info.vni, lab::OVERLAY_VNI);
@@ -359,7 +359,7 @@ fn macvlan_driver_builds_runs_and_tears_down() {
         assert_eq!(l.len(), 2, "{l:?}");
         assert_eq!(l.iter().find(|l| l.name == "eth0").unwrap().kind, "macvlan");
         let mode = ns
-            .run(|| netpath::nl::Nl::new()?.macvlan_mode("eth0"))
+            .run(|| netpath::sys::nl::Nl::new()?.macvlan_mode("eth0"))
             .unwrap();
         assert_eq!(mode.as_deref(), Some("bridge"));
     }
@@ -685,7 +685,9 @@ fn check_uplink(lab: &NetPath) -> (Netns, Netns) {
     assert_eq!((lab.server_bind, lab.connect_to), (server, server));
     // The remote host routes nowhere but its own subnet: replies to a container can only
     // come back through the node's NAT.
-    let routes = rmt.run(|| netpath::nl::Nl::new()?.routes_v4()).unwrap();
+    let routes = rmt
+        .run(|| netpath::sys::nl::Nl::new()?.routes_v4())
+        .unwrap();
     assert!(
         routes
             .iter()

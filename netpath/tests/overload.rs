@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use netpath::{
-    compare::{self},
     driver::Driver,
+    measure::compare::{self},
 };
 
 mod common;

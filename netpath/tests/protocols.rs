@@ -7,14 +7,14 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use netpath::{
-    backend::{self, BackendChoice},
-    compare::{self, CompareOptions},
-    doctor,
     driver::Driver,
     harness::{Proto, RrConfig},
     lab,
-    report::DriverReport,
-    tracer::{Tracer, TracerOptions},
+    measure::compare::{self, CompareOptions},
+    probe::backend::{self, BackendChoice},
+    probe::doctor,
+    probe::tracer::{Tracer, TracerOptions},
+    record::DriverReport,
 };
 
 mod common;
@@ -74,7 +74,7 @@ fn run(driver: Driver, proto: Proto) -> Option<DriverReport> {
             ..Default::default()
         },
     };
-    netpath::ensure_tracefs();
+    netpath::sys::ensure_tracefs();
     let mut tracer = match Tracer::load(backend, &opts.tracer) {
         Ok(t) => t,
         Err(e) if !socket_bounds() => {
@@ -148,7 +148,7 @@ fn udp_journeys_are_matched_in_hop_order_on_bridge_overlay_and_egress() {
 fn icmp_echo_journeys_are_matched_in_hop_order_on_bridge_overlay_and_egress() {
     let _g = serial();
     let before = lab::list_netpath_netns().unwrap();
-    let range = netpath::netns::read_sysctl("net.ipv4.ping_group_range").unwrap();
+    let range = netpath::sys::netns::read_sysctl("net.ipv4.ping_group_range").unwrap();
     for d in [Driver::Bridge, Driver::Overlay, Driver::Egress] {
         let Some(r) = run(d, Proto::Icmp) else {
             return;
@@ -168,7 +168,7 @@ fn icmp_echo_journeys_are_matched_in_hop_order_on_bridge_overlay_and_egress() {
         assert_eq!(sender.mean_us, 0.0, "{d}");
     }
     assert_eq!(
-        netpath::netns::read_sysctl("net.ipv4.ping_group_range").unwrap(),
+        netpath::sys::netns::read_sysctl("net.ipv4.ping_group_range").unwrap(),
         range
     );
     assert!(leftovers(&before).is_empty(), "{:?}", leftovers(&before));

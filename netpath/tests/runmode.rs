@@ -5,12 +5,12 @@ mod common;
 use std::{collections::BTreeSet, process::Command};
 
 use netpath::{
-    compare::{self, CompareOptions},
     driver::Driver,
     harness::{Cpus, WaitMode, runmode::RunMode},
     lab,
-    report::DriverReport,
-    tracer::{Tracer, TracerOptions},
+    measure::compare::{self, CompareOptions},
+    probe::tracer::{Tracer, TracerOptions},
+    record::DriverReport,
 };
 
 const N: u64 = 300;

@@ -4,14 +4,14 @@ mod common;
 use std::{collections::BTreeMap, process::Command};
 
 use netpath::{
-    backend::{self, BackendChoice},
-    compare::{self},
-    doctor,
     driver::Driver,
     harness::RrConfig,
     lab,
-    report::{DriverReport, Timeline},
-    tracer::Tracer,
+    measure::compare::{self},
+    probe::backend::{self, BackendChoice},
+    probe::doctor,
+    probe::tracer::Tracer,
+    record::{DriverReport, Timeline},
 };
 
 const N: u64 = 300;
@@ -446,7 +446,7 @@ fn passive_trace_follows_traffic_netpath_does_not_trace() {
             backend,
             "bridge",
             &lab.devices,
-            netpath::tracer::Filter {
+            netpath::probe::tracer::Filter {
                 port: Some(port),
                 proto: Some(6),
                 ..Default::default()

@@ -9,13 +9,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use netpath::{
-    backend::{self, BackendChoice},
-    doctor,
     driver::Driver,
     harness::{self, Phases as _, RrConfig},
     lab,
     path::NetPath,
-    tracer::{Snapshot, Tracer, TracerOptions},
+    probe::backend::{self, BackendChoice},
+    probe::doctor,
+    probe::tracer::{Snapshot, Tracer, TracerOptions},
 };
 use netpath_common::{SkbState, counter};
 

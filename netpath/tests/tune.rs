@@ -145,7 +145,7 @@ fn tso_gso_and_qdisc_are_applied_and_restored() {
                 .find(|n| n.name == d.netns)
                 .unwrap();
             let q = ns
-                .run(|| netpath::nl::Nl::new()?.root_qdisc(d.ifindex))
+                .run(|| netpath::sys::nl::Nl::new()?.root_qdisc(d.ifindex))
                 .unwrap();
             let want = if applied { "pfifo_fast" } else { "noqueue" };
             assert_eq!(q.as_deref(), Some(want), "{}@{}", d.name, d.netns);

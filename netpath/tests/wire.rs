@@ -7,13 +7,13 @@ mod common;
 use std::{collections::BTreeMap, path::Path, process::Command, time::Duration};
 
 use netpath::{
-    compare::{self},
     driver::Driver,
     lab::{
         self,
         netem::{self, WireDelay},
     },
-    report::DriverReport,
+    measure::compare::{self},
+    record::DriverReport,
 };
 
 /// The emulated wire: well above anything the lab's own hops take (tens of µs, even under
@@ -200,7 +200,7 @@ fn netem_sits_on_both_underlay_ends_and_goes_with_the_lab() {
     for ns in lab.namespaces() {
         let roots: Vec<(String, Option<String>)> = ns
             .run(|| {
-                let nl = netpath::nl::Nl::new()?;
+                let nl = netpath::sys::nl::Nl::new()?;
                 nl.links()?
                     .into_iter()
                     .map(|l| Ok((l.name.clone(), nl.root_qdisc(l.ifindex)?)))

@@ -43,29 +43,30 @@ use crate::harness::{Cpus, WaitMode};
 use serde::Serialize;
 
 use crate::{
-    backend::{self, Backend, BackendChoice},
     driver::Driver,
     harness::{self, BulkConfig, NoPhases, Phases as _, Proto, RrConfig, RrResult},
     lab,
-    netns::Netns,
     path::NetPath,
-    report::{ProgCost, RttSummary},
-    tracer::{Tracer, TracerOptions},
+    probe::backend::{self, Backend, BackendChoice},
+    probe::tracer::{Tracer, TracerOptions},
+    record::{ProgCost, RttSummary},
+    sys::netns::Netns,
 };
 
+mod gather;
 mod journeys;
 mod markdown;
 mod memory;
 mod modes;
-mod rounds;
+pub mod stability;
 mod tools;
 mod traced;
 
+use gather::{BulkRounds, LatencyRounds, kernel_cost};
 pub use journeys::JourneyRun;
 pub use markdown::{goals_table, markdown};
 use memory::*;
 pub use modes::ModeLatency;
-use rounds::{BulkRounds, LatencyRounds, kernel_cost};
 use tools::*;
 use traced::*;
 
@@ -135,7 +136,7 @@ pub struct BenchReport {
     /// The journey-count run (on the first driver), if asked.
     pub journeys: Option<JourneyRun>,
     /// Idle configuration and CPU time during the whole bench.
-    pub machine: crate::machine::MachineState,
+    pub machine: crate::sys::machine::MachineState,
     /// The busiest other processes at the end (`ps`, by CPU share), and the operator's note.
     pub others: Vec<String>,
     pub note: String,
@@ -383,8 +384,8 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
     preflight(opts)?;
     let tcp = opts.proto == Proto::Tcp;
     let loadavg_start = loadavg();
-    let cpu_start = crate::machine::CpuTimes::now();
-    let caps = crate::doctor::probe()?;
+    let cpu_start = crate::sys::machine::CpuTimes::now();
+    let caps = crate::probe::doctor::probe()?;
     let backend = backend::select(opts.backend, &caps)?;
     let rss_before_load_kib = proc_status_kib("VmRSS").unwrap_or(0);
     let topts = TracerOptions {
@@ -439,7 +440,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
         drivers,
         memory,
         journeys,
-        machine: crate::machine::MachineState::since(
+        machine: crate::sys::machine::MachineState::since(
             cpu_start,
             Default::default(),
             Default::default(),

@@ -4,13 +4,13 @@
 use anyhow::Result;
 
 use crate::{
-    backend::BackendChoice,
-    bounds,
-    compare::CompareOptions,
+    cli::bounds,
     driver::Driver,
     harness::{self, Cpus, Proto, RrConfig, WaitMode, runmode::RunMode},
     lab::netem::WireDelay,
-    tracer::TracerOptions,
+    measure::compare::CompareOptions,
+    probe::backend::BackendChoice,
+    probe::tracer::TracerOptions,
 };
 
 #[derive(Clone, Debug, PartialEq, clap::Args)]

@@ -2,4 +2,5 @@
 //! the top of the house (they import `render` and the commands; nothing but `main.rs` imports
 //! them), so a command's result type and its renderer never import each other.
 pub mod args;
+pub mod bounds;
 pub mod tune;

@@ -3,12 +3,12 @@
 
 use anyhow::Result;
 
-use crate::backend::{self, BackendChoice};
-use crate::bounds;
-use crate::compare::CompareOptions;
+use crate::cli::bounds;
 use crate::driver::Driver;
 use crate::harness::{BulkConfig, Proto, RrConfig};
-use crate::tracer::TracerOptions;
+use crate::measure::compare::CompareOptions;
+use crate::probe::backend::{self, BackendChoice};
+use crate::probe::tracer::TracerOptions;
 use crate::tune::knobs::{self, Knob};
 
 /// `netpath tune`'s flags.
@@ -60,9 +60,9 @@ pub fn main(args: TuneArgs) -> Result<()> {
     let mode = args.mode.resolve()?;
     knobs::check_kernel(&spec)?;
     crate::lab::install_signal_cleanup();
-    crate::btf::require()?;
-    crate::progress::enable(args.output.is_text());
-    let caps = crate::doctor::probe()?;
+    crate::sys::btf::require()?;
+    crate::render::progress::enable(args.output.is_text());
+    let caps = crate::probe::doctor::probe()?;
     let backend = backend::select(args.backend, &caps)?;
     let nagle = spec.knob == Knob::Nodelay;
     let requests = args.requests.unwrap_or(if nagle { 200 } else { 10_000 });

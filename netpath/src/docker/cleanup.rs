@@ -15,8 +15,8 @@ use super::state::{self, run_in_use};
 use super::swarm::leave_swarm_if_unused;
 use super::{Engine, LABEL, LABEL_KEEP, LABEL_RUN};
 use crate::lab::netns_name;
-use crate::netns::Netns;
-use crate::nl::Nl;
+use crate::sys::netns::Netns;
+use crate::sys::nl::Nl;
 
 /// Remove every netpath-labelled container and network of `engine` (except those of a
 /// Docker lab another live process is running), every netpath image not labelled

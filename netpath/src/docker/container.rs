@@ -15,9 +15,9 @@ use bollard::query_parameters::InspectContainerOptions;
 use netpath_common::DevKind;
 
 use super::Engine;
-use crate::netns::{Held, Netns, ns_inum};
-use crate::nl::{Link, links_in};
 use crate::path::{Device, Role, kind_of};
+use crate::sys::netns::{Held, Netns, ns_inum};
+use crate::sys::nl::{Link, links_in};
 
 /// Links of the namespace at `path`.
 fn links_at(path: &Path) -> Result<Vec<Link>> {

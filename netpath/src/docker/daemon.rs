@@ -22,8 +22,8 @@ use anyhow::{Context, Result, bail};
 use super::state::{self, DaemonRecord};
 use super::{Engine, STATE_DIR};
 use crate::lab::netns_name;
-use crate::netns::{Netns, ns_inum};
-use crate::nl::Nl;
+use crate::sys::netns::{Netns, ns_inum};
+use crate::sys::nl::Nl;
 
 /// How long the daemon gets to answer on its socket.
 const START_TIMEOUT: Duration = Duration::from_secs(60);

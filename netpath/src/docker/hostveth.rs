@@ -10,9 +10,9 @@ use anyhow::{Context, Result};
 
 use super::state;
 use crate::lab::{PREFIX, RUN_ID_LEN, ifname, is_run_id, netns_name};
-use crate::netns::{Held, Netns};
-use crate::nl::Nl;
 use crate::path::Teardown;
+use crate::sys::netns::{Held, Netns};
+use crate::sys::nl::Nl;
 
 /// One kind of host veth: suffixes of its two ends and the role of the peer's namespace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

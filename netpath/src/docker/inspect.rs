@@ -12,8 +12,8 @@ use anyhow::{Context, Result};
 use super::Engine;
 use super::container::{ContainerNet, Interface, NetAttachment, PortMapping, resolve_container};
 use crate::harness::DevContext;
-use crate::netns::Netns;
-use crate::proxy::{ProxyProcess, proxy_processes};
+use crate::sys::netns::Netns;
+use crate::sys::proxy::{ProxyProcess, proxy_processes};
 
 /// One interface of the container and its other end.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]

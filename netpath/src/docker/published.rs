@@ -10,10 +10,10 @@ use anyhow::{Context, Result};
 
 use super::Engine;
 use super::container::ContainerNet;
-use crate::netns::Netns;
-use crate::nl::links_in;
 use crate::path::{Device, Role};
-use crate::proxy::{ProxyProcess, proxy_processes};
+use crate::sys::netns::Netns;
+use crate::sys::nl::links_in;
+use crate::sys::proxy::{ProxyProcess, proxy_processes};
 
 /// A published port of a container, as a trace follows it.
 pub struct PublishedLeg {

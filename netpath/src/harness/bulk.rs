@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use super::conns::{Plan, run_pairs};
-use crate::netns::Netns;
 use crate::path::NetPath;
+use crate::sys::netns::Netns;
 
 /// Thread names (comm) of the bulk threads.
 pub const BULK_CLIENT_COMM: &str = "np-bulk-cli";

@@ -21,8 +21,8 @@ use super::conns::{Plan, run_pairs, sleep_until, tight_timer_slack};
 use super::runmode::{Pin, pin_current};
 use super::tcp::echo_with;
 use super::wait::{Receiver, WaitMode};
-use crate::netns::Netns;
 use crate::path::NetPath;
+use crate::sys::netns::Netns;
 
 /// Thread names (comm) of the burst threads.
 pub const BURST_CLIENT_COMM: &str = "np-burst-cli";

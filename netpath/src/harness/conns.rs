@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 
 use super::server::{join, listen_in};
-use crate::netns::Netns;
+use crate::sys::netns::Netns;
 
 /// Ask the kernel to wake this thread's sleeps within 1 ns of the target instead of the
 /// default 50 µs slack (per thread; best effort).

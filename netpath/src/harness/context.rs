@@ -13,8 +13,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, unshare};
 
-use crate::netns::Netns;
 use crate::path::NetPath;
+use crate::sys::netns::Netns;
 
 /// TCP counters of one network namespace (cumulative since it was created).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]

@@ -32,7 +32,7 @@ pub fn ping_allows_root(range: &str) -> bool {
 /// `--between` measures never has (that run id is fresh). Any other namespace is left as it
 /// is, with the fix in one line.
 fn allow_ping(ns: &str, run_id: &str) -> Result<()> {
-    let range = crate::netns::read_sysctl(PING_RANGE)?;
+    let range = crate::sys::netns::read_sysctl(PING_RANGE)?;
     if ping_allows_root(&range) {
         return Ok(());
     }
@@ -44,7 +44,7 @@ fn allow_ping(ns: &str, run_id: &str) -> Result<()> {
             range.replace('\t', " ")
         );
     }
-    crate::netns::write_sysctl(PING_RANGE, "0 0")
+    crate::sys::netns::write_sysctl(PING_RANGE, "0 0")
         .context("allowing ping sockets for root in the lab's client namespace")
 }
 

@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{Context as _, Result, anyhow};
 
 use super::rr::{CLIENT_COMM, RrResult, SERVER_COMM};
-use crate::netns::Netns;
+use crate::sys::netns::Netns;
 
 /// A harness server's first step, on its own thread: enter `ns` and listen on `bind`. The
 /// outcome goes to `ready` (`ok()` on success) so the client side waits for it, and is

@@ -41,7 +41,7 @@ pub fn check_docker(driver: crate::driver::Driver, proto: Proto) -> Result<(), P
     if proto != Proto::Icmp || !matches!(driver, Driver::Host | Driver::HostEgress) {
         return Ok(());
     }
-    let range = crate::netns::read_sysctl(icmp::PING_RANGE)
+    let range = crate::sys::netns::read_sysctl(icmp::PING_RANGE)
         .unwrap_or_else(|e| format!("unreadable: {e:#}"));
     if icmp::ping_allows_root(&range) {
         return Ok(());

@@ -21,8 +21,8 @@ use super::{
     LAB_PORT, LabNamespaces, PUBLISHED_PORT, device_named, ifname, lab_subnet, lo_up, subnet_host,
 };
 use crate::driver::Driver;
-use crate::netns::{Netns, write_sysctl};
-use crate::nl::{Nl, links_in};
+use crate::sys::netns::{Netns, write_sysctl};
+use crate::sys::nl::{Nl, links_in};
 use crate::path::{Device, NetPath, Role};
 
 /// MTU of Docker's default bridge network.

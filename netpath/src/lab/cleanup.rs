@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow};
 
 use super::{list_netpath_netns, run_id_of_netns};
-use crate::netns::{NETNS_RUN_DIR, Netns, ns_inum, require_root};
-use crate::nl::Nl;
-use crate::proxy::{proxy_process, proxy_processes};
+use crate::sys::netns::{NETNS_RUN_DIR, Netns, ns_inum, require_root};
+use crate::sys::nl::Nl;
+use crate::sys::proxy::{proxy_process, proxy_processes};
 
 /// What one lab of this process owns.
 #[derive(Default)]

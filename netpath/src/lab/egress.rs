@@ -25,8 +25,8 @@ use super::{
     subnet_host,
 };
 use crate::driver::Driver;
-use crate::netns::Netns;
-use crate::nl::{Nl, links_in};
+use crate::sys::netns::Netns;
+use crate::sys::nl::{Nl, links_in};
 use crate::path::{Device, NetPath, Role};
 
 pub(super) fn build(run_id: &str) -> Result<NetPath> {

@@ -14,7 +14,7 @@
 //! child to another's address is handed straight to that child's backlog
 //! (`ipvlan_rcv_frame` → `dev_forward_skb`), so unicast never crosses the parent, only
 //! broadcasts (ARP) do. A kernel without ipvlan (CONFIG_IPVLAN unset) fails the build with
-//! [`UnknownLinkKind`](crate::nl::UnknownLinkKind), which `compare` turns into a skipped row.
+//! [`UnknownLinkKind`](crate::sys::nl::UnknownLinkKind), which `compare` turns into a skipped row.
 
 use anyhow::Result;
 

@@ -25,7 +25,7 @@ use super::{
     LAB_PORT, LabNamespaces, UNDERLAY_MTU, device_named, ifname, lab_subnet_in, lo_up, subnet_host,
 };
 use crate::driver::Driver;
-use crate::nl::{Nl, links_in};
+use crate::sys::nl::{Nl, links_in};
 use crate::path::{NetPath, Role};
 
 pub(super) fn build(run_id: &str) -> Result<NetPath> {

@@ -35,9 +35,9 @@ pub use cleanup::{cleanup_leftovers, install_signal_cleanup, on_interrupt, wait_
 use namespaces::LabNamespaces;
 
 use crate::driver::Driver;
-use crate::netns::{NETNS_RUN_DIR, Netns, require_root};
-use crate::nl::{self, Link};
 use crate::path::{Device, NetPath, Role};
+use crate::sys::netns::{NETNS_RUN_DIR, Netns, require_root};
+use crate::sys::nl::{self, Link};
 
 /// Longest interface name the kernel accepts (IFNAMSIZ - 1).
 pub const IFNAME_MAX: usize = 15;
@@ -210,7 +210,7 @@ pub(crate) fn quiet_ipv6() {
         "net.ipv6.conf.all.disable_ipv6",
         "net.ipv6.conf.default.disable_ipv6",
     ] {
-        let _ = crate::netns::write_sysctl(k, "1");
+        let _ = crate::sys::netns::write_sysctl(k, "1");
     }
 }
 

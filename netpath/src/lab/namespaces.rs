@@ -6,9 +6,9 @@
 use anyhow::{Context, Result};
 
 use super::{cleanup, netns_name, netns_of_run};
-use crate::netns::{Held, Netns};
-use crate::nl::Nl;
 use crate::path::{Building, Errors, Keep, Teardown};
+use crate::sys::netns::{Held, Netns};
+use crate::sys::nl::Nl;
 
 /// Namespaces (and helper processes) of one lab being built: removed if it is dropped
 /// before [`LabNamespaces::into_keep`] hands them to the lab's path.

@@ -21,8 +21,8 @@ use anyhow::{Context, Result, bail};
 use netpath_common::DevKind;
 
 use super::{LabNamespaces, netns_of_run, new_run_id};
-use crate::nl::{Nl, UnknownQdisc};
 use crate::path::{Device, NetPath};
+use crate::sys::nl::{Nl, UnknownQdisc};
 
 /// Device kinds that stand for a wire between nodes: the overlay's underlay, and the egress
 /// drivers' uplink to the `remote` namespace that stands for another host.

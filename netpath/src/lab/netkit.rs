@@ -12,7 +12,7 @@
 //! ends' policy is pass. The pair links the two namespaces directly (no node, no bridge):
 //! what `compare` weighs against the bridge driver's veth → bridge → veth is the device
 //! itself. A kernel without netkit (before 6.7, or CONFIG_NETKIT unset) fails the build with
-//! [`UnknownLinkKind`](crate::nl::UnknownLinkKind), which `compare` turns into a skipped row.
+//! [`UnknownLinkKind`](crate::sys::nl::UnknownLinkKind), which `compare` turns into a skipped row.
 
 use std::net::SocketAddrV4;
 
@@ -20,7 +20,7 @@ use anyhow::{Context, Result};
 
 use super::{LAB_PORT, LabNamespaces, UNDERLAY_MTU, devices_in, lab_subnet_in, lo_up, subnet_host};
 use crate::driver::Driver;
-use crate::nl::Nl;
+use crate::sys::nl::Nl;
 use crate::path::{NetPath, Role};
 
 pub(super) fn build(run_id: &str) -> Result<NetPath> {

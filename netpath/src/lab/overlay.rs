@@ -29,8 +29,8 @@ use super::{
     ifname, lab_subnet_in, lo_up, subnet_host,
 };
 use crate::driver::Driver;
-use crate::netns::Netns;
-use crate::nl::{Nl, VxlanSpec, links_in};
+use crate::sys::netns::Netns;
+use crate::sys::nl::{Nl, VxlanSpec, links_in};
 use crate::path::{Device, NetPath, Role};
 
 pub(super) fn build(run_id: &str) -> Result<NetPath> {

@@ -30,9 +30,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use super::PUBLISHED_PORT;
 use super::bridge::{Containers, build_net};
 use crate::driver::Driver;
-use crate::netns::{Netns, ns_inum};
+use crate::sys::netns::{Netns, ns_inum};
 use crate::path::NetPath;
-use crate::proxy::DOCKER_PROXY;
+use crate::sys::proxy::DOCKER_PROXY;
 
 /// How long docker-proxy gets to report that it listens.
 const PROXY_START_TIMEOUT: Duration = Duration::from_secs(10);

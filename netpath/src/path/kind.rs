@@ -2,7 +2,7 @@
 
 use netpath_common::DevKind;
 
-use crate::nl::Link;
+use crate::sys::nl::Link;
 
 /// What a link is on a path beyond what the kernel says about the link alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

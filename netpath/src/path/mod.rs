@@ -16,8 +16,8 @@ use netpath_common::DevKind;
 pub use kind::{Role, kind_of};
 
 use crate::driver::Driver;
-use crate::netns::{Held, Netns};
-use crate::nl::Link;
+use crate::sys::netns::{Held, Netns};
+use crate::sys::nl::Link;
 
 /// A network device on a path, as the loader needs it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! `netpath bench`'s text: the compact tables (latency, throughput, memory) and the goals.
+use crate::bench::stability::StabilityReport;
 use crate::bench::{BenchReport, DriverBench, Ratios, Rtt};
-use crate::stability::StabilityReport;
 
 impl super::Render for BenchReport {
     const KIND: &'static str = "bench";
@@ -269,7 +269,7 @@ fn memory(r: &BenchReport) {
 fn stability(r: &StabilityReport) {
     println!(
         "== stability: {} × compare -d host,bridge,overlay --rounds 3 (wait spin, cpus split)",
-        crate::stability::RUNS
+        crate::bench::stability::RUNS
     );
     println!(
         "   {:<3} {:<20} {:>12} {:>15} {:>8} {:>9} {:>10}  machine",

@@ -2,8 +2,8 @@
 //! the hops ranked by their share of the difference (time added to one packet at p50, each
 //! delta with its noise and a within-noise mark); the other groups in brief; how the noise was
 //! taken; and what differed in the two sides' context.
-use crate::delta::Delta;
-use crate::diff::DiffResult;
+use crate::measure::delta::Delta;
+use crate::measure::diff::DiffResult;
 
 impl super::Render for DiffResult {
     const KIND: &'static str = "diff";

@@ -2,7 +2,7 @@
 //! below or as JSON.
 use serde::Serialize;
 
-use crate::{backend::Backend, doctor::Capabilities};
+use crate::{probe::backend::Backend, probe::doctor::Capabilities};
 
 /// What `doctor` reports (its JSON body: `backend`, `capabilities`).
 #[derive(Serialize)]

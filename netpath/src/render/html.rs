@@ -5,7 +5,7 @@ use anyhow::Result;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::svg;
-use crate::report::view::{CompareView, DriverView, Stat};
+use crate::record::view::{CompareView, DriverView, Stat};
 
 const STYLE: &str = "
 body { font-family: sans-serif; margin: 24px; color: #222; max-width: 1040px; }

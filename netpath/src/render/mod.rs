@@ -5,18 +5,19 @@
 //! command's result, the versioned JSON header in `report::header`); no record imports a
 //! renderer, so a saved JSON renders the same as a live run.
 pub mod bench;
+pub mod compare;
 pub mod diff;
 pub mod doctor;
 pub mod html;
 pub mod inspect;
 pub mod output;
+pub mod progress;
 pub mod prom;
 pub mod svg;
-pub mod text;
 pub mod trace;
 pub mod tune;
 
-pub use crate::report::view::CompareView;
+pub use crate::record::view::CompareView;
 pub use output::{Format, OutputArgs, Render, emit};
 
 /// Writes the report files a compare run asked for (`--report`, `--svg`).

@@ -65,7 +65,7 @@ pub trait Render: Serialize {
 pub fn emit<T: Render>(format: Format, backend: Option<&str>, r: &T) -> Result<()> {
     match format {
         Format::Text => r.text(),
-        Format::Json => println!("{}", crate::report::header::to_json(T::KIND, backend, r)?),
+        Format::Json => println!("{}", crate::record::header::to_json(T::KIND, backend, r)?),
     }
     Ok(())
 }

@@ -5,7 +5,7 @@ use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::report::view::{CompareView, DriverView, Stat};
+use crate::record::view::{CompareView, DriverView, Stat};
 
 const WIDTH: u32 = 1000;
 const FONT: &str = "sans-serif";

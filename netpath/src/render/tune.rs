@@ -4,7 +4,7 @@ use crate::tune::TuneResult;
 use crate::tune::devices::Applied;
 use crate::tune::knobs::{Knob, KnobSpec};
 use crate::tune::readback::ReadBack;
-use crate::{backend::Backend, driver::Driver, harness::Proto};
+use crate::{driver::Driver, harness::Proto, probe::backend::Backend};
 
 impl super::Render for TuneResult {
     const KIND: &'static str = "tune";
@@ -38,7 +38,7 @@ pub fn applied(label: &str, ap: &Applied) {
 /// The result on a terminal: both sides' tables, then the verdict lines.
 pub fn print(r: &TuneResult) {
     for s in [&r.a, &r.b] {
-        super::text::driver(&s.report);
+        super::compare::driver(&s.report);
         if !s.restored.is_empty() {
             let lines: Vec<String> = s.restored.iter().map(ReadBack::line).collect();
             println!("   {}: restored {}", s.label, lines.join(", "));

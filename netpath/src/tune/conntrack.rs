@@ -17,8 +17,8 @@ use nftables::types::{NfChainPolicy, NfChainType, NfFamily, NfHook};
 use super::readback::ReadBack;
 use crate::lab::LAB_PORT;
 use crate::lab::nft::{field, m, nft_error};
-use crate::netns::Netns;
 use crate::path::NetPath;
+use crate::sys::netns::Netns;
 
 /// `raw` priority of nftables (NF_IP_PRI_RAW): before conntrack (-200).
 const RAW: i32 = -300;
@@ -117,7 +117,7 @@ pub fn read(ns: &Netns, table: &str) -> Result<Vec<ReadBack>> {
     let (rules, count) = ns
         .run(move || {
             let listing = crate::lab::nft::list_table(&t)?;
-            let count = crate::netns::read_sysctl("net.netfilter.nf_conntrack_count")
+            let count = crate::sys::netns::read_sysctl("net.netfilter.nf_conntrack_count")
                 .unwrap_or_else(|_| "unknown".into());
             Ok((listing.matches("\"notrack\"").count(), count))
         })

@@ -10,9 +10,9 @@ use serde::Serialize;
 use super::ethtool::{self, Offload};
 use super::knobs::{Knob, KnobSpec, Value};
 use super::readback::ReadBack;
-use crate::netns::Netns;
-use crate::nl::{self, Nl};
 use crate::path::{Device, NetPath};
+use crate::sys::netns::Netns;
+use crate::sys::nl::{self, Nl};
 
 /// What applying a knob changed: the values before (for restore) and after.
 #[derive(Clone, Debug, Default, Serialize)]

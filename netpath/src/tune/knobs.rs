@@ -9,9 +9,9 @@
 use anyhow::{Result, bail};
 use serde::Serialize;
 
-use crate::compare::CompareOptions;
 use crate::driver::Driver;
 use crate::harness::{Cpus, Proto, WaitMode};
+use crate::measure::compare::CompareOptions;
 
 /// A knob of `tune`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -309,7 +309,7 @@ pub fn check_kernel(spec: &KnobSpec) -> Result<()> {
             && q != "noqueue"
             && let Err(e) = crate::lab::netem::try_qdisc(q, None)
         {
-            if e.downcast_ref::<crate::nl::UnknownQdisc>().is_some() {
+            if e.downcast_ref::<crate::sys::nl::UnknownQdisc>().is_some() {
                 let release =
                     std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
                 bail!(

@@ -18,13 +18,13 @@ pub mod readback;
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 
-use crate::ab::{self, Deltas};
-use crate::backend::Backend;
-use crate::compare::CompareOptions;
 use crate::driver::Driver;
+use crate::measure::ab::{self, Deltas};
+use crate::measure::compare::CompareOptions;
 use crate::path::NetPath;
-use crate::report::DriverReport;
-use crate::tracer::Tracer;
+use crate::probe::backend::Backend;
+use crate::probe::tracer::Tracer;
+use crate::record::DriverReport;
 use devices::Applied;
 use knobs::{KnobSpec, Value};
 use readback::ReadBack;
@@ -150,20 +150,20 @@ pub fn run(
     on_applied(&spec.a_label, &a.applied);
     on_applied(&spec.b_label, &b.applied);
     let sides = [
-        crate::rounds::Side {
+        crate::measure::interleave::Side {
             path: &a.path,
             label: spec.a_label.clone(),
             proto: opts_a.proto(),
             opts: &opts_a,
         },
-        crate::rounds::Side {
+        crate::measure::interleave::Side {
             path: &b.path,
             label: spec.b_label.clone(),
             proto: opts_b.proto(),
             opts: &opts_b,
         },
     ];
-    let measured = crate::rounds::run_sides(&mut tracer, &sides);
+    let measured = crate::measure::interleave::run_sides(&mut tracer, &sides);
     drop(sides);
     let (da, db) = (a.path.driver, b.path.driver);
     let fa = finish_side(spec, a);

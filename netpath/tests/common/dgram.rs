@@ -1,7 +1,7 @@
 //! What every UDP and ICMP run must show, lab or Docker: journeys accounted for and hops in
 //! their order.
 use netpath::harness::Proto;
-use netpath::report::DriverReport;
+use netpath::record::DriverReport;
 
 /// ≥ 99% of the 2n journeys completed, and every one that did not is a loss the kernel
 /// counted (nothing vanished: ring buffer and maps had room, drops carry their reason).

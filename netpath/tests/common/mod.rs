@@ -12,13 +12,13 @@ use std::time::{Duration, Instant};
 
 use netpath::docker::Engine;
 
-use netpath::backend::{self, BackendChoice};
-use netpath::compare::CompareOptions;
 use netpath::driver::Driver;
 use netpath::harness::RrConfig;
-use netpath::netns::Netns;
+use netpath::measure::compare::CompareOptions;
 use netpath::path::NetPath;
-use netpath::tracer::{Tracer, TracerOptions};
+use netpath::probe::backend::{self, BackendChoice};
+use netpath::probe::tracer::{Tracer, TracerOptions};
+use netpath::sys::netns::Netns;
 
 /// The `netpath` bin of this build.
 pub const NETPATH: &str = env!("CARGO_BIN_EXE_netpath");
@@ -49,7 +49,7 @@ pub fn leftovers(before: &[String]) -> Vec<String> {
 /// The programs, loaded under the backend `NETPATH_BACKEND` names (each VM pass sets it) or
 /// the one netpath picks on this kernel.
 pub fn load_tracer(opts: &TracerOptions) -> Tracer {
-    let caps = netpath::doctor::probe().expect("doctor");
+    let caps = netpath::probe::doctor::probe().expect("doctor");
     let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend");
     Tracer::load(backend, opts).expect("load programs")
 }
@@ -121,7 +121,7 @@ pub fn netns_files(run_id: &str) -> Vec<String> {
 /// starts in the process's namespace).
 pub fn root_links() -> HashSet<String> {
     std::thread::spawn(|| {
-        netpath::nl::Nl::new()
+        netpath::sys::nl::Nl::new()
             .unwrap()
             .links()
             .unwrap()

@@ -25,8 +25,8 @@ use super::{Build, Client, Server, bridge};
 use crate::docker::AGENT_PORT;
 use crate::docker::hostveth::{HostVeth, UPLINK};
 use crate::lab::{UNDERLAY_MTU, UPLINK_B, device_named, lab_subnet_in, quiet_ipv6, subnet_host};
-use crate::netns::{Netns, read_sysctl};
-use crate::nl::{Nl, links_in};
+use crate::sys::netns::{Netns, read_sysctl};
+use crate::sys::nl::{Nl, links_in};
 use crate::path::{Device, NetPath, Role};
 
 pub(super) fn build(b: &mut Build<'_>) -> Result<NetPath> {

@@ -8,7 +8,7 @@ use std::net::SocketAddrV4;
 use anyhow::{Context, Result};
 
 use super::{Build, Client, Server, bridge, free_port_in};
-use crate::netns::Netns;
+use crate::sys::netns::Netns;
 use crate::path::NetPath;
 
 pub(super) fn build(b: &mut Build<'_>) -> Result<NetPath> {

@@ -13,7 +13,7 @@ use super::{Build, Client};
 use crate::docker::AGENT_PORT;
 use crate::docker::hostveth::{HostVeth, MACVLAN_PARENT};
 use crate::lab::{UNDERLAY_MTU, lab_subnet_in, subnet_host};
-use crate::nl::Nl;
+use crate::sys::nl::Nl;
 use crate::path::NetPath;
 
 pub(super) fn build(b: &mut Build<'_>) -> Result<NetPath> {

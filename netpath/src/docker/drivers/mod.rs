@@ -34,8 +34,8 @@ use super::state::RunLock;
 use super::{AGENT_PORT, Engine, image};
 use crate::driver::Driver;
 use crate::lab::new_run_id;
-use crate::netns::{Held, Netns};
 use crate::path::{Building, Device, Keep, NetPath};
+use crate::sys::netns::{Held, Netns};
 
 macro_rules! docker_drivers {
     ($($variant:ident $module:ident $name:literal $help:literal;)*) => {

@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 
 use super::{Build, free_port_here};
 use crate::path::NetPath;
-use crate::proxy::proxy_processes;
+use crate::sys::proxy::proxy_processes;
 
 pub(super) fn build(b: &mut Build<'_>) -> Result<NetPath> {
     let port = free_port_here()?;

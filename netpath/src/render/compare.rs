@@ -2,8 +2,8 @@
 //! long) and the summary of several; `CompareOutput` is what `compare` prints at the end.
 use serde::Serialize;
 
-use crate::backend::Backend;
-use crate::report::{DriverReport, RttSummary};
+use crate::probe::backend::Backend;
+use crate::record::{DriverReport, RttSummary};
 
 /// `compare`'s result (its JSON body: `backend`, `drivers`).
 #[derive(Serialize)]
@@ -22,7 +22,7 @@ impl super::Render for CompareOutput {
 /// summary of several.
 pub struct TextSink;
 
-impl crate::report::Sink for TextSink {
+impl crate::record::Sink for TextSink {
     fn driver(&mut self, r: &DriverReport) {
         driver(r);
         println!();
@@ -306,7 +306,7 @@ fn table(reports: &[DriverReport]) {
             r.driver, rps, p50, p95, p99, g, rt, mtu, r.attributed_pct
         );
     }
-    for c in crate::report::claims(reports) {
+    for c in crate::record::claims(reports) {
         println!(
             "   {:<28} {:>6.2}×{}",
             c.name,
@@ -363,7 +363,7 @@ fn mode(r: &DriverReport) {
 
 /// The per-round ratio lines of the summary.
 fn ratios(reports: &[DriverReport]) {
-    for c in crate::report::rounds::neighbour_ratios(reports) {
+    for c in crate::record::per_round::neighbour_ratios(reports) {
         let rounds: Vec<String> = c.per_round.iter().map(|x| format!("{x:.2}")).collect();
         println!(
             "   {:<28} {:>6.2}× median, spread {:.2}–{:.2} over rounds [{}]{}",

@@ -10,7 +10,7 @@ use aya::{
 use netpath_common::LoadConfig;
 use serde::Serialize;
 
-use crate::backend::{
+use crate::probe::backend::{
     Backend,
     probes::{self, Kind, Probe},
 };
@@ -64,7 +64,7 @@ impl Capabilities {
     }
 }
 
-impl crate::backend::Allows for Capabilities {
+impl crate::probe::backend::Allows for Capabilities {
     fn usable(&self, b: Backend) -> bool {
         Capabilities::usable(self, b)
     }
@@ -120,17 +120,17 @@ fn kprobes_compiled_in() -> bool {
 
 /// Loads and attaches one program of each type netpath uses.
 pub fn probe() -> Result<Capabilities> {
-    crate::ensure_tracefs();
+    crate::sys::ensure_tracefs();
     let uname = nix::sys::utsname::uname()?;
     let kernel = uname.release().to_string_lossy().into_owned();
-    let btf = Path::new(crate::btf::VMLINUX).exists();
+    let btf = Path::new(crate::sys::btf::VMLINUX).exists();
     let mut checks = Vec::new();
 
-    let obj = crate::tracer::object()?;
+    let obj = crate::probe::tracer::object()?;
     let mut loader = EbpfLoader::new();
     let config = LoadConfig {
-        offsets: crate::btf::load_vmlinux()
-            .and_then(|b| crate::btf::kernel_offsets(&b))
+        offsets: crate::sys::btf::load_vmlinux()
+            .and_then(|b| crate::sys::btf::kernel_offsets(&b))
             .unwrap_or_default(),
         ..LoadConfig::DEFAULT
     };
@@ -195,9 +195,9 @@ fn check_tc(ebpf: &mut aya::Ebpf, tc: &Probe) -> Result<String> {
         TcAttachType::Ingress
     };
     // Attach on the loopback of a namespace of our own, never on a host device.
-    let ns = crate::netns::Netns::create(&format!("np{}-doctor", crate::lab::new_run_id()?))?;
+    let ns = crate::sys::netns::Netns::create(&format!("np{}-doctor", crate::lab::new_run_id()?))?;
     let r = ns.run(|| {
-        crate::tracer::add_clsact("lo")?;
+        crate::probe::tracer::add_clsact("lo")?;
         let id = p.attach("lo", ty)?;
         p.detach(id)?;
         Ok(())

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::{DriverReport, RttSummary, Spread};
-use crate::machine::Placement;
+use crate::sys::machine::Placement;
 
 /// One round of one path.
 #[derive(Clone, Debug, Serialize)]

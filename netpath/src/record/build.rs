@@ -9,9 +9,9 @@ use super::timeline::device_name;
 use super::*;
 use crate::{
     harness::{self, RrConfig},
-    machine::Placement,
     path::{Device, NetPath},
-    tracer::Tracer,
+    probe::tracer::Tracer,
+    sys::machine::Placement,
 };
 
 /// One traced request/response run: everything its report is built from.

@@ -16,9 +16,9 @@ pub use context::{Side, conditions, context_warnings};
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::delta::{self, Delta, Figure, Unit};
-use crate::report::view::{DriverView, HopView, Stat};
-use crate::report::{DriverReport, Spread};
+use crate::measure::delta::{self, Delta, Figure, Unit};
+use crate::record::view::{DriverView, HopView, Stat};
+use crate::record::{DriverReport, Spread};
 
 /// A driver's report as `report::view` reads a saved one.
 pub fn view_of(r: &DriverReport) -> Result<DriverView> {
@@ -184,7 +184,7 @@ fn traced_rtt(d: &DriverView, p99: bool) -> Vec<f64> {
 
 fn rtt_figures(a: &DriverView, b: &DriverView, paired: bool) -> Vec<Figure> {
     let untraced = |d: &DriverView, p99: bool| -> Vec<f64> {
-        let f = |r: &crate::report::view::Rtt| if p99 { r.p99_us } else { r.p50_us };
+        let f = |r: &crate::record::view::Rtt| if p99 { r.p99_us } else { r.p50_us };
         d.rounds.iter().map(f).collect()
     };
     [

@@ -32,11 +32,11 @@ use netpath_common::{
 };
 
 use crate::{
-    backend::{
+    path::Device,
+    probe::backend::{
         Backend,
         probes::{self, Kind, Probe, Role},
     },
-    path::Device,
 };
 
 /// The eBPF object built by build.rs (empty when it was built without bpf-linker).
@@ -169,13 +169,13 @@ pub struct Snapshot {
 
 impl Tracer {
     pub fn load(backend: Backend, opts: &TracerOptions) -> Result<Tracer> {
-        crate::ensure_tracefs();
-        let btf = crate::btf::load_vmlinux()?;
-        let offsets = crate::btf::kernel_offsets(&btf)?;
+        crate::sys::ensure_tracefs();
+        let btf = crate::sys::btf::load_vmlinux()?;
+        let offsets = crate::sys::btf::kernel_offsets(&btf)?;
         let config = load_config(opts, offsets)?;
         let mut loader = EbpfLoader::new();
         loader.override_global(netpath_common::config::GLOBAL, &config, true);
-        let drop_reasons = crate::btf::enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_");
+        let drop_reasons = crate::sys::btf::enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_");
         let mut ebpf = loader
             .load(object()?)
             .context("loading netpath's eBPF object")?;

@@ -21,7 +21,7 @@ use rtnetlink::{
     LinkVeth, LinkVxlan, RouteMessageBuilder,
 };
 
-use crate::netns::Netns;
+use crate::sys::netns::Netns;
 
 mod tc;
 

@@ -4,7 +4,7 @@
 //! Round `r` visits the paths in order (reversed every other round) and on each runs the
 //! untraced and the traced request/response (which first alternates too). Ratios between two
 //! drivers are taken per round, between runs that were neighbours in time, and summarised by
-//! their median and spread (`report::rounds`, with the per-round records). A round whose `wakeup` p50 moved away from the other rounds' by
+//! their median and spread (`record::rounds`, with the per-round records). A round whose `wakeup` p50 moved away from the other rounds' by
 //! more than the whole data path is marked a mode change: the machine, not the driver, moved.
 use anyhow::{Context as _, Result};
 
@@ -12,13 +12,13 @@ use crate::{
     driver::Driver,
     harness::{self, NoPhases, Proto, RrConfig, RrResult, WaitMode, runmode::RunMode},
     lab::netem::WireDelay,
-    machine::{CpuTimes, MachineState},
     path::NetPath,
-    report::{
+    probe::tracer::{Tracer, TracerOptions},
+    record::{
         self, DriverReport, RttSummary, Spread,
-        rounds::{BlockLine, RoundHop, RoundPasses, RoundRow},
+        per_round::{BlockLine, RoundHop, RoundPasses, RoundRow},
     },
-    tracer::{Tracer, TracerOptions},
+    sys::machine::{CpuTimes, MachineState},
 };
 
 /// The options of a measured run: `compare`'s (which re-exports it), each side's of `tune`,
@@ -161,7 +161,7 @@ pub fn run_sides(tracer: &mut Tracer, sides: &[Side]) -> Result<Vec<DriverReport
     // On a terminal: a bar per path, stepping through the interleaved rounds.
     let bars: Vec<_> = sides
         .iter()
-        .map(|s| crate::progress::DriverBar::new(&s.label, rounds as u64))
+        .map(|s| crate::render::progress::DriverBar::new(&s.label, rounds as u64))
         .collect();
     for r in 0..rounds {
         let order: Vec<usize> = if r % 2 == 0 {
@@ -254,11 +254,11 @@ pub fn traced(
     let samples = tracer.drain_samples();
     let drops = tracer.drain_drops();
     let prog_costs = if opts.tracer.prog_stats {
-        report::costs(&costs_before, &tracer.prog_costs(), res.count)
+        record::costs(&costs_before, &tracer.prog_costs(), res.count)
     } else {
         Vec::new()
     };
-    let rep = report::build(&report::TracedRun {
+    let rep = record::build(&record::TracedRun {
         label,
         tracer,
         rr,
@@ -322,7 +322,7 @@ fn passes_per_packet(t: &DriverReport) -> Vec<RoundPasses> {
         .filter_map(|dir| {
             let rows: Vec<_> = t.passes.iter().filter(|p| p.dir == dir).collect();
             let n: u64 = rows.iter().map(|p| p.packets).sum();
-            let per = |f: fn(&report::PassRow) -> u32| {
+            let per = |f: fn(&record::PassRow) -> u32| {
                 rows.iter()
                     .map(|p| f(p) as f64 * p.packets as f64)
                     .sum::<f64>()
@@ -425,7 +425,7 @@ fn finish(
     let mut rep = acc.traced[pick].clone();
     rep.set_rounds(&acc.untraced, pick);
     rep.round_detail = rows;
-    rep.bulk = report::bulk_rounds(&acc.bulk);
+    rep.bulk = record::bulk_rounds(&acc.bulk);
     tracer.detach()?;
     if proto == Proto::Tcp {
         rep.burst = burst_phases(path, opts)?;
@@ -437,7 +437,7 @@ fn finish(
         harness::read_counters(&path.client_ns)?,
         harness::read_counters(&path.server_ns)?,
     );
-    rep.context = Some(report::run_context(path, before, after));
+    rep.context = Some(record::run_context(path, before, after));
     rep.cpus = opts.mode.cpus;
     rep.machine = Some(MachineState::since(
         t0,
@@ -495,7 +495,7 @@ fn attach_tc(tracer: &mut Tracer, lab: &NetPath) -> Result<()> {
 }
 
 /// The open-loop phases, untraced, in the run's wait mode and placement.
-fn burst_phases(lab: &NetPath, opts: &CompareOptions) -> Result<Vec<report::BurstPhase>> {
+fn burst_phases(lab: &NetPath, opts: &CompareOptions) -> Result<Vec<record::BurstPhase>> {
     let Some((cfg, mult)) = &opts.burst else {
         return Ok(Vec::new());
     };
@@ -508,7 +508,7 @@ fn burst_phases(lab: &NetPath, opts: &CompareOptions) -> Result<Vec<report::Burs
     Ok(harness::run_burst_phases(lab, &cfg, mult)
         .context("burst run")?
         .into_iter()
-        .map(|(m, b)| report::BurstPhase {
+        .map(|(m, b)| record::BurstPhase {
             multiplier: m,
             rate: cfg.rate * m,
             scheduled: b.scheduled,

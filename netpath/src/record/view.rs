@@ -55,7 +55,7 @@ pub struct DriverView {
     pub machine: Option<serde_json::Value>,
 }
 
-/// One round of a driver (`report::rounds::RoundRow`); fields a file lacks (older outputs) default.
+/// One round of a driver (`record::per_round::RoundRow`); fields a file lacks (older outputs) default.
 #[derive(Debug, Deserialize)]
 pub struct RoundView {
     pub untraced_p50_us: Option<f64>,

@@ -2,15 +2,15 @@
 //! probes, and report the per-hop attribution.
 use anyhow::{Context as _, Result};
 
-pub use crate::rounds::CompareOptions;
+pub use crate::measure::interleave::CompareOptions;
 use crate::{
-    backend::Backend,
     driver::Driver,
     harness, lab,
     lab::netem::{self, WireDelay},
     path::NetPath,
-    report::{DriverReport, Sink},
-    tracer::Tracer,
+    probe::backend::Backend,
+    probe::tracer::Tracer,
+    record::{DriverReport, Sink},
 };
 
 pub fn run_driver(
@@ -41,7 +41,8 @@ fn measure_as(
     label: &str,
     opts: &CompareOptions,
 ) -> Result<DriverReport> {
-    let mut out = crate::rounds::run(tracer, &[(path, label.to_string(), opts.proto())], opts)?;
+    let mut out =
+        crate::measure::interleave::run(tracer, &[(path, label.to_string(), opts.proto())], opts)?;
     Ok(out.remove(0))
 }
 
@@ -77,7 +78,7 @@ pub fn run(
             .iter()
             .flat_map(|(l, _)| rows(l, l.driver.name(), opts))
             .collect();
-        crate::rounds::run(&mut tracer, &paths, opts)
+        crate::measure::interleave::run(&mut tracer, &paths, opts)
     });
     let mut torn = Ok(());
     let mut wires = Vec::new();
@@ -238,7 +239,7 @@ pub fn run_docker(
         if let Some((l, _)) = &lab {
             paths.extend(rows(l, d.name(), opts));
         }
-        let r = crate::rounds::run(&mut tracer, &paths, opts);
+        let r = crate::measure::interleave::run(&mut tracer, &paths, opts);
         drop(paths);
         let torn_lab = lab.map(|(l, _)| l.teardown()).unwrap_or(Ok(()));
         let torn = dl.teardown();
@@ -271,7 +272,7 @@ pub fn run_between(
         harness::supported::check_docker(b.path.driver, p)?;
     }
     let mut tracer = Tracer::load(backend, &opts.tracer())?;
-    let r = crate::rounds::run(&mut tracer, &rows(&b.path, &b.label, opts), opts)
+    let r = crate::measure::interleave::run(&mut tracer, &rows(&b.path, &b.label, opts), opts)
         .with_context(|| format!("measuring {client} → {server}"))?;
     for x in &r {
         sink.driver(x);

@@ -3,8 +3,8 @@
 //! machine state) may be theirs, not the drivers' or the knob's.
 use serde_json::Value;
 
-use crate::report::header::Header;
-use crate::report::view::DriverView;
+use crate::record::header::Header;
+use crate::record::view::DriverView;
 
 /// One side of an A/B for its context: its label, the header of the run it came from (None:
 /// an older file without one) and its driver's report.

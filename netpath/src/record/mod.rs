@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use netpath_common::counter;
 use serde::Serialize;
 
-use crate::{harness::RrResult, tracer::Snapshot};
+use crate::{harness::RrResult, probe::tracer::Snapshot};
 
 /// Where a run hands its records as they are made: runs are long, so the text renderer shows
-/// each driver's block at once (`render::text::TextSink`); JSON and the runs whose records
+/// each driver's block at once (`render::compare::TextSink`); JSON and the runs whose records
 /// only feed a further computation show nothing until the end (`Quiet`).
 pub trait Sink {
     /// One driver's record, as soon as it is measured.
@@ -123,7 +123,7 @@ pub struct DriverReport {
     pub hops_visible: Vec<&'static str>,
     pub missing_tracepoints: Vec<String>,
     /// Function probes (kprobe/fentry backends) and how each is attached.
-    pub function_probes: Vec<crate::tracer::FnProbe>,
+    pub function_probes: Vec<crate::probe::tracer::FnProbe>,
     /// Losses this kernel does not count (see `Tracer::uncounted`).
     pub uncounted: Vec<&'static str>,
     pub traced: RttSummary,
@@ -165,12 +165,12 @@ pub struct DriverReport {
     /// `--wait busy-poll`: the client's and server's sockets' NAPI ids (0: no NAPI, blocking).
     pub busy_poll_napi: Option<(u32, u32)>,
     /// Where client, server and NET_RX softirq ran in the traced run (sampled journeys).
-    pub placement: Option<crate::machine::Placement>,
-    pub machine: Option<crate::machine::MachineState>,
+    pub placement: Option<crate::sys::machine::Placement>,
+    pub machine: Option<crate::sys::machine::MachineState>,
     /// Default mode: the blocking run beside the spin tables.
-    pub block: Option<rounds::BlockLine>,
+    pub block: Option<per_round::BlockLine>,
     /// Per round: p50s, wakeup, data path, mode-change mark.
-    pub round_detail: Vec<rounds::RoundRow>,
+    pub round_detail: Vec<per_round::RoundRow>,
     /// RTT distribution of the traced run (the one the hops come from) as `[µs, fraction at
     /// or below]`, for the report's CDF chart.
     pub rtt_cdf: Vec<[f64; 2]>,
@@ -337,7 +337,7 @@ pub fn claims(reports: &[DriverReport]) -> Vec<Claim> {
     let find = |d: &str| reports.iter().find(|r| r.driver == d);
     let p50 = |a: &str, b: &str| {
         let name = format!("{a}/{b} p50");
-        match rounds::ratio(reports, a, b) {
+        match per_round::ratio(reports, a, b) {
             Some(r) if r.per_round.len() > 1 => Some(Claim {
                 name,
                 ratio: r.spread.median,
@@ -369,7 +369,7 @@ pub fn claims(reports: &[DriverReport]) -> Vec<Claim> {
 
 mod build;
 pub mod header;
-pub mod rounds;
+pub mod per_round;
 mod timeline;
 pub mod view;
 

@@ -13,13 +13,13 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::{
-    backend::{self, BackendChoice},
-    compare::{self, CompareOptions},
-    doctor,
     driver::Driver,
     harness::{self, RrConfig, runmode::RunMode},
-    machine::MachineState,
-    tracer::TracerOptions,
+    measure::compare::{self, CompareOptions},
+    probe::backend::{self, BackendChoice},
+    probe::doctor,
+    probe::tracer::TracerOptions,
+    sys::machine::MachineState,
 };
 
 /// One `compare` run of the section.
@@ -102,7 +102,7 @@ fn options(mode: RunMode, requests: u64) -> CompareOptions {
 }
 
 fn range_pct(v: &[f64]) -> f64 {
-    let s = crate::report::Spread::of(v.to_vec());
+    let s = crate::record::Spread::of(v.to_vec());
     100.0 * s.rel()
 }
 
@@ -132,10 +132,10 @@ pub fn run(requests: u64, progress: bool) -> Result<StabilityReport> {
         if progress {
             eprintln!("stability: run {}/{RUNS} ({load})", i + 1);
         }
-        let reports = compare::run(backend, &opts, &mut crate::report::Quiet)?;
+        let reports = compare::run(backend, &opts, &mut crate::record::Quiet)?;
         drop(busy);
         let ratio = |a: &str, b: &str| {
-            crate::report::rounds::ratio(&reports, a, b).map(|r| r.spread.median)
+            crate::record::per_round::ratio(&reports, a, b).map(|r| r.spread.median)
         };
         let p50 = |d: &str| {
             reports

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 use serde::Serialize;
 
-use crate::ab::{self, Deltas, Side};
-use crate::backend::Backend;
-use crate::compare::CompareOptions;
-use crate::report::view::{CompareView, DriverView};
+use crate::measure::ab::{self, Deltas, Side};
+use crate::measure::compare::CompareOptions;
+use crate::probe::backend::Backend;
+use crate::record::view::{CompareView, DriverView};
 
 /// One side as the output names it.
 #[derive(Clone, Debug, Serialize)]
@@ -152,8 +152,8 @@ fn info(label: &str, d: &DriverView, view: &CompareView, file: Option<&Loaded>) 
 fn diff_sides(
     a: (SideInfo, &DriverView),
     b: (SideInfo, &DriverView),
-    ha: Option<&crate::report::header::Header>,
-    hb: Option<&crate::report::header::Header>,
+    ha: Option<&crate::record::header::Header>,
+    hb: Option<&crate::record::header::Header>,
     paired: bool,
 ) -> DiffResult {
     let figs = ab::figures(a.1, b.1, paired);
@@ -252,9 +252,9 @@ pub fn from_files(files: &[PathBuf], driver: Option<&str>, vs: Option<&str>) -> 
 /// `netpath diff -d A --vs B`: both measured in one interleaved run (a compare of the two),
 /// then diffed paired. `opts.drivers` is [A, B].
 pub fn live(backend: Backend, opts: &CompareOptions) -> Result<DiffResult> {
-    let reports = crate::compare::run(backend, opts, &mut crate::report::Quiet)?;
+    let reports = crate::measure::compare::run(backend, opts, &mut crate::record::Quiet)?;
     let v = serde_json::json!({ "backend": backend, "drivers": reports });
-    let view = CompareView::from_value(crate::report::header::to_value(
+    let view = CompareView::from_value(crate::record::header::to_value(
         "compare",
         Some(backend.name()),
         &v,

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::netns::ns_inum;
+use crate::sys::netns::ns_inum;
 
 /// Docker's userland proxy for published ports (Debian package docker.io).
 pub const DOCKER_PROXY: &str = "/usr/sbin/docker-proxy";

@@ -23,7 +23,7 @@
 //! difference.
 use serde::Serialize;
 
-use crate::report::Spread;
+use crate::record::Spread;
 
 /// What a figure measures, which says how its difference reads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]

@@ -9,7 +9,7 @@ use aya::{
 use netpath_common::{FLIGHT_SLOTS, FilterConfig, KernelOffsets, LoadConfig, config};
 
 use super::{FnProbe, TracerOptions};
-use crate::backend::{
+use crate::probe::backend::{
     Backend,
     probes::{self, Kind, Probe, Role},
 };
@@ -175,7 +175,7 @@ pub(super) fn load_fn_probes(
         if let Some(aya_btf) = &aya_btf
             && let Some(fprog) = fprog
         {
-            if !crate::btf::has_func(btf, function) {
+            if !crate::sys::btf::has_func(btf, function) {
                 why_not_fentry = " (no vmlinux BTF: module function)".into();
             } else {
                 let p: &mut FEntry = program(ebpf, fprog)?.try_into()?;

@@ -1,0 +1,9 @@
+//! Measuring paths against each other: interleaved rounds (`interleave`, with the run options),
+//! compare's runs over drivers (`compare`), and the A/B of two sides with noise-aware
+//! deltas (`ab`, `delta`) that `diff` and `tune` read.
+
+pub mod ab;
+pub mod compare;
+pub mod delta;
+pub mod diff;
+pub mod interleave;

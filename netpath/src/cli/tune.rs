@@ -11,7 +11,8 @@ use crate::probe::backend::{self, BackendChoice};
 use crate::probe::tracer::TracerOptions;
 use crate::tune::knobs::{self, Knob};
 
-/// `netpath tune`'s flags.
+/// One driver with a knob at two settings (A and B), interleaved in one run: per figure
+/// (RTT, bulk, per hop) the difference, its spread over rounds, and whether it is noise.
 #[derive(Clone, Debug, clap::Args)]
 pub struct TuneArgs {
     /// The driver whose lab is built twice, once per setting.
@@ -52,56 +53,60 @@ pub struct TuneArgs {
     pub output: crate::render::OutputArgs,
 }
 
-/// Runs `netpath tune`: everything the user can get wrong is said before anything is built.
-pub fn main(args: TuneArgs) -> Result<()> {
-    let spec = knobs::parse(&args.knob)?;
-    knobs::check_driver(&spec, args.driver)?;
-    knobs::check_proto(&spec, args.driver, args.proto)?;
-    let mode = args.mode.resolve()?;
-    knobs::check_kernel(&spec)?;
-    crate::lab::install_signal_cleanup();
-    crate::sys::btf::require()?;
-    crate::render::progress::enable(args.output.is_text());
-    let caps = crate::probe::doctor::probe()?;
-    let backend = backend::select(args.backend, &caps)?;
-    let nagle = spec.knob == Knob::Nodelay;
-    let requests = args.requests.unwrap_or(if nagle { 200 } else { 10_000 });
-    let warmup = args.warmup.unwrap_or(if nagle { 10 } else { 1_000 });
-    let bulk_secs = args.bulk_secs.unwrap_or(if nagle { 0.0 } else { 2.0 });
-    let mut opts = CompareOptions {
-        drivers: vec![args.driver],
-        protos: Vec::new(),
-        rr: RrConfig {
-            requests,
-            warmup,
-            ..RrConfig::default()
-        },
-        untraced: true,
-        tracer: TracerOptions {
-            sample_every: args.sample_every,
-            ..TracerOptions::default()
-        },
-        tc_counters: false,
-        keep_timelines: 2,
-        rounds: args.rounds,
-        bulk: (bulk_secs > 0.0).then(|| BulkConfig {
-            duration: std::time::Duration::from_secs_f64(bulk_secs),
-            ..Default::default()
-        }),
-        burst: None,
-        underlay: None,
-        mode,
-    };
-    opts.set_protos(&[args.proto])?;
-    if args.output.is_text() {
-        crate::render::tune::start_line(backend, &spec, args.driver, args.proto);
-    }
-    let text = args.output.is_text();
-    let mut on_applied = |label: &str, ap: &crate::tune::devices::Applied| {
-        if text {
-            crate::render::tune::applied(label, ap);
+impl super::Command for TuneArgs {
+    /// Everything the user can get wrong is said before anything is built.
+    fn run(self) -> Result<()> {
+        let args = self;
+        super::require_root()?;
+        let spec = knobs::parse(&args.knob)?;
+        knobs::check_driver(&spec, args.driver)?;
+        knobs::check_proto(&spec, args.driver, args.proto)?;
+        let mode = args.mode.resolve()?;
+        knobs::check_kernel(&spec)?;
+        crate::lab::install_signal_cleanup();
+        crate::sys::btf::require()?;
+        crate::render::progress::enable(args.output.is_text());
+        let caps = crate::probe::doctor::probe()?;
+        let backend = backend::select(args.backend, &caps)?;
+        let nagle = spec.knob == Knob::Nodelay;
+        let requests = args.requests.unwrap_or(if nagle { 200 } else { 10_000 });
+        let warmup = args.warmup.unwrap_or(if nagle { 10 } else { 1_000 });
+        let bulk_secs = args.bulk_secs.unwrap_or(if nagle { 0.0 } else { 2.0 });
+        let mut opts = CompareOptions {
+            drivers: vec![args.driver],
+            protos: Vec::new(),
+            rr: RrConfig {
+                requests,
+                warmup,
+                ..RrConfig::default()
+            },
+            untraced: true,
+            tracer: TracerOptions {
+                sample_every: args.sample_every,
+                ..TracerOptions::default()
+            },
+            tc_counters: false,
+            keep_timelines: 2,
+            rounds: args.rounds,
+            bulk: (bulk_secs > 0.0).then(|| BulkConfig {
+                duration: std::time::Duration::from_secs_f64(bulk_secs),
+                ..Default::default()
+            }),
+            burst: None,
+            underlay: None,
+            mode,
+        };
+        opts.set_protos(&[args.proto])?;
+        if args.output.is_text() {
+            crate::render::tune::start_line(backend, &spec, args.driver, args.proto);
         }
-    };
-    let r = crate::tune::run(backend, args.driver, &spec, &opts, &mut on_applied)?;
-    crate::render::emit(args.output.format(), Some(backend.name()), &r)
+        let text = args.output.is_text();
+        let mut on_applied = |label: &str, ap: &crate::tune::devices::Applied| {
+            if text {
+                crate::render::tune::applied(label, ap);
+            }
+        };
+        let r = crate::tune::run(backend, args.driver, &spec, &opts, &mut on_applied)?;
+        crate::render::emit(args.output.format(), Some(backend.name()), &r)
+    }
 }

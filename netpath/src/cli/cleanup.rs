@@ -1,0 +1,32 @@
+//! `netpath cleanup`: what a killed run left behind, removed.
+
+use anyhow::Result;
+
+use crate::lab;
+
+/// Remove every netpath namespace, link and table a killed run left behind.
+#[derive(clap::Args)]
+pub struct CleanupArgs {}
+
+impl super::Command for CleanupArgs {
+    fn run(self) -> Result<()> {
+        super::require_root()?;
+        let mut removed = lab::cleanup_leftovers()?;
+        // Docker objects: through the daemon when one answers, else what can be removed
+        // without it (macvlan parents, state files, a second daemon netpath started).
+        match crate::docker::Engine::connect() {
+            Ok(engine) => removed.extend(crate::docker::cleanup_docker(&engine)?),
+            Err(_) => removed.extend(crate::docker::cleanup_docker_host(std::path::Path::new(
+                "/proc/self/ns/net",
+            ))?),
+        }
+        if removed.is_empty() {
+            println!("nothing of netpath's was left");
+        } else {
+            for r in removed {
+                println!("removed {r}");
+            }
+        }
+        Ok(())
+    }
+}

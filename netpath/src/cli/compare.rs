@@ -1,0 +1,111 @@
+//! `netpath compare`: request/response traffic per driver, traced and untraced, latency per hop.
+
+use anyhow::Result;
+
+use super::args::TrafficArgs;
+use crate::driver::Driver;
+use crate::harness::Proto;
+use crate::lab;
+use crate::measure::compare;
+use crate::probe::backend;
+use crate::probe::doctor;
+use crate::render::{self, OutputArgs};
+
+/// Run request/response traffic per driver, traced and untraced, and attribute latency to hops.
+#[derive(clap::Args)]
+pub struct CompareArgs {
+    /// Drivers to measure, comma-separated (default: all of them).
+    #[arg(long, short = 'd', value_delimiter = ',')]
+    pub driver: Vec<Driver>,
+    #[command(flatten)]
+    pub traffic: TrafficArgs,
+    /// What the request/response runs send: tcp (one connection), udp (one datagram each
+    /// way, like sockperf's default) or icmp (echo request and reply); several,
+    /// comma-separated (tcp,udp,icmp), interleave in the same rounds, a row each. Bulk and
+    /// burst phases are TCP only.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "tcp")]
+    pub proto: Vec<Proto>,
+    /// Measure real Docker networks and containers (a daemon must answer) instead of the lab.
+    #[arg(long)]
+    pub docker: bool,
+    /// With --docker: also measure the lab's version of each driver, side by side.
+    #[arg(long)]
+    pub lab: bool,
+    /// Measure between two running containers instead (client in the first, server in the
+    /// second, on a network they share); nothing is created in Docker.
+    #[arg(long, num_args = 2, value_names = ["CLIENT", "SERVER"], conflicts_with_all = ["docker", "driver"])]
+    pub between: Vec<String>,
+    /// Emulate the wire between two nodes: netem delays every packet a node sends on the
+    /// overlay's underlay link (the egress drivers' uplink) by this much (e.g. 50us, 2ms),
+    /// so cross-node drivers can be compared with same-node ones. Needs a kernel with netem (sch_netem).
+    #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, conflicts_with_all = ["docker", "between"])]
+    pub underlay_delay: Option<std::time::Duration>,
+    /// With --underlay-delay: jitter around that delay (uniform, e.g. 10us).
+    #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, requires = "underlay_delay")]
+    pub underlay_jitter: Option<std::time::Duration>,
+    /// Also write a self-contained HTML report (inline SVG charts, no script) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<std::path::PathBuf>,
+    /// Also write the report's charts as one SVG file.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+impl super::Command for CompareArgs {
+    fn run(self) -> Result<()> {
+        let a = self;
+        super::require_root()?;
+        let text = a.output.is_text();
+        let drivers = if a.driver.is_empty() {
+            Driver::ALL.to_vec()
+        } else {
+            a.driver
+        };
+        let underlay = a.underlay_delay.map(|delay| lab::netem::WireDelay {
+            delay,
+            jitter: a.underlay_jitter.unwrap_or_default(),
+        });
+        let on_docker = a.docker || !a.between.is_empty();
+        // A placement this machine cannot give is said before anything is loaded or built.
+        let mut opts = a.traffic.options(drivers, underlay)?;
+        opts.set_protos(&a.proto)?;
+        for (flag, p) in [("--report", &a.report), ("--svg", &a.svg)] {
+            if let Some(p) = p {
+                render::check_output_path(flag, p)?;
+            }
+        }
+        lab::install_signal_cleanup();
+        crate::sys::btf::require()?;
+        crate::render::progress::enable(text);
+        let caps = doctor::probe()?;
+        let backend = backend::select(a.traffic.backend, &caps)?;
+        // A missing daemon is said before anything else is printed.
+        let engine = on_docker.then(crate::docker::Engine::connect).transpose()?;
+        if text {
+            render::compare::backend_line(backend);
+        }
+        // Text shows each driver as it is measured (runs are long); JSON waits for the end.
+        let sink: &mut dyn crate::record::Sink = if text {
+            &mut render::compare::TextSink
+        } else {
+            &mut crate::record::Quiet
+        };
+        let drivers = match (&engine, a.between.as_slice()) {
+            (Some(e), [client, server]) => {
+                compare::run_between(backend, &opts, e, client, server, sink)?
+            }
+            (Some(e), _) => compare::run_docker(backend, &opts, e, a.lab, sink)?,
+            (None, _) => compare::run(backend, &opts, sink)?,
+        };
+        let out = render::compare::CompareOutput { backend, drivers };
+        render::emit(a.output.format(), Some(backend.name()), &out)?;
+        if a.report.is_some() || a.svg.is_some() {
+            let v = crate::record::header::to_value("compare", Some(backend.name()), &out)?;
+            let view = render::CompareView::from_value(v)?;
+            render::write_reports(&view, a.report.as_deref(), a.svg.as_deref())?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,90 @@
+//! `netpath diff`: one driver against another, from saved files or measured now.
+
+use anyhow::{Result, bail};
+
+use super::args::TrafficArgs;
+use crate::driver::Driver;
+use crate::lab;
+use crate::probe::backend;
+use crate::probe::doctor;
+use crate::render::{self, OutputArgs};
+
+/// One driver against another, noise-aware: one sentence, the hops ranked by their share
+/// of the difference (each delta with its spread over rounds), and what differed in the two
+/// sides' conditions. From two saved `compare --json` files (or two drivers of one), or
+/// measured live in one interleaved run (`-d overlay --vs bridge`, needs root).
+#[derive(clap::Args)]
+pub struct DiffArgs {
+    /// Saved `netpath compare --json` outputs: A and B, or one file with --driver X --vs Y.
+    /// None: measure -d A --vs B now.
+    pub files: Vec<std::path::PathBuf>,
+    /// A's driver (in both files when --vs is not given).
+    #[arg(long, short = 'd')]
+    pub driver: Option<String>,
+    /// B's driver.
+    #[arg(long)]
+    pub vs: Option<String>,
+    #[command(flatten)]
+    pub traffic: TrafficArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+impl super::Command for DiffArgs {
+    fn run(self) -> Result<()> {
+        // Saved files are read and need no privilege.
+        if !self.files.is_empty() {
+            return diff_files(&self);
+        }
+        super::require_root()?;
+        diff_live(self)
+    }
+}
+
+/// `diff a.json b.json`: reads files.
+fn diff_files(a: &DiffArgs) -> Result<()> {
+    if !a.traffic.is_default() {
+        bail!(
+            "netpath diff: the traffic and mode flags (--rounds, -n, --wait, --cpus, --backend …) are for measuring now; saved files were measured already: drop those flags, or the files to measure -d A --vs B"
+        );
+    }
+    let r = crate::measure::diff::from_files(&a.files, a.driver.as_deref(), a.vs.as_deref())?;
+    render::emit(a.output.format(), None, &r)
+}
+
+/// `diff -d A --vs B`: both measured now, interleaved.
+fn diff_live(a: DiffArgs) -> Result<()> {
+    let (da, db) = live_pair(a.driver.as_deref(), a.vs.as_deref())?;
+    let mut opts = a.traffic.options(vec![da, db], None)?;
+    // diff compares the runs its tables come from; compare's extra blocking line
+    // would cost a run per driver and say nothing here (`--wait block` diffs that).
+    opts.mode.block_line = false;
+    lab::install_signal_cleanup();
+    crate::sys::btf::require()?;
+    crate::render::progress::enable(a.output.is_text());
+    let caps = doctor::probe()?;
+    let backend = backend::select(a.traffic.backend, &caps)?;
+    let r = crate::measure::diff::live(backend, &opts)?;
+    render::emit(a.output.format(), Some(backend.name()), &r)
+}
+
+/// `diff -d A --vs B`: two different lab drivers.
+fn live_pair(a: Option<&str>, b: Option<&str>) -> Result<(Driver, Driver)> {
+    let (Some(a), Some(b)) = (a, b) else {
+        bail!(
+            "netpath diff: give two saved `compare --json` files, or -d A --vs B to measure two drivers now (e.g. -d overlay --vs bridge)"
+        );
+    };
+    let parse = |flag: &str, s: &str| {
+        use clap::ValueEnum;
+        Driver::from_str(s, false).map_err(|_| {
+            let all: Vec<&str> = Driver::ALL.iter().map(|d| d.name()).collect();
+            anyhow::anyhow!("{flag} {s}: no such driver; use one of {}", all.join(", "))
+        })
+    };
+    let (a, b) = (parse("--driver", a)?, parse("--vs", b)?);
+    if a == b {
+        bail!("--driver and --vs both name {a}: diff two different drivers");
+    }
+    Ok((a, b))
+}

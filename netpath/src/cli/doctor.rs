@@ -1,0 +1,28 @@
+//! `netpath doctor`: what this kernel allows, and the backend netpath would pick.
+
+use anyhow::Result;
+
+use crate::probe::backend::{self, BackendChoice};
+use crate::probe::doctor;
+use crate::render::{self, OutputArgs};
+
+/// Report kernel, lockdown, BTF, which program types load and attach here, and Docker.
+#[derive(clap::Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+impl super::Command for DoctorArgs {
+    fn run(self) -> Result<()> {
+        let a = self;
+        super::require_root()?;
+        let capabilities = doctor::probe()?;
+        let backend = backend::select(BackendChoice::Auto, &capabilities).ok();
+        let out = render::doctor::DoctorOutput {
+            backend,
+            capabilities,
+        };
+        render::emit(a.output.format(), backend.map(|b| b.name()), &out)
+    }
+}

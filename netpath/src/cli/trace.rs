@@ -1,0 +1,80 @@
+//! `netpath trace`: per-packet timelines on a lab path or running containers.
+
+use anyhow::{Result, bail};
+
+use super::bounds;
+use crate::driver::Driver;
+use crate::lab;
+use crate::probe::backend::{self, BackendChoice};
+use crate::probe::doctor;
+use crate::render::{self, OutputArgs};
+
+/// Print per-packet timelines (one line per point, time since the previous one, device,
+/// hop) for traffic on a lab path; filters are applied in the kernel.
+#[derive(clap::Args)]
+pub struct TraceArgs {
+    /// Lab topology to build and send request/response traffic through.
+    #[arg(long, short = 'd', default_value = "bridge")]
+    pub driver: Driver,
+    /// Complete timelines to print (1-100000).
+    #[arg(long, short = 'c', default_value_t = 10, value_parser = bounds::int(bounds::TRACE_COUNT))]
+    pub count: usize,
+    /// Only this L4 protocol (tcp, udp, icmp or a number).
+    #[arg(long)]
+    pub proto: Option<crate::harness::proto::L4>,
+    /// Only packets from or to this IPv4 address.
+    #[arg(long)]
+    pub host: Option<std::net::Ipv4Addr>,
+    /// Only packets from or to this port.
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Only packets first seen in this netns (lab role such as cli/srv/node, full name, or
+    /// a path like /proc/PID/ns/net).
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// Only packets first seen on this lab interface.
+    #[arg(long)]
+    pub iface: Option<String>,
+    /// Trace the traffic of running Docker containers (by name or id; repeat for several)
+    /// instead of building a lab: attaches to their interfaces and host-side peers only.
+    #[arg(long)]
+    pub container: Vec<String>,
+    /// With --container: stop after this many seconds even if fewer packets came (0.1-3600).
+    #[arg(long, default_value_t = 10.0, value_parser = bounds::float(bounds::TRACE_SECS))]
+    pub duration: f64,
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+impl super::Command for TraceArgs {
+    fn run(self) -> Result<()> {
+        let a = self;
+        super::require_root()?;
+        lab::install_signal_cleanup();
+        crate::sys::btf::require()?;
+        let caps = doctor::probe()?;
+        let backend = backend::select(a.backend, &caps)?;
+        let o = crate::trace::TraceOptions {
+            driver: a.driver,
+            count: a.count,
+            proto: a.proto,
+            host: a.host,
+            port: a.port,
+            netns: a.netns,
+            iface: a.iface,
+        };
+        let out = if a.container.is_empty() {
+            crate::trace::run(backend, &o)?
+        } else {
+            let timeout = std::time::Duration::from_secs_f64(a.duration.max(0.1));
+            crate::trace::run_containers(backend, &a.container, &o, timeout, a.output.is_text())?
+        };
+        render::emit(a.output.format(), Some(backend.name()), &out)?;
+        if out.timelines.is_empty() {
+            bail!("no packet matched the filters");
+        }
+        Ok(())
+    }
+}

@@ -223,7 +223,7 @@ pub(super) fn kernel_cost(
         round_trips: costed.count,
         journeys_sent: 2 * costed.count,
         journeys_completed: counters[netpath_common::counter::COMPLETED as usize],
-        losses: super::journeys::loss_counters(&counters),
+        losses: crate::record::losses(&counters),
         share_of_untraced_p50: ns_per_rtt / 1000.0 / latency.untraced_median.p50_us,
         share_of_untraced_mean: ns_per_rtt / 1000.0 / latency.untraced_median.mean_us,
         ns_per_rtt,

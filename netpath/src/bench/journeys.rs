@@ -53,7 +53,7 @@ pub fn run(tracer: &mut Tracer, lab: &NetPath, journeys: u64) -> Result<JourneyR
     let snap = tracer.snapshot()?;
     let received = tracer.drain_samples().len() as u64;
     let c = |i: u32| snap.counters[i as usize];
-    let losses = loss_counters(&snap.counters);
+    let losses = crate::record::losses(&snap.counters);
     Ok(JourneyRun {
         driver: lab.driver,
         requests: r.count,
@@ -65,23 +65,4 @@ pub fn run(tracer: &mut Tracer, lab: &NetPath, journeys: u64) -> Result<JourneyR
         losses,
         elapsed_s: t0.elapsed().as_secs_f64(),
     })
-}
-
-/// Every counter of a journey the kernel could not finish, or of a sample userspace missed,
-/// by name, from a snapshot's counters.
-pub(super) fn loss_counters(counters: &[u64]) -> BTreeMap<&'static str, u64> {
-    [
-        counter::RINGBUF_LOST,
-        counter::SKB_MAP_FULL,
-        counter::STALE,
-        counter::REUSED,
-        counter::RECV_UNMATCHED,
-        counter::RELAY_UNMATCHED,
-        counter::PROBE_MISSES,
-        counter::CONSUMED_EARLY,
-        counter::DROPPED,
-    ]
-    .iter()
-    .map(|&i| (counter::NAMES[i as usize], counters[i as usize]))
-    .collect()
 }

@@ -117,24 +117,13 @@ pub(super) fn bulk_of(b: &harness::BulkResult) -> Bulk {
     }
 }
 
+/// Each program's cost over a run (`record::costs`), the heaviest per round trip first.
 pub(super) fn prog_costs(
     before: &[(String, u64, u64)],
     after: &[(String, u64, u64)],
     rtts: u64,
 ) -> Vec<ProgCost> {
-    let mut out: Vec<ProgCost> = after
-        .iter()
-        .filter_map(|(name, runs, ns)| {
-            let (_, r0, n0) = before.iter().find(|(n, _, _)| n == name)?;
-            let runs = runs.saturating_sub(*r0);
-            (runs > 0).then(|| ProgCost {
-                program: name.clone(),
-                runs,
-                avg_ns: ns.saturating_sub(*n0) as f64 / runs as f64,
-                runs_per_rtt: runs as f64 / rtts.max(1) as f64,
-            })
-        })
-        .collect();
+    let mut out = crate::record::costs(before, after, rtts);
     out.sort_by(|a, b| {
         (b.avg_ns * b.runs_per_rtt)
             .partial_cmp(&(a.avg_ns * a.runs_per_rtt))

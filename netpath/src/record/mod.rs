@@ -300,6 +300,14 @@ pub const LOST: [u32; 10] = [
     counter::TRUNCATED,
 ];
 
+/// Every counter of a journey the kernel could not finish, or of a sample userspace missed,
+/// by name, from a snapshot's counters.
+pub fn losses(counters: &[u64]) -> BTreeMap<&'static str, u64> {
+    LOST.iter()
+        .map(|&c| (counter::NAMES[c as usize], counters[c as usize]))
+        .collect()
+}
+
 /// The lost counters, then the bookkeeping ones (journeys started, completed, sampled).
 pub fn lost_counters(snap: &Snapshot) -> BTreeMap<&'static str, u64> {
     LOST.iter()

@@ -14,9 +14,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use hdrhistogram::Histogram;
 
-use super::rr::{Phases, RrConfig, RrResult, gettid, rr_result};
+use super::rr::{Phases, RrConfig, RrResult, gettid, timed_loop};
 use super::runmode::pin_current;
 use super::server::{Ends, client_server, ready_with};
 use super::wait::{Receiver, WaitMode, napi_id_of};
@@ -85,45 +84,15 @@ pub fn client_loop(
             }
         }
     };
-    let mut seq = 0u64;
-    for _ in 0..cfg.warmup {
-        if Instant::now() >= deadline {
-            break;
-        }
-        one(seq, &mut req, &mut resp)?;
-        seq += 1;
-    }
-    let napi_ids = (cfg.wait == WaitMode::BusyPoll).then(|| (napi_id_of(sock.as_raw_fd()), 0));
-    let mut hist = Histogram::<u64>::new(3).context("creating histogram")?;
-    let hook_t0 = Instant::now();
-    phases
-        .measure_start(tid, server_tid)
-        .context("measure_start hook failed")?;
-    let deadline = deadline + hook_t0.elapsed();
-    let t0 = Instant::now();
-    let mut count = 0u64;
-    let mut err = None;
-    while count < cfg.requests {
-        let t = Instant::now();
-        if t >= deadline {
-            break;
-        }
-        if let Err(e) = one(seq, &mut req, &mut resp) {
-            err = Some(e);
-            break;
-        }
-        let ns = t.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
-        hist.record(ns.max(1)).context("recording a sample")?;
-        count += 1;
-        seq += 1;
-    }
-    let elapsed = t0.elapsed();
-    let end = phases.measure_end(tid, server_tid);
-    if let Some(e) = err {
-        return Err(e);
-    }
-    end.context("measure_end hook failed")?;
-    Ok(rr_result(cfg, hist, count, elapsed, napi_ids))
+    let fd = sock.as_raw_fd();
+    timed_loop(
+        cfg,
+        deadline,
+        phases,
+        (tid, server_tid),
+        &|| napi_id_of(fd),
+        &mut |seq| one(seq, &mut req, &mut resp),
+    )
 }
 
 /// UDP ping-pong from `lab.client_ns` to `lab.connect_to`, served on `lab.server_bind`.

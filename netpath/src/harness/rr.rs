@@ -1,9 +1,9 @@
 //! What a request/response run is asked and what it measures, whatever its protocol: the
 //! configuration, the result, the hooks around the measured phase, the threads' names.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use hdrhistogram::Histogram;
 
 use super::proto::Proto;
@@ -109,6 +109,59 @@ pub const SERVER_COMM: &str = "np-rr-srv";
 pub fn gettid() -> u32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::gettid() as u32 }
+}
+
+/// The client's run, whatever it sends: `cfg.warmup` exchanges unmeasured, then up to
+/// `cfg.requests` timed ones between the phase hooks (`tids`: client's and server's thread).
+/// `one(seq)` is exchange `seq`; `napi` reads the socket's NAPI id after warm-up (busy-poll).
+pub fn timed_loop(
+    cfg: &RrConfig,
+    deadline: Instant,
+    phases: &dyn Phases,
+    tids: (u32, u32),
+    napi: &dyn Fn() -> u32,
+    one: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<RrResult> {
+    let mut seq = 0u64;
+    for _ in 0..cfg.warmup {
+        if Instant::now() >= deadline {
+            break;
+        }
+        one(seq)?;
+        seq += 1;
+    }
+    let napi_ids = (cfg.wait == WaitMode::BusyPoll).then(|| (napi(), 0));
+    let mut hist = Histogram::<u64>::new(3).context("creating histogram")?;
+    let hook_t0 = Instant::now();
+    phases
+        .measure_start(tids.0, tids.1)
+        .context("measure_start hook failed")?;
+    // Time spent in the hook (e.g. attaching probes) is not charged to the run's bound.
+    let deadline = deadline + hook_t0.elapsed();
+    let t0 = Instant::now();
+    let mut count = 0u64;
+    let mut err = None;
+    while count < cfg.requests {
+        let t = Instant::now();
+        if t >= deadline {
+            break;
+        }
+        if let Err(e) = one(seq) {
+            err = Some(e);
+            break;
+        }
+        let ns = t.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+        hist.record(ns.max(1)).context("recording a sample")?;
+        count += 1;
+        seq += 1;
+    }
+    let elapsed = t0.elapsed();
+    let end = phases.measure_end(tids.0, tids.1);
+    if let Some(e) = err {
+        return Err(e);
+    }
+    end.context("measure_end hook failed")?;
+    Ok(rr_result(cfg, hist, count, elapsed, napi_ids))
 }
 
 /// A measured run's result (and the line saying so when the timeout cut it short); one for

@@ -13,10 +13,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use hdrhistogram::Histogram;
 
 use super::conns::connect_from;
-use super::rr::{Phases, RrConfig, RrResult, gettid, rr_result};
+use super::rr::{Phases, RrConfig, RrResult, gettid, timed_loop};
 use super::runmode::pin_current;
 use super::server::{Ends, client_server, ready_with};
 use super::wait::{Receiver, WaitMode, napi_id_of};
@@ -131,7 +130,6 @@ fn client(
 
     let mut req = vec![0xa5u8; cfg.req_size];
     let mut resp = vec![0u8; cfg.resp_size];
-    let mut seq: u64 = 0;
     let mut one = |conn: &mut TcpStream, seq: u64| -> Result<()> {
         let b = seq.to_le_bytes();
         let n = b.len().min(req.len());
@@ -153,49 +151,18 @@ fn client(
         Ok(())
     };
 
-    for _ in 0..cfg.warmup {
-        if Instant::now() >= deadline {
-            break;
-        }
-        one(&mut conn, seq)?;
-        seq += 1;
-    }
-
-    let napi_ids = (cfg.wait == WaitMode::BusyPoll).then(|| (napi_id_of(conn.as_raw_fd()), 0));
-    let mut hist = Histogram::<u64>::new(3).context("creating histogram")?;
-    let hook_t0 = Instant::now();
-    phases
-        .measure_start(tid, server_tid)
-        .context("measure_start hook failed")?;
-    // Time spent in the hook (e.g. attaching probes) is not charged to the run's bound.
-    let deadline = deadline + hook_t0.elapsed();
-    let t0 = Instant::now();
-    let mut count = 0u64;
-    let mut err = None;
-    while count < cfg.requests {
-        let t = Instant::now();
-        if t >= deadline {
-            break;
-        }
-        if let Err(e) = one(&mut conn, seq) {
-            err = Some(e);
-            break;
-        }
-        let ns = t.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
-        hist.record(ns.max(1)).context("recording a sample")?;
-        count += 1;
-        seq += 1;
-    }
-    let elapsed = t0.elapsed();
-    let end = phases.measure_end(tid, server_tid);
+    let fd = conn.as_raw_fd();
+    let r = timed_loop(
+        cfg,
+        deadline,
+        phases,
+        (tid, server_tid),
+        &|| napi_id_of(fd),
+        &mut |seq| one(&mut conn, seq),
+    );
     // EOF for the server.
     let _ = conn.shutdown(std::net::Shutdown::Write);
-    drop(conn);
-    if let Some(e) = err {
-        return Err(e);
-    }
-    end.context("measure_end hook failed")?;
-    Ok(rr_result(cfg, hist, count, elapsed, napi_ids))
+    r
 }
 
 /// Server side of one request/response connection: a `resp`-byte answer (0x5a bytes) per

@@ -5,10 +5,12 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use netpath::cli::{self, Command as _};
 
-/// Where the microseconds go when containers talk: per-hop latency of each packet through
-/// veth, bridge, NAT, VXLAN and the socket, per Docker network driver, measured with eBPF.
+/// Where the microseconds go when containers talk.
+///
+/// Per-hop latency of each packet through veth, bridge, NAT, VXLAN and the socket, per Docker
+/// network driver, measured with eBPF.
 #[derive(Parser)]
-#[command(name = "netpath", version, after_help = EXAMPLES)]
+#[command(name = "netpath", version, after_help = EXAMPLES, arg_required_else_help = true)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -17,7 +19,7 @@ struct Cli {
 const EXAMPLES: &str = "EXAMPLES:
     netpath doctor                       what this kernel allows, and the backend netpath picks
     netpath compare                      every driver on the embedded netns lab
-    netpath compare -d bridge,host --rounds 5 --bulk-secs 0 --burst 0
+    netpath compare -d bridge,host --rounds 5 --bulk 0 --burst 0
     netpath compare -d bridge --wait block --cpus same   what an application sees, both ends on one CPU
     netpath compare --driver bridge -n 50000 --json > bridge.json
     netpath trace --port 11111 --count 5  five complete packet timelines on the bridge lab
@@ -83,6 +85,11 @@ fn main() -> ExitCode {
             let _ = e.print();
             return ExitCode::SUCCESS;
         }
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // `netpath` alone: the help, as it is, and a failed exit (nothing was asked).
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
         Err(e) => {
             eprintln!(
                 "netpath: {} (see `netpath --help`)",
@@ -99,6 +106,41 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("netpath: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    /// Every flag and positional of every subcommand says what it is, and every subcommand's
+    /// help ends with examples.
+    #[test]
+    fn every_argument_described_every_command_with_examples() {
+        let cmd = super::Cli::command();
+        cmd.clone().debug_assert();
+        for sub in cmd.get_subcommands() {
+            let name = sub.get_name();
+            for a in sub.get_arguments().filter(|a| a.get_id() != "help") {
+                assert!(
+                    a.get_help().is_some() || a.get_long_help().is_some(),
+                    "netpath {name}: {} has no description",
+                    a.get_id()
+                );
+            }
+            let after = sub
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            assert!(
+                after.starts_with("EXAMPLES:"),
+                "netpath {name}: no EXAMPLES"
+            );
+            assert!(
+                after.contains(&format!("netpath {name}")),
+                "netpath {name}: {after}"
+            );
         }
     }
 }

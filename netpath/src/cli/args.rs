@@ -1,6 +1,8 @@
-//! `compare`'s traffic, mode and tracing flags, shared by every command that measures drivers
-//! in interleaved rounds (`compare`, `diff -d A --vs B`), so they take the same flags with the
-//! same bounds and defaults, and turn them into the same `CompareOptions`.
+//! The flag groups commands share: `compare`'s traffic, placement and tracing flags (also
+//! `diff -d A --vs B`'s, turned into the same `CompareOptions`), `--wait`/`--cpus` (also
+//! `tune`'s), `--backend`, and the help headings they are shown under.
+use std::time::Duration;
+
 use anyhow::Result;
 
 use crate::{
@@ -13,47 +15,63 @@ use crate::{
     probe::tracer::TracerOptions,
 };
 
+/// The help headings flags are grouped under.
+pub const TRAFFIC: &str = "Traffic";
+pub const PLACEMENT: &str = "Placement";
+pub const TRACING: &str = "Tracing";
+pub const DOCKER: &str = "Docker";
+pub const OUTPUT: &str = "Output";
+
 #[derive(Clone, Debug, PartialEq, clap::Args)]
+#[command(next_help_heading = TRAFFIC)]
 pub struct TrafficArgs {
     /// Rounds: each visits every driver in turn (untraced and traced runs alternating,
     /// order reversed every other round); medians, spread and per-round ratios (1-100).
-    #[arg(long, default_value_t = 3, value_parser = bounds::int(bounds::ROUNDS))]
+    #[arg(long, default_value_t = 3, value_parser = bounds::rounds())]
     pub rounds: usize,
-    /// Seconds of bulk transfer per round (0: no bulk; at most 600).
-    #[arg(long, default_value_t = 2.0, value_parser = bounds::float(bounds::PHASE_SECS))]
-    pub bulk_secs: f64,
+    /// Bulk transfer per round, e.g. 2s or 500ms (0: no bulk; at most 10m).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = bounds::phase(), alias = "bulk-secs")]
+    pub bulk: Duration,
     /// Parallel bulk streams (1-256).
-    #[arg(long, default_value_t = 1, value_parser = bounds::int(bounds::STREAMS))]
+    #[arg(long, default_value_t = 1, value_parser = bounds::streams())]
     pub streams: usize,
     /// Open-loop request rate for the burst phases, then twice it (0: no burst; at most
     /// 100000 per second).
     #[arg(long, default_value_t = 2000.0, value_parser = bounds::float(bounds::BURST_RATE))]
     pub burst: f64,
-    /// Seconds per burst phase (more than 0, at most 600).
-    #[arg(long, default_value_t = 1.0, value_parser = bounds::phase_secs_nonzero)]
-    pub burst_secs: f64,
+    /// Each burst phase, e.g. 1s (more than 0, at most 10m).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = bounds::phase_nonzero(), alias = "burst-secs")]
+    pub burst_duration: Duration,
     /// Measured requests per run (1-1000000).
-    #[arg(long, short = 'n', default_value_t = 10_000, value_parser = bounds::int(bounds::REQUESTS))]
+    #[arg(long, short = 'n', default_value_t = 10_000, value_parser = bounds::requests())]
     pub requests: u64,
     /// Unmeasured warm-up requests (0-100000).
-    #[arg(long, default_value_t = 1_000, value_parser = bounds::int(bounds::WARMUP))]
+    #[arg(long, default_value_t = 1_000, value_parser = bounds::warmup())]
     pub warmup: u64,
     /// Request payload in bytes (1 to 1048576).
-    #[arg(long, default_value_t = 1024, value_parser = bounds::int(bounds::PAYLOAD))]
+    #[arg(long, default_value_t = 1024, value_parser = bounds::payload())]
     pub req_size: usize,
     /// Response payload in bytes (1 to 1048576).
-    #[arg(long, default_value_t = 1024, value_parser = bounds::int(bounds::PAYLOAD))]
+    #[arg(long, default_value_t = 1024, value_parser = bounds::payload())]
     pub resp_size: usize,
     #[command(flatten)]
     pub mode: RunModeArgs,
+    #[command(flatten)]
+    pub tracing: TracingArgs,
+}
+
+/// What is traced and how: the flags every measuring command shares.
+#[derive(Clone, Debug, PartialEq, clap::Args)]
+#[command(next_help_heading = TRACING)]
+pub struct TracingArgs {
     /// Skip the untraced run (no probe-effect figure).
     #[arg(long)]
     pub no_untraced: bool,
     /// Keep the full timeline of one packet in N (0: none, 1: every packet; at most 1000000).
-    #[arg(long, default_value_t = 64, value_parser = bounds::int(bounds::SAMPLE_EVERY))]
+    #[arg(long, default_value_t = 64, value_parser = bounds::sample_every())]
     pub sample_every: u32,
-    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
-    pub backend: BackendChoice,
+    #[command(flatten)]
+    pub backend: BackendArg,
     /// Attach TC ingress/egress packet counters to every lab device as a cross-check.
     #[arg(long)]
     pub tc_counters: bool,
@@ -62,8 +80,18 @@ pub struct TrafficArgs {
     pub prog_stats: bool,
 }
 
+/// `--backend`, one description for every command that loads the probes.
+#[derive(Clone, Copy, Debug, PartialEq, clap::Args)]
+pub struct BackendArg {
+    /// Which probes to attach: auto (the best this kernel allows, see `netpath doctor`),
+    /// tracepoint (portable), kprobe or fentry (function probes, where the kernel has them).
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+}
+
 /// `--wait` and `--cpus`, shared by every command that runs request/response traffic.
 #[derive(Clone, Debug, PartialEq, clap::Args)]
+#[command(next_help_heading = PLACEMENT)]
 pub struct RunModeArgs {
     /// How receivers wait: block (what an application sees), spin (non-blocking receives in a
     /// loop: the data path without the scheduler), busy-poll (SO_BUSY_POLL on netpath's own
@@ -111,21 +139,20 @@ impl TrafficArgs {
         underlay: Option<WireDelay>,
     ) -> Result<CompareOptions> {
         let mode = self.mode.resolve()?;
-        let secs = |s: f64| std::time::Duration::from_secs_f64(s.max(0.0));
         Ok(CompareOptions {
             drivers,
             protos: vec![Proto::Tcp],
             rounds: self.rounds,
-            bulk: (self.bulk_secs > 0.0).then(|| harness::BulkConfig {
+            bulk: (!self.bulk.is_zero()).then(|| harness::BulkConfig {
                 streams: self.streams.max(1),
-                duration: secs(self.bulk_secs),
+                duration: self.bulk,
                 ..Default::default()
             }),
             burst: (self.burst > 0.0).then(|| {
                 (
                     harness::BurstConfig {
                         rate: self.burst,
-                        duration: secs(self.burst_secs),
+                        duration: self.burst_duration,
                         req_size: self.req_size,
                         resp_size: self.resp_size,
                         ..Default::default()
@@ -140,13 +167,13 @@ impl TrafficArgs {
                 resp_size: self.resp_size,
                 ..RrConfig::default()
             },
-            untraced: !self.no_untraced,
+            untraced: !self.tracing.no_untraced,
             tracer: TracerOptions {
-                sample_every: self.sample_every,
-                prog_stats: self.prog_stats,
+                sample_every: self.tracing.sample_every,
+                prog_stats: self.tracing.prog_stats,
                 ..TracerOptions::default()
             },
-            tc_counters: self.tc_counters,
+            tc_counters: self.tracing.tc_counters,
             keep_timelines: 4,
             underlay,
             mode,

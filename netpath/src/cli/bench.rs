@@ -1,6 +1,9 @@
 //! `netpath bench`: netpath's own cost, as ratios from one run.
 
+use std::time::Duration;
+
 use anyhow::{Result, bail};
+use clap::builder::{PossibleValue, TypedValueParser};
 
 use super::bounds;
 use crate::driver::Driver;
@@ -8,18 +11,21 @@ use crate::harness::Proto;
 use crate::lab;
 use crate::render::{self, OutputArgs};
 
-/// Benchmark netpath itself, as ratios from one run: harness vs sockperf and iperf3, traced
-/// vs untraced latency and throughput, kernel cost per round trip, memory.
+/// Benchmark netpath itself, as ratios from one run.
+///
+/// Harness vs sockperf and iperf3, traced vs untraced latency and throughput, kernel cost per
+/// round trip, memory.
 #[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct BenchArgs {
     /// Rounds per driver (figures are medians over rounds; 1-100).
-    #[arg(long, default_value_t = 3, value_parser = bounds::int(bounds::ROUNDS))]
+    #[arg(long, default_value_t = 3, value_parser = bounds::rounds())]
     pub rounds: usize,
-    /// Seconds per sockperf, iperf3 and bulk run (1-600).
-    #[arg(long, default_value_t = 3, value_parser = bounds::int(bounds::BENCH_SECS))]
-    pub secs: u64,
+    /// Each sockperf, iperf3 and bulk run, in whole seconds, e.g. 3s (1s to 10m).
+    #[arg(long, value_name = "DURATION", default_value = "3s", alias = "secs", value_parser = bounds::duration(Duration::from_secs(1), bounds::PHASE))]
+    pub duration: Duration,
     /// Measured requests per request/response run (1-1000000).
-    #[arg(long, short = 'n', default_value_t = 20_000, value_parser = bounds::int(bounds::REQUESTS))]
+    #[arg(long, short = 'n', default_value_t = 20_000, value_parser = bounds::requests())]
     pub requests: u64,
     /// Drivers, comma-separated (default: bridge,host).
     #[arg(long, short = 'd', value_delimiter = ',')]
@@ -40,7 +46,7 @@ pub struct BenchArgs {
     pub note: String,
     /// Transport of the latency runs, sockperf's and netpath's: tcp or udp (sockperf's default
     /// mode; the TCP-only bulk and journey runs are skipped). sockperf has no ICMP mode.
-    #[arg(long, value_enum, default_value_t = Proto::Tcp)]
+    #[arg(long, default_value = "tcp", value_parser = SockperfProto)]
     pub proto: Proto,
     #[command(flatten)]
     pub output: OutputArgs,
@@ -68,7 +74,7 @@ impl super::Command for BenchArgs {
         }
         let mut opts = crate::bench::BenchOptions {
             rounds: a.rounds,
-            secs: a.secs,
+            secs: a.duration.as_secs().max(1),
             requests: a.requests,
             journeys: a.journeys,
             note: a.note,
@@ -87,3 +93,43 @@ impl super::Command for BenchArgs {
         render::emit(a.output.format(), Some(r.backend.name()), &r)
     }
 }
+
+/// `bench --proto`: the protocols sockperf has (tcp, udp), each listed; icmp refused with why.
+#[derive(Clone)]
+struct SockperfProto;
+
+impl TypedValueParser for SockperfProto {
+    type Value = Proto;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Proto, clap::Error> {
+        let p = clap::value_parser!(Proto).parse_ref(cmd, arg, value)?;
+        if p == Proto::Icmp {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                format!("{}\n", crate::bench::ICMP_REFUSED),
+            )
+            .with_cmd(cmd));
+        }
+        Ok(p)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            [Proto::Tcp, Proto::Udp]
+                .into_iter()
+                .map(|p| PossibleValue::new(p.name())),
+        ))
+    }
+}
+
+/// `bench --help` ends with these.
+const EXAMPLES: &str = "EXAMPLES:
+    netpath bench --rounds 5                         netpath's own cost, as ratios against sockperf and iperf3
+    netpath bench -d bridge --proto udp --duration 2s
+    netpath bench --stability                        do compare's ratios hold still, idle vs a busy loop?
+    netpath bench --markdown BENCHMARKS.md --note \"idle machine\"";

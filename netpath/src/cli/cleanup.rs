@@ -6,6 +6,7 @@ use crate::lab;
 
 /// Remove every netpath namespace, link and table a killed run left behind.
 #[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct CleanupArgs {}
 
 impl super::Command for CleanupArgs {
@@ -30,3 +31,7 @@ impl super::Command for CleanupArgs {
         Ok(())
     }
 }
+
+/// `cleanup --help` ends with these.
+const EXAMPLES: &str = "EXAMPLES:
+    netpath cleanup                                  remove what a killed run left behind";

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use super::args::TrafficArgs;
+use super::args::{DOCKER, OUTPUT, TRAFFIC, TrafficArgs};
 use crate::driver::Driver;
 use crate::harness::Proto;
 use crate::lab;
@@ -13,6 +13,7 @@ use crate::render::{self, OutputArgs};
 
 /// Run request/response traffic per driver, traced and untraced, and attribute latency to hops.
 #[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct CompareArgs {
     /// Drivers to measure, comma-separated (default: all of them).
     #[arg(long, short = 'd', value_delimiter = ',')]
@@ -23,33 +24,33 @@ pub struct CompareArgs {
     /// way, like sockperf's default) or icmp (echo request and reply); several,
     /// comma-separated (tcp,udp,icmp), interleave in the same rounds, a row each. Bulk and
     /// burst phases are TCP only.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "tcp")]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "tcp", help_heading = TRAFFIC)]
     pub proto: Vec<Proto>,
     /// Measure real Docker networks and containers (a daemon must answer) instead of the lab.
-    #[arg(long)]
+    #[arg(long, help_heading = DOCKER)]
     pub docker: bool,
     /// With --docker: also measure the lab's version of each driver, side by side.
-    #[arg(long)]
+    #[arg(long, help_heading = DOCKER)]
     pub lab: bool,
     /// Measure between two running containers instead (client in the first, server in the
     /// second, on a network they share); nothing is created in Docker.
-    #[arg(long, num_args = 2, value_names = ["CLIENT", "SERVER"], conflicts_with_all = ["docker", "driver"])]
+    #[arg(long, num_args = 2, value_names = ["CLIENT", "SERVER"], help_heading = DOCKER, conflicts_with_all = ["docker", "driver"])]
     pub between: Vec<String>,
     /// Emulate the wire between two nodes: netem delays every packet a node sends on the
     /// overlay's underlay link (the egress drivers' uplink) by this much (e.g. 50us, 2ms),
     /// so cross-node drivers can be compared with same-node ones. Needs a kernel with netem (sch_netem).
-    #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, conflicts_with_all = ["docker", "between"])]
+    #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, help_heading = TRAFFIC, conflicts_with_all = ["docker", "between"])]
     pub underlay_delay: Option<std::time::Duration>,
     /// With --underlay-delay: jitter around that delay (uniform, e.g. 10us).
-    #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, requires = "underlay_delay")]
+    #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, help_heading = TRAFFIC, requires = "underlay_delay")]
     pub underlay_jitter: Option<std::time::Duration>,
     /// Also write a self-contained HTML report (inline SVG charts, no script) to this file.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
     pub report: Option<std::path::PathBuf>,
     /// Also write the report's charts as one SVG file.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
     pub svg: Option<std::path::PathBuf>,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = OUTPUT)]
     pub output: OutputArgs,
 }
 
@@ -80,7 +81,7 @@ impl super::Command for CompareArgs {
         crate::sys::btf::require()?;
         crate::render::progress::enable(text);
         let caps = doctor::probe()?;
-        let backend = backend::select(a.traffic.backend, &caps)?;
+        let backend = backend::select(a.traffic.tracing.backend.backend, &caps)?;
         // A missing daemon is said before anything else is printed.
         let engine = on_docker.then(crate::docker::Engine::connect).transpose()?;
         if text {
@@ -109,3 +110,15 @@ impl super::Command for CompareArgs {
         Ok(())
     }
 }
+
+/// `compare --help` ends with these.
+const EXAMPLES: &str = "EXAMPLES:
+    netpath compare                                  every driver on the embedded netns lab
+    netpath compare -d bridge,host --rounds 5 --bulk 0 --burst 0
+    netpath compare -d bridge --wait block --cpus same   what an application sees, one CPU
+    netpath compare -d bridge --proto tcp,udp,icmp   three protocols interleaved, a row each
+    netpath compare -d bridge,overlay --underlay-delay 50us   same node vs cross node
+    netpath compare -d bridge -n 50000 --json > bridge.json
+    netpath compare -d bridge,host --report run.html --svg run.svg
+    netpath compare --docker --lab -d bridge         a Docker network next to its lab version
+    netpath compare --between web db                 between two running containers";

@@ -9,11 +9,13 @@ use crate::probe::backend;
 use crate::probe::doctor;
 use crate::render::{self, OutputArgs};
 
-/// One driver against another, noise-aware: one sentence, the hops ranked by their share
-/// of the difference (each delta with its spread over rounds), and what differed in the two
+/// One driver against another, noise-aware: which hops make the difference.
+///
+/// One sentence, the hops ranked by their share of the difference (each delta with its spread over rounds), and what differed in the two
 /// sides' conditions. From two saved `compare --json` files (or two drivers of one), or
 /// measured live in one interleaved run (`-d overlay --vs bridge`, needs root).
 #[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct DiffArgs {
     /// Saved `netpath compare --json` outputs: A and B, or one file with --driver X --vs Y.
     /// None: measure -d A --vs B now.
@@ -26,7 +28,7 @@ pub struct DiffArgs {
     pub vs: Option<String>,
     #[command(flatten)]
     pub traffic: TrafficArgs,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = super::args::OUTPUT)]
     pub output: OutputArgs,
 }
 
@@ -63,7 +65,7 @@ fn diff_live(a: DiffArgs) -> Result<()> {
     crate::sys::btf::require()?;
     crate::render::progress::enable(a.output.is_text());
     let caps = doctor::probe()?;
-    let backend = backend::select(a.traffic.backend, &caps)?;
+    let backend = backend::select(a.traffic.tracing.backend.backend, &caps)?;
     let r = crate::measure::diff::live(backend, &opts)?;
     render::emit(a.output.format(), Some(backend.name()), &r)
 }
@@ -88,3 +90,10 @@ fn live_pair(a: Option<&str>, b: Option<&str>) -> Result<(Driver, Driver)> {
     }
     Ok((a, b))
 }
+
+/// `diff --help` ends with these.
+const EXAMPLES: &str = "EXAMPLES:
+    netpath diff -d overlay --vs bridge              which hops make overlay slower, measured now
+    netpath diff -d overlay --vs bridge --rounds 5 --bulk 0 --burst 0
+    netpath diff a.json b.json --driver bridge       the same driver in two saved runs
+    netpath diff run.json -d overlay --vs bridge     two drivers of one saved run";

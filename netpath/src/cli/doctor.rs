@@ -8,6 +8,7 @@ use crate::render::{self, OutputArgs};
 
 /// Report kernel, lockdown, BTF, which program types load and attach here, and Docker.
 #[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct DoctorArgs {
     #[command(flatten)]
     pub output: OutputArgs,
@@ -26,3 +27,8 @@ impl super::Command for DoctorArgs {
         render::emit(a.output.format(), backend.map(|b| b.name()), &out)
     }
 }
+
+/// `doctor --help` ends with these.
+const EXAMPLES: &str = "EXAMPLES:
+    netpath doctor                                   what this kernel allows, and the backend netpath picks
+    netpath doctor --json";

@@ -2,10 +2,12 @@
 
 use anyhow::Result;
 
-/// Build the netpath image (FROM scratch: this binary and its shared libraries) through
-/// the Docker API and print its tag; `netpath cleanup` leaves it. For the DaemonSet and
+/// Build the netpath image for fleets and print its tag.
+///
+/// FROM scratch: this binary and its shared libraries, through the Docker API; `netpath cleanup` leaves it. For the DaemonSet and
 /// the swarm stack under deploy/ (which run `/netpath serve`).
 #[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct ImageArgs {}
 
 impl super::Command for ImageArgs {
@@ -19,3 +21,7 @@ impl super::Command for ImageArgs {
         Ok(())
     }
 }
+
+/// `image --help` ends with these.
+const EXAMPLES: &str = "EXAMPLES:
+    netpath image                                    build it and print its tag";

@@ -4,10 +4,14 @@ use anyhow::Result;
 
 use crate::render::{self, OutputArgs};
 
-/// The thirty-second check of a container's network: mode, MTU, veth peer and bridge on the
+/// The thirty-second check of a container's network.
+///
+/// Mode, MTU, veth peer and bridge on the
 /// host, published ports and the docker-proxy serving them, NAT rules touching it, RPS.
 #[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct InspectArgs {
+    /// The container to look at, by name or id.
     pub container: String,
     #[command(flatten)]
     pub output: OutputArgs,
@@ -21,3 +25,8 @@ impl super::Command for InspectArgs {
         render::emit(self.output.format(), None, &r)
     }
 }
+
+/// `inspect --help` ends with these.
+const EXAMPLES: &str = "EXAMPLES:
+    netpath inspect web
+    netpath inspect web --json";

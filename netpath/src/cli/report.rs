@@ -4,6 +4,7 @@ use anyhow::{Result, bail};
 
 /// Render a saved `netpath compare --json` output as the HTML report (and SVG charts).
 #[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct ReportArgs {
     /// The JSON file `netpath compare --json` wrote.
     pub input: std::path::PathBuf,
@@ -32,3 +33,8 @@ impl super::Command for ReportArgs {
         crate::render::write_reports(&view, output, svg)
     }
 }
+
+/// `report --help` ends with these.
+const EXAMPLES: &str = "EXAMPLES:
+    netpath report bridge.json -o bridge.html        the HTML report of a saved compare --json
+    netpath report bridge.json --svg bridge.svg      its charts alone";

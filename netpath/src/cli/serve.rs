@@ -3,13 +3,15 @@
 use anyhow::{Result, bail};
 
 use crate::lab;
-use crate::probe::backend::{self, BackendChoice};
+use crate::probe::backend;
 use crate::probe::doctor;
 
-/// Keep the probes attached and export per-hop latency of running containers' traffic as
-/// Prometheus metrics (GET /metrics; GET /ready for a readiness probe). Follows
+/// Export per-hop latency of running containers' traffic as Prometheus metrics.
+///
+/// Keeps the probes attached (GET /metrics; GET /ready for a readiness probe) and follows
 /// containers as they start and stop.
 #[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct ServeArgs {
     /// Address to listen on (loopback unless told otherwise).
     #[arg(long, default_value = "127.0.0.1:9433")]
@@ -23,15 +25,15 @@ pub struct ServeArgs {
     /// Follow every running container.
     #[arg(long)]
     pub all: bool,
-    /// Seconds between listings of the running containers.
-    #[arg(long, default_value_t = 2.0)]
-    pub rescan_secs: f64,
+    /// Time between listings of the running containers, e.g. 2s (100ms to 1h).
+    #[arg(long, value_name = "DURATION", default_value = "2s", alias = "rescan-secs", value_parser = super::bounds::rescan())]
+    pub rescan: std::time::Duration,
     /// The host's /proc, mounted here, when netpath runs in a PID namespace of its own
     /// (a swarm service: deploy/swarm mounts it at /host/proc).
     #[arg(long)]
     pub host_proc: Option<std::path::PathBuf>,
-    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
-    pub backend: BackendChoice,
+    #[command(flatten)]
+    pub backend: super::args::BackendArg,
 }
 
 impl super::Command for ServeArgs {
@@ -49,7 +51,7 @@ impl super::Command for ServeArgs {
         lab::install_signal_cleanup();
         let engine = crate::docker::Engine::connect()?;
         let caps = doctor::probe()?;
-        let backend = backend::select(a.backend, &caps)?;
+        let backend = backend::select(a.backend.backend, &caps)?;
         crate::serve::run(
             backend,
             &engine,
@@ -60,8 +62,14 @@ impl super::Command for ServeArgs {
                     labels: a.label,
                     all: a.all,
                 },
-                rescan: std::time::Duration::from_secs_f64(a.rescan_secs.clamp(0.1, 3600.0)),
+                rescan: a.rescan,
             },
         )
     }
 }
+
+/// `serve --help` ends with these.
+const EXAMPLES: &str = "EXAMPLES:
+    netpath serve --all                              Prometheus metrics of every running container's traffic
+    netpath serve --label app=web --listen 0.0.0.0:9433
+    netpath serve --container web --container db --rescan 5s";

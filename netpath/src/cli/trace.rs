@@ -5,19 +5,22 @@ use anyhow::{Result, bail};
 use super::bounds;
 use crate::driver::Driver;
 use crate::lab;
-use crate::probe::backend::{self, BackendChoice};
+use crate::probe::backend;
 use crate::probe::doctor;
 use crate::render::{self, OutputArgs};
 
-/// Print per-packet timelines (one line per point, time since the previous one, device,
-/// hop) for traffic on a lab path; filters are applied in the kernel.
+/// Print per-packet timelines of traffic on a lab path or of running containers.
+///
+/// One line per point: time since the previous one, device, hop. Filters are applied in the
+/// kernel.
 #[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct TraceArgs {
     /// Lab topology to build and send request/response traffic through.
     #[arg(long, short = 'd', default_value = "bridge")]
     pub driver: Driver,
     /// Complete timelines to print (1-100000).
-    #[arg(long, short = 'c', default_value_t = 10, value_parser = bounds::int(bounds::TRACE_COUNT))]
+    #[arg(long, short = 'c', default_value_t = 10, value_parser = bounds::trace_count())]
     pub count: usize,
     /// Only this L4 protocol (tcp, udp, icmp or a number).
     #[arg(long)]
@@ -39,11 +42,12 @@ pub struct TraceArgs {
     /// instead of building a lab: attaches to their interfaces and host-side peers only.
     #[arg(long)]
     pub container: Vec<String>,
-    /// With --container: stop after this many seconds even if fewer packets came (0.1-3600).
-    #[arg(long, default_value_t = 10.0, value_parser = bounds::float(bounds::TRACE_SECS))]
-    pub duration: f64,
-    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
-    pub backend: BackendChoice,
+    /// With --container: stop after this long even if fewer packets came, e.g. 10s (100ms
+    /// to 1h).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = bounds::trace_wait())]
+    pub duration: std::time::Duration,
+    #[command(flatten)]
+    pub backend: super::args::BackendArg,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -55,7 +59,7 @@ impl super::Command for TraceArgs {
         lab::install_signal_cleanup();
         crate::sys::btf::require()?;
         let caps = doctor::probe()?;
-        let backend = backend::select(a.backend, &caps)?;
+        let backend = backend::select(a.backend.backend, &caps)?;
         let o = crate::trace::TraceOptions {
             driver: a.driver,
             count: a.count,
@@ -68,8 +72,7 @@ impl super::Command for TraceArgs {
         let out = if a.container.is_empty() {
             crate::trace::run(backend, &o)?
         } else {
-            let timeout = std::time::Duration::from_secs_f64(a.duration.max(0.1));
-            crate::trace::run_containers(backend, &a.container, &o, timeout, a.output.is_text())?
+            crate::trace::run_containers(backend, &a.container, &o, a.duration, a.output.is_text())?
         };
         render::emit(a.output.format(), Some(backend.name()), &out)?;
         if out.timelines.is_empty() {
@@ -78,3 +81,10 @@ impl super::Command for TraceArgs {
         Ok(())
     }
 }
+
+/// `trace --help` ends with these.
+const EXAMPLES: &str = "EXAMPLES:
+    netpath trace --port 11111 --count 5            five complete packet timelines on the bridge lab
+    netpath trace -d overlay --netns srv --iface eth0 --json
+    netpath trace -d bridge --proto udp -c 3        the harness sends UDP; timelines of its datagrams
+    netpath trace --container web --container db --port 5432 --duration 30s";

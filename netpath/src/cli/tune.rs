@@ -7,13 +7,16 @@ use crate::cli::bounds;
 use crate::driver::Driver;
 use crate::harness::{BulkConfig, Proto, RrConfig};
 use crate::measure::compare::CompareOptions;
-use crate::probe::backend::{self, BackendChoice};
+use crate::probe::backend;
 use crate::probe::tracer::TracerOptions;
 use crate::tune::knobs::{self, Knob};
 
-/// One driver with a knob at two settings (A and B), interleaved in one run: per figure
-/// (RTT, bulk, per hop) the difference, its spread over rounds, and whether it is noise.
-#[derive(Clone, Debug, clap::Args)]
+/// One driver with a knob at two settings, A against B, interleaved in one run.
+///
+/// Per figure (RTT, bulk, per hop) the difference, its spread over rounds, and whether it is
+/// noise.
+#[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct TuneArgs {
     /// The driver whose lab is built twice, once per setting.
     #[arg(long, short = 'd', default_value = "bridge")]
@@ -26,30 +29,31 @@ pub struct TuneArgs {
     #[arg(long)]
     pub knob: String,
     /// Rounds, each measuring A and B in turn (order reversed every other round; 1-100).
-    #[arg(long, default_value_t = 3, value_parser = bounds::int(bounds::ROUNDS))]
+    #[arg(long, default_value_t = 3, value_parser = bounds::rounds())]
     pub rounds: usize,
     /// Measured requests per run (1-1000000; default 10000, 200 for nodelay, whose Nagle
     /// side waits for the delayed ACK on every request).
-    #[arg(long, short = 'n', value_parser = bounds::int(bounds::REQUESTS))]
+    #[arg(long, short = 'n', value_parser = bounds::requests())]
     pub requests: Option<u64>,
     /// Unmeasured warm-up requests (0-100000; default 1000, 10 for nodelay).
-    #[arg(long, value_parser = bounds::int(bounds::WARMUP))]
+    #[arg(long, value_parser = bounds::warmup())]
     pub warmup: Option<u64>,
     /// What both sides' request/response runs send: tcp, udp (one datagram each way) or icmp
     /// (echo request and reply). Bulk is TCP only: with udp or icmp none runs.
     #[arg(long, value_enum, default_value = "tcp")]
     pub proto: Proto,
-    /// Seconds of bulk transfer per round and side (0: none; default 2, 0 for nodelay).
-    #[arg(long, value_parser = bounds::float(bounds::PHASE_SECS))]
-    pub bulk_secs: Option<f64>,
+    /// Bulk transfer per round and side, e.g. 2s (0: none; default 2s, 0 for nodelay; at
+    /// most 10m).
+    #[arg(long, value_name = "DURATION", alias = "bulk-secs", value_parser = bounds::phase())]
+    pub bulk: Option<std::time::Duration>,
     #[command(flatten)]
     pub mode: crate::cli::args::RunModeArgs,
     /// Keep the full timeline of one packet in N (0: none; at most 1000000).
-    #[arg(long, default_value_t = 64, value_parser = bounds::int(bounds::SAMPLE_EVERY))]
+    #[arg(long, default_value_t = 64, value_parser = bounds::sample_every(), help_heading = super::args::TRACING)]
     pub sample_every: u32,
-    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
-    pub backend: BackendChoice,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = super::args::TRACING)]
+    pub backend: super::args::BackendArg,
+    #[command(flatten, next_help_heading = super::args::OUTPUT)]
     pub output: crate::render::OutputArgs,
 }
 
@@ -67,11 +71,13 @@ impl super::Command for TuneArgs {
         crate::sys::btf::require()?;
         crate::render::progress::enable(args.output.is_text());
         let caps = crate::probe::doctor::probe()?;
-        let backend = backend::select(args.backend, &caps)?;
+        let backend = backend::select(args.backend.backend, &caps)?;
         let nagle = spec.knob == Knob::Nodelay;
         let requests = args.requests.unwrap_or(if nagle { 200 } else { 10_000 });
         let warmup = args.warmup.unwrap_or(if nagle { 10 } else { 1_000 });
-        let bulk_secs = args.bulk_secs.unwrap_or(if nagle { 0.0 } else { 2.0 });
+        let bulk = args
+            .bulk
+            .unwrap_or(std::time::Duration::from_secs(if nagle { 0 } else { 2 }));
         let mut opts = CompareOptions {
             drivers: vec![args.driver],
             protos: Vec::new(),
@@ -88,8 +94,8 @@ impl super::Command for TuneArgs {
             tc_counters: false,
             keep_timelines: 2,
             rounds: args.rounds,
-            bulk: (bulk_secs > 0.0).then(|| BulkConfig {
-                duration: std::time::Duration::from_secs_f64(bulk_secs),
+            bulk: (!bulk.is_zero()).then(|| BulkConfig {
+                duration: bulk,
                 ..Default::default()
             }),
             burst: None,
@@ -110,3 +116,10 @@ impl super::Command for TuneArgs {
         crate::render::emit(args.output.format(), Some(backend.name()), &r)
     }
 }
+
+/// `tune --help` ends with these.
+const EXAMPLES: &str = "EXAMPLES:
+    netpath tune -d bridge --knob gro --rounds 5     veth GRO on vs off, interleaved, with the noise
+    netpath tune -d bridge --knob nodelay            Nagle and the delayed ACK on a two-write request
+    netpath tune -d bridge --knob wait=block,spin    the receiver's wakeup, A/B
+    netpath tune -d overlay --knob mtu=9000,1500 --bulk 5s";

@@ -243,8 +243,6 @@ fn short(s: &str) -> &str {
     &s[..end]
 }
 
-/// The message of a thread's panic payload.
-
 /// The nsfs inode of a namespace file (the `INUM` in `net:[INUM]`).
 pub fn ns_inum(path: &Path) -> Result<u32> {
     let md = std::fs::metadata(path)

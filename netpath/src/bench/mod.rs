@@ -55,7 +55,6 @@ use crate::{
 
 mod gather;
 mod journeys;
-mod markdown;
 mod memory;
 mod modes;
 pub mod stability;
@@ -64,7 +63,6 @@ mod traced;
 
 use gather::{BulkRounds, LatencyRounds, kernel_cost};
 pub use journeys::JourneyRun;
-pub use markdown::{goals_table, markdown};
 use memory::*;
 pub use modes::ModeLatency;
 use tools::*;

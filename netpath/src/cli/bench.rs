@@ -86,7 +86,7 @@ impl super::Command for BenchArgs {
         }
         let r = crate::bench::run(&opts)?;
         if let Some(path) = &a.markdown {
-            std::fs::write(path, crate::bench::markdown(&r))
+            std::fs::write(path, render::markdown::markdown(&r))
                 .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
             eprintln!("bench: wrote {}", path.display());
         }

@@ -1,20 +1,22 @@
 //! `netpath bench`'s text: the compact tables (latency, throughput, memory) and the goals.
 use crate::bench::stability::StabilityReport;
 use crate::bench::{BenchReport, DriverBench, Ratios, Rtt};
+use std::io::Write;
 
 impl super::Render for BenchReport {
     const KIND: &'static str = "bench";
-    fn text(&self) {
-        print(self)
+    fn text(&self, w: &mut dyn Write) -> std::io::Result<()> {
+        print(w, self)
     }
 }
 
 /// `bench --stability`: its table, or its JSON as it has always been, without the header
 /// (`cargo xtask bench` reads it as is).
 pub fn emit_stability(format: super::Format, r: &StabilityReport) -> anyhow::Result<()> {
+    let w = &mut std::io::stdout().lock();
     match format {
-        super::Format::Text => stability(r),
-        super::Format::Json => println!("{}", serde_json::to_string_pretty(r)?),
+        super::Format::Json => writeln!(w, "{}", serde_json::to_string_pretty(r)?)?,
+        _ => stability(w, r)?,
     }
     Ok(())
 }
@@ -40,33 +42,39 @@ fn kib(b: u64) -> String {
 }
 
 /// The compact tables, then the goals.
-pub fn print(r: &BenchReport) {
-    heading(r);
-    println!();
-    println!("latency, round trip in µs (sockperf prints one-way latency = RTT/2: doubled here)");
-    println!(
+pub fn print(w: &mut dyn Write, r: &BenchReport) -> std::io::Result<()> {
+    heading(w, r)?;
+    writeln!(w)?;
+    writeln!(
+        w,
+        "latency, round trip in µs (sockperf prints one-way latency = RTT/2: doubled here)"
+    )?;
+    writeln!(
+        w,
         "{:<9} {:<34} {:>8} {:>8} {:>8}   {:>6} {:>6} {:>6}",
         "driver", "", "p50", "p99", "mean", "p50", "p99", "mean"
-    );
+    )?;
     for d in &r.drivers {
-        latency(d);
+        latency(w, d)?;
     }
-    println!();
+    writeln!(w)?;
     if r.drivers.iter().any(|d| d.throughput.is_some()) {
-        throughput(r);
-        println!();
+        throughput(w, r)?;
+        writeln!(w)?;
     }
     for line in &r.skipped {
-        println!("{line}");
+        writeln!(w, "{line}")?;
     }
-    memory(r);
-    println!("bench took {:.0} s", r.elapsed_s);
-    println!();
-    print!("{}", crate::bench::goals_table(r));
+    memory(w, r)?;
+    writeln!(w, "bench took {:.0} s", r.elapsed_s)?;
+    writeln!(w)?;
+    write!(w, "{}", super::markdown::goals_table(r))?;
+    Ok(())
 }
 
-fn heading(r: &BenchReport) {
-    println!(
+fn heading(w: &mut dyn Write, r: &BenchReport) -> std::io::Result<()> {
+    writeln!(
+        w,
         "netpath bench ({}): backend {}, kernel {}, {} CPUs online, {} rounds, {} requests per run, {} s per tool run",
         r.proto,
         r.backend.name(),
@@ -75,28 +83,37 @@ fn heading(r: &BenchReport) {
         r.rounds,
         r.requests,
         r.secs
-    );
-    println!(
+    )?;
+    writeln!(
+        w,
         "load average {} at start, {} at end; ratios are medians of per-round ratios (each pair measured back to back)",
         r.loadavg_start, r.loadavg_end
-    );
+    )?;
     if r.bpf_stats_enabled_during_rounds {
-        println!(
+        writeln!(
+            w,
             "warning: kernel.bpf_stats_enabled was 1 during the rounds (someone else enabled BPF statistics): traced figures include its cost"
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// One driver's latency rows: sockperf, netpath untraced and traced, naive bpftrace, the
 /// kernel cost of the programs.
-fn latency(d: &DriverBench) {
+fn latency(w: &mut dyn Write, d: &DriverBench) -> std::io::Result<()> {
     let l = &d.latency;
-    let row = |name: &str, v: &Rtt, ratio: Option<(&Ratios, &str)>, first: bool| {
+    let row = |w: &mut dyn Write,
+               name: &str,
+               v: &Rtt,
+               ratio: Option<(&Ratios, &str)>,
+               first: bool|
+     -> std::io::Result<()> {
         let (a, b, c, what) = match ratio {
             Some((q, w)) => (x(q.p50), x(q.p99), x(q.mean), w),
             None => (String::new(), String::new(), String::new(), ""),
         };
-        println!(
+        writeln!(
+            w,
             "{:<9} {:<34} {:>8.1} {:>8.1} {:>8.1}   {:>6} {:>6} {:>6} {}",
             if first { d.driver.name() } else { "" },
             name,
@@ -107,42 +124,47 @@ fn latency(d: &DriverBench) {
             b,
             c,
             what
-        );
+        )
     };
     let sockperf = match d.proto {
         crate::harness::Proto::Tcp => "sockperf pp --tcp -m 1024",
         _ => "sockperf pp (udp) -m 1024",
     };
-    row(sockperf, &l.sockperf_median, None, true);
+    row(w, sockperf, &l.sockperf_median, None, true)?;
     row(
+        w,
         "netpath rr, untraced",
         &l.untraced_median,
         Some((&l.netpath_vs_sockperf, "vs sockperf")),
         false,
-    );
+    )?;
     row(
+        w,
         "netpath rr, traced",
         &l.traced_median,
         Some((&l.traced_vs_untraced, "vs untraced")),
         false,
-    );
+    )?;
     match (&d.naive_tracer.median, &d.naive_tracer.vs_untraced) {
         (Some(m), Some(q)) => row(
+            w,
             "rr under naive bpftrace (4 tps)",
             m,
             Some((q, "vs untraced")),
             false,
         ),
-        _ => println!(
+        _ => writeln!(
+            w,
             "{:<9} {:<34} {}",
             "", "rr under naive bpftrace (4 tps)", d.naive_tracer.status
         ),
-    }
-    kernel_cost(d);
+    }?;
+    kernel_cost(w, d)?;
+    Ok(())
 }
 
 /// The kernel-cost run's lines under a driver's latency rows.
-fn kernel_cost(d: &DriverBench) {
+fn kernel_cost(w: &mut dyn Write, d: &DriverBench) -> std::io::Result<()> {
     let (l, k) = (&d.latency, &d.kernel_cost);
     let top: Vec<String> = k
         .programs
@@ -150,7 +172,8 @@ fn kernel_cost(d: &DriverBench) {
         .take(4)
         .map(|p| format!("{} {:.1}×{:.0}", p.program, p.runs_per_rtt, p.avg_ns))
         .collect();
-    println!(
+    writeln!(
+        w,
         "{:<9} {:<34} {:.0} ns per RTT = {:.0}% of the untraced p50 (traced − untraced p50: {:.0} ns); {:.1} hop events per RTT",
         "",
         "kernel cost of the programs",
@@ -158,33 +181,41 @@ fn kernel_cost(d: &DriverBench) {
         100.0 * k.share_of_untraced_p50,
         1000.0 * l.traced_minus_untraced_p50_us,
         l.hop_events_per_rtt,
-    );
-    println!(
+    )?;
+    writeln!(
+        w,
         "{:<9} {:<34} {}",
         "",
         "  top programs, runs/RTT × ns",
         top.join(", ")
-    );
-    println!(
+    )?;
+    writeln!(
+        w,
         "{:<9} {:<34} {:.0} ns per run (an empty program on net_dev_queue, same run)",
         "", "  floor", k.floor_ns
-    );
+    )?;
     let lost: u64 = k.losses.values().sum();
-    println!(
+    writeln!(
+        w,
         "{:<9} {:<34} {} of {} round trips; journeys {} sent, {} completed, {} counted lost",
         "", "  that run", k.round_trips, k.requests, k.journeys_sent, k.journeys_completed, lost
-    );
-    println!(
+    )?;
+    writeln!(
+        w,
         "{:<9} {:<34} traced/untraced {}; untraced/sockperf {}",
         "",
         "  per-round p50 ratios",
         list(l.traced_vs_untraced_rounds.iter().map(|q| q.p50)),
         list(l.netpath_vs_sockperf_rounds.iter().map(|q| q.p50)),
-    );
+    )?;
+    Ok(())
 }
 
-fn throughput(r: &BenchReport) {
-    println!("throughput, one stream, 128 KiB writes, Gbit/s (sender side)");
+fn throughput(w: &mut dyn Write, r: &BenchReport) -> std::io::Result<()> {
+    writeln!(
+        w,
+        "throughput, one stream, 128 KiB writes, Gbit/s (sender side)"
+    )?;
     let with = || {
         r.drivers
             .iter()
@@ -192,7 +223,8 @@ fn throughput(r: &BenchReport) {
     };
     for (i, (d, t)) in with().enumerate() {
         if i == 0 {
-            println!(
+            writeln!(
+                w,
                 "{:<9} {:>8} {:>9} {:>9} {:>9}   {:>10} {:>10} {:>10}  {:>12}",
                 "driver",
                 "iperf3",
@@ -203,9 +235,10 @@ fn throughput(r: &BenchReport) {
                 "att/untr",
                 "trc/untr",
                 "traced hops"
-            );
+            )?;
         }
-        println!(
+        writeln!(
+            w,
             "{:<9} {:>8.2} {:>9.2} {:>9.2} {:>9.2}   {:>10} {:>10} {:>10}  {:>12.0}{}",
             d.driver.name(),
             t.iperf3_median_gbit,
@@ -221,32 +254,37 @@ fn throughput(r: &BenchReport) {
             } else {
                 "  (bulk threads not found for tracing in some round)"
             }
-        );
+        )?;
     }
     for (d, t) in with() {
-        println!(
+        writeln!(
+            w,
             "{:<9} per round: np/iperf3 {}; att/untr {}; trc/untr {}",
             d.driver.name(),
             list(t.netpath_vs_iperf3_rounds.iter().copied()),
             list(t.attached_vs_untraced_rounds.iter().copied()),
             list(t.traced_vs_untraced_rounds.iter().copied()),
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        w,
         "(attached: probes in, no thread traced, i.e. netpath's cost to traffic it does not follow; traced: the bulk threads traced too)"
-    );
+    )?;
+    Ok(())
 }
 
-fn memory(r: &BenchReport) {
+fn memory(w: &mut dyn Write, r: &BenchReport) -> std::io::Result<()> {
     let m = &r.memory;
-    println!(
+    writeln!(
+        w,
         "memory: peak RSS {} (RSS {} at start, {} before loading the eBPF object, {} after)",
         kib(m.peak_rss_kib * 1024),
         kib(m.rss_at_start_kib * 1024),
         kib(m.rss_before_load_kib * 1024),
         kib(m.rss_after_load_kib * 1024)
-    );
-    println!(
+    )?;
+    writeln!(
+        w,
         "        BPF maps {} in {} maps, of which per-CPU {} ({} per possible CPU × {}); at 64 CPUs {}; {} programs {}",
         kib(m.maps_bytes),
         m.maps.len(),
@@ -256,25 +294,28 @@ fn memory(r: &BenchReport) {
         kib(m.maps_bytes_at_64_cpus),
         m.programs,
         kib(m.programs_bytes)
-    );
+    )?;
     let big: Vec<String> = m
         .maps
         .iter()
         .take(5)
         .map(|mm| format!("{} {}", mm.name, kib(mm.bytes)))
         .collect();
-    println!("        largest maps: {}", big.join(", "));
+    writeln!(w, "        largest maps: {}", big.join(", "))?;
+    Ok(())
 }
 
-fn stability(r: &StabilityReport) {
-    println!(
+fn stability(w: &mut dyn Write, r: &StabilityReport) -> std::io::Result<()> {
+    writeln!(
+        w,
         "== stability: {} × compare -d host,bridge,overlay --rounds 3 (wait spin, cpus split)",
         crate::bench::stability::RUNS
-    );
-    println!(
+    )?;
+    writeln!(
+        w,
         "   {:<3} {:<20} {:>12} {:>15} {:>8} {:>9} {:>10}  machine",
         "run", "load", "bridge/host", "overlay/bridge", "host µs", "bridge µs", "overlay µs"
-    );
+    )?;
     let x = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}×"));
     for (i, run) in r.runs.iter().enumerate() {
         let m = run
@@ -287,7 +328,8 @@ fn stability(r: &StabilityReport) {
                 )
             })
             .unwrap_or_default();
-        println!(
+        writeln!(
+            w,
             "   {:<3} {:<20} {:>12} {:>15} {:>8.1} {:>9.1} {:>10.1}  {m}",
             i + 1,
             run.load,
@@ -296,13 +338,15 @@ fn stability(r: &StabilityReport) {
             run.host_p50_us,
             run.bridge_p50_us,
             run.overlay_p50_us
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        w,
         "   range over the runs (max − min over median): bridge/host {:.1}%, overlay/bridge {:.1}% (goal: ≤ 10%, i.e. ±5%)",
         r.bridge_host_range_pct, r.overlay_bridge_range_pct
-    );
+    )?;
     if let Some(m) = r.runs.first().and_then(|x| x.machine.as_ref()) {
-        println!("   {}", m.line());
+        writeln!(w, "   {}", m.line())?;
     }
+    Ok(())
 }

@@ -15,7 +15,9 @@ pub struct CompareOutput {
 impl super::Render for CompareOutput {
     const KIND: &'static str = "compare";
     /// Nothing more: the run printed each driver's block and the summary as it went.
-    fn text(&self) {}
+    fn text(&self, _: &mut dyn std::io::Write) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// `compare`'s text while it runs: each driver's block as soon as it is measured, then the

@@ -4,11 +4,12 @@
 //! taken; and what differed in the two sides' context.
 use crate::measure::delta::Delta;
 use crate::measure::diff::DiffResult;
+use std::io::Write;
 
 impl super::Render for DiffResult {
     const KIND: &'static str = "diff";
-    fn text(&self) {
-        print(self)
+    fn text(&self, w: &mut dyn Write) -> std::io::Result<()> {
+        print(w, self)
     }
 }
 
@@ -35,12 +36,13 @@ fn call(d: &Delta) -> &'static str {
     }
 }
 
-fn table(title: &str, rows: &[Delta], share: bool) {
+fn table(w: &mut dyn Write, title: &str, rows: &[Delta], share: bool) -> std::io::Result<()> {
     if rows.is_empty() {
-        return;
+        return Ok(());
     }
-    println!("{title}");
-    println!(
+    writeln!(w, "{title}")?;
+    writeln!(
+        w,
         "   {:<36} {:>10} {:>10} {:>9} {:>7} {:>6}  call",
         "figure",
         "A",
@@ -48,7 +50,7 @@ fn table(title: &str, rows: &[Delta], share: bool) {
         "delta",
         "noise",
         if share { "share" } else { "" }
-    );
+    )?;
     for d in rows {
         let sh = match (share, d.share_pct) {
             (true, Some(p)) => format!("{p:.0}%"),
@@ -58,7 +60,8 @@ fn table(title: &str, rows: &[Delta], share: bool) {
             Some(n) => format!("{} {n}", d.name),
             None => d.name.clone(),
         };
-        println!(
+        writeln!(
+            w,
             "   {:<36} {:>10} {:>10} {:>+9.2} {:>7.2} {:>6}  {}",
             name,
             median(d, true),
@@ -67,15 +70,16 @@ fn table(title: &str, rows: &[Delta], share: bool) {
             d.noise,
             sh,
             call(d)
-        );
+        )?;
     }
-    println!();
+    writeln!(w)?;
+    Ok(())
 }
 
 /// A ranked group on one line: its results, then how many are within noise.
-fn brief(title: &str, rows: &[Delta]) {
+fn brief(w: &mut dyn Write, title: &str, rows: &[Delta]) -> std::io::Result<()> {
     if rows.is_empty() {
-        return;
+        return Ok(());
     }
     let results: Vec<String> = rows
         .iter()
@@ -83,57 +87,68 @@ fn brief(title: &str, rows: &[Delta]) {
         .map(Delta::short)
         .collect();
     let quiet = rows.iter().filter(|d| d.within_noise).count();
-    println!(
+    writeln!(
+        w,
         "{title}: {}; {quiet} within noise",
         if results.is_empty() {
             "no result".to_string()
         } else {
             results.join(", ")
         }
-    );
+    )?;
+    Ok(())
 }
 
-pub fn print(r: &DiffResult) {
-    println!("{}", r.deltas.verdict);
-    println!();
+pub fn print(w: &mut dyn Write, r: &DiffResult) -> std::io::Result<()> {
+    writeln!(w, "{}", r.deltas.verdict)?;
+    writeln!(w)?;
     for (ab, s) in [("A", &r.a), ("B", &r.b)] {
         let from = s
             .file
             .as_ref()
             .map(|f| format!(" from {f}"))
             .unwrap_or_default();
-        println!(
+        writeln!(
+            w,
             "{ab} {}{from}: {} round(s), backend {}, kernel {}",
             s.label,
             s.rounds,
             s.backend,
             s.kernel.as_deref().unwrap_or("unknown")
-        );
-        println!("   {}", s.conditions);
+        )?;
+        writeln!(w, "   {}", s.conditions)?;
     }
-    println!();
+    writeln!(w)?;
     let d = &r.deltas;
     table(
+        w,
         "RTT, µs (median over rounds; p50 and p99 untraced, then traced)",
         &d.rtt,
         false,
-    );
+    )?;
     table(
+        w,
         "per hop, µs added to one packet at p50 (traced), ranked by share of the difference",
         &d.hops_p50,
         true,
-    );
-    brief("per hop, mean per packet", &d.hops_mean);
-    brief("per hop, p99 per packet", &d.hops_p99);
-    println!();
+    )?;
+    brief(w, "per hop, mean per packet", &d.hops_mean)?;
+    brief(w, "per hop, p99 per packet", &d.hops_p99)?;
+    writeln!(w)?;
     let mut rest: Vec<Delta> = d.one_way.clone();
     rest.extend(d.bulk.clone());
     rest.extend(d.passes.iter().cloned());
-    table("one-way (µs), bulk (Gbit/s), receive passes", &rest, false);
+    table(
+        w,
+        "one-way (µs), bulk (Gbit/s), receive passes",
+        &rest,
+        false,
+    )?;
     for n in &r.notes {
-        println!("note: {n}");
+        writeln!(w, "note: {n}")?;
     }
-    for w in &r.warnings {
-        println!("warning: {w}");
+    for x in &r.warnings {
+        writeln!(w, "warning: {x}")?;
     }
+    Ok(())
 }

@@ -1,6 +1,7 @@
 //! `netpath doctor`'s output: the capabilities found and the backend picked, as the table
 //! below or as JSON.
 use serde::Serialize;
+use std::io::Write;
 
 use crate::{probe::backend::Backend, probe::doctor::Capabilities};
 
@@ -14,39 +15,42 @@ pub struct DoctorOutput {
 
 impl super::Render for DoctorOutput {
     const KIND: &'static str = "doctor";
-    fn text(&self) {
-        print(&self.capabilities, self.backend)
+    fn text(&self, w: &mut dyn Write) -> std::io::Result<()> {
+        print(w, &self.capabilities, self.backend)
     }
 }
 
-fn print(c: &Capabilities, chosen: Option<Backend>) {
-    println!("kernel    {}", c.kernel);
-    println!("lockdown  {}", c.lockdown);
-    println!(
+fn print(w: &mut dyn Write, c: &Capabilities, chosen: Option<Backend>) -> std::io::Result<()> {
+    writeln!(w, "kernel    {}", c.kernel)?;
+    writeln!(w, "lockdown  {}", c.lockdown)?;
+    writeln!(
+        w,
         "BTF       {}",
         if c.btf {
             "yes (/sys/kernel/btf/vmlinux)"
         } else {
             "no"
         }
-    );
-    println!();
-    println!("{:<16} {:<6} detail", "program type", "usable");
+    )?;
+    writeln!(w)?;
+    writeln!(w, "{:<16} {:<6} detail", "program type", "usable")?;
     for ch in &c.checks {
-        println!(
+        writeln!(
+            w,
             "{:<16} {:<6} {}",
             ch.name,
             if ch.ok { "yes" } else { "no" },
             ch.detail
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        w,
         "{:<16} {:<6} {}",
         "docker",
         if c.docker.ok { "yes" } else { "no" },
         c.docker.detail
-    );
-    println!();
+    )?;
+    writeln!(w)?;
     for b in [Backend::Fentry, Backend::Kprobe, Backend::Tracepoint] {
         let state = if !c.usable(b) {
             "kernel refuses"
@@ -55,10 +59,16 @@ fn print(c: &Capabilities, chosen: Option<Backend>) {
         } else {
             "kernel allows; not in this build"
         };
-        println!("backend {:<11} {}", b.name(), state);
+        writeln!(w, "backend {:<11} {}", b.name(), state)?;
     }
     if let Some(b) = chosen {
         let hops: Vec<&str> = b.visible_hops().iter().map(|h| h.name()).collect();
-        println!("chosen backend: {} (hops: {})", b.name(), hops.join(", "));
+        writeln!(
+            w,
+            "chosen backend: {} (hops: {})",
+            b.name(),
+            hops.join(", ")
+        )?;
     }
+    Ok(())
 }

@@ -4,8 +4,8 @@ use crate::docker::{InspectReport, InterfaceReport};
 
 impl super::Render for InspectReport {
     const KIND: &'static str = "inspect";
-    fn text(&self) {
-        print!("{}", self.render());
+    fn text(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        write!(w, "{}", self.render())
     }
 }
 

@@ -1,16 +1,39 @@
 //! How a command shows its result: the one `--format text|json` flag group (with `--json` as
 //! its alias) every printing subcommand flattens, and `emit`, which sends a result to the
 //! renderer of that format.
+use std::io::Write;
+
 use anyhow::Result;
 use serde::Serialize;
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+/// The output formats, one line each: the variant (its doc comment is its `--format` help)
+/// and the function that writes a result in it. A new format is its file in `formats/` and one
+/// line here.
+macro_rules! formats {
+    ($($(#[$m:meta])* $name:ident => $write:path,)*) => {
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+        pub enum Format {
+            $($(#[$m])* $name,)*
+        }
+
+        impl Format {
+            /// Writes `r` to `w` in this format (`backend`: the probe backend that produced it,
+            /// None for outputs that load no programs).
+            pub fn write<T: Render>(self, w: &mut dyn Write, backend: Option<&str>, r: &T) -> Result<()> {
+                match self {
+                    $(Format::$name => $write(w, backend, r),)*
+                }
+            }
+        }
+    };
+}
+
+formats! {
     /// Tables and lines for people.
     #[default]
-    Text,
+    Text => super::formats::text::write,
     /// One JSON document with the versioned header (the schemas under `schemas/`).
-    Json,
+    Json => super::formats::json::write,
 }
 
 /// `--format` and its alias `--json`: defined once, flattened into every subcommand that prints
@@ -54,18 +77,16 @@ pub fn clap_line(e: &clap::Error) -> String {
     parts.join(" ").trim_start_matches("error: ").to_string()
 }
 
-/// A result every format can show: the `kind` its JSON header names, and its text renderer.
+/// A result every format can show: the `kind` its JSON header names, and its text.
 pub trait Render: Serialize {
     const KIND: &'static str;
-    fn text(&self);
+    fn text(&self, w: &mut dyn Write) -> std::io::Result<()>;
 }
 
-/// Prints `r` in `format`: its text, or its JSON behind the header (`backend`: the probe
-/// backend that produced it, None for outputs that load no programs).
+/// Prints `r` in `format` on standard output.
 pub fn emit<T: Render>(format: Format, backend: Option<&str>, r: &T) -> Result<()> {
-    match format {
-        Format::Text => r.text(),
-        Format::Json => println!("{}", crate::record::header::to_json(T::KIND, backend, r)?),
-    }
+    let mut out = std::io::stdout().lock();
+    format.write(&mut out, backend, r)?;
+    out.flush()?;
     Ok(())
 }

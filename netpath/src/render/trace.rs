@@ -1,16 +1,18 @@
 //! `netpath trace`'s text: each packet's timeline, one line per point, then the lost counts.
 use crate::trace::TraceOutput;
+use std::io::Write;
 
 impl super::Render for TraceOutput {
     const KIND: &'static str = "trace";
-    fn text(&self) {
-        print(self)
+    fn text(&self, w: &mut dyn Write) -> std::io::Result<()> {
+        print(w, self)
     }
 }
 
-pub fn print(out: &TraceOutput) {
+pub fn print(w: &mut dyn Write, out: &TraceOutput) -> std::io::Result<()> {
     for (i, t) in out.timelines.iter().enumerate() {
-        println!(
+        writeln!(
+            w,
             "#{} {:<8} {}  {:.2} µs  ({} receive passes, {} NET_RX softirq runs)",
             i + 1,
             if t.points.first().is_some_and(|p| p.point != "send") {
@@ -22,14 +24,15 @@ pub fn print(out: &TraceOutput) {
             t.total_us,
             t.rx_passes,
             t.softirq_runs
-        );
+        )?;
         if let Some(x) = &t.translated {
-            println!("   NAT: {x}");
+            writeln!(w, "   NAT: {x}")?;
         }
         let mut at = 0.0;
         for p in &t.points {
             at += p.since_prev_us;
-            println!(
+            writeln!(
+                w,
                 "   {:>9.3} µs  +{:>8.3}  {:<14} {:<30} {:<8} cpu{:<2} {}",
                 at,
                 p.since_prev_us,
@@ -42,23 +45,26 @@ pub fn print(out: &TraceOutput) {
                 } else {
                     p.hop
                 }
-            );
+            )?;
         }
     }
     let lost: Vec<String> = out.lost.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    println!(
+    writeln!(
+        w,
         "{} timelines (backend {}); lost/unmatched: {}",
         out.timelines.len(),
         out.backend,
         lost.join(", ")
-    );
+    )?;
     if !out.missing_tracepoints.is_empty() {
-        println!(
+        writeln!(
+            w,
             "not attached (their points are absent): {}",
             out.missing_tracepoints.join(", ")
-        );
+        )?;
     }
     for u in &out.uncounted {
-        println!("not counted by this kernel: {u}");
+        writeln!(w, "not counted by this kernel: {u}")?;
     }
+    Ok(())
 }

@@ -5,11 +5,12 @@ use crate::tune::devices::Applied;
 use crate::tune::knobs::{Knob, KnobSpec};
 use crate::tune::readback::ReadBack;
 use crate::{driver::Driver, harness::Proto, probe::backend::Backend};
+use std::io::Write;
 
 impl super::Render for TuneResult {
     const KIND: &'static str = "tune";
-    fn text(&self) {
-        print(self)
+    fn text(&self, w: &mut dyn Write) -> std::io::Result<()> {
+        print(w, self)
     }
 }
 
@@ -36,22 +37,24 @@ pub fn applied(label: &str, ap: &Applied) {
 }
 
 /// The result on a terminal: both sides' tables, then the verdict lines.
-pub fn print(r: &TuneResult) {
+pub fn print(w: &mut dyn Write, r: &TuneResult) -> std::io::Result<()> {
     for s in [&r.a, &r.b] {
         super::compare::driver(&s.report);
         if !s.restored.is_empty() {
             let lines: Vec<String> = s.restored.iter().map(ReadBack::line).collect();
-            println!("   {}: restored {}", s.label, lines.join(", "));
+            writeln!(w, "   {}: restored {}", s.label, lines.join(", "))?;
         }
         if let Some((c, srv)) = s.segments_per_request {
-            println!(
+            writeln!(
+                w,
                 "   {}: TCP segments sent per request: client {c:.2}, server {srv:.2}",
                 s.label
-            );
+            )?;
         }
-        println!();
+        writeln!(w)?;
     }
-    println!(
+    writeln!(
+        w,
         "{} on {}, {} vs {} ({} rounds interleaved; wait {} / {}, cpus {} / {}):",
         r.knob.name,
         r.driver,
@@ -62,34 +65,37 @@ pub fn print(r: &TuneResult) {
         r.b.report.wait.name(),
         r.a.report.cpus,
         r.b.report.cpus,
-    );
-    println!("   {}", r.deltas.verdict);
+    )?;
+    writeln!(w, "   {}", r.deltas.verdict)?;
     for v in &r.verdicts {
-        println!("   {v}");
+        writeln!(w, "   {v}")?;
     }
     let quiet = r.deltas.hops_p50.iter().filter(|d| d.within_noise).count();
     if quiet > 0 {
-        println!("   {quiet} hop(s) within noise at p50 per packet");
+        writeln!(w, "   {quiet} hop(s) within noise at p50 per packet")?;
     }
     for s in [&r.a, &r.b] {
         if let Some(c) = &s.report.context {
             let (cl, sv) = (&c.client_counters, &c.server_counters);
-            println!(
+            writeln!(
+                w,
                 "   {} TCP over the whole run: client retrans {} (DSACK {}), server ofo {} sack-reorder {}",
                 s.label, cl.retrans_segs, cl.tcp_dsack_recv, sv.tcp_ofo_queue, cl.tcp_sack_reorder
-            );
+            )?;
         }
     }
     if r.knob.knob == Knob::Gro {
-        println!(
+        writeln!(
+            w,
             "   note: a veth hands TCP from a sender with TSO on to the backlog whatever its GRO \
              (veth_skb_is_eligible_for_gro): its NAPI gets such packets only with tso off"
-        );
+        )?;
     }
-    for w in &r.warnings {
-        println!("   context: {w}");
+    for x in &r.warnings {
+        writeln!(w, "   context: {x}")?;
     }
     if let Some(m) = &r.a.report.machine {
-        println!("   {}", m.line());
+        writeln!(w, "   {}", m.line())?;
     }
+    Ok(())
 }

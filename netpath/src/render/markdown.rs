@@ -1,9 +1,10 @@
-//! `BENCHMARKS.md`: the machine, every figure of one bench run, and the goals of issue 10
-//! beside the figure that decides each (met / not met).
+//! `bench --markdown` (`BENCHMARKS.md`): the machine, every figure of one bench run, and each
+//! goal beside the figure that decides it (met / not met).
 
 use std::fmt::Write as _;
 
-use super::*;
+use crate::bench::*;
+use crate::harness::Proto;
 
 /// A goal, its measured figure and whether it is met.
 struct Goal {

@@ -2,32 +2,9 @@
 //! path, never as absolute thresholds (the figures of a shared, noisy machine move; ratios of
 //! runs taken seconds apart on the same path move much less).
 //!
-//! Per driver (default bridge and host), `rounds` times:
-//!
-//! 1. latency: `sockperf ping-pong` over TCP with 1 KiB messages, then netpath's request/response
-//!    harness untraced and traced (probes attached, the harness threads traced, as in
-//!    `compare`), the last two in alternating order (ABBA) so drift cancels;
-//! 2. optionally the same with a naive `bpftrace` script running (hash map keyed by skb address
-//!    on four net tracepoints) when bpftrace is installed;
-//! 3. throughput: `iperf3` (one stream, 128 KiB writes), then netpath's bulk harness (one
-//!    stream, 128 KiB writes) untraced, with the probes attached but no thread traced (what
-//!    netpath costs other traffic), and with the bulk threads traced.
-//!
-//! `--proto udp`: the latency side runs sockperf's UDP ping-pong (its default mode) against
-//! netpath's UDP request/response harness, the tracer loaded for datagrams; the bulk harness
-//! and the journey-count run are TCP streams, so both are skipped (and said so).
-//!
-//! Ratios are computed per round (each pair measured back to back) and the median over rounds
-//! is reported. Then one more traced request/response run with the kernel's BPF run-time
-//! statistics enabled gives each program's cost per round trip (kept out of the ratio rounds:
-//! the statistics themselves cost two clock reads per program run), and the process's peak
-//! RSS and the kernel memory of its BPF maps and programs are read.
-//!
-//! All external tools run on the lab's own addresses (`server_bind`, `connect_to`), one after the
-//! other, so they cross exactly the devices the harness crosses; each tool has its own port
-//! ([`SOCKPERF_PORT`], [`IPERF3_PORT`]) because sockperf's server does not set SO_REUSEADDR and
-//! cannot bind a port that a harness connection left in TIME_WAIT. Drivers whose client reaches
-//! the server through a port mapping (published-proxy, published-nat) are therefore refused.
+//! Per driver, `rounds` times: latency (sockperf against the harness, untraced and traced,
+//! and under a naive bpftrace script), throughput (iperf3 against the bulk harness three
+//! ways), then the programs' kernel cost and the memory; see [`run`].
 
 use std::collections::BTreeMap;
 use std::io::{BufRead as _, BufReader, Read as _};
@@ -351,7 +328,6 @@ pub struct MapMem {
     pub bytes: u64,
 }
 
-/// Runs the whole bench (as root).
 /// What must hold before anything is loaded or built: drivers, protocol, the tools.
 fn preflight(opts: &BenchOptions) -> Result<()> {
     if opts.drivers.is_empty() {
@@ -376,6 +352,34 @@ fn preflight(opts: &BenchOptions) -> Result<()> {
     Ok(())
 }
 
+/// Runs the whole bench (as root).
+///
+/// Per driver (default bridge and host), `rounds` times:
+///
+/// 1. latency: `sockperf ping-pong` over TCP with 1 KiB messages, then netpath's request/response
+///    harness untraced and traced (probes attached, the harness threads traced, as in
+///    `compare`), the last two in alternating order (ABBA) so drift cancels;
+/// 2. optionally the same with a naive `bpftrace` script running (hash map keyed by skb address
+///    on four net tracepoints) when bpftrace is installed;
+/// 3. throughput: `iperf3` (one stream, 128 KiB writes), then netpath's bulk harness (one
+///    stream, 128 KiB writes) untraced, with the probes attached but no thread traced (what
+///    netpath costs other traffic), and with the bulk threads traced.
+///
+/// `--proto udp`: the latency side runs sockperf's UDP ping-pong (its default mode) against
+/// netpath's UDP request/response harness, the tracer loaded for datagrams; the bulk harness
+/// and the journey-count run are TCP streams, so both are skipped (and said so).
+///
+/// Ratios are computed per round (each pair measured back to back) and the median over rounds
+/// is reported. Then one more traced request/response run with the kernel's BPF run-time
+/// statistics enabled gives each program's cost per round trip (kept out of the ratio rounds:
+/// the statistics themselves cost two clock reads per program run), and the process's peak
+/// RSS and the kernel memory of its BPF maps and programs are read.
+///
+/// All external tools run on the lab's own addresses (`server_bind`, `connect_to`), one after the
+/// other, so they cross exactly the devices the harness crosses; each tool has its own port
+/// ([`SOCKPERF_PORT`], [`IPERF3_PORT`]) because sockperf's server does not set SO_REUSEADDR and
+/// cannot bind a port that a harness connection left in TIME_WAIT. Drivers whose client reaches
+/// the server through a port mapping (published-proxy, published-nat) are therefore refused.
 pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
     let t0 = Instant::now();
     let rss_at_start_kib = proc_status_kib("VmRSS").unwrap_or(0);

@@ -3,24 +3,7 @@
 //! round on each side, so a difference is only called when it is larger than the rounds say
 //! the figure wanders by itself.
 //!
-//! The rule (one for every caller, so `diff` and `tune` call noise alike):
-//! * **paired** (A and B measured in one interleaved run, round i of A next to round i of B in
-//!   time): the delta is taken per round, its median is the delta and the range of the
-//!   per-round deltas (max − min) the noise. This is `compare`'s own rule for its per-round
-//!   ratios ("spread of the per-round ratios exceeds the difference: not a result"); per-round
-//!   deltas that change sign are always within noise.
-//! * **unpaired** (two files, or different round counts): the delta is median(A) − median(B),
-//!   the noise the sum of the two sides' half-ranges, (range(A) + range(B)) / 2. A delta no
-//!   larger means the two sides' rounds, centred on their medians, overlap: some round of A
-//!   lies as close to B's as rounds of one side lie to each other.
-//! * either way the noise is at least the figure's `resolution` (a percentile read from
-//!   netpath's histograms is only good to its bucket, ±3.2%), and a figure with fewer than two
-//!   rounds on a side has no spread: its noise is unknown and it is never called "within
-//!   noise" silently, `noise_known` says so and the verdict prints it.
-//!
-//! `within_noise` is `|delta| <= noise`. Ranking sorts the figures that are a result by
-//! |delta| (largest first), then those within noise; each carries its share of the summed
-//! difference.
+//! The rule is one for every caller, so `diff` and `tune` call noise alike: see [`delta`].
 use serde::Serialize;
 
 use crate::record::Spread;
@@ -149,6 +132,25 @@ fn filled(v: &[f64], other: &[f64]) -> Vec<f64> {
 }
 
 /// A against B for one figure, by the module's rule.
+///
+/// The rule (one for every caller, so `diff` and `tune` call noise alike):
+/// * **paired** (A and B measured in one interleaved run, round i of A next to round i of B in
+///   time): the delta is taken per round, its median is the delta and the range of the
+///   per-round deltas (max − min) the noise. This is `compare`'s own rule for its per-round
+///   ratios ("spread of the per-round ratios exceeds the difference: not a result"); per-round
+///   deltas that change sign are always within noise.
+/// * **unpaired** (two files, or different round counts): the delta is median(A) − median(B),
+///   the noise the sum of the two sides' half-ranges, (range(A) + range(B)) / 2. A delta no
+///   larger means the two sides' rounds, centred on their medians, overlap: some round of A
+///   lies as close to B's as rounds of one side lie to each other.
+/// * either way the noise is at least the figure's `resolution` (a percentile read from
+///   netpath's histograms is only good to its bucket, ±3.2%), and a figure with fewer than two
+///   rounds on a side has no spread: its noise is unknown and it is never called "within
+///   noise" silently, `noise_known` says so and the verdict prints it.
+///
+/// `within_noise` is `|delta| <= noise`. Ranking sorts the figures that are a result by
+/// |delta| (largest first), then those within noise; each carries its share of the summed
+/// difference.
 pub fn delta(f: &Figure) -> Delta {
     let a = filled(&f.a, &f.b);
     let b = filled(&f.b, &f.a);

@@ -16,31 +16,12 @@ use std::time::Duration;
 use netpath::driver::Driver;
 use netpath::harness::{NoPhases, Phases, RrConfig, run_rr};
 use netpath::lab::{self, IFNAME_MAX, cleanup_leftovers};
-use netpath::path::NetPath;
 use netpath::sys::netns::{Held, Netns, current_inum, read_sysctl};
 use netpath::sys::nl::links_in;
 use netpath_common::DevKind;
 
 mod common;
-use common::{ifindex_in, need_root, netns_files, root_links, small_rr};
-
-/// Every device must exist in its namespace with the reported ifindex, inum, MTU.
-fn check_devices(lab: &NetPath) {
-    let nss: Vec<Netns> = lab.namespaces();
-    for d in &lab.devices {
-        assert!(d.name.len() <= IFNAME_MAX, "{} too long", d.name);
-        let ns = nss
-            .iter()
-            .find(|n| n.name == d.netns)
-            .unwrap_or_else(|| panic!("device {d:?} in a netns not of this lab"));
-        assert_eq!(d.netns_inum, ns.inum, "{d:?}");
-        // inum is the real namespace inode: compare with the thread's own view.
-        let seen = ns.run(current_inum).unwrap();
-        assert_eq!(seen, d.netns_inum, "{d:?}");
-        assert_eq!(ifindex_in(ns, &d.name), d.ifindex, "{d:?}");
-        assert!(d.mtu > 0, "{d:?}");
-    }
-}
+use common::{check_devices, need_root, netns_files, root_links, small_rr};
 
 #[test]
 fn netns_create_enter_run_delete() {

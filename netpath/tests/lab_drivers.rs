@@ -17,13 +17,13 @@ use netpath::driver::Driver;
 use netpath::harness::{NoPhases, run_rr};
 use netpath::lab::{self, IFNAME_MAX, cleanup_leftovers};
 use netpath::path::{Device, NetPath};
-use netpath::sys::netns::{Netns, current_inum, ns_inum, read_sysctl};
+use netpath::sys::netns::{Netns, ns_inum, read_sysctl};
 use netpath::sys::nl::links_in;
 use netpath::sys::proxy::{DOCKER_PROXY, proxy_processes};
 use netpath_common::DevKind;
 
 mod common;
-use common::{ifindex_in, need_root, netns_files, root_links, small_rr, tear_down_cleanly};
+use common::{need_root, netns_files, root_links, small_rr, tear_down_cleanly};
 
 fn ns_of(lab: &NetPath, name: &str) -> Netns {
     lab.namespaces()
@@ -36,19 +36,8 @@ fn ns_of(lab: &NetPath, name: &str) -> Netns {
 /// every link of every lab namespace must be listed (lo included), with a name netpath
 /// gives.
 fn check_devices(lab: &NetPath) {
+    common::check_devices(lab);
     let nss: Vec<Netns> = lab.namespaces();
-    for d in &lab.devices {
-        assert!(d.name.len() <= IFNAME_MAX, "{} too long", d.name);
-        let ns = nss
-            .iter()
-            .find(|n| n.name == d.netns)
-            .unwrap_or_else(|| panic!("device {d:?} in a netns not of this lab"));
-        assert_eq!(d.netns_inum, ns.inum, "{d:?}");
-        let seen = ns.run(current_inum).unwrap();
-        assert_eq!(seen, d.netns_inum, "{d:?}");
-        assert_eq!(ifindex_in(ns, &d.name), d.ifindex, "{d:?}");
-        assert!(d.mtu > 0, "{d:?}");
-    }
     for ns in &nss {
         for l in links_in(ns).unwrap() {
             assert!(l.up, "{l:?} in {} is down", ns.name);

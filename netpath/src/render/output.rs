@@ -1,40 +1,11 @@
-//! How a command shows its result: the one `--format text|json` flag group (with `--json` as
-//! its alias) every printing subcommand flattens, and `emit`, which sends a result to the
-//! renderer of that format.
+//! How a command shows its result: the one `--format` flag group (with `--json` as its alias)
+//! every printing subcommand flattens, and `emit`, which writes a result to standard output in
+//! that format (the formats: `formats/`).
 use std::io::Write;
 
 use anyhow::Result;
-use serde::Serialize;
 
-/// The output formats, one line each: the variant (its doc comment is its `--format` help)
-/// and the function that writes a result in it. A new format is its file in `formats/` and one
-/// line here.
-macro_rules! formats {
-    ($($(#[$m:meta])* $name:ident => $write:path,)*) => {
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-        pub enum Format {
-            $($(#[$m])* $name,)*
-        }
-
-        impl Format {
-            /// Writes `r` to `w` in this format (`backend`: the probe backend that produced it,
-            /// None for outputs that load no programs).
-            pub fn write<T: Render>(self, w: &mut dyn Write, backend: Option<&str>, r: &T) -> Result<()> {
-                match self {
-                    $(Format::$name => $write(w, backend, r),)*
-                }
-            }
-        }
-    };
-}
-
-formats! {
-    /// Tables and lines for people.
-    #[default]
-    Text => super::formats::text::write,
-    /// One JSON document with the versioned header (the schemas under `schemas/`).
-    Json => super::formats::json::write,
-}
+pub use super::formats::{Format, Render};
 
 /// `--format` and its alias `--json`: defined once, flattened into every subcommand that prints
 /// a result.
@@ -75,12 +46,6 @@ pub fn clap_line(e: &clap::Error) -> String {
         })
         .collect();
     parts.join(" ").trim_start_matches("error: ").to_string()
-}
-
-/// A result every format can show: the `kind` its JSON header names, and its text.
-pub trait Render: Serialize {
-    const KIND: &'static str;
-    fn text(&self, w: &mut dyn Write) -> std::io::Result<()>;
 }
 
 /// Prints `r` in `format` on standard output.

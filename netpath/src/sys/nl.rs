@@ -262,11 +262,7 @@ impl Nl {
         peer_ns: BorrowedFd<'_>,
         mtu: u32,
     ) -> Result<Link> {
-        let peer_msg = LinkMessageBuilder::<LinkUnspec>::new()
-            .name(peer.to_string())
-            .mtu(mtu)
-            .setns_by_fd(peer_ns.as_raw_fd())
-            .build();
+        let peer_msg = peer_in(peer, peer_ns, mtu);
         let msg = LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth)
             .name(name.to_string())
             .mtu(mtu)
@@ -327,11 +323,7 @@ impl Nl {
         peer_ns: BorrowedFd<'_>,
         mtu: u32,
     ) -> Result<Link> {
-        let peer_msg = LinkMessageBuilder::<LinkUnspec>::new()
-            .name(peer.to_string())
-            .mtu(mtu)
-            .setns_by_fd(peer_ns.as_raw_fd())
-            .build();
+        let peer_msg = peer_in(peer, peer_ns, mtu);
         let msg = LinkMessageBuilder::<LinkNetkit>::new_with_info_kind(InfoKind::Netkit)
             .name(name.to_string())
             .mtu(mtu)
@@ -542,4 +534,13 @@ fn info_data(m: &LinkMessage) -> Option<&InfoData> {
 pub fn links_in(ns: &Netns) -> Result<Vec<Link>> {
     ns.run(|| Nl::new()?.links())
         .with_context(|| format!("listing links in netns {}", ns.name))
+}
+
+/// The far end of a pair, created directly inside `ns` (no temporary name needed).
+fn peer_in(name: &str, ns: BorrowedFd<'_>, mtu: u32) -> LinkMessage {
+    LinkMessageBuilder::<LinkUnspec>::new()
+        .name(name.to_string())
+        .mtu(mtu)
+        .setns_by_fd(ns.as_raw_fd())
+        .build()
 }

@@ -306,3 +306,25 @@ pub fn unavailable_here(driver: netpath::driver::Driver) -> Option<String> {
         Err(e) => Some(netpath::driver::unavailable(&e).unwrap_or_else(|| panic!("{e:#}"))),
     }
 }
+
+/// Every device must exist in its namespace with the reported ifindex, inum, MTU.
+pub fn check_devices(lab: &netpath::path::NetPath) {
+    let nss = lab.namespaces();
+    for d in &lab.devices {
+        assert!(
+            d.name.len() <= netpath::lab::IFNAME_MAX,
+            "{} too long",
+            d.name
+        );
+        let ns = nss
+            .iter()
+            .find(|n| n.name == d.netns)
+            .unwrap_or_else(|| panic!("device {d:?} in a netns not of this lab"));
+        assert_eq!(d.netns_inum, ns.inum, "{d:?}");
+        // inum is the real namespace inode: compare with the thread's own view.
+        let seen = ns.run(netpath::sys::netns::current_inum).unwrap();
+        assert_eq!(seen, d.netns_inum, "{d:?}");
+        assert_eq!(ifindex_in(ns, &d.name), d.ifindex, "{d:?}");
+        assert!(d.mtu > 0, "{d:?}");
+    }
+}

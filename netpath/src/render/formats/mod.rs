@@ -1,4 +1,50 @@
-//! The output formats' writers, one file each, registered in `output.rs`'s `formats!`.
+//! The output formats, registered one line each in `formats!` below (the line declares the
+//! writer's file too): a new format is its file here and one line. `Render` is what every
+//! result gives them: its JSON `kind`, its serde form, and its text.
 
-pub mod json;
-pub mod text;
+use std::io::Write;
+
+use anyhow::Result;
+use serde::Serialize;
+
+/// A result every format can show: the `kind` its JSON header names, and its text.
+pub trait Render: Serialize {
+    const KIND: &'static str;
+    fn text(&self, w: &mut dyn Write) -> std::io::Result<()>;
+}
+
+/// Declares each format's module and variant (its doc comment is its `--format` help) and the
+/// dispatch to the module's `write`.
+macro_rules! formats {
+    ($($(#[$m:meta])* $name:ident => $module:ident,)*) => {
+        $(pub mod $module;)*
+
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+        pub enum Format {
+            $($(#[$m])* $name,)*
+        }
+
+        impl Format {
+            /// Writes `r` to `w` in this format (`backend`: the probe backend that produced
+            /// it, None for outputs that load no programs).
+            pub fn write<T: Render>(
+                self,
+                w: &mut dyn Write,
+                backend: Option<&str>,
+                r: &T,
+            ) -> Result<()> {
+                match self {
+                    $(Format::$name => $module::write(w, backend, r),)*
+                }
+            }
+        }
+    };
+}
+
+formats! {
+    /// Tables and lines for people.
+    #[default]
+    Text => text,
+    /// One JSON document with the versioned header (the schemas under `schemas/`).
+    Json => json,
+}

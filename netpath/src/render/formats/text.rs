@@ -3,7 +3,7 @@ use std::io::Write;
 
 use anyhow::Result;
 
-use crate::render::Render;
+use super::Render;
 
 pub fn write<T: Render>(w: &mut dyn Write, _backend: Option<&str>, r: &T) -> Result<()> {
     r.text(w)?;

@@ -1,9 +1,10 @@
-//! `netpath`: the command line parsed (clap) and dispatched to its command in `cli/`, and the
-//! exit status; each command's flags and run are in `netpath::cli::<command>`.
+//! `netpath`: the command line parsed (clap) and dispatched to its command, and the exit
+//! status; the commands are listed in `netpath::cli` (`commands!`), each with its flags and run
+//! in `cli/<command>.rs`.
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use netpath::cli::{self, Command as _};
+use clap::Parser;
+use netpath::cli::Cmd;
 
 /// Where the microseconds go when containers talk.
 ///
@@ -41,39 +42,6 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath diff -d overlay --vs bridge  which hops make overlay slower, with each delta's noise
     netpath diff a.json b.json --driver bridge   the same driver in two saved runs
     netpath cleanup                      remove what a killed run left behind";
-
-/// The subcommands, one line each, and their dispatch.
-macro_rules! commands {
-    ($($(#[$m:meta])* $name:ident($args:ty)),* $(,)?) => {
-        #[derive(Subcommand)]
-        enum Cmd {
-            $($(#[$m])* $name($args),)*
-        }
-        impl Cmd {
-            fn run(self) -> anyhow::Result<()> {
-                match self {
-                    $(Cmd::$name(a) => a.run(),)*
-                }
-            }
-        }
-    };
-}
-
-commands! {
-    Doctor(cli::doctor::DoctorArgs),
-    Compare(cli::compare::CompareArgs),
-    Tune(cli::tune::TuneArgs),
-    Report(cli::report::ReportArgs),
-    Diff(cli::diff::DiffArgs),
-    Trace(cli::trace::TraceArgs),
-    Bench(cli::bench::BenchArgs),
-    Inspect(cli::inspect::InspectArgs),
-    Serve(cli::serve::ServeArgs),
-    Image(cli::image::ImageArgs),
-    Cleanup(cli::cleanup::CleanupArgs),
-    #[command(hide = true)]
-    Agent(cli::agent::AgentArgs),
-}
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();

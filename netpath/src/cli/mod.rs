@@ -1,21 +1,10 @@
-//! The commands: one file each with its clap arguments and its run (`Command`); `main.rs`
-//! parses and dispatches. They import the engines and `render`; nothing but `main.rs`
+//! The commands: one file each with its clap arguments and its run (`Command`), listed one line
+//! each in `commands!` below (a new command is its file here and one line there); `main.rs`
+//! parses and runs the one asked. They import the engines and `render`; nothing but `main.rs`
 //! imports them, so a command's result type and its renderer never import each other.
 
-pub mod agent;
 pub mod args;
-pub mod bench;
 pub mod bounds;
-pub mod cleanup;
-pub mod compare;
-pub mod diff;
-pub mod doctor;
-pub mod image;
-pub mod inspect;
-pub mod report;
-pub mod serve;
-pub mod trace;
-pub mod tune;
 
 use anyhow::{Result, bail};
 
@@ -32,4 +21,41 @@ pub fn require_root() -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Declares each command's module and its variant of `Cmd` (the subcommands, in `--help`
+/// order), and the dispatch to its `Command::run`.
+macro_rules! commands {
+    ($($(#[$m:meta])* $name:ident => $module:ident::$args:ident,)*) => {
+        $(pub mod $module;)*
+
+        #[derive(clap::Subcommand)]
+        pub enum Cmd {
+            $($(#[$m])* $name($module::$args),)*
+        }
+
+        impl Cmd {
+            pub fn run(self) -> Result<()> {
+                match self {
+                    $(Cmd::$name(a) => a.run(),)*
+                }
+            }
+        }
+    };
+}
+
+commands! {
+    Doctor => doctor::DoctorArgs,
+    Compare => compare::CompareArgs,
+    Tune => tune::TuneArgs,
+    Report => report::ReportArgs,
+    Diff => diff::DiffArgs,
+    Trace => trace::TraceArgs,
+    Bench => bench::BenchArgs,
+    Inspect => inspect::InspectArgs,
+    Serve => serve::ServeArgs,
+    Image => image::ImageArgs,
+    Cleanup => cleanup::CleanupArgs,
+    #[command(hide = true)]
+    Agent => agent::AgentArgs,
 }

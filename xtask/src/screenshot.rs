@@ -25,7 +25,10 @@ pub struct ScreenshotArgs {
 }
 
 pub fn run(args: &ScreenshotArgs) -> anyhow::Result<()> {
-    setup::run(&setup::SetupArgs::default())?;
+    setup::run(&setup::SetupArgs {
+        screenshot: true,
+        ..Default::default()
+    })?;
     let html = match &args.html {
         Some(h) => h.clone(),
         None => fresh_report()?,

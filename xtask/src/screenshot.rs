@@ -80,7 +80,9 @@ fn shoot(html: &Path, out: &Path, window: &str) -> anyhow::Result<()> {
     let browser = ["chromium", "chromium-browser"]
         .into_iter()
         .find(|b| on_path(b))
-        .context("no chromium on PATH: `cargo xtask setup` installs Debian's chromium")?;
+        .context(
+            "no chromium on PATH: `cargo xtask setup --screenshot` installs Debian's chromium",
+        )?;
     let _ = std::fs::remove_file(out);
     cmd::run(Command::new(browser).args([
         "--headless",

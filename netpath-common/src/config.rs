@@ -50,8 +50,9 @@ pub struct LoadConfig {
     /// The kernel has no `sock:sk_data_ready`: relays continue from the last receive pass.
     pub ready_fallback: u32,
     pub filter: FilterConfig,
-    /// Explicit tail padding to the struct's 8-byte alignment.
-    pub _pad: u32,
+    /// Measure netpath's own time along one journey in N (`OwnCpu`: a run count per program,
+    /// and on those journeys a second clock read per point). 0: not at all.
+    pub own_every: u32,
 }
 
 impl KernelOffsets {
@@ -92,7 +93,7 @@ impl LoadConfig {
             netns: 0,
             ifindex: 0,
         },
-        _pad: 0,
+        own_every: 8,
     };
 }
 
@@ -120,7 +121,7 @@ mod tests {
         assert_eq!(offset_of!(LoadConfig, trace_any), 72);
         assert_eq!(offset_of!(LoadConfig, ready_fallback), 76);
         assert_eq!(offset_of!(LoadConfig, filter), 80);
-        assert_eq!(offset_of!(LoadConfig, _pad), 80 + 28);
+        assert_eq!(offset_of!(LoadConfig, own_every), 80 + 28);
         assert_eq!(size_of::<LoadConfig>(), 112);
     }
 

@@ -42,11 +42,11 @@ pub(super) fn load_config(opts: &TracerOptions, offsets: KernelOffsets) -> Resul
         sample_every: opts.sample_every,
         flight_mask: opts.flight_slots - 1,
         trace_any: opts.trace_any as u32,
+        own_every: opts.own_every,
         // Known before load (the config is fixed then): does this kernel have
         // sock:sk_data_ready?
         ready_fallback: (!tracepoint_exists("sock", "sk_data_ready")) as u32,
         filter,
-        _pad: 0,
     })
 }
 

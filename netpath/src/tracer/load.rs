@@ -31,6 +31,7 @@ pub(super) fn load_config(opts: &TracerOptions, offsets: KernelOffsets) -> Resul
             | f.ifindex.map_or(0, |_| config::F_IFINDEX),
         port: f.port.unwrap_or(0).to_be() as u32,
         port2: f.also_port.unwrap_or(0).to_be() as u32,
+        addr2: u32::from_ne_bytes(f.also_addr.map_or([0; 4], |a| a.octets())),
         addr: u32::from_ne_bytes(f.addr.map_or([0; 4], |a| a.octets())),
         proto: f.proto.unwrap_or(0) as u32,
         netns: f.netns.unwrap_or(0),

@@ -85,8 +85,11 @@ pub struct TracerOptions {
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
     pub port: Option<u16>,
-    /// With `port`: a second port that also passes (a published port's container side).
+    /// With `port`: a second port that also passes (a published port's container side), for
+    /// packets whose other end is `also_addr` (the container network's gateway, where
+    /// docker-proxy or the NAT reaches the container from).
     pub also_port: Option<u16>,
+    pub also_addr: Option<std::net::Ipv4Addr>,
     pub addr: Option<std::net::Ipv4Addr>,
     pub proto: Option<u8>,
     /// Netns inode and ifindex of the device where the packet is first seen.

@@ -51,8 +51,10 @@ pub mod delay {
     pub const NS: u32 = 0;
     /// Packets shorter than this pass at once (pure ACKs, ARP).
     pub const MIN_LEN: u32 = 1;
-    /// Packets held so far (the program counts them).
+    /// Packets held so far, and the ns they were held in all, from the program's first clock
+    /// read to its last (what it really waited: at least `NS`, up to a clock read more).
     pub const HELD: u32 = 2;
+    pub const HELD_NS: u32 = 3;
     pub const COUNT: u32 = 4;
 }
 

@@ -31,6 +31,7 @@ pub mod stability;
 pub mod trace;
 pub mod tracer;
 pub mod tune;
+pub mod validate;
 
 /// An error and its sources on one line.
 pub fn error_chain(e: &dyn std::error::Error) -> String {

@@ -70,6 +70,10 @@ enum Cmd {
     /// Print per-packet timelines (one line per point, time since the previous one, device,
     /// hop) for traffic on a lab path; filters are applied in the kernel.
     Trace(TraceArgs),
+    /// Check the hop tables against exactly known delays: a TC program holds each data packet
+    /// on one lab device for D µs, every D interleaved in rounds; per driver and D, what the
+    /// hop the device leads into recovered, the largest change elsewhere, the untraced RTT's.
+    Validate(ValidateArgs),
     /// Benchmark netpath itself, as ratios from one run: harness vs sockperf and iperf3, traced
     /// vs untraced latency and throughput, kernel cost per round trip, memory.
     Bench(BenchArgs),
@@ -202,6 +206,23 @@ struct TraceArgs {
 }
 
 #[derive(Args)]
+struct ValidateArgs {
+    /// Lab drivers, comma-separated (default: bridge,overlay).
+    #[arg(long, short = 'd', value_delimiter = ',')]
+    driver: Vec<Driver>,
+    /// Injected delays in µs, comma-separated (0, the reference, is always measured).
+    #[arg(long, value_delimiter = ',', default_value = "0,0.5,1,2,5,10")]
+    delays: Vec<f64>,
+    /// Where the delay is injected (on receive).
+    #[arg(long, value_enum, default_value_t = netpath::validate::At::Server)]
+    at: netpath::validate::At,
+    #[command(flatten)]
+    traffic: TrafficArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Args)]
 struct BenchArgs {
     /// Rounds per driver (figures are medians over rounds; 1-100).
     #[arg(long, default_value_t = 3, value_parser = bounds::int(bounds::ROUNDS))]
@@ -295,6 +316,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Compare(a) => compare(a),
         Cmd::Trace(a) => trace(a),
         Cmd::Bench(a) => bench(a),
+        Cmd::Validate(a) => validate(a),
         Cmd::Inspect(a) => {
             let engine = netpath::docker::Engine::connect()?;
             let r = netpath::docker::inspect(&engine, &a.container)?;
@@ -441,6 +463,31 @@ fn bench(a: BenchArgs) -> Result<()> {
         eprintln!("bench: wrote {}", path.display());
     }
     render::emit(a.output.format(), Some(r.backend.name()), &r)
+}
+
+fn validate(a: ValidateArgs) -> Result<()> {
+    let drivers = if a.driver.is_empty() {
+        vec![Driver::Bridge, Driver::Overlay]
+    } else {
+        a.driver
+    };
+    netpath::validate::check(&a.delays)?;
+    let mut compare = a.traffic.options(drivers.clone(), None)?;
+    compare.mode.block_line = false;
+    lab::install_signal_cleanup();
+    netpath::btf::require()?;
+    netpath::progress::enable(a.output.is_text());
+    let caps = doctor::probe()?;
+    let backend = backend::select(a.traffic.backend, &caps)?;
+    let mut tracer = netpath::tracer::Tracer::load(backend, &compare.tracer)?;
+    let o = netpath::validate::ValidateOptions {
+        drivers,
+        delays_us: a.delays,
+        at: a.at,
+        compare,
+    };
+    let out = netpath::validate::run(&mut tracer, &o)?;
+    render::emit(a.output.format(), Some(backend.name()), &out)
 }
 
 fn serve(a: ServeArgs) -> Result<()> {

@@ -6,9 +6,10 @@ use netpath_common::delay;
 
 use crate::{maps::DELAY, own::now};
 
-/// Most clock reads one packet waits through: far beyond the longest delay `validate` asks
-/// for, and a bound the verifier can walk.
-const MAX_SPINS: u32 = 1 << 14;
+/// Most clock reads one packet waits through: at ~30 ns a read, beyond the longest delay
+/// `validate` takes (50 µs), and a bound the verifier walks (it refuses loops of some 8000
+/// pending branches).
+const MAX_SPINS: u32 = 3000;
 
 #[classifier]
 pub fn tc_delay(ctx: TcContext) -> i32 {
@@ -18,15 +19,20 @@ pub fn tc_delay(ctx: TcContext) -> i32 {
         return TC_ACT_OK;
     }
     let start = now();
+    let mut held = 0;
     let mut i = 0;
     while i < MAX_SPINS {
-        if now().wrapping_sub(start) >= ns {
+        held = now().wrapping_sub(start);
+        if held >= ns {
             break;
         }
         i += 1;
     }
     if let Some(n) = DELAY.get_ptr_mut(delay::HELD) {
         crate::atomic::add(n, 1);
+    }
+    if let Some(n) = DELAY.get_ptr_mut(delay::HELD_NS) {
+        crate::atomic::add(n, held);
     }
     TC_ACT_OK
 }

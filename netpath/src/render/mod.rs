@@ -15,6 +15,7 @@ pub mod svg;
 pub mod text;
 pub mod trace;
 pub mod tune;
+pub mod validate;
 
 pub use crate::report::view::CompareView;
 pub use output::{Format, OutputArgs, Render, emit};

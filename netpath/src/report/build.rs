@@ -32,18 +32,26 @@ pub struct TracedRun<'a> {
     pub prog_costs: Vec<ProgCost>,
 }
 
+/// The `q`th percentile of a kernel histogram, in µs: within the bucket that holds it,
+/// interpolated linearly by rank (a bucket is up to 1/16 of its value wide; its midpoint alone
+/// would move a p50 in steps of that width).
 fn percentile_us(h: &[u64], q: f64) -> f64 {
     let total: u64 = h.iter().sum();
     if total == 0 {
         return 0.0;
     }
-    let rank = ((q / 100.0) * total as f64).ceil().max(1.0) as u64;
-    let mut acc = 0;
-    for (b, c) in h.iter().enumerate() {
-        acc += c;
-        if acc >= rank {
-            return hist::midpoint(b as u32) as f64 / 1000.0;
+    let rank = ((q / 100.0) * total as f64).max(1.0);
+    let mut below = 0.0;
+    for (b, &c) in h.iter().enumerate() {
+        if c == 0 {
+            continue;
         }
+        if below + c as f64 >= rank {
+            let (lo, hi) = hist::bounds(b as u32);
+            let within = (rank - below) / c as f64;
+            return (lo as f64 + within * (hi - lo) as f64) / 1000.0;
+        }
+        below += c as f64;
     }
     0.0
 }
@@ -76,11 +84,13 @@ fn distribution(s: &Snapshot, dir: Dir, hop: Hop, run_ns: f64) -> Option<Distrib
             .iter()
             .map(|h| {
                 let hs = &s.stats[slot(dir as u32, *h as u32) as usize];
-                own::own_per_crossing_ns(hs, run_ns) * hs.count as f64 / st.count as f64
+                let crossing = own::own_per_crossing_ns(hs, run_ns);
+                crossing.min(hs.sum_ns as f64 / hs.count.max(1) as f64) * hs.count as f64
+                    / st.count as f64
             })
             .sum()
     } else {
-        own::own_per_crossing_ns(&st, run_ns)
+        own::own_per_crossing_ns(&st, run_ns).min(st.sum_ns as f64 / st.count as f64)
     };
     let own_us = own_ns / 1000.0;
     let mean_us = st.sum_ns as f64 / st.count as f64 / 1000.0;
@@ -114,7 +124,10 @@ fn hop_rows(snap: &Snapshot, run_ns: f64) -> (BTreeMap<&'static str, Distributio
                 continue;
             }
             let per = |ns: f64, n: u64| if n > 0 { ns / n as f64 / 1000.0 } else { 0.0 };
-            let own_crossing = own::own_per_crossing_ns(&st, run_ns);
+            // netpath's own time is inside the hop: never more than the hop (the runs' cost is
+            // an estimate and can exceed a small hop's).
+            let own_crossing =
+                own::own_per_crossing_ns(&st, run_ns).min(st.sum_ns as f64 / st.count as f64);
             let per_packet = per(st.sum_ns as f64, completed);
             let own_us = per(own_crossing * st.count as f64, completed);
             let p50_us = percentile_us(&snap.hist[i], 50.0);

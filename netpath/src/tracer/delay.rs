@@ -11,8 +11,10 @@ use super::load::add_clsact;
 
 impl super::Tracer {
     /// Attaches the delay program to `ifname`'s ingress (loaded on first use). Must run on a
-    /// thread inside the device's netns; the link goes with `detach_tc`.
+    /// thread inside the device's netns; `detach_delay` removes it (the TC counters' detach
+    /// between runs leaves it).
     pub fn attach_delay_here(&mut self, ifname: &str) -> Result<()> {
+        self.detach_delay();
         add_clsact(ifname)?;
         let p: &mut SchedClassifier = self
             .ebpf
@@ -25,8 +27,19 @@ impl super::Tracer {
         let id = p
             .attach(ifname, TcAttachType::Ingress)
             .with_context(|| format!("attaching tc_delay to {ifname}"))?;
-        self.tc_links.push(("tc_delay", id));
+        self.delay_link = Some(id);
         Ok(())
+    }
+
+    pub fn detach_delay(&mut self) {
+        if let Some(id) = self.delay_link.take()
+            && let Some(p) = self.ebpf.program_mut("tc_delay")
+        {
+            let p: Result<&mut SchedClassifier, _> = p.try_into();
+            if let Ok(p) = p {
+                let _ = p.detach(id);
+            }
+        }
     }
 
     /// Holds every packet of at least `min_len` bytes for `ns` on the delay device (0: none).
@@ -38,10 +51,10 @@ impl super::Tracer {
         Ok(())
     }
 
-    /// Packets the delay program held so far.
-    pub fn delay_held(&self) -> Result<u64> {
+    /// Packets the delay program held so far, and the ns it held them in all.
+    pub fn delay_held(&self) -> Result<(u64, u64)> {
         let m: Array<&MapData, u64> =
             Array::try_from(self.ebpf.map("DELAY").context("DELAY map")?)?;
-        Ok(m.get(&delay::HELD, 0)?)
+        Ok((m.get(&delay::HELD, 0)?, m.get(&delay::HELD_NS, 0)?))
     }
 }

@@ -142,6 +142,8 @@ pub struct Tracer {
     pub offsets: KernelOffsets,
     links: Vec<Link>,
     tc_links: Vec<(&'static str, SchedClassifierLinkId)>,
+    /// `validate`'s injected delay (`delay.rs`).
+    delay_link: Option<SchedClassifierLinkId>,
     pub tids: std::sync::Arc<TidControl>,
     samples: samples::SampleDrain,
     drops: RingBuf<MapData>,
@@ -218,6 +220,7 @@ impl Tracer {
             offsets,
             links: Vec::new(),
             tc_links: Vec::new(),
+            delay_link: None,
             tids: std::sync::Arc::new(TidControl(
                 Mutex::new(tids),
                 Mutex::new(Vec::new()),

@@ -20,6 +20,9 @@ impl InspectReport {
             "container {} ({short}), pid {}",
             self.container, self.pid
         );
+        if let Some(r) = &self.record {
+            let _ = writeln!(s, "  {}", r.describe());
+        }
         let _ = writeln!(
             s,
             "  network mode {}, netns {} (net:[{}]), MTU {}",

@@ -96,13 +96,7 @@ impl Containerd {
         if r.is_err() {
             self.channel = None;
         }
-        r.map_err(|e| {
-            anyhow!(
-                "containerd not reachable at {}: {}",
-                self.display(),
-                crate::error_chain(&*e)
-            )
-        })
+        r.map_err(|e| anyhow!("containerd not reachable at {}: {e:#}", self.display()))
     }
 
     fn list_once(&mut self) -> Result<Listing> {
@@ -126,11 +120,23 @@ impl Containerd {
     }
 }
 
+/// A gRPC failure in one line: its message and what caused it (not tonic's debug form).
+fn status(s: containerd_client::tonic::Status) -> anyhow::Error {
+    let mut m = s.message().to_string();
+    let mut cur = std::error::Error::source(&s);
+    while let Some(c) = cur {
+        m.push_str(&format!(": {c}"));
+        cur = c.source();
+    }
+    anyhow!(m)
+}
+
 async fn list_all(channel: Channel) -> Result<Listing> {
     let mut ns_client = NamespacesClient::new(channel.clone());
     let namespaces: Vec<String> = ns_client
         .list(ListNamespacesRequest::default())
-        .await?
+        .await
+        .map_err(status)?
         .into_inner()
         .namespaces
         .into_iter()
@@ -150,13 +156,22 @@ async fn list_all(channel: Channel) -> Result<Listing> {
         let mut tc = TasksClient::new(channel.clone());
         let tasks = tc
             .list(with_namespace!(ListTasksRequest::default(), ns.as_str()))
-            .await?
+            .await
+            .map_err(status)?
             .into_inner()
             .tasks;
         let running: BTreeMap<String, u32> = tasks
             .into_iter()
             .filter(|t| t.status == Status::Running as i32 && t.pid > 0)
-            .map(|t| (t.container_id, t.pid))
+            // A task's id is its container's (containerd leaves `container_id` empty here).
+            .map(|t| {
+                let id = if t.id.is_empty() {
+                    t.container_id
+                } else {
+                    t.id
+                };
+                (id, t.pid)
+            })
             .collect();
         for c in list {
             if c.labels.contains_key(DOCKER_BUNDLE) {

@@ -90,6 +90,7 @@ impl Node {
         });
         let containerd = self.containerd.as_mut().map(|c| c.list());
         if let Some(Ok(l)) = &containerd {
+            log::debug!("containerd: {l:?}");
             self.namespaces = l.namespaces.clone();
         }
         let procs = procscan::scan(&proc_root(), &self.namespaces);

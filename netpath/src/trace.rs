@@ -253,9 +253,6 @@ pub fn run_containers(
             }
             _ => None,
         };
-        if text {
-            println!("following {}", r.record.describe());
-        }
         records.push(r.record);
         let host_lo = leg.as_ref().map(|l| l.host_lo.clone());
         for d in net.devices().into_iter().chain(host_lo) {
@@ -268,6 +265,12 @@ pub fn run_containers(
     if text {
         for l in &published {
             println!("{}", l.describe());
+        }
+        // Who runs a container and its pod, where Docker's name alone does not say it.
+        for r in &records {
+            if r.runtime != crate::runtime::Runtime::Docker || r.pod.is_some() {
+                println!("following {}", r.describe());
+            }
         }
     }
     let relays: Vec<u32> = published.iter().flat_map(|l| l.relay_pids()).collect();

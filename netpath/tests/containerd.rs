@@ -257,18 +257,7 @@ fn compare_between_two_pods_and_inspect_one() {
     );
 
     // inspect by namespace/pod/container: who runs it, its pod, the bridge at its other end.
-    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
-        .args(["inspect", &format!("{}/agent", a.path()), "--json"])
-        .env(env.0, &env.1)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    common::schema::validate("inspect", &v);
+    let v = inspect(&format!("{}/agent", a.path()), &[(env.0, &env.1)]);
     assert_eq!(v["record"]["runtime"], "containerd", "{v}");
     assert_eq!(v["record"]["pod"]["name"], a.name.as_str(), "{v}");
     assert_eq!(v["network_mode"], format!("netns:{}", a.netns), "{v}");
@@ -314,4 +303,53 @@ fn serve_survives_a_containerd_restart_and_follows_new_pods() {
         !series_of(&metrics(port), "netpath_hop_latency_seconds_bucket", &b).is_empty()
     });
     assert!(serve.0.try_wait().unwrap().is_none(), "serve exited");
+}
+
+/// `netpath inspect NAME --json` with `env`.
+fn inspect(name: &str, env: &[(&str, &str)]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args(["inspect", name, "--json"])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "inspect {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    common::schema::validate("inspect", &v);
+    v
+}
+
+/// A container no runtime answers for is found by its cgroup and network namespace alone,
+/// and said so: a pod's container where a kubelet's cgroupfs driver puts a Burstable pod's,
+/// inspected by its pod UID without the address of the containerd that runs it; with it,
+/// the same container is containerd's, its QoS class still read from the cgroup.
+#[test]
+fn cgroup_alone_finds_a_pod_no_runtime_names() {
+    let _g = common::need_root();
+    let mut node = Containerd::start();
+    let c = node.add_kube_pod("c");
+    let v = inspect(&c.uid, &[]);
+    let r = &v["record"];
+    assert_eq!(r["runtime"], "cgroup", "{r}");
+    assert_eq!(r["id"], c.ids[1].as_str(), "{r}");
+    assert_eq!(r["name"], &c.ids[1][..12], "{r}");
+    assert_eq!(r["pod"]["uid"], c.uid.as_str(), "{r}");
+    assert_eq!(r["pod"]["qos"], "Burstable", "{r}");
+    let eth0 = v["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "eth0")
+        .unwrap_or_else(|| panic!("no eth0: {v}"));
+    assert_eq!(eth0["bridge"], node.bridge().as_str(), "{eth0}");
+
+    let env = node.env();
+    let v = inspect(&format!("{}/agent", c.path()), &[(env.0, &env.1)]);
+    let r = &v["record"];
+    assert_eq!(r["runtime"], "containerd", "{r}");
+    assert_eq!(r["id"], c.ids[1].as_str(), "{r}");
+    assert_eq!(r["pod"]["qos"], "Burstable", "{r}");
 }

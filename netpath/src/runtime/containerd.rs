@@ -125,7 +125,10 @@ fn status(s: containerd_client::tonic::Status) -> anyhow::Error {
     let mut m = s.message().to_string();
     let mut cur = std::error::Error::source(&s);
     while let Some(c) = cur {
-        m.push_str(&format!(": {c}"));
+        let part = c.to_string();
+        if !m.ends_with(&part) {
+            m.push_str(&format!(": {part}"));
+        }
         cur = c.source();
     }
     anyhow!(m)

@@ -63,17 +63,21 @@ pub fn assemble(i: Inputs<'_>) -> Scan {
             s.failed.push((Runtime::Containerd, e));
         }
     }
-    let listed: BTreeSet<String> = s.containers.iter().map(|c| c.id.clone()).collect();
+    let listed: BTreeSet<&str> = s.containers.iter().map(|c| c.id.as_str()).collect();
+    let pids: BTreeSet<u32> = s.containers.iter().filter_map(|c| c.pid).collect();
+    let mut alone = Vec::new();
     for (id, p) in i.procs {
         let ours = match p.cgroup.hint {
             Hint::Docker | Hint::Containerd => !present.contains(&p.cgroup.hint),
             Hint::Crio | Hint::Podman => true,
             Hint::Unknown => s.failed.is_empty(),
         };
-        if ours && !listed.contains(id) {
-            s.containers.push(from_cgroup(id, p));
+        // A runtime may name a container otherwise than its cgroup does: same task, same one.
+        if ours && !listed.contains(id.as_str()) && !pids.contains(&p.pid) {
+            alone.push(from_cgroup(id, p));
         }
     }
+    s.containers.extend(alone);
     s.containers
         .sort_by(|a, b| (a.runtime, &a.id).cmp(&(b.runtime, &b.id)));
     s

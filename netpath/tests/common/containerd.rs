@@ -31,17 +31,20 @@ pub struct Containerd {
     /// `/run/containerd/s` whatever the daemon's state directory).
     made_run_dirs: (bool, bool),
     pub image: String,
-    pods: Vec<String>,
+    pods: Vec<Pod>,
     /// The FORWARD rule letting the pods' bridge forward when the host's policy drops.
     forward_rule: Option<Vec<String>>,
 }
 
-/// One pod: its name (`np<id>-<tag>`), network namespace and address.
+/// One pod: its name (`np<id>-<tag>`), UID, network namespace and address, and the ids of
+/// its sandbox and application containers.
 #[derive(Clone, Debug)]
 pub struct Pod {
     pub name: String,
+    pub uid: String,
     pub netns: String,
     pub ip: std::net::Ipv4Addr,
+    pub ids: [String; 2],
 }
 
 impl Pod {
@@ -172,53 +175,83 @@ impl Containerd {
     /// A pod `np<id>-<tag>` as a kubelet's runtime makes one: its network namespace, CNI ADD,
     /// then its sandbox and one application container (`agent`) in that namespace.
     pub fn add_pod(&mut self, tag: &str) -> Pod {
+        self.add_pod_with(tag, false)
+    }
+
+    /// [`add_pod`](Self::add_pod) whose application container runs where a kubelet's
+    /// cgroupfs driver puts a Burstable pod's (`…/kubepods/burstable/pod<UID>/<64 hex id>`,
+    /// under `/np<id>` here), with the 64-hex-digit id the CRI gives containers.
+    pub fn add_kube_pod(&mut self, tag: &str) -> Pod {
+        self.add_pod_with(tag, true)
+    }
+
+    fn add_pod_with(&mut self, tag: &str, kube_cgroup: bool) -> Pod {
         let name = format!("np{}-{tag}", self.run_id);
         let netns = format!("np{}-p{tag}", self.run_id);
-        self.pods.push(tag.to_string());
-        let ok = Command::new("ip")
-            .args(["netns", "add", &netns])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "ip netns add {netns}");
-        let result = self.cni("ADD", &name, &netns);
-        std::fs::write(self.dir.path().join(format!("{name}.cni.json")), &result).unwrap();
-        let v: serde_json::Value = serde_json::from_str(&result).unwrap();
-        let ip = v["ips"][0]["address"]
-            .as_str()
-            .and_then(|a| a.split('/').next())
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in the CNI result: {result}"));
-        self.allow_forwarding();
         let uid = format!(
             "00000000-0000-4000-8000-{}{:06x}",
             self.run_id,
             self.pods.len()
         );
-        for (kind, suffix) in [("sandbox", "sandbox"), ("container", "agent")] {
-            self.run_container(&name, &netns, &uid, kind, suffix);
-        }
-        Pod { name, netns, ip }
+        let app = if kube_cgroup {
+            hex(&sha2::Sha256::digest(name.as_bytes()))
+        } else {
+            format!("{name}-agent")
+        };
+        let mut pod = Pod {
+            ids: [format!("{name}-sandbox"), app],
+            name,
+            uid,
+            netns,
+            ip: std::net::Ipv4Addr::UNSPECIFIED,
+        };
+        self.pods.push(pod.clone());
+        let ok = Command::new("ip")
+            .args(["netns", "add", &pod.netns])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "ip netns add {}", pod.netns);
+        let result = self.cni("ADD", &pod.name, &pod.netns);
+        let v: serde_json::Value = serde_json::from_str(&result).unwrap();
+        pod.ip = v["ips"][0]["address"]
+            .as_str()
+            .and_then(|a| a.split('/').next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in the CNI result: {result}"));
+        self.allow_forwarding();
+        self.run_container(&pod, "sandbox", None);
+        let cgroup = kube_cgroup.then(|| {
+            format!(
+                "/np{}/kubepods/burstable/pod{}/{}",
+                self.run_id, pod.uid, pod.ids[1]
+            )
+        });
+        self.run_container(&pod, "container", cgroup.as_deref());
+        pod
     }
 
-    fn run_container(&self, pod: &str, netns: &str, uid: &str, kind: &str, suffix: &str) {
-        let id = format!("{pod}-{suffix}");
+    fn run_container(&self, pod: &Pod, kind: &str, cgroup: Option<&str>) {
+        let id = &pod.ids[usize::from(kind == "container")];
         let mut labels = vec![
             "netpath=1".to_string(),
             format!("netpath.run={}", self.run_id),
             format!("io.kubernetes.pod.namespace={POD_NAMESPACE}"),
-            format!("io.kubernetes.pod.name={pod}"),
-            format!("io.kubernetes.pod.uid={uid}"),
+            format!("io.kubernetes.pod.name={}", pod.name),
+            format!("io.kubernetes.pod.uid={}", pod.uid),
             format!("io.cri-containerd.kind={kind}"),
         ];
         if kind == "container" {
-            labels.push(format!("io.kubernetes.container.name={suffix}"));
+            labels.push("io.kubernetes.container.name=agent".to_string());
         }
-        let with_ns = format!("network:/run/netns/{netns}");
+        let with_ns = format!("network:/run/netns/{}", pod.netns);
         // runc's state in this daemon's directory; no IO, so no FIFOs anywhere.
         let runc_root = self.dir.path().join("runc").display().to_string();
         let mut args = vec!["run", "-d", "--null-io", "--runc-root", &runc_root];
         args.extend(["--with-ns", &with_ns]);
+        if let Some(c) = cgroup {
+            args.extend(["--cgroup", c]);
+        }
         for l in &labels {
             args.extend(["--label", l.as_str()]);
         }
@@ -305,22 +338,18 @@ impl Containerd {
         self.forward_rule = Some(rule);
     }
 
-    /// Deletes pod `pod` as a runtime does: its containers (and their snapshots), CNI DEL, its
+    /// Deletes `pod` as a runtime does: its containers (and their snapshots), CNI DEL, its
     /// namespace.
     pub fn delete_pod(&mut self, pod: &Pod) {
-        let tag = pod.name.rsplit('-').next().unwrap().to_string();
-        self.remove_pod(&tag);
-        self.pods.retain(|t| *t != tag);
+        self.remove_pod(pod);
+        self.pods.retain(|p| p.name != pod.name);
     }
 
-    fn remove_pod(&self, tag: &str) {
-        let name = format!("np{}-{tag}", self.run_id);
-        let netns = format!("np{}-p{tag}", self.run_id);
-        for suffix in ["agent", "sandbox"] {
-            let id = format!("{name}-{suffix}");
-            let _ = self.ctr(&["task", "kill", "--signal", "SIGKILL", &id]);
+    fn remove_pod(&self, pod: &Pod) {
+        for id in pod.ids.iter().rev() {
+            let _ = self.ctr(&["task", "kill", "--signal", "SIGKILL", id]);
             let deadline = Instant::now() + Duration::from_secs(20);
-            while !self.ctr(&["task", "delete", &id]).0 && Instant::now() < deadline {
+            while !self.ctr(&["task", "delete", id]).0 && Instant::now() < deadline {
                 if !self
                     .ctr(&["task", "ls", "-q"])
                     .1
@@ -331,11 +360,46 @@ impl Containerd {
                 }
                 std::thread::sleep(Duration::from_millis(200));
             }
-            let _ = self.ctr(&["containers", "delete", &id]);
+            let _ = self.ctr(&["containers", "delete", id]);
         }
-        if Path::new(&format!("/run/netns/{netns}")).exists() {
-            self.cni("DEL", &name, &netns);
-            let _ = Command::new("ip").args(["netns", "del", &netns]).status();
+        if Path::new(&format!("/run/netns/{}", pod.netns)).exists() {
+            self.cni("DEL", &pod.name, &pod.netns);
+            let _ = Command::new("ip")
+                .args(["netns", "del", &pod.netns])
+                .status();
+        }
+    }
+
+    /// The cgroups `/np<id>/kubepods/burstable/pod<UID>` runc made above the containers of
+    /// [`add_kube_pod`](Self::add_kube_pod) (it removes only a container's own), in every
+    /// hierarchy, deepest first; only empty ones go.
+    fn remove_kube_cgroups(&self) {
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mounts = info.lines().filter_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            let fstype = post.split(' ').next()?;
+            fstype
+                .starts_with("cgroup")
+                .then(|| pre.split(' ').nth(4).map(PathBuf::from))?
+        });
+        let top = format!("np{}", self.run_id);
+        for m in mounts {
+            let root = m.join(&top);
+            if !root.exists() {
+                continue;
+            }
+            let mut dirs: Vec<PathBuf> = Vec::new();
+            let mut stack = vec![root];
+            while let Some(d) = stack.pop() {
+                if let Ok(rd) = std::fs::read_dir(&d) {
+                    stack.extend(rd.flatten().filter(|e| e.path().is_dir()).map(|e| e.path()));
+                }
+                dirs.push(d);
+            }
+            dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+            for d in dirs {
+                let _ = std::fs::remove_dir(&d);
+            }
         }
     }
 }
@@ -346,9 +410,10 @@ impl Drop for Containerd {
             // Stopped by a test that failed before starting it again: tasks need it.
             self.run_daemon();
         }
-        for tag in std::mem::take(&mut self.pods) {
-            self.remove_pod(&tag);
+        for pod in std::mem::take(&mut self.pods) {
+            self.remove_pod(&pod);
         }
+        self.remove_kube_cgroups();
         let _ = self.ctr(&["images", "rm", &self.image]);
         let _ = self.ctr(&["namespaces", "rm", CTR_NAMESPACE]);
         self.stop();

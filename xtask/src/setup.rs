@@ -19,11 +19,16 @@ use crate::cmd;
 /// traffic generators (sockperf, iperf3), bpftool for inspecting loaded programs, chromium
 /// (headless, `xtask screenshot` of the HTML report) and prometheus (its `promtool` checks the
 /// exporter's output and the example scrape config; the tests start a server of their own),
-/// python3-venv for kubernetes-validate's venv.
+/// python3-venv for kubernetes-validate's venv, protobuf-compiler (`protoc`: the containerd
+/// client's build generates its gRPC code), containernetworking-plugins (the CNI bridge and
+/// host-local plugins the containerd tests make pods with; containerd and `ctr` come with
+/// docker.io).
 const APT_BASE: &[&str] = &[
     "python3-venv",
     "nftables",
     "iproute2",
+    "protobuf-compiler",
+    "containernetworking-plugins",
     "docker.io",
     "sockperf",
     "iperf3",

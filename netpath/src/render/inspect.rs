@@ -20,7 +20,12 @@ impl InspectReport {
             "container {} ({short}), pid {}",
             self.container, self.pid
         );
-        if let Some(r) = &self.record {
+        // Who runs it and its pod, where Docker's name alone does not say it.
+        if let Some(r) = self
+            .record
+            .as_ref()
+            .filter(|r| r.runtime != crate::runtime::Runtime::Docker || r.pod.is_some())
+        {
             let _ = writeln!(s, "  {}", r.describe());
         }
         let _ = writeln!(

@@ -336,6 +336,40 @@ mod tests {
     }
 
     #[test]
+    fn a_gone_pods_series_go_and_only_its() {
+        let mut m = Metrics::new();
+        let owner = |pod: &str| Owner {
+            namespace: "shop".into(),
+            pod: pod.into(),
+            container: "agent".into(),
+        };
+        for pod in ["web-0", "web-1"] {
+            let hop = HopLabels {
+                hop: "bridge".into(),
+                direction: "request".into(),
+                driver: "bridge".into(),
+                owner: owner(pod),
+            };
+            m.observe_hop(hop, 1e-6);
+            let path = PathLabels {
+                direction: "request".into(),
+                driver: "bridge".into(),
+                owner: owner(pod),
+            };
+            m.observe_path(path, 1e-5, 1, 1);
+        }
+        let text = m.encode_classic();
+        assert!(text.contains(
+            "netpath_hop_latency_seconds_count{hop=\"bridge\",direction=\"request\",driver=\"bridge\",namespace=\"shop\",pod=\"web-0\",container=\"agent\"} 1"
+        ), "{text}");
+        m.forget_container(&owner("web-0"));
+        let text = m.encode_classic();
+        assert!(!text.contains("pod=\"web-0\""), "{text}");
+        assert!(text.contains("pod=\"web-1\""), "{text}");
+        assert_eq!(m.containers_with_series(), vec![owner("web-1")]);
+    }
+
+    #[test]
     fn every_listed_metric_is_emitted() {
         let names = emitted();
         for m in METRICS {

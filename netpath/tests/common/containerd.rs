@@ -110,12 +110,22 @@ impl Containerd {
             .append(true)
             .open(self.dir.path().join("containerd.log"))
             .unwrap();
-        let child = Command::new("containerd")
-            .arg("--config")
+        let mut cmd = Command::new("containerd");
+        cmd.arg("--config")
             .arg(self.dir.path().join("config.toml"))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
-            .stderr(log)
+            .stderr(log);
+        // A test killed outright stops its daemon too (the test's thread outlives the fixture).
+        // SAFETY: prctl is async-signal-safe.
+        unsafe {
+            use std::os::unix::process::CommandExt as _;
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd
             .spawn()
             .expect("containerd (Debian's, with docker.io; `cargo xtask setup`)");
         self.child = Some(child);

@@ -38,7 +38,18 @@ pub fn ready_fallback() -> bool {
 /// each traced run (`compare --proto tcp,udp,icmp` interleaves them under one load).
 #[inline(always)]
 fn proto_mode() -> u32 {
-    crate::maps::PROTO_MODE.get(0).copied().unwrap_or(0)
+    crate::maps::RUN
+        .get(netpath_common::run::PROTO)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Relay processes (docker-proxy) are followed in this run.
+#[inline(always)]
+pub fn relays() -> bool {
+    crate::maps::RUN
+        .get(netpath_common::run::RELAYS)
+        .is_some_and(|v| *v != 0)
 }
 
 /// Datagram journeys (`--proto udp|icmp`): UDP copies a linear skb without

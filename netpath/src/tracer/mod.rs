@@ -3,7 +3,9 @@
 //! measures with and without them.
 use std::sync::Mutex;
 
+mod delay;
 mod load;
+mod own;
 mod proto;
 mod samples;
 mod tids;
@@ -13,6 +15,7 @@ use load::{
     clear_array, clear_u64_keys, kernel_at_least, load_config, load_fn_probes, load_tracepoints,
     tcx,
 };
+pub use own::RunCost;
 pub use tids::TidControl;
 
 use anyhow::{Context as _, Result, bail};
@@ -153,6 +156,8 @@ pub struct Tracer {
     _stats: Option<std::os::fd::OwnedFd>,
     /// The programs' summed `recursion_misses` at the last reset.
     misses_base: u64,
+    /// The calibrated cost of one program run (`own.rs`), charged per run counted in a hop.
+    pub run_cost: RunCost,
 }
 
 /// Everything the programs aggregated, summed over CPUs.
@@ -194,6 +199,7 @@ impl Tracer {
             relays: Array::try_from(ebpf.take_map("RELAY_BITS").context("RELAY_BITS map")?)?,
         };
         let drops = RingBuf::try_from(ebpf.take_map("DROPS").context("DROPS map")?)?;
+        let run = Array::try_from(ebpf.take_map("RUN").context("RUN map")?)?;
         let mut t = Tracer {
             ebpf,
             backend,
@@ -205,6 +211,7 @@ impl Tracer {
                 Mutex::new(Vec::new()),
                 Mutex::new(relay_pids),
                 Mutex::new(bits),
+                Mutex::new(run),
             )),
             samples: samples::SampleDrain::start(samples),
             drops,
@@ -223,6 +230,7 @@ impl Tracer {
                 Vec::new()
             },
             misses_base: 0,
+            run_cost: RunCost::default(),
             _stats: if opts.prog_stats {
                 Some(aya::sys::enable_stats(aya::sys::Stats::RunTime)?)
             } else {
@@ -230,6 +238,9 @@ impl Tracer {
             },
         };
         t.set_proto(opts.proto)?;
+        // Before any device is watched, so no calibration datagram is followed.
+        t.calibrate_run_cost()
+            .context("calibrating the cost of a program run")?;
         Ok(t)
     }
 
@@ -393,6 +404,8 @@ impl Tracer {
             let zero = HopHist {
                 count: 0,
                 sum_ns: 0,
+                own_ns: 0,
+                own_runs: 0,
                 buckets: [0; netpath_common::hist::HIST_SLOTS],
             };
             for i in 0..NSLOTS as u32 {
@@ -407,6 +420,10 @@ impl Tracer {
             }
         }
         {
+            // No traced thread waits for its wakeup any more (`sched_switch`'s first test).
+            let mut p: Array<&mut MapData, u64> =
+                Array::try_from(self.ebpf.map_mut("WAKES_PENDING").unwrap())?;
+            p.set(0, 0, 0)?;
             clear_array::<FlightSlot>(self.ebpf.map_mut("FLIGHTS").unwrap(), FLIGHT_SLOTS)?;
             clear_u64_keys::<SkbState>(self.ebpf.map_mut("TIMELINES").unwrap())?;
             clear_array::<DevSlot>(self.ebpf.map_mut("DEVSLOTS").unwrap(), DEV_SLOTS)?;
@@ -453,6 +470,8 @@ impl Tracer {
             for v in per_cpu.iter() {
                 st.count += v.count;
                 st.sum_ns += v.sum_ns;
+                st.own_ns += v.own_ns;
+                st.own_runs += v.own_runs;
                 for (a, b) in h.iter_mut().zip(v.buckets.iter()) {
                     *a += b;
                 }

@@ -14,7 +14,7 @@ impl InspectReport {
     pub fn render(&self) -> String {
         use std::fmt::Write;
         let mut s = String::new();
-        let short = &self.id[..self.id.len().min(12)];
+        let short = crate::runtime::short_id(&self.id);
         let _ = writeln!(
             s,
             "container {} ({short}), pid {}",

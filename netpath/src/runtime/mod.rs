@@ -31,6 +31,16 @@ pub use net::{between, inspect, net_of};
 pub use node::{Node, Resolved};
 pub use scan::{Scan, assemble};
 
+/// An id as people read it: Docker's and the CRI's 64 hex digits cut to 12, any other
+/// (containerd's are names) whole.
+pub fn short_id(id: &str) -> &str {
+    if id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        &id[..12]
+    } else {
+        id
+    }
+}
+
 /// Label keys a kubelet's runtime sets on every container of a pod.
 pub mod k8s {
     pub const POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
@@ -167,8 +177,12 @@ impl Container {
 
     /// One line: what it is and who named it.
     pub fn describe(&self) -> String {
-        let short = &self.id[..self.id.len().min(12)];
-        let mut s = format!("{} ({}, id {short}", self.display(), self.runtime.name());
+        let mut s = format!(
+            "{} ({}, id {}",
+            self.display(),
+            self.runtime.name(),
+            short_id(&self.id)
+        );
         if let Some(p) = &self.pod {
             if let Some(uid) = &p.uid {
                 s.push_str(&format!(", pod uid {uid}"));

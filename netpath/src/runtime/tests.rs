@@ -127,6 +127,13 @@ fn cgroup_alone_only_where_no_runtime_of_that_kind_is_here() {
 }
 
 #[test]
+fn ids_read_short_only_when_hex() {
+    let hex = "d".repeat(64);
+    assert_eq!(short_id(&hex), &hex[..12]);
+    assert_eq!(short_id("np1a2b3c-a-agent"), "np1a2b3c-a-agent");
+}
+
+#[test]
 fn docker_containers_keep_their_names() {
     let id = "d".repeat(64);
     let procs = BTreeMap::from([proc(&id, Hint::Docker, 400, false)]);

@@ -202,6 +202,8 @@ pub struct HopStat {
     pub own_ns: u64,
     /// netpath program runs inside the hop, each charged the calibrated cost of a run.
     pub own_runs: u64,
+    /// Crossings whose own time was measured (a sample: see `LoadConfig::own_every`).
+    pub own_count: u64,
 }
 
 /// Value of the per-CPU `HOPS` map, one per (direction, hop) slot: exact count and sums (means
@@ -213,6 +215,7 @@ pub struct HopHist {
     pub sum_ns: u64,
     pub own_ns: u64,
     pub own_runs: u64,
+    pub own_count: u64,
     pub buckets: [u64; hist::HIST_SLOTS],
 }
 
@@ -289,6 +292,11 @@ impl Flight {
     #[inline(always)]
     pub fn sampled(&self) -> bool {
         self.flags & FLIGHT_SAMPLED != 0
+    }
+
+    #[inline(always)]
+    pub fn own(&self) -> bool {
+        self.flags & FLIGHT_OWN != 0
     }
 
     #[inline(always)]
@@ -397,6 +405,8 @@ pub const FLIGHT_ANY: u16 = 1;
 pub const FLIGHT_RELAYED: u16 = 2;
 /// The journey keeps a full timeline (`TIMELINES`) and emits it when it ends.
 pub const FLIGHT_SAMPLED: u16 = 4;
+/// netpath's own time is measured along this journey (one in `LoadConfig::own_every`).
+pub const FLIGHT_OWN: u16 = 8;
 
 /// Value of the `DEVCACHE` map: a `struct net_device *` already resolved to its key and kind.
 #[repr(C)]
@@ -491,7 +501,7 @@ mod tests {
     fn shared_types_have_no_implicit_padding() {
         assert_eq!(size_of::<TimelinePoint>(), 8 + 4 + 4 + 2 * 4);
         assert_eq!(size_of::<DevKey>(), 8);
-        assert_eq!(size_of::<HopStat>(), 32);
+        assert_eq!(size_of::<HopStat>(), 40);
         assert_eq!(size_of::<OwnSnap>(), 8);
         assert_eq!(size_of::<OwnCpu>(), 16);
         assert_eq!(size_of::<DropRecord>(), 8 * 3 + 4 * 4 + 2 * 2 + 4);
@@ -507,6 +517,6 @@ mod tests {
         assert_eq!(size_of::<FlightSlot>(), 8 + size_of::<Flight>());
         assert_eq!(size_of::<DevSlot>(), 8 + size_of::<DevInfo>());
         assert_eq!(size_of::<RelayHold>(), 32);
-        assert_eq!(size_of::<HopHist>(), 32 + 8 * hist::HIST_SLOTS);
+        assert_eq!(size_of::<HopHist>(), 40 + 8 * hist::HIST_SLOTS);
     }
 }

@@ -10,7 +10,7 @@ use netpath_common::{DevKey, FLIGHT_SAMPLED, Hop, Point, TimelinePoint};
 use crate::{
     flights, kernel,
     maps::*,
-    own::{Done, Stamp, stamp},
+    own::{Done, Stamp, stamp, tail},
     state::{advance, begin_journey, close_hop, complete, new_flight, receiving, record},
     timeline::{append_point, new_record, note_end_tuple},
 };
@@ -42,19 +42,20 @@ pub fn on_queue(skb: u64, key: DevKey, kind: u32) -> Done {
     // The request as the target received it (still the skb icmp_rcv is answering): its
     // addresses and identifier after any NAT on the way, so MASQUERADE's rewrite shows.
     note_end_tuple(req);
+    let measure = tail(f, st.t);
     complete(req, f, st.t);
-    record(2, Hop::OneWay as u32, 0, (0, 0));
+    record(2, Hop::OneWay as u32, 0, Some((0, 0)));
     start_reply(skb, key, kind, &st)?;
-    Ok(Some(st.t))
+    Ok(measure)
 }
 
 /// Follows the reply from its first queue, as the server's send would start it.
 #[inline(always)]
 fn start_reply(skb: u64, key: DevKey, kind: u32, st: &Stamp) -> Result<(), i64> {
-    let sampled = begin_journey()?;
+    let flags = begin_journey()?;
+    let sampled = flags & FLIGHT_SAMPLED != 0;
     let t = st.t;
     let point = Point::DevQueue as u16;
-    let flags = if sampled { FLIGHT_SAMPLED } else { 0 };
     let f = new_flight(t, t, 1, (Point::DevQueue, kind as u16), st, (0, 0), flags);
     let h = f.cur_hop as u32;
     if sampled {

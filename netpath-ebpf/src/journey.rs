@@ -40,7 +40,7 @@ fn send_enter(count_unmatched: bool, sk: u64) -> Done {
         let st = stamp();
         match state(tid) {
             Some(ts) => (ts, st),
-            None => return Ok(Some(st.t)),
+            None => return Ok(None),
         }
     } else {
         match adopt_relay_thread(tid) {
@@ -67,7 +67,12 @@ fn send_enter(count_unmatched: bool, sk: u64) -> Done {
     }
     if ts.turn_ts != 0 {
         let own = ts.turn_snap.until(&st.own);
-        record(2, Hop::OneWay as u32, st.t.wrapping_sub(ts.turn_ts), own);
+        record(
+            2,
+            Hop::OneWay as u32,
+            st.t.wrapping_sub(ts.turn_ts),
+            Some(own),
+        );
         ts.turn_ts = 0;
     }
     ts.send_ts = st.t;
@@ -103,7 +108,12 @@ fn relay_send(ts: &mut TidState, t: u64, own: &OwnSnap, count_unmatched: bool) {
     // The proxy hop: the relay has the message (receive returned, or its socket was woken
     // when it splices) → it starts sending it on the other connection.
     let proxy_own = hold.snap.until(own);
-    record(hold.dir, Hop::Proxy as u32, t - hold.recv_ts, proxy_own);
+    record(
+        hold.dir,
+        Hop::Proxy as u32,
+        t - hold.recv_ts,
+        Some(proxy_own),
+    );
     ts.origin_ts = hold.origin_ts;
     ts.origin_dir = hold.dir;
     ts.send_ts = t;
@@ -130,7 +140,8 @@ pub fn on_send_exit() -> Done {
 }
 
 /// A traced thread's receive on socket `sk` (0: not known, syscall tracepoints) returns `ret`
-/// bytes: completes the journey.
+/// bytes: completes the journey. Its tail is always measured, like the send's: the server's
+/// turnaround and a relay's proxy hop run from one to the other.
 #[inline(always)]
 pub fn on_recv_exit(ret: i64, sk: u64) -> Done {
     // Errors, EOF and EAGAIN first: no lookup at all.
@@ -145,7 +156,7 @@ pub fn on_recv_exit(ret: i64, sk: u64) -> Done {
     let mut st = stamp();
     let t0 = st.t;
     let Some(ts) = state(tid) else {
-        return Ok(Some(t0));
+        return Ok(None);
     };
     // A datagram socket's thread sends on the socket it receives on: its own skbs start
     // journeys from then on (`path::own_skb`).

@@ -217,12 +217,20 @@ pub fn filter_pass(skb: u64, key: &DevKey) -> bool {
         }
     }
     if on & F_PORT != 0 {
-        let (p, p2) = (conf!(filter.port) as u16, conf!(filter.port2) as u16);
-        if sport != p && dport != p && (p2 == 0 || sport != p2 && dport != p2) {
+        let p = conf!(filter.port) as u16;
+        if sport != p && dport != p && !second_leg(saddr, daddr, sport, dport) {
             return false;
         }
     }
     true
+}
+
+/// A published port's second leg: the container side's port, between the container and the
+/// proxy's (or the NAT's) side of its network.
+#[inline(always)]
+fn second_leg(saddr: u32, daddr: u32, sport: u16, dport: u16) -> bool {
+    let (p2, a2) = (conf!(filter.port2) as u16, conf!(filter.addr2));
+    p2 != 0 && (sport == p2 && daddr == a2 || dport == p2 && saddr == a2)
 }
 
 /// IPv4/TCP-or-UDP tuple of an skb whose network and transport headers are set.

@@ -78,10 +78,7 @@ pub static DELAY: Array<u64> = Array::with_max_entries(delay::COUNT, 0);
 /// netpath's own time per CPU (`own.rs`).
 #[map]
 pub static OWN: PerCpuArray<OwnCpu> = PerCpuArray::with_max_entries(1, 0);
-/// Traced threads a journey woke that have not run yet: `sched_switch` looks at nothing else
-/// while it is 0 (`sched.rs`).
-#[map]
-pub static WAKES_PENDING: Array<u64> = Array::with_max_entries(1, 0);
+
 /// Datagram journeys: (destination address << 16 | port) at their last receive pass →
 /// [skb, generation], for the receive that returns them (`dgram.rs`).
 #[map]

@@ -11,7 +11,7 @@ use netpath_common::{
 use crate::{
     atomic, flights, kernel,
     maps::*,
-    own::{Done, Stamp, now, stamp},
+    own::{Done, Stamp, now, stamp, tail},
     relay, sched,
     state::{
         advance, begin_journey, close_hop, current_tid, forget, new_flight, receiving, record,
@@ -63,7 +63,7 @@ fn start(tid: u32, ts: &mut TidState, skb: u64, dev: DevInfo, st: &Stamp, point:
     ts.send_ts = 0;
     if st.t.wrapping_sub(send_ts) > kernel::max_gap_ns() {
         bump(counter::STALE);
-        return Ok(Some(st.t));
+        return Ok(None);
     }
     // A relay's send continues the journey that reached it: same start, same direction.
     let relay = ts.role == ROLE_RELAY;
@@ -72,16 +72,14 @@ fn start(tid: u32, ts: &mut TidState, skb: u64, dev: DevInfo, st: &Stamp, point:
         ROLE_SERVER => (send_ts, 1),
         _ => (send_ts, 0),
     };
-    let sampled = begin_journey()?;
+    let mut flags = begin_journey()?;
+    let sampled = flags & FLIGHT_SAMPLED != 0;
     // Passively traced (`trace --container`), a relayed leg ends at its socket too.
-    let mut flags = match (relay, kernel::trace_any()) {
+    flags |= match (relay, kernel::trace_any()) {
         (true, true) => FLIGHT_RELAYED | FLIGHT_ANY,
         (true, false) => FLIGHT_RELAYED,
         _ => 0,
     };
-    if sampled {
-        flags |= FLIGHT_SAMPLED;
-    }
     // The packet is born at its first device queue: the sender-stack hop is already open,
     // with netpath's time since the send in it.
     let own = ts.send_snap.until(&st.own);
@@ -98,7 +96,7 @@ fn start(tid: u32, ts: &mut TidState, skb: u64, dev: DevInfo, st: &Stamp, point:
     if !flights::claim(skb, &f) && sampled {
         let _ = TIMELINES.remove(skb);
     }
-    Ok(Some(st.t))
+    Ok(tail(&f, st.t))
 }
 
 /// Whether a packet already followed at `old` is in fact a new one at a recycled address.
@@ -145,14 +143,14 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Done {
     if st.t.wrapping_sub(unsafe { (*f).last_ts }) > kernel::max_gap_ns() {
         bump(counter::STALE);
         forget(skb, unsafe { (*f).sampled() });
-        return Ok(Some(st.t));
+        return Ok(None);
     }
     let info = point_dev(skb, dev)?;
     if point == Point::NetifReceive {
         on_receive_pass(f, skb, st.t);
     }
     advance(f, skb, point as u16, info.kind as u16, info.key, &st);
-    Ok(Some(st.t))
+    Ok(tail(unsafe { &*f }, st.t))
 }
 
 /// A point of an skb not followed: a packet is born at its first device queue inside a traced
@@ -184,7 +182,7 @@ fn on_new_skb(skb: u64, dev: u64, point: Point) -> Done {
     let info = point_dev(skb, 0)?;
     if !kernel::filter_pass(skb, &info.key) {
         ts.send_ts = 0;
-        return Ok(Some(st.t));
+        return Ok(None);
     }
     start(tid, ts, skb, info, &st, point)
 }
@@ -225,17 +223,10 @@ fn start_any(skb: u64, dev: u64, point: Point) -> Done {
         return Ok(None);
     }
     let st = stamp();
-    let started = COUNTERS.get_ptr_mut(counter::STARTED).ok_or(-1i64)?;
-    unsafe { *started += 1 };
-    let mut f = new_flight(
-        st.t,
-        st.t,
-        0,
-        (point, info.kind as u16),
-        &st,
-        (0, 0),
-        FLIGHT_ANY | FLIGHT_SAMPLED,
-    );
+    // Every passively traced packet keeps its timeline.
+    let flags = begin_journey()? | FLIGHT_ANY | FLIGHT_SAMPLED;
+    let kind = info.kind as u16;
+    let mut f = new_flight(st.t, st.t, 0, (point, kind), &st, (0, 0), flags);
     f.cur_hop = netpath_common::NO_HOP;
     f.rx_passes = (point == Point::NetifReceive) as u16;
     let first = TimelinePoint {
@@ -248,12 +239,12 @@ fn start_any(skb: u64, dev: u64, point: Point) -> Done {
         cpu: unsafe { bpf_get_smp_processor_id() } as u16,
     };
     if new_record(skb, 0, &f, first, 0, 0).is_err() {
-        return Ok(Some(st.t));
+        return Ok(None);
     }
     if !flights::claim(skb, &f) {
         let _ = TIMELINES.remove(skb);
     }
-    Ok(Some(st.t))
+    Ok(tail(&f, st.t))
 }
 
 /// Ends a device-started flight when its socket is woken: that is as far as netpath can follow
@@ -266,7 +257,7 @@ fn finish_any(skb: u64, f: *mut Flight, t: u64) {
         f.dir as u32,
         Hop::OneWay as u32,
         t.wrapping_sub(f.first_ts),
-        (0, 0),
+        None,
     );
     bump(counter::COMPLETED);
     emit_timeline(skb, f, t);
@@ -364,13 +355,14 @@ pub fn on_sock_ready(sk: u64) -> Done {
     if fl.flags & FLIGHT_RELAYED == 0 {
         relay::publish(skb, fl.first_ts, fl.dir as u32, st.t);
     }
+    let measure = tail(fl, st.t);
     if fl.flags & FLIGHT_ANY != 0 {
         finish_any(skb, f, st.t);
-        return Ok(Some(st.t));
+        return Ok(measure);
     }
     // The reader this wakes (if asleep) is woken next on this CPU.
     sched::arm(skb, fl.first_ts);
-    Ok(Some(st.t))
+    Ok(measure)
 }
 
 /// Whether `skb` came from the peer `sk` is connected to (source = the socket's destination).
@@ -394,13 +386,14 @@ pub fn on_copy(skb: u64) -> Done {
         let st = stamp();
         advance(f, skb, Point::Copy as u16, 0, DevKey::default(), &st);
         note_end_tuple(skb);
+        let measure = tail(unsafe { &*f }, st.t);
         finish_any(skb, f, st.t);
-        return Ok(Some(st.t));
+        return Ok(measure);
     }
     // The point's clock before the thread's lookup: what follows is netpath's own time.
     let st = stamp();
     let Some(ts) = traced(current_tid()) else {
-        return Ok(Some(st.t));
+        return Ok(None);
     };
     if unsafe { (*f).last_point } != Point::Copy as u16 {
         advance(f, skb, Point::Copy as u16, 0, DevKey::default(), &st);
@@ -416,7 +409,7 @@ pub fn on_copy(skb: u64) -> Done {
     relay::withdraw(skb);
     ts.pending_skb = skb;
     ts.pending_gen = unsafe { (*f).first_ts };
-    Ok(Some(st.t))
+    Ok(tail(unsafe { &*f }, st.t))
 }
 
 /// `skb:kfree_skb` / `skb:consume_skb` of a tracked skb before its data was copied out.

@@ -4,10 +4,10 @@
 //! run-queue wait; on another CPU than the waker's or not) → data copied → receive returns.
 //!
 //! Both tracepoints fire for every thread on the machine. An untraced waking costs a per-CPU
-//! array lookup (is a journey waking anything on this CPU?); a switch, one array lookup (is
-//! any traced thread woken and not yet running?) before it reads anything of the tasks.
-//! Relays (docker-proxy's Go runtime wakes another thread through epoll) keep their unsplit
-//! wakeup.
+//! array lookup (is a journey waking anything on this CPU?); a switch, one kernel read and a
+//! bitmap test. (A global count of woken traced threads would spare the read, but its cache
+//! line would cross CPUs with every wakeup.) Relays (docker-proxy's Go runtime wakes another
+//! thread through epoll) keep their unsplit wakeup.
 use aya_ebpf::helpers::bpf_get_smp_processor_id;
 use netpath_common::{
     DevKey, Point, ROLE_RELAY,
@@ -15,11 +15,11 @@ use netpath_common::{
 };
 
 use crate::{
-    atomic, flights, kernel,
+    flights, kernel,
     maps::*,
-    own::{Done, stamp},
+    own::{Done, stamp, tail},
     state::{advance, receiving},
-    tids::traced,
+    tids::{maybe_traced, state, traced},
 };
 
 /// A tracked journey woke socket `sk` on this CPU (`sk_data_ready`, or the last receive pass
@@ -29,12 +29,6 @@ pub fn arm(skb: u64, generation: u64) {
     if let Some(w) = WAKECPU.get_ptr_mut(0) {
         unsafe { *w = [skb, generation] };
     }
-}
-
-/// Traced threads woken by a journey and not yet switched in (`WAKES_PENDING`).
-#[inline(always)]
-fn pending() -> Option<*mut u64> {
-    WAKES_PENDING.get_ptr_mut(0)
 }
 
 /// `sched:sched_waking(p)`.
@@ -49,52 +43,45 @@ pub fn on_waking(task: u64) -> Done {
     let st = stamp();
     let ts = match traced(kernel::task_pid(task)) {
         Some(ts) if ts.role != ROLE_RELAY => ts,
-        _ => return Ok(Some(st.t)),
+        _ => return Ok(None),
     };
     unsafe { (*w)[0] = 0 };
     let f = match flights::get(skb) {
         Some(f) if unsafe { (*f).first_ts } == generation => f,
-        _ => return Ok(Some(st.t)),
+        _ => return Ok(None),
     };
     let lp = unsafe { (*f).last_point };
     if lp != Point::SockReady as u16 && !receiving(lp) {
-        return Ok(Some(st.t));
+        return Ok(None);
     }
     advance(f, skb, Point::SchedWaking as u16, 0, DevKey::default(), &st);
-    if ts.wake_skb == 0
-        && let Some(p) = pending()
-    {
-        atomic::add(p, 1);
-    }
     ts.wake_skb = skb;
     ts.wake_gen = generation;
-    ts.wake_cpu = st.own.cpu as u32;
-    Ok(Some(st.t))
+    ts.wake_cpu = unsafe { bpf_get_smp_processor_id() };
+    Ok(tail(unsafe { &*f }, st.t))
 }
 
 /// `sched:sched_switch(preempt, prev, next)`: `next` runs on this CPU.
 #[inline(always)]
 pub fn on_switch(prev: u64, next: u64) -> Done {
-    // Most switches on the machine happen while no traced thread waits to run.
-    let p = pending().ok_or(-1i64)?;
-    if unsafe { core::ptr::read_volatile(p) } == 0 {
+    let tid = kernel::task_pid(next);
+    if !maybe_traced(tid) {
         return Ok(None);
     }
-    // A traced thread waits to run: the point's clock before the task's lookups.
+    // A traced thread runs: the point's clock before the hash lookup.
     let st = stamp();
-    let ts = match traced(kernel::task_pid(next)) {
+    let ts = match state(tid) {
         Some(ts) if ts.wake_skb != 0 => ts,
-        _ => return Ok(Some(st.t)),
+        _ => return Ok(None),
     };
     let skb = ts.wake_skb;
     ts.wake_skb = 0;
-    atomic::add(p, u64::MAX);
     let f = match flights::get(skb) {
         Some(f) if unsafe { (*f).first_ts } == ts.wake_gen => f,
-        _ => return Ok(Some(st.t)),
+        _ => return Ok(None),
     };
     if unsafe { (*f).last_point } != Point::SchedWaking as u16 {
-        return Ok(Some(st.t));
+        return Ok(None);
     }
     let cpu = unsafe { bpf_get_smp_processor_id() };
     let mut kind = 0;
@@ -112,5 +99,5 @@ pub fn on_switch(prev: u64, next: u64) -> Done {
         DevKey::default(),
         &st,
     );
-    Ok(Some(st.t))
+    Ok(tail(unsafe { &*f }, st.t))
 }

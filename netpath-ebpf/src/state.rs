@@ -2,7 +2,9 @@
 //! packet to its next point, and ending a journey. The hook modules (`path`, `journey`,
 //! `relay`, `sched`, `icmp`) build on these and never on each other's internals.
 use aya_ebpf::helpers::bpf_get_current_pid_tgid;
-use netpath_common::{DevKey, Flight, Hop, NO_HOP, Point, counter, hist, hop};
+use netpath_common::{
+    DevKey, FLIGHT_OWN, FLIGHT_SAMPLED, Flight, Hop, NO_HOP, Point, counter, hist, hop,
+};
 
 use crate::{
     atomic, flights,
@@ -16,12 +18,12 @@ pub fn current_tid() -> u32 {
     bpf_get_current_pid_tgid() as u32
 }
 
-/// Adds one crossing of `d` ns, netpath's own time inside it `own` (measured ns, runs), to the
-/// (direction, hop) slot. Count, sum and bucket atomically: a program nested on this CPU
-/// (softirq over a process-context program) may record into the same slot. The own sums are
-/// estimates to begin with; plain adds keep them cheap.
+/// Adds one crossing of `d` ns to the (direction, hop) slot, with netpath's own time inside it
+/// (measured ns, runs) when it was measured. Count, sum and bucket atomically: a program nested
+/// on this CPU (softirq over a process-context program) may record into the same slot. The own
+/// sums are estimates to begin with; plain adds keep them cheap.
 #[inline(always)]
-pub fn record(dir: u32, hop: u32, d: u64, own: (u32, u16)) {
+pub fn record(dir: u32, hop: u32, d: u64, own: Option<(u32, u16)>) {
     if hop >= netpath_common::NHOPS as u32 || dir >= netpath_common::NDIRS as u32 {
         return;
     }
@@ -31,8 +33,11 @@ pub fn record(dir: u32, hop: u32, d: u64, own: (u32, u16)) {
             atomic::add(&raw mut (*h).count, 1);
             atomic::add(&raw mut (*h).sum_ns, d);
             atomic::add(&raw mut (*h).buckets[b], 1);
-            (*h).own_ns += own.0 as u64;
-            (*h).own_runs += own.1 as u64;
+            if let Some((ns, runs)) = own {
+                (*h).own_ns += ns as u64;
+                (*h).own_runs += runs as u64;
+                (*h).own_count += 1;
+            }
         }
     }
 }
@@ -45,7 +50,7 @@ pub fn close_hop(f: &Flight, t: u64) {
             f.dir as u32,
             f.cur_hop as u32,
             t.wrapping_sub(f.hop_start),
-            (f.hop_own_ns, f.hop_own_runs),
+            f.own().then_some((f.hop_own_ns, f.hop_own_runs)),
         );
     }
 }
@@ -57,7 +62,11 @@ pub fn close_hop(f: &Flight, t: u64) {
 pub fn advance(f: *mut Flight, skb: u64, point: u16, kind: u16, key: DevKey, st: &Stamp) {
     let f = unsafe { &mut *f };
     let h = hop::hop_between(f.last_point, f.last_kind, point, kind) as u16;
-    let (own_ns, own_runs) = f.snap().until(&st.own);
+    let (own_ns, own_runs) = if f.own() {
+        f.snap().until(&st.own)
+    } else {
+        (0, 0)
+    };
     if h != f.cur_hop {
         close_hop(f, f.last_ts);
         f.cur_hop = h;
@@ -103,7 +112,7 @@ pub fn complete(skb: u64, f: &Flight, t: u64) {
         f.dir as u32,
         Hop::OneWay as u32,
         t.wrapping_sub(f.first_ts),
-        (0, 0),
+        None,
     );
     let p = (f.rx_passes as u32).min(7) * 8 + (f.softirqs as u32).min(7);
     if let Some(c) = PASSES.get_ptr_mut((f.dir as u32 & 3) * 64 + (p & 63)) {
@@ -116,15 +125,23 @@ pub fn complete(skb: u64, f: &Flight, t: u64) {
     flights::release(skb);
 }
 
-/// Counts a journey started and says whether it keeps a full timeline: this CPU's count
-/// decides (one in `sample_every` per CPU); the add itself is atomic.
+/// Counts a journey started and gives its flags: whether it keeps a full timeline and whether
+/// its own time is measured. This CPU's count decides (one in `sample_every`, one in
+/// `own_every`, per CPU); the add itself is atomic.
 #[inline(always)]
-pub fn begin_journey() -> Result<bool, i64> {
+pub fn begin_journey() -> Result<u16, i64> {
     let started = COUNTERS.get_ptr_mut(counter::STARTED).ok_or(-1i64)?;
     let n = unsafe { core::ptr::read_volatile(started) };
     atomic::add(started, 1);
     let every = crate::kernel::sample_every();
-    Ok(every != 0 && n % every as u64 == 0)
+    let mut flags = 0;
+    if every != 0 && n.is_multiple_of(every as u64) {
+        flags |= FLIGHT_SAMPLED;
+    }
+    if crate::own::measured(n) {
+        flags |= FLIGHT_OWN;
+    }
+    Ok(flags)
 }
 
 /// A new flight born at `point` on a device of `kind` at stamp `st`; its first hop (opened by

@@ -123,6 +123,7 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
                 filter: Filter {
                     port: o.port,
                     also_port: None,
+                    also_addr: None,
                     addr: o.host,
                     proto,
                     netns,
@@ -277,6 +278,7 @@ pub fn run_containers(
     let filter = Filter {
         port: o.port,
         also_port: published.first().map(|l| l.container_port),
+        also_addr: published.first().and_then(|l| l.gateway),
         addr: o.host,
         proto: o.proto.as_deref().map(proto_number).transpose()?,
         ..Default::default()

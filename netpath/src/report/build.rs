@@ -69,16 +69,20 @@ fn distribution(s: &Snapshot, dir: Dir, hop: Hop, run_ns: f64) -> Option<Distrib
     if st.count == 0 {
         return None;
     }
-    // A journey's own time is its hops'; the turnaround slot counts its own directly.
+    // A journey's own time is its hops' (per journey: per crossing times crossings per
+    // journey); the turnaround slot counts its own directly.
     let own_ns = if hop == Hop::OneWay && dir != Dir::Turnaround {
         table_hops()
             .iter()
-            .map(|h| own::own_ns(&s.stats[slot(dir as u32, *h as u32) as usize], run_ns))
+            .map(|h| {
+                let hs = &s.stats[slot(dir as u32, *h as u32) as usize];
+                own::own_per_crossing_ns(hs, run_ns) * hs.count as f64 / st.count as f64
+            })
             .sum()
     } else {
-        own::own_ns(&st, run_ns)
+        own::own_per_crossing_ns(&st, run_ns)
     };
-    let own_us = own_ns / st.count as f64 / 1000.0;
+    let own_us = own_ns / 1000.0;
     let mean_us = st.sum_ns as f64 / st.count as f64 / 1000.0;
     let p50_us = percentile_us(&s.hist[i], 50.0);
     Some(Distribution {
@@ -110,9 +114,9 @@ fn hop_rows(snap: &Snapshot, run_ns: f64) -> (BTreeMap<&'static str, Distributio
                 continue;
             }
             let per = |ns: f64, n: u64| if n > 0 { ns / n as f64 / 1000.0 } else { 0.0 };
-            let own_ns = own::own_ns(&st, run_ns);
+            let own_crossing = own::own_per_crossing_ns(&st, run_ns);
             let per_packet = per(st.sum_ns as f64, completed);
-            let own_us = per(own_ns, completed);
+            let own_us = per(own_crossing * st.count as f64, completed);
             let p50_us = percentile_us(&snap.hist[i], 50.0);
             hops.push(HopRow {
                 hop: hop.name(),
@@ -129,7 +133,7 @@ fn hop_rows(snap: &Snapshot, run_ns: f64) -> (BTreeMap<&'static str, Distributio
                 },
                 own_us,
                 compensated_us: per_packet - own_us,
-                compensated_p50_us: (p50_us - per(own_ns, st.count)).max(0.0),
+                compensated_p50_us: (p50_us - own_crossing / 1000.0).max(0.0),
             });
         }
     }

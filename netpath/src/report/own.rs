@@ -8,9 +8,13 @@ use serde::Serialize;
 
 use super::DriverReport;
 
-/// netpath's own ns in `st` (all crossings), a run charged `run_ns`.
-pub fn own_ns(st: &HopStat, run_ns: f64) -> f64 {
-    st.own_ns as f64 + st.own_runs as f64 * run_ns
+/// netpath's own ns in one crossing of `st`, a run charged `run_ns`: the mean over the
+/// crossings whose own time was measured (a sample, `LoadConfig::own_every`); 0 if none was.
+pub fn own_per_crossing_ns(st: &HopStat, run_ns: f64) -> f64 {
+    if st.own_count == 0 {
+        return 0.0;
+    }
+    (st.own_ns as f64 + st.own_runs as f64 * run_ns) / st.own_count as f64
 }
 
 /// Compensated request + response + turnaround against the interleaved untraced round trip.

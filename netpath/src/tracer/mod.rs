@@ -75,14 +75,21 @@ pub struct TracerOptions {
     /// the slow path, shows in the probe effect), and receives find their journey by the
     /// address they arrived on; `icmp`: the kernel's echo reply continues the round trip.
     pub proto: crate::harness::Proto,
+    /// Measure netpath's own time inside the hops along one journey in N (a run count per
+    /// program, a second clock read per point of those journeys), so the hop tables can take
+    /// it out. 0: not at all.
+    pub own_every: u32,
 }
 
 /// Which packets to follow; checked in the kernel when a packet is first seen.
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
     pub port: Option<u16>,
-    /// With `port`: a second port that also passes (a published port's container side).
+    /// With `port`: a second port that also passes (a published port's container side), for
+    /// packets whose other end is `also_addr` (the container network's gateway, where
+    /// docker-proxy or the NAT reaches the container from).
     pub also_port: Option<u16>,
+    pub also_addr: Option<std::net::Ipv4Addr>,
     pub addr: Option<std::net::Ipv4Addr>,
     pub proto: Option<u8>,
     /// Netns inode and ifindex of the device where the packet is first seen.
@@ -101,6 +108,11 @@ impl Default for TracerOptions {
             trace_any: false,
             flight_slots: FLIGHT_SLOTS,
             proto: crate::harness::Proto::Tcp,
+            // Diagnostic for probe-cost work: NETPATH_OWN_EVERY=0 measures without it.
+            own_every: std::env::var("NETPATH_OWN_EVERY")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(8),
         }
     }
 }
@@ -239,8 +251,10 @@ impl Tracer {
         };
         t.set_proto(opts.proto)?;
         // Before any device is watched, so no calibration datagram is followed.
-        t.calibrate_run_cost()
-            .context("calibrating the cost of a program run")?;
+        if opts.own_every != 0 {
+            t.calibrate_run_cost()
+                .context("calibrating the cost of a program run")?;
+        }
         Ok(t)
     }
 
@@ -406,6 +420,7 @@ impl Tracer {
                 sum_ns: 0,
                 own_ns: 0,
                 own_runs: 0,
+                own_count: 0,
                 buckets: [0; netpath_common::hist::HIST_SLOTS],
             };
             for i in 0..NSLOTS as u32 {
@@ -420,10 +435,6 @@ impl Tracer {
             }
         }
         {
-            // No traced thread waits for its wakeup any more (`sched_switch`'s first test).
-            let mut p: Array<&mut MapData, u64> =
-                Array::try_from(self.ebpf.map_mut("WAKES_PENDING").unwrap())?;
-            p.set(0, 0, 0)?;
             clear_array::<FlightSlot>(self.ebpf.map_mut("FLIGHTS").unwrap(), FLIGHT_SLOTS)?;
             clear_u64_keys::<SkbState>(self.ebpf.map_mut("TIMELINES").unwrap())?;
             clear_array::<DevSlot>(self.ebpf.map_mut("DEVSLOTS").unwrap(), DEV_SLOTS)?;
@@ -472,6 +483,7 @@ impl Tracer {
                 st.sum_ns += v.sum_ns;
                 st.own_ns += v.own_ns;
                 st.own_runs += v.own_runs;
+                st.own_count += v.own_count;
                 for (a, b) in h.iter_mut().zip(v.buckets.iter()) {
                     *a += b;
                 }

@@ -7,8 +7,9 @@
 //! before a clock read. Here a UDP datagram goes from a socket to itself on loopback in a tight
 //! loop, with the programs attached and detached in turn: it crosses the hooks a packet on the
 //! path crosses (queue, receive pass, socket wakeup, the send and receive tracepoints), none
-//! of them followed. The difference of the two fastest batches, divided by the program runs
-//! counted on that CPU per datagram, is the cost of a run.
+//! of them followed. Batches with and without alternate; the median of the differences of
+//! neighbouring batches (robust to a batch another process disturbed), divided by the program
+//! runs counted on that CPU per datagram, is the cost of a run.
 use std::{
     net::UdpSocket,
     time::{Duration, Instant},
@@ -24,8 +25,8 @@ use nix::{
 use serde::Serialize;
 
 /// Datagrams per batch and batches per side.
-const BATCH: u32 = 1500;
-const REPEATS: usize = 7;
+const BATCH: u32 = 1000;
+const REPEATS: usize = 9;
 
 /// One run's cost, as calibrated.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -34,7 +35,7 @@ pub struct RunCost {
     pub ns: f64,
     /// Program runs per datagram in the calibration loop.
     pub runs_per_datagram: f64,
-    /// Fastest batch, ns per datagram, with and without the programs.
+    /// Median batch, ns per datagram, with and without the programs.
     pub attached_ns: f64,
     pub detached_ns: f64,
 }
@@ -55,32 +56,32 @@ impl super::Tracer {
     }
 
     fn calibrate_pinned(&mut self, sock: &UdpSocket, cpu: usize) -> Result<RunCost> {
-        let (mut att, mut det, mut runs_per) = (f64::MAX, f64::MAX, f64::NAN);
+        let (mut att, mut det, mut diff, mut runs) = (vec![], vec![], vec![], 0u64);
         // Warm both paths (caches, the socket's route) before the first timed batch.
         batch(sock, 200)?;
         for _ in 0..REPEATS {
             self.detach()?;
-            det = det.min(batch(sock, BATCH)?);
+            let d = batch(sock, BATCH)?;
             self.attach()?;
             let before = self.own_runs(cpu)?;
-            let t = batch(sock, BATCH)?;
-            let runs = self.own_runs(cpu)?.saturating_sub(before);
-            if t < att {
-                att = t;
-                runs_per = runs as f64 / BATCH as f64;
-            }
+            let a = batch(sock, BATCH)?;
+            runs += self.own_runs(cpu)?.saturating_sub(before);
+            att.push(a);
+            det.push(d);
+            diff.push(a - d);
         }
         self.detach()?;
+        let runs_per = runs as f64 / (BATCH as usize * REPEATS) as f64;
         let ns = if runs_per >= 1.0 {
-            ((att - det) / runs_per).max(0.0)
+            (median(&mut diff) / runs_per).max(0.0)
         } else {
             0.0
         };
         Ok(RunCost {
             ns,
             runs_per_datagram: runs_per,
-            attached_ns: att,
-            detached_ns: det,
+            attached_ns: median(&mut att),
+            detached_ns: median(&mut det),
         })
     }
 
@@ -113,4 +114,9 @@ fn batch(sock: &UdpSocket, n: u32) -> Result<f64> {
         sock.recv(&mut buf).context("calibration datagram")?;
     }
     Ok(start.elapsed().as_nanos() as f64 / n as f64)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }

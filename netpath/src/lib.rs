@@ -26,6 +26,7 @@ pub mod proxy;
 pub mod render;
 pub mod report;
 pub mod rounds;
+pub mod runtime;
 pub mod serve;
 pub mod stability;
 pub mod trace;

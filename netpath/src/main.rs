@@ -38,7 +38,9 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath compare -d bridge,overlay --underlay-delay 50us   same node vs cross node
     netpath compare --docker --lab       real Docker networks next to the lab, one run
     netpath compare --between web db     between two running containers (client web, server db)
+    netpath compare --between shop/web-0 shop/db-0   between two pods (Docker or containerd)
     netpath trace --container web --container db --port 5432
+    netpath trace --container shop/web-0        a pod's traffic, whatever runtime runs it
     netpath inspect web
     netpath serve --all                  Prometheus metrics of every running container's traffic
     netpath serve --label app=web --listen 0.0.0.0:9433
@@ -118,7 +120,8 @@ struct CompareArgs {
     #[arg(long)]
     lab: bool,
     /// Measure between two running containers instead (client in the first, server in the
-    /// second, on a network they share); nothing is created in Docker.
+    /// second, on a network they share): Docker's or any runtime's, named by id, name or
+    /// namespace/pod[/container]; nothing is created.
     #[arg(long, num_args = 2, value_names = ["CLIENT", "SERVER"], conflicts_with_all = ["docker", "driver"])]
     between: Vec<String>,
     /// Emulate the wire between two nodes: netem delays every packet a node sends on the
@@ -192,8 +195,9 @@ struct TraceArgs {
     /// Only packets first seen on this lab interface.
     #[arg(long)]
     iface: Option<String>,
-    /// Trace the traffic of running Docker containers (by name or id; repeat for several)
-    /// instead of building a lab: attaches to their interfaces and host-side peers only.
+    /// Trace the traffic of running containers (Docker's, containerd's or a pod's: by id, name
+    /// or namespace/pod[/container]; repeat for several) instead of building a lab: attaches
+    /// to their interfaces and host-side peers only.
     #[arg(long)]
     container: Vec<String>,
     /// With --container: stop after this many seconds even if fewer packets came (0.1-3600).
@@ -270,10 +274,12 @@ struct ServeArgs {
     /// Address to listen on (loopback unless told otherwise).
     #[arg(long, default_value = "127.0.0.1:9433")]
     listen: std::net::SocketAddr,
-    /// Follow this container (name or id; repeat for several); picked up when it starts.
+    /// Follow this container (id, name or namespace/pod[/container], on Docker, containerd or
+    /// found by its cgroup; repeat for several); picked up when it starts.
     #[arg(long, conflicts_with = "all")]
     container: Vec<String>,
-    /// Follow the running containers with this label (KEY or KEY=VALUE; repeat: all must match).
+    /// Follow the running containers with this label (KEY or KEY=VALUE; repeat: all must
+    /// match; a pod's labels count for its containers).
     #[arg(long, conflicts_with = "all")]
     label: Vec<String>,
     /// Follow every running container.
@@ -318,8 +324,8 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench(a) => bench(a),
         Cmd::Validate(a) => validate(a),
         Cmd::Inspect(a) => {
-            let engine = netpath::docker::Engine::connect()?;
-            let r = netpath::docker::inspect(&engine, &a.container)?;
+            let mut node = netpath::runtime::Node::connect()?;
+            let r = netpath::runtime::inspect(&mut node, &a.container)?;
             render::emit(a.output.format(), None, &r)
         }
         Cmd::Serve(a) => serve(a),
@@ -356,7 +362,7 @@ fn compare(a: CompareArgs) -> Result<()> {
         delay,
         jitter: a.underlay_jitter.unwrap_or_default(),
     });
-    let on_docker = a.docker || !a.between.is_empty();
+    let between = !a.between.is_empty();
     // A placement this machine cannot give is said before anything is loaded or built.
     let mut opts = a.traffic.options(drivers, underlay)?;
     netpath::compare_args::set_protocols(&mut opts, &a.proto)?;
@@ -371,9 +377,11 @@ fn compare(a: CompareArgs) -> Result<()> {
     let caps = doctor::probe()?;
     let backend = backend::select(a.traffic.backend, &caps)?;
     // A missing daemon is said before anything else is printed.
-    let engine = on_docker
+    let engine = a
+        .docker
         .then(netpath::docker::Engine::connect)
         .transpose()?;
+    let node = between.then(netpath::runtime::Node::connect).transpose()?;
     if text {
         render::text::backend_line(backend);
     }
@@ -383,12 +391,12 @@ fn compare(a: CompareArgs) -> Result<()> {
     } else {
         &mut netpath::report::Quiet
     };
-    let drivers = match (&engine, a.between.as_slice()) {
-        (Some(e), [client, server]) => {
-            compare::run_between(backend, &opts, e, client, server, sink)?
+    let drivers = match (node, &engine, a.between.as_slice()) {
+        (Some(mut n), _, [client, server]) => {
+            compare::run_between(backend, &opts, &mut n, client, server, sink)?
         }
-        (Some(e), _) => compare::run_docker(backend, &opts, e, a.lab, sink)?,
-        (None, _) => compare::run(backend, &opts, sink)?,
+        (_, Some(e), _) => compare::run_docker(backend, &opts, e, a.lab, sink)?,
+        _ => compare::run(backend, &opts, sink)?,
     };
     let out = render::text::CompareOutput { backend, drivers };
     render::emit(a.output.format(), Some(backend.name()), &out)?;
@@ -500,12 +508,12 @@ fn serve(a: ServeArgs) -> Result<()> {
         netpath::docker::set_host_proc(dir)?;
     }
     lab::install_signal_cleanup();
-    let engine = netpath::docker::Engine::connect()?;
+    let mut node = netpath::runtime::Node::connect()?;
     let caps = doctor::probe()?;
     let backend = backend::select(a.backend, &caps)?;
     netpath::serve::run(
         backend,
-        &engine,
+        &mut node,
         &netpath::serve::ServeOptions {
             listen: a.listen,
             select: netpath::serve::Selection {

@@ -20,15 +20,19 @@ use crate::cmd;
 /// Debian packages the lab needs: nftables (the `nft` netpath's NAT tables go through),
 /// iproute2, and docker.io for one file, Docker's userland proxy `/usr/sbin/docker-proxy`,
 /// which the published-proxy driver runs as dockerd would (no daemon is started). The Docker
-/// tests and `xtask churn` start the daemon of the same package.
-const APT_LAB: &[&str] = &["nftables", "iproute2", "docker.io"];
+/// tests and `xtask churn` start the daemon of the same package. protobuf-compiler: building
+/// netpath runs `protoc` (the containerd client's build generates its gRPC code).
+const APT_LAB: &[&str] = &["nftables", "iproute2", "docker.io", "protobuf-compiler"];
 /// `netpath bench` measures its harness against sockperf and iperf3 on the same path.
 const APT_BENCH: &[&str] = &["sockperf", "iperf3"];
 /// Test-only tools: the bench's (the output tests run `netpath bench`), bpftool (the tests
 /// list BPF programs and links before and after a run), prometheus (its `promtool` checks the
-/// exporter's output and the example scrape configs; the tests start a server of their own)
-/// and python3-venv for kubernetes-validate's venv.
+/// exporter's output and the example scrape configs; the tests start a server of their own),
+/// python3-venv for kubernetes-validate's venv, and containernetworking-plugins (the CNI bridge
+/// and host-local plugins the containerd tests make pods with; containerd and `ctr` come with
+/// docker.io).
 const APT_TEST: &[&str] = &[
+    "containernetworking-plugins",
     "sockperf",
     "iperf3",
     "bpftool",

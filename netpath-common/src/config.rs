@@ -22,8 +22,11 @@ pub struct FilterConfig {
     /// Port (network byte order, in the low 16 bits) matched against source or destination.
     pub port: u32,
     /// A second port that also passes the port filter (0: none): the container side of a
-    /// published port, so both legs of a relayed journey are followed.
+    /// published port, so both legs of a relayed journey are followed; only for packets whose
+    /// other end is `addr2` (the proxy's or the NAT's side, the container network's gateway),
+    /// so another client of the container's own port is not.
     pub port2: u32,
+    pub addr2: u32,
     /// IPv4 address (network byte order) matched against source or destination.
     pub addr: u32,
     pub proto: u32,
@@ -50,8 +53,9 @@ pub struct LoadConfig {
     /// The kernel has no `sock:sk_data_ready`: relays continue from the last receive pass.
     pub ready_fallback: u32,
     pub filter: FilterConfig,
-    /// Explicit tail padding to the struct's 8-byte alignment.
-    pub _pad: u32,
+    /// Measure netpath's own time along one journey in N (`OwnCpu`: a run count per program,
+    /// and on those journeys a second clock read per point). 0: not at all.
+    pub own_every: u32,
 }
 
 impl KernelOffsets {
@@ -87,12 +91,13 @@ impl LoadConfig {
             on: 0,
             port: 0,
             port2: 0,
+            addr2: 0,
             addr: 0,
             proto: 0,
             netns: 0,
             ifindex: 0,
         },
-        _pad: 0,
+        own_every: 8,
     };
 }
 
@@ -112,7 +117,7 @@ mod tests {
     #[test]
     fn load_config_has_no_implicit_padding() {
         assert_eq!(size_of::<KernelOffsets>(), 14 * 4);
-        assert_eq!(size_of::<FilterConfig>(), 7 * 4);
+        assert_eq!(size_of::<FilterConfig>(), 8 * 4);
         assert_eq!(offset_of!(LoadConfig, max_gap_ns), 0);
         assert_eq!(offset_of!(LoadConfig, offsets), 8);
         assert_eq!(offset_of!(LoadConfig, sample_every), 8 + 56);
@@ -120,8 +125,8 @@ mod tests {
         assert_eq!(offset_of!(LoadConfig, trace_any), 72);
         assert_eq!(offset_of!(LoadConfig, ready_fallback), 76);
         assert_eq!(offset_of!(LoadConfig, filter), 80);
-        assert_eq!(offset_of!(LoadConfig, _pad), 80 + 28);
-        assert_eq!(size_of::<LoadConfig>(), 112);
+        assert_eq!(offset_of!(LoadConfig, own_every), 80 + 32);
+        assert_eq!(size_of::<LoadConfig>(), 120);
     }
 
     #[test]

@@ -27,12 +27,35 @@ pub const NDIRS: usize = 3;
 /// Slots in the per-hop stats map.
 pub const NSLOTS: usize = NHOPS * NDIRS;
 
-/// What the harness sends in a traced run: the value of the `PROTO_MODE` map, which the
-/// loader sets before each run and the programs read (`harness::Proto` converts to it).
+/// What the harness sends in a traced run: `RUN[run::PROTO]`, which the loader sets before
+/// each run and the programs read (`harness::Proto` converts to it).
 pub mod proto {
     pub const TCP: u32 = 0;
     pub const UDP: u32 = 1;
     pub const ICMP: u32 = 2;
+}
+
+/// Indices of the `RUN` array: what the loader sets before each traced run (no reload).
+pub mod run {
+    /// What the harness sends (`proto::*`).
+    pub const PROTO: u32 = 0;
+    /// 1 when relay processes (docker-proxy) are followed: only then does a journey that
+    /// reaches a socket get published for a splicing relay's next send.
+    pub const RELAYS: u32 = 1;
+    pub const COUNT: u32 = 2;
+}
+
+/// Indices of the `DELAY` array of `netpath validate`'s delay program (`tc_delay`).
+pub mod delay {
+    /// ns each data packet is held on the device (0: none).
+    pub const NS: u32 = 0;
+    /// Packets shorter than this pass at once (pure ACKs, ARP).
+    pub const MIN_LEN: u32 = 1;
+    /// Packets held so far, and the ns they were held in all, from the program's first clock
+    /// read to its last (what it really waited: at least `NS`, up to a clock read more).
+    pub const HELD: u32 = 2;
+    pub const HELD_NS: u32 = 3;
+    pub const COUNT: u32 = 4;
 }
 
 /// Role of a traced thread, value of the `TIDS` map.
@@ -171,26 +194,73 @@ pub struct SkbState {
     pub points: [TimelinePoint; MAX_POINTS],
 }
 
-/// Value of the per-CPU `STATS` map: exact count and sum of one hop in one direction.
+/// Exact count and sum of one hop in one direction, and netpath's own time inside it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HopStat {
     pub count: u64,
     pub sum_ns: u64,
+    /// netpath's own time inside the hop that the programs measured (`OwnCpu::ns` deltas).
+    pub own_ns: u64,
+    /// netpath program runs inside the hop, each charged the calibrated cost of a run.
+    pub own_runs: u64,
+    /// Crossings whose own time was measured (a sample: see `LoadConfig::own_every`).
+    pub own_count: u64,
 }
 
-/// Value of the per-CPU `HOPS` map, one per (direction, hop) slot: exact count and sum (means
+/// Value of the per-CPU `HOPS` map, one per (direction, hop) slot: exact count and sums (means
 /// are exact) and the log-linear histogram (percentiles within ±5%). One lookup per record.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct HopHist {
     pub count: u64,
     pub sum_ns: u64,
+    pub own_ns: u64,
+    pub own_runs: u64,
+    pub own_count: u64,
     pub buckets: [u64; hist::HIST_SLOTS],
 }
 
-/// Compact per-skb state kept in the `SKBS` map while a packet is in flight. The full timeline
-/// (`SkbState`) is kept only for sampled packets, in `TIMELINES`.
+/// Value of the per-CPU `OWN` map: netpath's own time on this CPU so far. Every program adds
+/// one run as it starts; a program that stamps a point adds the time from its clock read to
+/// its end. The difference between two stamps on one CPU is netpath's time between them: the
+/// measured tails, plus the runs, which userspace charges the calibrated cost of one run
+/// (dispatch and the work before a clock read).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OwnCpu {
+    pub ns: u64,
+    pub runs: u64,
+}
+
+/// `OwnCpu` as a stamp saw it: low bits (differences between two stamps are small) and the CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OwnSnap {
+    pub ns: u32,
+    pub runs: u16,
+    pub cpu: u16,
+}
+
+impl OwnSnap {
+    /// netpath's own time from `self` to `later`: (measured ns, program runs). On another CPU
+    /// nothing between the two is known but the later program's own run.
+    #[inline(always)]
+    pub fn until(&self, later: &OwnSnap) -> (u32, u16) {
+        if self.cpu == later.cpu {
+            (
+                later.ns.wrapping_sub(self.ns),
+                later.runs.wrapping_sub(self.runs),
+            )
+        } else {
+            (0, 1)
+        }
+    }
+}
+
+/// Compact per-skb state kept in the flight table while a packet is in flight (56 bytes: a
+/// `FlightSlot` is one cache line). The full timeline (`SkbState`) is kept only for sampled
+/// packets, in `TIMELINES`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Flight {
@@ -198,16 +268,54 @@ pub struct Flight {
     pub first_ts: u64,
     pub last_ts: u64,
     pub hop_start: u64,
-    pub cur_hop: u32,
-    pub dir: u32,
+    /// The hop open since `hop_start` (`NO_HOP`: none yet).
+    pub cur_hop: u16,
+    pub dir: u16,
     pub last_point: u16,
     pub last_kind: u16,
-    pub sampled: u16,
     pub rx_passes: u16,
     pub softirqs: u16,
     /// `FLIGHT_*` bits.
     pub flags: u16,
+    /// netpath's own accounting at the last point (`OwnSnap`, split to pack the struct).
+    pub snap_cpu: u16,
     pub last_softirq: u32,
+    pub snap_ns: u32,
+    /// netpath's own time inside the open hop so far: measured ns and program runs.
+    pub hop_own_ns: u32,
+    pub snap_runs: u16,
+    pub hop_own_runs: u16,
+}
+
+/// `Flight::cur_hop` before the first hop is open.
+pub const NO_HOP: u16 = u16::MAX;
+
+impl Flight {
+    #[inline(always)]
+    pub fn sampled(&self) -> bool {
+        self.flags & FLIGHT_SAMPLED != 0
+    }
+
+    #[inline(always)]
+    pub fn own(&self) -> bool {
+        self.flags & FLIGHT_OWN != 0
+    }
+
+    #[inline(always)]
+    pub fn snap(&self) -> OwnSnap {
+        OwnSnap {
+            ns: self.snap_ns,
+            runs: self.snap_runs,
+            cpu: self.snap_cpu,
+        }
+    }
+
+    #[inline(always)]
+    pub fn set_snap(&mut self, s: &OwnSnap) {
+        self.snap_ns = s.ns;
+        self.snap_runs = s.runs;
+        self.snap_cpu = s.cpu;
+    }
 }
 
 /// Value of the `TIDS` map: a traced thread's role and the per-thread points of its current
@@ -239,6 +347,10 @@ pub struct TidState {
     pub wake_gen: u64,
     pub wake_cpu: u32,
     pub _pad: u32,
+    /// netpath's own accounting when the send in progress started, and when the server's
+    /// last receive returned (the turnaround's start).
+    pub send_snap: OwnSnap,
+    pub turn_snap: OwnSnap,
 }
 
 /// One entry of the direct-mapped flight table (`FLIGHTS`): the packet's state, tagged with its
@@ -281,6 +393,8 @@ pub fn ptr_slot(p: u64, mask: u32) -> u32 {
 pub struct RelayHold {
     pub origin_ts: u64,
     pub recv_ts: u64,
+    /// netpath's own accounting when the relay had the message (the proxy hop's start).
+    pub snap: OwnSnap,
     pub dir: u32,
     pub _pad: u32,
 }
@@ -291,6 +405,10 @@ pub const FLIGHT_ANY: u16 = 1;
 /// A relay's second leg: it has crossed its relay already, so no relay may take it up again
 /// when it reaches the far end (the relay's next send belongs to another journey).
 pub const FLIGHT_RELAYED: u16 = 2;
+/// The journey keeps a full timeline (`TIMELINES`) and emits it when it ends.
+pub const FLIGHT_SAMPLED: u16 = 4;
+/// netpath's own time is measured along this journey (one in `LoadConfig::own_every`).
+pub const FLIGHT_OWN: u16 = 8;
 
 /// Value of the `DEVCACHE` map: a `struct net_device *` already resolved to its key and kind.
 #[repr(C)]
@@ -360,6 +478,8 @@ mod pod {
     unsafe impl aya::Pod for super::DropRecord {}
     unsafe impl aya::Pod for super::TimelinePoint {}
     unsafe impl aya::Pod for super::LoadConfig {}
+    unsafe impl aya::Pod for super::OwnCpu {}
+    unsafe impl aya::Pod for super::OwnSnap {}
 }
 
 #[cfg(test)]
@@ -383,19 +503,22 @@ mod tests {
     fn shared_types_have_no_implicit_padding() {
         assert_eq!(size_of::<TimelinePoint>(), 8 + 4 + 4 + 2 * 4);
         assert_eq!(size_of::<DevKey>(), 8);
-        assert_eq!(size_of::<HopStat>(), 16);
+        assert_eq!(size_of::<HopStat>(), 40);
+        assert_eq!(size_of::<OwnSnap>(), 8);
+        assert_eq!(size_of::<OwnCpu>(), 16);
         assert_eq!(size_of::<DropRecord>(), 8 * 3 + 4 * 4 + 2 * 2 + 4);
         let head = 8 * 4 + 4 * 2 + 2 * 4 + 4 * 2 + 2 * 2 + 4 + 2 * 2 + 4 + 24;
         assert_eq!(
             size_of::<SkbState>(),
             head + MAX_POINTS * size_of::<TimelinePoint>()
         );
-        assert_eq!(size_of::<Flight>(), 8 * 3 + 4 * 2 + 2 * 6 + 4);
+        assert_eq!(size_of::<Flight>(), 8 * 3 + 2 * 8 + 4 * 3 + 2 * 2);
+        assert_eq!(size_of::<FlightSlot>(), 64, "one cache line per flight");
         assert_eq!(size_of::<DevInfo>(), 16);
-        assert_eq!(size_of::<TidState>(), 8 * 9 + 4 * 4);
+        assert_eq!(size_of::<TidState>(), 8 * 9 + 4 * 4 + 2 * 8);
         assert_eq!(size_of::<FlightSlot>(), 8 + size_of::<Flight>());
         assert_eq!(size_of::<DevSlot>(), 8 + size_of::<DevInfo>());
-        assert_eq!(size_of::<RelayHold>(), 24);
-        assert_eq!(size_of::<HopHist>(), 16 + 8 * hist::HIST_SLOTS);
+        assert_eq!(size_of::<RelayHold>(), 32);
+        assert_eq!(size_of::<HopHist>(), 40 + 8 * hist::HIST_SLOTS);
     }
 }

@@ -5,72 +5,59 @@
 //! those of the request this CPU received last (the reply is built synchronously in the same
 //! softirq run). There is no server thread: the turnaround is 0.
 use aya_ebpf::helpers::bpf_get_smp_processor_id;
-use netpath_common::{DevKey, Flight, Hop, Point, TimelinePoint, counter, hop};
+use netpath_common::{DevKey, FLIGHT_SAMPLED, Hop, Point, TimelinePoint};
 
 use crate::{
-    flights, journey, kernel,
+    flights, kernel,
     maps::*,
-    path::{advance, now, receiving, record},
+    own::{Done, Stamp, stamp, tail},
+    state::{advance, begin_journey, close_hop, complete, new_flight, receiving, record},
     timeline::{append_point, new_record, note_end_tuple},
 };
 
 /// A packet queued outside a traced send: if it is the echo reply to a followed request,
-/// completes the request and follows the reply. Returns whether it did.
+/// completes the request and follows the reply.
 #[inline(always)]
-pub fn on_queue(skb: u64, key: DevKey, kind: u32) -> Result<bool, i64> {
+pub fn on_queue(skb: u64, key: DevKey, kind: u32) -> Done {
     let Some((kernel::ICMP_ECHO_REPLY, id, seq)) = kernel::echo_of(skb) else {
-        return Ok(false);
+        return Ok(None);
     };
     let rx = RXCPU.get_ptr_mut(0).ok_or(-1i64)?;
     let req = unsafe { (*rx)[0] };
     let Some(fp) = flights::get(req) else {
-        return Ok(false);
+        return Ok(None);
     };
     if unsafe { (*fp).dir } != 0 || !receiving(unsafe { (*fp).last_point }) {
-        return Ok(false);
+        return Ok(None);
     }
     if kernel::echo_of(req) != Some((kernel::ICMP_ECHO, id, seq)) {
-        return Ok(false);
+        return Ok(None);
     }
     unsafe { (*rx)[0] = 0 };
-    let t = now();
+    let st = stamp();
     // The request's last segment (IP input, icmp_echo, the reply built and routed) ends here.
-    advance(fp, req, Point::EchoReply as u16, 0, DevKey::default(), t);
+    advance(fp, req, Point::EchoReply as u16, 0, DevKey::default(), &st);
     let f = unsafe { &*fp };
-    record(f.dir, f.cur_hop, t - f.hop_start);
+    close_hop(f, st.t);
     // The request as the target received it (still the skb icmp_rcv is answering): its
     // addresses and identifier after any NAT on the way, so MASQUERADE's rewrite shows.
     note_end_tuple(req);
-    journey::complete(req, f, t);
-    record(2, Hop::OneWay as u32, 0);
-    start_reply(skb, key, kind, t)?;
-    Ok(true)
+    let measure = tail(f, st.t);
+    complete(req, f, st.t);
+    record(2, Hop::OneWay as u32, 0, Some((0, 0)));
+    start_reply(skb, key, kind, &st)?;
+    Ok(measure)
 }
 
 /// Follows the reply from its first queue, as the server's send would start it.
 #[inline(always)]
-fn start_reply(skb: u64, key: DevKey, kind: u32, t: u64) -> Result<(), i64> {
-    let started = COUNTERS.get_ptr_mut(counter::STARTED).ok_or(-1i64)?;
-    let n = unsafe { core::ptr::read_volatile(started) };
-    crate::atomic::add(started, 1);
-    let every = kernel::sample_every();
-    let sampled = every != 0 && n % every as u64 == 0;
+fn start_reply(skb: u64, key: DevKey, kind: u32, st: &Stamp) -> Result<(), i64> {
+    let flags = begin_journey()?;
+    let sampled = flags & FLIGHT_SAMPLED != 0;
+    let t = st.t;
     let point = Point::DevQueue as u16;
-    let h = hop::hop_between(Point::SendEnter as u16, 0, point, kind as u16);
-    let f = Flight {
-        first_ts: t,
-        last_ts: t,
-        hop_start: t,
-        cur_hop: h as u32,
-        dir: 1,
-        last_point: point,
-        last_kind: kind as u16,
-        sampled: sampled as u16,
-        rx_passes: 0,
-        softirqs: 0,
-        flags: 0,
-        last_softirq: u32::MAX,
-    };
+    let f = new_flight(t, t, 1, (Point::DevQueue, kind as u16), st, (0, 0), flags);
+    let h = f.cur_hop as u32;
     if sampled {
         let first = TimelinePoint {
             ts: t,
@@ -82,7 +69,7 @@ fn start_reply(skb: u64, key: DevKey, kind: u32, t: u64) -> Result<(), i64> {
             cpu: unsafe { bpf_get_smp_processor_id() } as u16,
         };
         let _ = new_record(skb, 0, &f, first, 0, 0);
-        append_point(skb, point, kind as u16, key, h as u32, t);
+        append_point(skb, point, kind as u16, key, h, t);
     }
     if !flights::claim(skb, &f) && sampled {
         let _ = TIMELINES.remove(skb);

@@ -2,15 +2,16 @@
 //! the server's turnaround, or continues a relayed journey) and the receive that completes it.
 use aya_ebpf::helpers::bpf_get_current_pid_tgid;
 use netpath_common::{
-    DevKey, Flight, Hop, Point, ROLE_RELAY, ROLE_SERVER, RelayHold, TidState, counter,
+    DevKey, Hop, OwnSnap, Point, ROLE_RELAY, ROLE_SERVER, RelayHold, TidState, counter,
 };
 
 use crate::{
-    atomic, flights, kernel,
+    flights, kernel,
     maps::*,
-    path::{advance, current_tid, now, record},
+    own::{Done, stamp},
     relay,
-    tids::{adopt_relay_thread, traced},
+    state::{advance, close_hop, complete, current_tid, record},
+    tids::{adopt_relay_thread, maybe_traced, state, traced},
     timeline::emit_timeline,
 };
 
@@ -18,32 +19,38 @@ use crate::{
 /// so only its skbs start journeys; in trace mode (every packet sampled) its destination is
 /// kept too, so a NAT rewrite before the first device shows in the timeline.
 #[inline(always)]
-pub fn on_send_enter_sk(sk: u64) -> Result<(), i64> {
+pub fn on_send_enter_sk(sk: u64) -> Done {
     send_enter(true, sk)
 }
 
 /// A traced thread starts sending (syscall tracepoint: no socket); closes the server's
 /// turnaround.
 #[inline(always)]
-pub fn on_send_enter() -> Result<(), i64> {
+pub fn on_send_enter() -> Done {
     send_enter(true, 0)
 }
 
 /// `count_unmatched`: a relay send without a journey is a lost second leg, except for
 /// splice(2) entries, most of which are not sends (the socket → pipe half, EAGAIN retries).
 #[inline(always)]
-fn send_enter(count_unmatched: bool, sk: u64) -> Result<(), i64> {
+fn send_enter(count_unmatched: bool, sk: u64) -> Done {
     let tid = current_tid();
-    let ts = match traced(tid) {
-        Some(ts) => ts,
-        None => match adopt_relay_thread(tid) {
-            Some(ts) => ts,
-            None => return Ok(()),
-        },
+    let (ts, st) = if maybe_traced(tid) {
+        // The point's clock before the hash lookup: what follows is netpath's own time.
+        let st = stamp();
+        match state(tid) {
+            Some(ts) => (ts, st),
+            None => return Ok(None),
+        }
+    } else {
+        match adopt_relay_thread(tid) {
+            Some(ts) => (ts, stamp()),
+            None => return Ok(None),
+        }
     };
     // tcp_sendmsg_locked fires once per skb filled; the first one starts the send.
     if ts.send_ts != 0 {
-        return Ok(());
+        return Ok(Some(st.t));
     }
     if sk != 0 {
         ts.sock = sk;
@@ -54,22 +61,29 @@ fn send_enter(count_unmatched: bool, sk: u64) -> Result<(), i64> {
             ts.dst_port = p as u32;
         }
     }
-    let t = now();
     if ts.role == ROLE_RELAY {
-        return relay_send(ts, t, count_unmatched);
+        relay_send(ts, st.t, &st.own, count_unmatched);
+        return Ok(Some(st.t));
     }
     if ts.turn_ts != 0 {
-        record(2, Hop::OneWay as u32, t.wrapping_sub(ts.turn_ts));
+        let own = ts.turn_snap.until(&st.own);
+        record(
+            2,
+            Hop::OneWay as u32,
+            st.t.wrapping_sub(ts.turn_ts),
+            Some(own),
+        );
         ts.turn_ts = 0;
     }
-    ts.send_ts = t;
-    Ok(())
+    ts.send_ts = st.t;
+    ts.send_snap = st.own;
+    Ok(Some(st.t))
 }
 
 /// A relay thread starts a send: only sends that carry a journey the relay received are
 /// followed, from the receive that returned it or the wakeup of a splicing relay's socket.
 #[inline(always)]
-fn relay_send(ts: &mut TidState, t: u64, count_unmatched: bool) -> Result<(), i64> {
+fn relay_send(ts: &mut TidState, t: u64, own: &OwnSnap, count_unmatched: bool) {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     let hold = match unsafe { RELAY.get(tgid) } {
         Some(h) => {
@@ -83,54 +97,67 @@ fn relay_send(ts: &mut TidState, t: u64, count_unmatched: bool) -> Result<(), i6
                 if count_unmatched {
                     bump(counter::RELAY_UNMATCHED);
                 }
-                return Ok(());
+                return;
             }
         },
     };
     if t.wrapping_sub(hold.recv_ts) > kernel::max_gap_ns() {
         bump(counter::STALE);
-        return Ok(());
+        return;
     }
     // The proxy hop: the relay has the message (receive returned, or its socket was woken
     // when it splices) → it starts sending it on the other connection.
-    record(hold.dir, Hop::Proxy as u32, t - hold.recv_ts);
+    let proxy_own = hold.snap.until(own);
+    record(
+        hold.dir,
+        Hop::Proxy as u32,
+        t - hold.recv_ts,
+        Some(proxy_own),
+    );
     ts.origin_ts = hold.origin_ts;
     ts.origin_dir = hold.dir;
     ts.send_ts = t;
-    Ok(())
+    ts.send_snap = *own;
 }
 
 /// splice(2) entry (syscall-bounded kernels): for a relay thread holding a journey, the start
 /// of its send; ignored for everyone else (relay threads not yet known are adopted by
 /// `send_enter`).
 #[inline(always)]
-pub fn on_relay_splice() -> Result<(), i64> {
+pub fn on_relay_splice() -> Done {
     match traced(current_tid()) {
-        Some(ts) if ts.role != ROLE_RELAY => Ok(()),
+        Some(ts) if ts.role != ROLE_RELAY => Ok(None),
         _ => send_enter(false, 0),
     }
 }
 
 #[inline(always)]
-pub fn on_send_exit() {
+pub fn on_send_exit() -> Done {
     if let Some(ts) = traced(current_tid()) {
         ts.send_ts = 0;
     }
+    Ok(None)
 }
 
 /// A traced thread's receive on socket `sk` (0: not known, syscall tracepoints) returns `ret`
-/// bytes: completes the journey.
+/// bytes: completes the journey. Its tail is always measured, like the send's: the server's
+/// turnaround and a relay's proxy hop run from one to the other.
 #[inline(always)]
-pub fn on_recv_exit(ret: i64, sk: u64) -> Result<(), i64> {
+pub fn on_recv_exit(ret: i64, sk: u64) -> Done {
     // Errors, EOF and EAGAIN first: no lookup at all.
     if ret <= 0 {
-        return Ok(());
+        return Ok(None);
     }
-    let ts = match traced(current_tid()) {
-        Some(ts) => ts,
-        None => return Ok(()),
+    let tid = current_tid();
+    if !maybe_traced(tid) {
+        return Ok(None);
+    }
+    // The point's clock before the hash lookup: what follows is netpath's own time.
+    let mut st = stamp();
+    let t0 = st.t;
+    let Some(ts) = state(tid) else {
+        return Ok(None);
     };
-    let t = now();
     // A datagram socket's thread sends on the socket it receives on: its own skbs start
     // journeys from then on (`path::own_skb`).
     if kernel::dgram() && sk != 0 && ts.sock == 0 {
@@ -142,57 +169,44 @@ pub fn on_recv_exit(ret: i64, sk: u64) -> Result<(), i64> {
     }
     if skb == 0 {
         bump(counter::RECV_UNMATCHED);
-        return Ok(());
+        return Ok(Some(t0));
     }
     ts.pending_skb = 0;
     let fp = match flights::get(skb) {
         Some(f) if unsafe { (*f).first_ts } == generation => f,
         _ => {
             bump(counter::RECV_UNMATCHED);
-            return Ok(());
+            return Ok(Some(t0));
         }
     };
     // The socket's wakeup may have been traced on another CPU after this receive read the
     // clock (a datagram taken off the queue at once): never close a hop before it opened.
-    let t = t.max(unsafe { (*fp).last_ts });
-    advance(fp, skb, Point::RecvExit as u16, 0, DevKey::default(), t);
+    let t = st.t.max(unsafe { (*fp).last_ts });
+    st.t = t;
+    advance(fp, skb, Point::RecvExit as u16, 0, DevKey::default(), &st);
     let f = unsafe { &*fp };
-    record(f.dir, f.cur_hop, t - f.hop_start);
+    close_hop(f, t);
     if ts.role == ROLE_RELAY {
         // The journey goes on when the relay sends it: hand it over, do not complete it.
         let hold = RelayHold {
             origin_ts: f.first_ts,
             recv_ts: t,
-            dir: f.dir,
+            snap: st.own,
+            dir: f.dir as u32,
             _pad: 0,
         };
         let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
         let _ = RELAY.insert(tgid, hold, 0);
-        if f.sampled != 0 {
+        if f.sampled() {
             emit_timeline(skb, f, t);
         }
         flights::release(skb);
-        return Ok(());
+        return Ok(Some(t0));
     }
     complete(skb, f, t);
     if ts.role == ROLE_SERVER {
         ts.turn_ts = t;
+        ts.turn_snap = st.own;
     }
-    Ok(())
-}
-
-/// A journey's end at `t` (its last hop already recorded): one-way time, receive passes and
-/// softirq runs, the completed count and the timeline; the skb is no longer followed.
-#[inline(always)]
-pub fn complete(skb: u64, f: &Flight, t: u64) {
-    record(f.dir, Hop::OneWay as u32, t - f.first_ts);
-    let p = (f.rx_passes as u32).min(7) * 8 + (f.softirqs as u32).min(7);
-    if let Some(c) = PASSES.get_ptr_mut((f.dir & 3) * 64 + (p & 63)) {
-        atomic::add(c, 1);
-    }
-    bump(counter::COMPLETED);
-    if f.sampled != 0 {
-        emit_timeline(skb, f, t);
-    }
-    flights::release(skb);
+    Ok(Some(t0))
 }

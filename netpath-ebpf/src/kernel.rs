@@ -38,7 +38,18 @@ pub fn ready_fallback() -> bool {
 /// each traced run (`compare --proto tcp,udp,icmp` interleaves them under one load).
 #[inline(always)]
 fn proto_mode() -> u32 {
-    crate::maps::PROTO_MODE.get(0).copied().unwrap_or(0)
+    crate::maps::RUN
+        .get(netpath_common::run::PROTO)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Relay processes (docker-proxy) are followed in this run.
+#[inline(always)]
+pub fn relays() -> bool {
+    crate::maps::RUN
+        .get(netpath_common::run::RELAYS)
+        .is_some_and(|v| *v != 0)
 }
 
 /// Datagram journeys (`--proto udp|icmp`): UDP copies a linear skb without
@@ -206,12 +217,20 @@ pub fn filter_pass(skb: u64, key: &DevKey) -> bool {
         }
     }
     if on & F_PORT != 0 {
-        let (p, p2) = (conf!(filter.port) as u16, conf!(filter.port2) as u16);
-        if sport != p && dport != p && (p2 == 0 || sport != p2 && dport != p2) {
+        let p = conf!(filter.port) as u16;
+        if sport != p && dport != p && !second_leg(saddr, daddr, sport, dport) {
             return false;
         }
     }
     true
+}
+
+/// A published port's second leg: the container side's port, between the container and the
+/// proxy's (or the NAT's) side of its network.
+#[inline(always)]
+fn second_leg(saddr: u32, daddr: u32, sport: u16, dport: u16) -> bool {
+    let (p2, a2) = (conf!(filter.port2) as u16, conf!(filter.addr2));
+    p2 != 0 && (sport == p2 && daddr == a2 || dport == p2 && saddr == a2)
 }
 
 /// IPv4/TCP-or-UDP tuple of an skb whose network and transport headers are set.

@@ -15,10 +15,12 @@ mod icmp;
 mod journey;
 mod kernel;
 mod maps;
+mod own;
 mod path;
 mod probes;
 mod relay;
 mod sched;
+mod state;
 mod tids;
 mod timeline;
 

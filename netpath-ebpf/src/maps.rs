@@ -4,8 +4,8 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, PerCpuHashMap, RingBuf},
 };
 use netpath_common::{
-    DEV_SLOTS, DevKey, DevSlot, FLIGHT_SLOTS, FlightSlot, HopHist, ID_WORDS, NSLOTS, RelayHold,
-    SkbState, TidState, counter,
+    DEV_SLOTS, DevKey, DevSlot, FLIGHT_SLOTS, FlightSlot, HopHist, ID_WORDS, NSLOTS, OwnCpu,
+    RelayHold, SkbState, TidState, counter, delay, run,
 };
 
 /// In-flight packets: the direct-mapped, tagged slot table of `flights.rs`. Entries carry their
@@ -67,9 +67,18 @@ pub static WAKECPU: PerCpuArray<[u64; 2]> = PerCpuArray::with_max_entries(1, 0);
 /// Per CPU: [last tracked skb received, its time, NET_RX softirq run sequence].
 #[map]
 pub static RXCPU: PerCpuArray<[u64; 3]> = PerCpuArray::with_max_entries(1, 0);
-/// What the harness sends in the current run: a `netpath_common::proto` value (`kernel::dgram`).
+/// What the loader set for the current run (`netpath_common::run`): the protocol the harness
+/// sends, whether relays are followed.
 #[map]
-pub static PROTO_MODE: Array<u32> = Array::with_max_entries(1, 0);
+pub static RUN: Array<u32> = Array::with_max_entries(run::COUNT, 0);
+/// `netpath validate`'s injected delay (`netpath_common::delay`): ns, minimum packet length,
+/// packets held.
+#[map]
+pub static DELAY: Array<u64> = Array::with_max_entries(delay::COUNT, 0);
+/// netpath's own time per CPU (`own.rs`).
+#[map]
+pub static OWN: PerCpuArray<OwnCpu> = PerCpuArray::with_max_entries(1, 0);
+
 /// Datagram journeys: (destination address << 16 | port) at their last receive pass →
 /// [skb, generation], for the receive that returns them (`dgram.rs`).
 #[map]

@@ -7,13 +7,17 @@
 //! taker swaps it to 0, so exactly one send takes a journey, and a delivery by copy withdraws
 //! it only if it is still the one published (compare-and-swap). The generation is checked
 //! against the flight when the taker closes it.
-use netpath_common::{Point, RelayHold};
+use netpath_common::{OwnSnap, Point, RelayHold};
 
-use crate::{atomic, flights, kernel, maps::*, path};
+use crate::{atomic, flights, kernel, maps::*, state};
 
-/// A journey reached a socket: publish it for a splicing relay's next send.
+/// A journey reached a socket: publish it for a splicing relay's next send. Only while relays
+/// are followed: the slot is one cache line every CPU writes.
 #[inline(always)]
 pub fn publish(skb: u64, first_ts: u64, dir: u32, t: u64) {
+    if !kernel::relays() {
+        return;
+    }
     if let Some(r) = LAST_READY.get_ptr_mut(0) {
         let r = r as *mut u64;
         atomic::xchg(r, 0);
@@ -30,6 +34,9 @@ pub fn publish(skb: u64, first_ts: u64, dir: u32, t: u64) {
 /// wakeup went unseen would otherwise take the last delivery, often the other direction's).
 #[inline(always)]
 pub fn withdraw(skb: u64) {
+    if !kernel::relays() {
+        return;
+    }
     if let Some(r) = LAST_READY.get_ptr_mut(0) {
         atomic::cas(r as *mut u64, skb, 0);
     }
@@ -52,18 +59,24 @@ pub fn take(t: u64) -> Option<RelayHold> {
     if let Some(f) = flights::get(skb) {
         let f = unsafe { &*f };
         let at_socket = f.last_point == Point::SockReady as u16
-            || kernel::ready_fallback() && path::receiving(f.last_point);
+            || kernel::ready_fallback() && state::receiving(f.last_point);
         if f.first_ts == origin_ts && at_socket {
-            path::record(f.dir, f.cur_hop, ready_ts.saturating_sub(f.hop_start));
-            if f.sampled != 0 {
+            state::close_hop(f, ready_ts);
+            if f.sampled() {
                 crate::timeline::emit_timeline(skb, f, ready_ts);
             }
-            path::forget(skb, f.sampled);
+            state::forget(skb, f.sampled());
         }
     }
+    // The wakeup ran on another CPU than the relay's send: of netpath's time in between only
+    // the send's own run is known (the snapshot's CPU never matches a real one).
     Some(RelayHold {
         origin_ts,
         recv_ts: ready_ts,
+        snap: OwnSnap {
+            cpu: u16::MAX,
+            ..OwnSnap::default()
+        },
         dir: dir as u32,
         _pad: 0,
     })

@@ -3,17 +3,24 @@
 //! thread running (`sched_switch` onto it: after the CPU's idle task, an idle exit; else a
 //! run-queue wait; on another CPU than the waker's or not) → data copied → receive returns.
 //!
-//! Both tracepoints fire for every thread on the machine: an untraced one costs a per-CPU
-//! array lookup (waking: is a journey waking anything on this CPU?) or one kernel read and a
-//! bitmap test (switch). Relays (docker-proxy's Go runtime wakes another thread through
-//! epoll) keep their unsplit wakeup.
+//! Both tracepoints fire for every thread on the machine. An untraced waking costs a per-CPU
+//! array lookup (is a journey waking anything on this CPU?); a switch, one kernel read and a
+//! bitmap test. (A global count of woken traced threads would spare the read, but its cache
+//! line would cross CPUs with every wakeup.) Relays (docker-proxy's Go runtime wakes another
+//! thread through epoll) keep their unsplit wakeup.
 use aya_ebpf::helpers::bpf_get_smp_processor_id;
 use netpath_common::{
     DevKey, Point, ROLE_RELAY,
     hop::{SCHED_CROSS, SCHED_IDLE},
 };
 
-use crate::{flights, kernel, maps::*, path, tids::traced};
+use crate::{
+    flights, kernel,
+    maps::*,
+    own::{Done, stamp, tail},
+    state::{advance, receiving},
+    tids::{maybe_traced, state, traced},
+};
 
 /// A tracked journey woke socket `sk` on this CPU (`sk_data_ready`, or the last receive pass
 /// where that tracepoint is missing): the next waking of a traced thread here is its reader.
@@ -26,55 +33,55 @@ pub fn arm(skb: u64, generation: u64) {
 
 /// `sched:sched_waking(p)`.
 #[inline(always)]
-pub fn on_waking(task: u64) -> Result<(), i64> {
+pub fn on_waking(task: u64) -> Done {
     let w = WAKECPU.get_ptr_mut(0).ok_or(-1i64)?;
     let [skb, generation] = unsafe { *w };
     if skb == 0 {
-        return Ok(());
+        return Ok(None);
     }
+    // A journey woke a socket on this CPU: the point's clock before the task's lookups.
+    let st = stamp();
     let ts = match traced(kernel::task_pid(task)) {
         Some(ts) if ts.role != ROLE_RELAY => ts,
-        _ => return Ok(()),
+        _ => return Ok(None),
     };
     unsafe { (*w)[0] = 0 };
     let f = match flights::get(skb) {
         Some(f) if unsafe { (*f).first_ts } == generation => f,
-        _ => return Ok(()),
+        _ => return Ok(None),
     };
     let lp = unsafe { (*f).last_point };
-    if lp != Point::SockReady as u16 && !path::receiving(lp) {
-        return Ok(());
+    if lp != Point::SockReady as u16 && !receiving(lp) {
+        return Ok(None);
     }
-    let cpu = unsafe { bpf_get_smp_processor_id() };
-    path::advance(
-        f,
-        skb,
-        Point::SchedWaking as u16,
-        0,
-        DevKey::default(),
-        path::now(),
-    );
+    advance(f, skb, Point::SchedWaking as u16, 0, DevKey::default(), &st);
     ts.wake_skb = skb;
     ts.wake_gen = generation;
-    ts.wake_cpu = cpu;
-    Ok(())
+    ts.wake_cpu = unsafe { bpf_get_smp_processor_id() };
+    Ok(tail(unsafe { &*f }, st.t))
 }
 
 /// `sched:sched_switch(preempt, prev, next)`: `next` runs on this CPU.
 #[inline(always)]
-pub fn on_switch(prev: u64, next: u64) -> Result<(), i64> {
-    let ts = match traced(kernel::task_pid(next)) {
+pub fn on_switch(prev: u64, next: u64) -> Done {
+    let tid = kernel::task_pid(next);
+    if !maybe_traced(tid) {
+        return Ok(None);
+    }
+    // A traced thread runs: the point's clock before the hash lookup.
+    let st = stamp();
+    let ts = match state(tid) {
         Some(ts) if ts.wake_skb != 0 => ts,
-        _ => return Ok(()),
+        _ => return Ok(None),
     };
     let skb = ts.wake_skb;
     ts.wake_skb = 0;
     let f = match flights::get(skb) {
         Some(f) if unsafe { (*f).first_ts } == ts.wake_gen => f,
-        _ => return Ok(()),
+        _ => return Ok(None),
     };
     if unsafe { (*f).last_point } != Point::SchedWaking as u16 {
-        return Ok(());
+        return Ok(None);
     }
     let cpu = unsafe { bpf_get_smp_processor_id() };
     let mut kind = 0;
@@ -84,13 +91,13 @@ pub fn on_switch(prev: u64, next: u64) -> Result<(), i64> {
     if cpu != ts.wake_cpu {
         kind |= SCHED_CROSS;
     }
-    path::advance(
+    advance(
         f,
         skb,
         Point::SchedSwitch as u16,
         kind,
         DevKey::default(),
-        path::now(),
+        &st,
     );
-    Ok(())
+    Ok(tail(unsafe { &*f }, st.t))
 }

@@ -14,13 +14,26 @@ fn in_bitmap(map: &aya_ebpf::maps::Array<u64>, id: u32) -> bool {
     }
 }
 
+/// Whether thread `tid` may be traced: the bitmap's answer, an inlined array lookup (a false
+/// positive only sends the thread to `state`, which says no).
+#[inline(always)]
+pub fn maybe_traced(tid: u32) -> bool {
+    in_bitmap(&TID_BITS, tid)
+}
+
+/// State of thread `tid`, if traced: the hash map behind the bitmap.
+#[inline(always)]
+pub fn state(tid: u32) -> Option<&'static mut TidState> {
+    TIDS.get_ptr_mut(tid).map(|p| unsafe { &mut *p })
+}
+
 /// State of thread `tid`, if traced.
 #[inline(always)]
 pub fn traced(tid: u32) -> Option<&'static mut TidState> {
-    if !in_bitmap(&TID_BITS, tid) {
+    if !maybe_traced(tid) {
         return None;
     }
-    TIDS.get_ptr_mut(tid).map(|p| unsafe { &mut *p })
+    state(tid)
 }
 
 /// A thread of a relay process that was not there when tracing started (the Go runtime adds

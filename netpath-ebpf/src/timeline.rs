@@ -75,7 +75,7 @@ pub fn new_record(
     s.hop_start = f.first_ts;
     s.skb = skb;
     s.cur_hop = NO_HOP;
-    s.dir = f.dir;
+    s.dir = f.dir as u32;
     s.last_point = first.point;
     s.last_kind = first.kind;
     s.sampled = 1;

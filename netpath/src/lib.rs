@@ -2,9 +2,10 @@
 //!
 //! The binary is a thin CLI over this library so integration tests drive the same code.
 //! Layers, top to bottom: `cli` (each command's flags and run) → the command engines
-//! (`measure` for compare/diff, `tune`, `bench`, `trace`, `serve`) → `record` (what a run
-//! produced) and `render` (how it is shown) → `harness` (traffic), `probe` (the eBPF side),
-//! `lab`/`docker`/`path` (the paths measured) → `sys` (namespaces, netlink, BTF, /proc).
+//! (`measure` for compare/diff, `tune`, `bench`, `trace`, `serve`, `validate`) → `record`
+//! (what a run produced) and `render` (how it is shown) → `harness` (traffic), `probe` (the
+//! eBPF side), `lab`/`docker`/`runtime`/`path` (the paths measured) → `sys` (namespaces,
+//! netlink, BTF, /proc).
 
 pub mod bench;
 pub mod cli;
@@ -17,10 +18,12 @@ pub mod path;
 pub mod probe;
 pub mod record;
 pub mod render;
+pub mod runtime;
 pub mod serve;
 pub mod sys;
 pub mod trace;
 pub mod tune;
+pub mod validate;
 
 /// An error and its sources on one line.
 pub fn error_chain(e: &dyn std::error::Error) -> String {

@@ -30,7 +30,9 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath compare -d bridge,overlay --underlay-delay 50us   same node vs cross node
     netpath compare --docker --lab       real Docker networks next to the lab, one run
     netpath compare --between web db     between two running containers (client web, server db)
+    netpath compare --between shop/web-0 shop/db-0   between two pods (Docker or containerd)
     netpath trace --container web --container db --port 5432
+    netpath trace --container shop/web-0        a pod's traffic, whatever runtime runs it
     netpath inspect web
     netpath serve --all                  Prometheus metrics of every running container's traffic
     netpath serve --label app=web --listen 0.0.0.0:9433

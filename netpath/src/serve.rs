@@ -8,24 +8,21 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
-use bollard::query_parameters::{InspectNetworkOptions, ListContainersOptions};
+use bollard::query_parameters::InspectNetworkOptions;
 use netpath_common::{Hop, SkbState, counter};
 
-use crate::docker::{ContainerNet, Engine, resolve_container};
+use crate::docker::Engine;
 use crate::path::Device;
 use crate::probe::backend::Backend;
 use crate::probe::tracer::{Tracer, TracerOptions};
 use crate::record;
-use crate::render::prom::{self, DropLabels, HopLabels, Metrics, NameLabel, PathLabels, ProgLabel};
+use crate::render::prom::{
+    self, DropLabels, HopLabels, Metrics, NameLabel, Owner, PathLabels, ProgLabel,
+};
+use crate::runtime::select::{Unit, driver_of, units};
+use crate::runtime::{Node, Runtime};
 
-/// Which containers to follow.
-#[derive(Clone, Debug, Default)]
-pub struct Selection {
-    pub names: Vec<String>,
-    /// `key=value` (or `key`) label filters, as `docker ps --filter label=…`.
-    pub labels: Vec<String>,
-    pub all: bool,
-}
+pub use crate::runtime::select::Selection;
 
 pub struct ServeOptions {
     pub listen: SocketAddr,
@@ -34,15 +31,18 @@ pub struct ServeOptions {
     pub rescan: Duration,
 }
 
-/// A followed container: its name (the `container` label), network driver and devices.
+/// A followed container (or pod): whose it is (the `namespace`, `pod` and `container`
+/// labels), who runs it, its network driver and devices.
 struct Followed {
-    name: String,
+    owner: Owner,
+    runtime: Runtime,
+    ids: Vec<String>,
     driver: String,
     netns_inum: u32,
     devices: Vec<Device>,
 }
 
-pub fn run(backend: Backend, engine: &Engine, opts: &ServeOptions) -> Result<()> {
+pub fn run(backend: Backend, node: &mut Node, opts: &ServeOptions) -> Result<()> {
     // A port in use is said before any program is loaded.
     let listener = TcpListener::bind(opts.listen).with_context(|| {
         format!(
@@ -63,33 +63,24 @@ pub fn run(backend: Backend, engine: &Engine, opts: &ServeOptions) -> Result<()>
     let ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
     spawn_http(listener, metrics.clone(), ready.clone())?;
     eprintln!(
-        "netpath serve: metrics on http://{}/metrics (backend {})",
+        "netpath serve: metrics on http://{}/metrics (backend {}); containers from {}",
         opts.listen,
-        backend.name()
+        backend.name(),
+        node.sources()
     );
     let mut followed: Vec<Followed> = Vec::new();
     let mut last_scan: Option<Instant> = None;
-    let mut daemon_down = false;
+    let mut down: Vec<Runtime> = Vec::new();
     loop {
         if last_scan.is_none_or(|t| t.elapsed() >= opts.rescan) {
             last_scan = Some(Instant::now());
-            match scan(engine, &opts.select) {
-                Ok(now) => {
-                    if std::mem::take(&mut daemon_down) {
-                        log::warn!("the Docker daemon answers again");
-                    }
-                    let mut m = metrics.lock().unwrap_or_else(|e| e.into_inner());
-                    follow(&mut tracer, &mut m, &mut followed, now)?;
-                    ready.store(true, std::sync::atomic::Ordering::SeqCst);
-                }
-                // The daemon restarting: keep what is followed and try again, saying so once
-                // rather than at every rescan.
-                Err(e) if !daemon_down => {
-                    daemon_down = true;
-                    log::warn!("{e:#}; keeping what is followed and retrying");
-                }
-                Err(_) => {}
-            }
+            let (now, failed) = scan(node, &opts.select);
+            say_down_or_up(&mut down, &failed);
+            // A runtime restarting: keep what it had followed and try again.
+            let now = keep_followed(&mut followed, now, &down);
+            let mut m = metrics.lock().unwrap_or_else(|e| e.into_inner());
+            follow(&mut tracer, &mut m, &mut followed, now)?;
+            ready.store(true, std::sync::atomic::Ordering::SeqCst);
         }
         let mut m = metrics.lock().unwrap_or_else(|e| e.into_inner());
         record(&mut m, &mut tracer, &followed)?;
@@ -108,7 +99,7 @@ fn follow(
 ) -> Result<()> {
     let changed = device_set(&now) != device_set(followed);
     for gone in m.containers_with_series() {
-        if !now.iter().any(|f| f.name == gone) {
+        if !now.iter().any(|f| f.owner == gone) {
             m.forget_container(&gone);
         }
     }
@@ -161,70 +152,88 @@ fn device_set(f: &[Followed]) -> Vec<Device> {
     v
 }
 
-/// The running containers the selection names, resolved to their devices.
-fn scan(engine: &Engine, sel: &Selection) -> Result<Vec<Followed>> {
-    let mut filters = std::collections::HashMap::new();
-    filters.insert("status".to_string(), vec!["running".to_string()]);
-    if !sel.labels.is_empty() {
-        filters.insert("label".to_string(), sel.labels.clone());
-    }
-    let list = engine
-        .block_on(engine.docker().list_containers(Some(ListContainersOptions {
-            filters: Some(filters),
-            ..Default::default()
-        })))
-        .map_err(|e| engine.err(e, "listing running containers"))?;
-    let mut out = Vec::new();
-    for c in list {
-        let names: Vec<String> = c
-            .names
-            .unwrap_or_default()
-            .iter()
-            .map(|n| n.trim_start_matches('/').to_string())
-            .collect();
-        let id = c.id.unwrap_or_default();
-        let wanted = sel.all
-            || !sel.labels.is_empty()
-            || sel
-                .names
-                .iter()
-                .any(|n| names.contains(n) || (n.len() >= 12 && id.starts_with(n.as_str())));
-        if !wanted {
-            continue;
-        }
-        // A container that stops between the listing and here is simply not followed.
-        match resolve_container(engine, &id) {
-            Ok(net) => out.push(followed(engine, net)),
-            Err(e) => log::info!("skipping {id}: {e:#}"),
-        }
-    }
-    Ok(out)
+/// The running containers the selection names, resolved to their devices, and the runtimes
+/// that did not answer (with why).
+fn scan(node: &mut Node, sel: &Selection) -> (Vec<Followed>, Vec<(Runtime, String)>) {
+    let scan = node.scan();
+    let units = units(node, &scan, sel);
+    let now = units.into_iter().map(|u| followed(node, u)).collect();
+    (now, scan.failed)
 }
 
-fn followed(engine: &Engine, net: ContainerNet) -> Followed {
-    let driver = if net.host_network {
-        "host".to_string()
-    } else {
-        net.networks
-            .first()
-            .and_then(|n| {
-                engine
-                    .block_on(
-                        engine
-                            .docker()
-                            .inspect_network(&n.network_id, None::<InspectNetworkOptions>),
-                    )
-                    .ok()?
-                    .driver
-            })
-            .unwrap_or_else(|| net.network_mode.clone())
+/// Says once that a runtime stopped answering, and once that it answers again.
+fn say_down_or_up(down: &mut Vec<Runtime>, failed: &[(Runtime, String)]) {
+    for (r, e) in failed {
+        if !down.contains(r) {
+            down.push(*r);
+            log::warn!("{e}; keeping what is followed and retrying");
+        }
+    }
+    down.retain(|r| {
+        let still = failed.iter().any(|(f, _)| f == r);
+        if !still {
+            match r {
+                Runtime::Docker => log::warn!("the Docker daemon answers again"),
+                _ => log::warn!("{} answers again", r.name()),
+            }
+        }
+        still
+    });
+}
+
+/// `now` and, of what was followed, what runtimes that are `down` had named (unless `now`
+/// has it under another name already).
+fn keep_followed(
+    followed: &mut Vec<Followed>,
+    mut now: Vec<Followed>,
+    down: &[Runtime],
+) -> Vec<Followed> {
+    for f in std::mem::take(followed) {
+        let again = now
+            .iter()
+            .any(|n| n.netns_inum == f.netns_inum || n.ids.iter().any(|i| f.ids.contains(i)));
+        if down.contains(&f.runtime) && !again {
+            now.push(f);
+        }
+    }
+    now
+}
+
+fn followed(node: &mut Node, u: Unit) -> Followed {
+    let net = &u.net;
+    let driver = match u.runtime {
+        Runtime::Docker if net.host_network => "host".to_string(),
+        Runtime::Docker => node
+            .engine()
+            .ok()
+            .and_then(|e| docker_driver(e, &net.networks.first()?.network_id))
+            .unwrap_or_else(|| net.network_mode.clone()),
+        _ => driver_of(net),
     };
     Followed {
-        name: net.name.clone(),
+        owner: Owner {
+            namespace: u.namespace,
+            pod: u.pod,
+            container: u.container,
+        },
+        runtime: u.runtime,
+        ids: u.ids,
         driver,
         netns_inum: net.netns_inum,
         devices: net.devices(),
     }
+}
+
+/// The driver of a Docker network.
+fn docker_driver(engine: &Engine, network_id: &str) -> Option<String> {
+    engine
+        .block_on(
+            engine
+                .docker()
+                .inspect_network(network_id, None::<InspectNetworkOptions>),
+        )
+        .ok()?
+        .driver
 }
 
 /// The container a journey belongs to: the first followed container whose namespace it
@@ -268,7 +277,7 @@ fn observe(m: &mut Metrics, s: &SkbState, followed: &[Followed]) {
                 hop: hop.to_string(),
                 direction: direction.clone(),
                 driver: f.driver.clone(),
-                container: f.name.clone(),
+                owner: f.owner.clone(),
             },
             us / 1e6,
         );
@@ -277,7 +286,7 @@ fn observe(m: &mut Metrics, s: &SkbState, followed: &[Followed]) {
         PathLabels {
             direction,
             driver: f.driver.clone(),
-            container: f.name.clone(),
+            owner: f.owner.clone(),
         },
         t.total_us / 1e6,
         t.rx_passes,

@@ -41,6 +41,9 @@ pub struct TraceOutput {
     pub uncounted: Vec<&'static str>,
     /// Raw tracepoints that did not attach, with why: their points are absent from timelines.
     pub missing_tracepoints: Vec<String>,
+    /// With `--container`: the containers followed, who runs each and its pod.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub containers: Vec<crate::runtime::Container>,
 }
 
 /// Resolves the `--netns`/`--iface` filters against the lab.
@@ -105,6 +108,7 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
                 filter: Filter {
                     port: o.port,
                     also_port: None,
+                    also_addr: None,
                     addr: o.host,
                     proto,
                     netns,
@@ -145,6 +149,7 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
             lost,
             uncounted: tracer.uncounted.clone(),
             missing_tracepoints: tracer.missing.clone(),
+            containers: Vec::new(),
         })
     })();
     let torn = lab.teardown();
@@ -202,12 +207,14 @@ pub fn run_passive(
         lost,
         uncounted: tracer.uncounted.clone(),
         missing_tracepoints: tracer.missing.clone(),
+        containers: Vec::new(),
     })
 }
 
-/// `trace --container`: the traffic of running containers, on their interfaces and host-side
-/// peers (and a published port's loopback leg and docker-proxy with `--port`). `text`: the
-/// published legs found are said first.
+/// `trace --container`: the traffic of running containers (Docker's, containerd's, pods'), on
+/// their interfaces and host-side peers (and, on Docker, a published port's loopback leg and
+/// docker-proxy with `--port`). `text`: the containers and the published legs found are said
+/// first.
 pub fn run_containers(
     backend: Backend,
     names: &[String],
@@ -215,11 +222,13 @@ pub fn run_containers(
     timeout: std::time::Duration,
     text: bool,
 ) -> Result<TraceOutput> {
-    let engine = crate::docker::Engine::connect()?;
+    let mut node = crate::runtime::Node::connect()?;
     let mut devices = Vec::new();
     let mut published = Vec::new();
+    let mut records = Vec::new();
     for c in names {
-        let net = crate::docker::resolve_container(&engine, c)?;
+        let r = node.resolve(c)?;
+        let net = r.net;
         if net.networks.iter().all(|n| n.ip.is_none()) && !net.host_network {
             bail!(
                 "container {c} is on no network (--network none?): nothing of its \
@@ -227,9 +236,12 @@ pub fn run_containers(
             );
         }
         let leg = match o.port {
-            Some(p) => crate::docker::published_leg(&engine, &net, p)?,
-            None => None,
+            Some(p) if r.record.runtime == crate::runtime::Runtime::Docker => {
+                crate::docker::published_leg(node.engine()?, &net, p)?
+            }
+            _ => None,
         };
+        records.push(r.record);
         let host_lo = leg.as_ref().map(|l| l.host_lo.clone());
         for d in net.devices().into_iter().chain(host_lo) {
             if !devices.contains(&d) {
@@ -242,16 +254,23 @@ pub fn run_containers(
         for l in &published {
             println!("{}", l.describe());
         }
+        // Who runs a container and its pod, where Docker's name alone does not say it.
+        for r in &records {
+            if r.runtime != crate::runtime::Runtime::Docker || r.pod.is_some() {
+                println!("following {}", r.describe());
+            }
+        }
     }
     let relays: Vec<u32> = published.iter().flat_map(|l| l.relay_pids()).collect();
     let filter = Filter {
         port: o.port,
         also_port: published.first().map(|l| l.container_port),
+        also_addr: published.first().and_then(|l| l.gateway),
         addr: o.host,
         proto: o.proto.map(L4::number),
         ..Default::default()
     };
-    run_passive(
+    let mut out = run_passive(
         backend,
         &names.join(","),
         &devices,
@@ -259,5 +278,7 @@ pub fn run_containers(
         &relays,
         o.count,
         timeout,
-    )
+    )?;
+    out.containers = records;
+    Ok(out)
 }

@@ -1320,3 +1320,160 @@ fn published_port_trace_follows_host_loopback_and_docker_proxy() {
         summary.join("; ")
     );
 }
+
+/// `trace --container web --port P` on a published port follows the journeys that came in
+/// through P (host lo → docker-proxy → web), not another container's requests to web's own
+/// port on the same network.
+#[test]
+fn published_port_trace_leaves_other_clients_of_the_container_port_out() {
+    let (_g, engine) = setup();
+    let tag = docker::image::ensure_agent_image_from(&engine, &agent_exe(), false).unwrap();
+    let id = lab::new_run_id().unwrap();
+    let k = u8::from_str_radix(&id[..2], 16).unwrap() % 254 + 1;
+    let port = 20000 + u16::from_str_radix(&id[..3], 16).unwrap() % 10000;
+    let net = format!("np-test-{id}-net");
+    let (web, cli) = (format!("np-test-{id}-web"), format!("np-test-{id}-cli"));
+    docker_cli(&[
+        "network",
+        "create",
+        "--label",
+        "netpath",
+        "--subnet",
+        &format!("10.211.{k}.0/24"),
+        &net,
+    ]);
+    struct Gone(Vec<String>, String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            for c in &self.0 {
+                let _ = Command::new("docker").args(["rm", "-f", c]).output();
+            }
+            let _ = Command::new("docker")
+                .args(["network", "rm", &self.1])
+                .output();
+        }
+    }
+    let gone = Gone(vec![web.clone(), cli.clone()], net.clone());
+    let (web_ip, cli_ip) = (format!("10.211.{k}.10"), format!("10.211.{k}.20"));
+    let publish = format!("127.0.0.1:{port}:8080");
+    let bind = format!("{web_ip}:8080");
+    docker_cli(&[
+        "run",
+        "-d",
+        "--name",
+        &web,
+        "--label",
+        "netpath",
+        "--network",
+        &net,
+        "--ip",
+        &web_ip,
+        "-p",
+        &publish,
+        &tag,
+        "serve",
+        "--bind",
+        &bind,
+        "--req",
+        "64",
+        "--resp",
+        "32",
+    ]);
+    docker_cli(&[
+        "run",
+        "-d",
+        "--name",
+        &cli,
+        "--label",
+        "netpath",
+        "--network",
+        &net,
+        "--ip",
+        &cli_ip,
+        &tag,
+        "hold",
+    ]);
+    let pid = docker_cli(&["inspect", "-f", "{{.State.Pid}}", &cli]);
+    let cli_ns =
+        netpath::sys::netns::Netns::at(&cli, Path::new(&format!("/proc/{}/ns/net", pid.trim())))
+            .unwrap();
+    let exchange = |addr: SocketAddr, done: &std::sync::atomic::AtomicBool, gap_ms: u64| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut conn = loop {
+            let tried =
+                TcpStream::connect_timeout(&addr, Duration::from_secs(2)).and_then(|mut c| {
+                    c.write_all(&[7u8; 64])?;
+                    c.read_exact(&mut [0u8; 32]).map(|()| c)
+                });
+            match tried {
+                Ok(c) => break c,
+                Err(e) if Instant::now() > deadline => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(200)),
+            }
+        };
+        let mut n = 1u64;
+        let until = Instant::now() + Duration::from_secs(40);
+        while !done.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < until {
+            conn.write_all(&[7u8; 64])?;
+            conn.read_exact(&mut [0u8; 32])?;
+            n += 1;
+            std::thread::sleep(Duration::from_millis(gap_ms));
+        }
+        Ok(n)
+    };
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let published: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let direct: SocketAddr = bind.parse().unwrap();
+    let (out, n_pub, n_direct) = std::thread::scope(|sc| {
+        let via_port = sc.spawn(|| exchange(published, &done, 4));
+        // The other client, inside its own container, five times as busy.
+        let other = sc.spawn(|| {
+            cli_ns
+                .run(|| exchange(direct, &done, 1).map_err(anyhow::Error::from))
+                .unwrap()
+        });
+        let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
+            .args(["trace", "--container", &web, "--port", &port.to_string()])
+            .args(["-c", "20", "--duration", "30", "--format", "json"])
+            .output()
+            .unwrap();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let a = via_port.join().unwrap().unwrap();
+        let b = other.join().unwrap();
+        (out, a, b)
+    });
+    drop(gone);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "trace failed: {stderr}");
+    assert!(
+        n_pub > 0 && n_direct > n_pub,
+        "published {n_pub}, direct {n_direct}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let timelines = v["timelines"].as_array().unwrap();
+    let tuples: Vec<&str> = timelines
+        .iter()
+        .map(|t| t["tuple"].as_str().unwrap_or(""))
+        .collect();
+    println!("published {n_pub}, direct {n_direct}; tuples: {tuples:?}");
+    assert!(!timelines.is_empty(), "no timeline; {stderr}");
+    for t in &tuples {
+        assert!(
+            !t.contains(&cli_ip),
+            "a journey of the other client was followed: {t}"
+        );
+    }
+    // What was followed came through the published port: its loopback leg or the proxy's.
+    assert!(
+        tuples
+            .iter()
+            .all(|t| t.contains(&format!(":{port}")) || t.contains(":8080")),
+        "{tuples:?}"
+    );
+    let hops: Vec<&str> = timelines
+        .iter()
+        .flat_map(|t| t["points"].as_array().unwrap())
+        .filter_map(|p| p["hop"].as_str())
+        .collect();
+    assert!(hops.contains(&"proxy"), "no proxy hop in {hops:?}");
+}

@@ -1,5 +1,5 @@
 //! The fleet files under deploy/: the DaemonSet against Kubernetes' own schemas, offline
-//! (kubernetes-validate, installed by `cargo xtask setup` into target/tools/venv), and the
+//! (kubernetes-validate, installed by `cargo xtask setup --tests` into target/tools/venv), and the
 //! example scrape configs with promtool. Host only; needs no privilege.
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,8 +10,8 @@ fn deploy(p: &str) -> PathBuf {
         .join(p)
 }
 
-/// kubernetes-validate from the venv `cargo xtask setup` made in the target directory (found
-/// from this test binary's path), else from PATH.
+/// kubernetes-validate from the venv `cargo xtask setup --tests` made in the target directory
+/// (found from this test binary's path), else from PATH.
 fn kubernetes_validate() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     exe.ancestors()
@@ -23,7 +23,7 @@ fn kubernetes_validate() -> PathBuf {
 fn run(cmd: &mut Command) -> (bool, String) {
     let out = cmd
         .output()
-        .unwrap_or_else(|e| panic!("{cmd:?}: {e} (`cargo xtask setup` installs it)"));
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e} (`cargo xtask setup --tests` installs it)"));
     let said = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

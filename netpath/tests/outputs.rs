@@ -102,6 +102,7 @@ fn compare_json_matches_its_schema() {
         let cdf = d["rtt_cdf"].as_array().unwrap();
         assert!(cdf.len() > 100, "{}", d["driver"]);
         assert_eq!(cdf.last().unwrap()[1], 1.0);
+        own_time_taken_out(d);
     }
     // The saved JSON renders as one self-contained page and one SVG.
     let dir = std::env::temp_dir().join(format!("np-outputs-{}", std::process::id()));
@@ -178,6 +179,39 @@ fn compare_json_matches_its_schema() {
     );
     assert!(!dir.join("x.html").exists());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every hop row carries netpath's own time and the compensated figure, compensated ≤ raw, the
+/// two add up, some own time was measured, and the consistency check is there with the
+/// calibrated run cost it charged.
+fn own_time_taken_out(d: &Value) {
+    let f = |v: &Value| v.as_f64().unwrap();
+    let hops = d["hops"].as_array().unwrap();
+    for h in hops {
+        let (raw, own, comp) = (
+            f(&h["per_packet_us"]),
+            f(&h["own_us"]),
+            f(&h["compensated_us"]),
+        );
+        assert!(own >= 0.0 && comp >= 0.0 && comp <= raw, "{h}");
+        assert!((raw - own - comp).abs() < 1e-6, "{h}");
+        assert!(f(&h["compensated_p50_us"]) <= f(&h["p50_us"]), "{h}");
+    }
+    assert!(
+        hops.iter().any(|h| f(&h["own_us"]) > 0.0),
+        "no own time measured in {}",
+        d["driver"]
+    );
+    assert!(f(&d["run_cost"]["ns"]) > 0.0, "{}", d["run_cost"]);
+    let c = &d["consistency"];
+    assert!(
+        f(&c["compensated_sum_us"]) < f(&c["raw_sum_us"]) && f(&c["own_us"]) > 0.0,
+        "{c}"
+    );
+    for dir in ["request", "response"] {
+        let ow = &d["one_way"][dir];
+        assert!(f(&ow["compensated_mean_us"]) < f(&ow["mean_us"]), "{ow}");
+    }
 }
 
 #[test]

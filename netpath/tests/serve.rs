@@ -2,7 +2,8 @@
 //! histograms that `promtool check metrics` accepts, a real Prometheus (Debian's, started here
 //! on loopback) scrapes it and answers a hop quantile query, and a container's series go when
 //! it stops; it keeps serving across a restart of a daemon of the test's own. Needs root,
-//! Docker (started if none answers), promtool and prometheus (`cargo xtask setup`). Host only.
+//! Docker (started if none answers), promtool and prometheus (`cargo xtask setup --tests`).
+//! Host only.
 mod common;
 
 use std::io::{Read as _, Write as _};
@@ -96,7 +97,7 @@ fn start_prometheus(target: u16) -> (Reaped, u16, std::path::PathBuf) {
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
             .spawn()
-            .expect("prometheus (Debian's package; `cargo xtask setup`)"),
+            .expect("prometheus (Debian's package; `cargo xtask setup --tests`)"),
     );
     (prom, prom_port, dir)
 }
@@ -187,7 +188,7 @@ fn serve_exports_hop_histograms_that_prometheus_scrapes() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("promtool (Debian's prometheus package; `cargo xtask setup`)");
+        .expect("promtool (Debian's prometheus package; `cargo xtask setup --tests`)");
     p.stdin.take().unwrap().write_all(m.as_bytes()).unwrap();
     let out = p.wait_with_output().unwrap();
     let said = format!(

@@ -10,7 +10,7 @@
 
 use clap::Args;
 
-use crate::run;
+use crate::{run, setup};
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -21,22 +21,22 @@ pub struct BenchArgs {
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     // The stability section (`netpath bench --stability`) follows, unless it was the one asked.
-    if args.args.iter().any(|a| a == "--stability") {
-        return run::run(&run::RunArgs {
-            args: netpath_args(args),
-        });
+    if args.args.iter().any(|a| a == "--stability") || udp(args) {
+        return run::run(&with_bench_tools(netpath_args(args)));
     }
-    if udp(args) {
-        return run::run(&run::RunArgs {
-            args: netpath_args(args),
-        });
+    run::run_and_wait(&with_bench_tools(netpath_args(args)))?;
+    run::run(&with_bench_tools(stability_args(args)))
+}
+
+/// `netpath <args>` after a setup that also installs the bench's tools (sockperf, iperf3).
+fn with_bench_tools(args: Vec<String>) -> run::RunArgs {
+    run::RunArgs {
+        args,
+        setup: setup::SetupArgs {
+            bench: true,
+            ..Default::default()
+        },
     }
-    run::run_and_wait(&run::RunArgs {
-        args: netpath_args(args),
-    })?;
-    run::run(&run::RunArgs {
-        args: stability_args(args),
-    })
 }
 
 /// The bench asked for JSON: `--json`, or its long form `--format json`.

@@ -16,7 +16,7 @@ use std::{
 use anyhow::{Context as _, bail};
 use clap::Args;
 
-use crate::{cmd, dockerd, paths};
+use crate::{cmd, dockerd, paths, setup};
 
 #[derive(Args, Debug)]
 pub struct ChurnArgs {
@@ -39,6 +39,8 @@ impl Drop for Serve {
 }
 
 pub fn run(args: &ChurnArgs) -> anyhow::Result<()> {
+    // docker.io (the daemon it churns containers on) is among the lab's packages.
+    setup::run(&setup::SetupArgs::default())?;
     let exe = match &args.netpath {
         Some(p) => p.clone(),
         None => paths::release_netpath()?,

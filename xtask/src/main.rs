@@ -33,7 +33,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Install what building and testing netpath needs (idempotent; root only).
+    /// Install what building and running netpath needs; --tests, --bench, --soak, --screenshot
+    /// and --vm add what those commands need (idempotent; root only).
     Setup(setup::SetupArgs),
     /// Set up, then build, lint, check formatting and run every test.
     Test(test::TestArgs),

@@ -12,6 +12,9 @@ pub struct RunArgs {
     /// Arguments for netpath, e.g. `compare`.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub args: Vec<String>,
+    /// What to install besides the lab's needs (a caller such as `bench` sets its own).
+    #[arg(skip)]
+    pub setup: setup::SetupArgs,
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
@@ -37,7 +40,7 @@ pub fn run_and_wait(args: &RunArgs) -> anyhow::Result<()> {
 
 /// Setup, release build, and the netpath command line to run.
 fn prepare(args: &RunArgs) -> anyhow::Result<Command> {
-    setup::run(&setup::SetupArgs::default())?;
+    setup::run(&args.setup)?;
     let mut netpath = Command::new(paths::release_netpath()?);
     netpath.args(&args.args);
     println!("$ {}", cmd::display(&netpath));

@@ -25,7 +25,10 @@ pub struct ScreenshotArgs {
 }
 
 pub fn run(args: &ScreenshotArgs) -> anyhow::Result<()> {
-    setup::run(&setup::SetupArgs::default())?;
+    setup::run(&setup::SetupArgs {
+        screenshot: true,
+        ..Default::default()
+    })?;
     let html = match &args.html {
         Some(h) => h.clone(),
         None => fresh_report()?,
@@ -72,7 +75,9 @@ fn shoot(html: &Path, out: &Path, window: &str) -> anyhow::Result<()> {
     let browser = ["chromium", "chromium-browser"]
         .into_iter()
         .find(|b| on_path(b))
-        .context("no chromium on PATH: `cargo xtask setup` installs Debian's chromium")?;
+        .context(
+            "no chromium on PATH: `cargo xtask setup --screenshot` installs Debian's chromium",
+        )?;
     let _ = std::fs::remove_file(out);
     cmd::run(Command::new(browser).args([
         "--headless",

@@ -1,5 +1,8 @@
-//! `cargo xtask setup`: installs what building and testing netpath needs on Debian 12.
+//! `cargo xtask setup`: installs what building and running netpath needs on Debian 12, and
+//! with flags what the tests, the bench, the screenshot and the VM tests need besides.
 //!
+//! Each xtask command asks for what it uses: `run` (the main job, netpath on its embedded
+//! lab) only the lab's packages and the eBPF toolchain; `test` adds the test-only tools.
 //! Every check is cheap and every install happens only when its check fails, so a second
 //! run installs nothing and takes about a second.
 
@@ -14,25 +17,32 @@ use clap::Args;
 
 use crate::cmd;
 
-/// Debian packages every run needs: the lab (nftables, iproute2, and docker.io for the real
-/// `/usr/sbin/docker-proxy` of the published-port driver; the daemon is not started), the
-/// traffic generators (sockperf, iperf3), bpftool for inspecting loaded programs, chromium
-/// (headless, `xtask screenshot` of the HTML report) and prometheus (its `promtool` checks the
-/// exporter's output and the example scrape config; the tests start a server of their own),
-/// python3-venv for kubernetes-validate's venv.
-const APT_BASE: &[&str] = &[
-    "python3-venv",
-    "nftables",
-    "iproute2",
-    "docker.io",
+/// Debian packages the lab needs: nftables (the `nft` netpath's NAT tables go through),
+/// iproute2, and docker.io for one file, Docker's userland proxy `/usr/sbin/docker-proxy`,
+/// which the published-proxy driver runs as dockerd would (no daemon is started). The Docker
+/// tests and `xtask churn` start the daemon of the same package. protobuf-compiler: building
+/// netpath runs `protoc` (the containerd client's build generates its gRPC code).
+const APT_LAB: &[&str] = &["nftables", "iproute2", "docker.io", "protobuf-compiler"];
+/// `netpath bench` measures its harness against sockperf and iperf3 on the same path.
+const APT_BENCH: &[&str] = &["sockperf", "iperf3"];
+/// Test-only tools: the bench's (the output tests run `netpath bench`), bpftool (the tests
+/// list BPF programs and links before and after a run), prometheus (its `promtool` checks the
+/// exporter's output and the example scrape configs; the tests start a server of their own),
+/// python3-venv for kubernetes-validate's venv, and containernetworking-plugins (the CNI bridge
+/// and host-local plugins the containerd tests make pods with; containerd and `ctr` come with
+/// docker.io).
+const APT_TEST: &[&str] = &[
+    "containernetworking-plugins",
     "sockperf",
     "iperf3",
     "bpftool",
-    "chromium",
     "prometheus",
+    "python3-venv",
 ];
-/// Docker engine, for the tests that run the real Docker network drivers.
-const APT_DOCKER: &[&str] = &["docker.io"];
+/// `xtask soak` counts BPF programs, maps and links with bpftool between runs.
+const APT_SOAK: &[&str] = &["bpftool"];
+/// Headless chromium, for `xtask screenshot` of the HTML report.
+const APT_SCREENSHOT: &[&str] = &["chromium"];
 /// A second kernel (with kprobes and fentry) under qemu, and what the initramfs needs
 /// (`kmod` for `modinfo` and `depmod`). qemu-system-x86 brings the libraries of the qemu
 /// that runs the VMs; that qemu and the third kernel (6.12) come from backports and are no
@@ -50,12 +60,23 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 /// The toolchain the eBPF crate builds with (aya-build runs `rustup run nightly`).
 const NIGHTLY: &str = "nightly";
 
-/// Optional parts of the setup, each wanted only by the tests that use it.
+/// What to install besides the lab's packages and the eBPF toolchain (`cargo xtask run`'s
+/// needs, always installed).
 #[derive(Args, Clone, Copy, Debug, Default)]
 pub struct SetupArgs {
-    /// Also install Docker (docker.io), for tests against real Docker networks.
+    /// Also install what `cargo xtask test` needs: sockperf, iperf3, bpftool, prometheus,
+    /// kubernetes-validate (in a venv under target/tools), clippy and rustfmt.
     #[arg(long)]
-    pub docker: bool,
+    pub tests: bool,
+    /// Also install what `cargo xtask bench` needs: sockperf and iperf3.
+    #[arg(long)]
+    pub bench: bool,
+    /// Also install what `cargo xtask soak` needs: bpftool.
+    #[arg(long)]
+    pub soak: bool,
+    /// Also install what `cargo xtask screenshot` needs: chromium.
+    #[arg(long)]
+    pub screenshot: bool,
     /// Also install qemu and Debian's cloud kernel, and fetch the 6.12 cloud kernel from
     /// backports into target/vm/kernels (the host's apt sources untouched), for the VM tests.
     #[arg(long)]
@@ -66,14 +87,23 @@ pub struct SetupArgs {
 }
 
 impl SetupArgs {
-    /// Every Debian package this setup wants.
+    /// Every Debian package this setup wants, each once, the lab's first.
     fn apt_packages(&self) -> Vec<&'static str> {
-        let mut pkgs = APT_BASE.to_vec();
-        if self.docker {
-            pkgs.extend_from_slice(APT_DOCKER);
-        }
-        if self.vm {
-            pkgs.extend_from_slice(APT_VM);
+        let wanted = [
+            (true, APT_LAB),
+            (self.tests, APT_TEST),
+            (self.bench, APT_BENCH),
+            (self.soak, APT_SOAK),
+            (self.screenshot, APT_SCREENSHOT),
+            (self.vm, APT_VM),
+        ];
+        let mut pkgs: Vec<&'static str> = Vec::new();
+        for (_, list) in wanted.into_iter().filter(|(on, _)| *on) {
+            for p in list {
+                if !pkgs.contains(p) {
+                    pkgs.push(p);
+                }
+            }
         }
         pkgs
     }
@@ -86,9 +116,12 @@ pub fn run(args: &SetupArgs) -> anyhow::Result<()> {
         std::process::exit(1);
     }
     apt(&args.apt_packages())?;
-    toolchain_components()?;
+    nightly_rust_src()?;
     bpf_linker()?;
-    kubernetes_validate()?;
+    if args.tests {
+        lint_components()?;
+        kubernetes_validate()?;
+    }
     securityfs();
     if args.vm {
         let vm_dir = crate::paths::target_dir(&crate::paths::workspace_root())?.join("vm");
@@ -129,31 +162,27 @@ fn dpkg_installed(pkg: &str) -> bool {
         .is_some_and(|s| s.trim() == "install ok installed")
 }
 
-/// rust-src for the nightly (needed by `-Z build-std=core`), clippy and rustfmt for the
-/// default toolchain. Uses the installed nightly; never fetches a new toolchain.
-fn toolchain_components() -> anyhow::Result<()> {
+/// rust-src for the nightly: the eBPF crate builds `core` itself (`-Z build-std=core`).
+/// Uses the installed nightly; never fetches a new toolchain.
+fn nightly_rust_src() -> anyhow::Result<()> {
     let sysroot = nightly_sysroot()?;
     if sysroot.join("lib/rustlib/src/rust/library").is_dir() {
         println!("setup: rust-src present for {NIGHTLY}");
-    } else {
-        println!("setup: adding rust-src to {NIGHTLY}");
-        cmd::run(Command::new("rustup").args([
-            "component",
-            "add",
-            "rust-src",
-            "--toolchain",
-            NIGHTLY,
-        ]))?;
+        return Ok(());
     }
+    println!("setup: adding rust-src to {NIGHTLY}");
+    cmd::run(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", NIGHTLY]))
+}
 
+/// clippy and rustfmt for the default toolchain, which the tests' lint steps run.
+fn lint_components() -> anyhow::Result<()> {
     let have = |sub: &str| cmd::probe(Command::new("cargo").args([sub, "--version"])).is_some();
     if have("clippy") && have("fmt") {
         println!("setup: clippy and rustfmt present");
-    } else {
-        println!("setup: adding clippy and rustfmt to the default toolchain");
-        cmd::run(Command::new("rustup").args(["component", "add", "clippy", "rustfmt"]))?;
+        return Ok(());
     }
-    Ok(())
+    println!("setup: adding clippy and rustfmt to the default toolchain");
+    cmd::run(Command::new("rustup").args(["component", "add", "clippy", "rustfmt"]))
 }
 
 fn nightly_sysroot() -> anyhow::Result<PathBuf> {
@@ -241,7 +270,6 @@ fn find_libllvm(lib_dir: &Path) -> anyhow::Result<String> {
         .with_context(|| format!("no libLLVM.so.* in {}", lib_dir.display()))
 }
 
-/// Mounts securityfs so `/sys/kernel/security/lockdown` can be read. Failure is harmless.
 /// The kubernetes-validate release the fleet test checks the DaemonSet with (offline: it
 /// ships Kubernetes' schemas).
 const KUBERNETES_VALIDATE: &str = "kubernetes-validate==1.37.0";
@@ -259,6 +287,7 @@ fn kubernetes_validate() -> anyhow::Result<()> {
     cmd::run(Command::new(venv.join("bin/pip")).args(["install", "-q", KUBERNETES_VALIDATE]))
 }
 
+/// Mounts securityfs so `/sys/kernel/security/lockdown` can be read. Failure is harmless.
 fn securityfs() {
     const DIR: &str = "/sys/kernel/security";
     let mounted = fs::read_to_string("/proc/mounts").is_ok_and(|m| {
@@ -295,15 +324,49 @@ mod tests {
     }
 
     #[test]
-    fn optional_packages_only_when_asked() {
-        let base = SetupArgs::default().apt_packages();
-        assert_eq!(base, APT_BASE);
+    fn run_installs_the_lab_only() {
+        let run = SetupArgs::default().apt_packages();
+        assert_eq!(run, APT_LAB);
+        for test_only in [
+            "chromium",
+            "prometheus",
+            "python3-venv",
+            "bpftool",
+            "sockperf",
+        ] {
+            assert!(!run.contains(&test_only), "{test_only} in {run:?}");
+        }
+    }
+
+    #[test]
+    fn each_command_adds_its_own_tools_once() {
+        let tests = SetupArgs {
+            tests: true,
+            ..Default::default()
+        }
+        .apt_packages();
+        assert!(tests.starts_with(APT_LAB));
+        assert!(APT_TEST.iter().all(|p| tests.contains(p)));
+        assert!(!tests.contains(&"chromium") && !tests.contains(&"qemu-system-x86"));
+        let bench = SetupArgs {
+            bench: true,
+            ..Default::default()
+        }
+        .apt_packages();
+        assert_eq!(bench, [APT_LAB, APT_BENCH].concat());
         let all = SetupArgs {
-            docker: true,
+            tests: true,
+            bench: true,
+            soak: true,
+            screenshot: true,
             vm: true,
             ..Default::default()
         }
         .apt_packages();
-        assert!(all.contains(&"docker.io") && all.contains(&"qemu-system-x86"));
+        let mut unique = all.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), all.len(), "{all:?}");
+        assert!(all.contains(&"chromium") && all.contains(&"qemu-system-x86"));
     }
 }

@@ -13,7 +13,7 @@ use std::{
 use anyhow::{Context as _, bail};
 use clap::Args;
 
-use crate::{cmd, paths};
+use crate::{cmd, paths, setup};
 
 #[derive(Args, Debug)]
 pub struct SoakArgs {
@@ -53,6 +53,10 @@ struct Sample {
 }
 
 pub fn run(args: &SoakArgs) -> anyhow::Result<()> {
+    setup::run(&setup::SetupArgs {
+        soak: true,
+        ..Default::default()
+    })?;
     let exe = match &args.netpath {
         Some(p) => p.clone(),
         None => paths::release_netpath()?,

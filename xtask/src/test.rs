@@ -38,6 +38,7 @@ pub struct TestArgs {
 pub fn run(args: &TestArgs) -> anyhow::Result<()> {
     step("setup");
     setup::run(&setup::SetupArgs {
+        tests: true,
         vm: !args.no_vm,
         ..Default::default()
     })?;

@@ -12,7 +12,7 @@ use aya_ebpf::{
 };
 use netpath_common::Point;
 
-use crate::path;
+use crate::{own, path};
 
 #[inline(always)]
 fn kp_arg(ctx: &ProbeContext, n: usize) -> u64 {
@@ -35,14 +35,14 @@ macro_rules! function {
         #[kprobe]
         pub fn $kp(ctx: ProbeContext) -> u32 {
             let dev = function!(@dev kp_arg, ctx, $dev);
-            let _ = path::on_fn_point(kp_arg(&ctx, $skb), dev, Point::$point);
+            own::run(|| path::on_fn_point(kp_arg(&ctx, $skb), dev, Point::$point));
             0
         }
 
         #[fentry(function = $func)]
         pub fn $fe(ctx: FEntryContext) -> u32 {
             let dev = function!(@dev fe_arg, ctx, $dev);
-            let _ = path::on_fn_point(fe_arg(&ctx, $skb), dev, Point::$point);
+            own::run(|| path::on_fn_point(fe_arg(&ctx, $skb), dev, Point::$point));
             0
         }
     };

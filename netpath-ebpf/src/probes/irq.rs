@@ -2,14 +2,17 @@
 //! distinct runs carried it.
 use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
 
-use crate::path;
+use crate::{own, path};
 
 const NET_RX_SOFTIRQ: u64 = 3;
 
 #[raw_tracepoint(tracepoint = "softirq_entry")]
 pub fn softirq_entry(ctx: RawTracePointContext) -> i32 {
-    if ctx.arg::<u64>(0) == NET_RX_SOFTIRQ {
-        path::on_net_rx_softirq();
-    }
+    own::run(|| {
+        if ctx.arg::<u64>(0) == NET_RX_SOFTIRQ {
+            path::on_net_rx_softirq();
+        }
+        Ok(None)
+    });
     0
 }

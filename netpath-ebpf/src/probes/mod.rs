@@ -1,4 +1,5 @@
 //! One module per hook family, named after the kernel hooks they use.
+pub mod delay;
 pub mod doctor;
 pub mod floor;
 pub mod functions;

@@ -4,38 +4,40 @@
 //! which push every syscall on the machine onto the slow path.
 use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
 
-use crate::{journey, path};
+use crate::{journey, own, path};
 
 const MSG_PEEK: u64 = 2;
 
 /// TP_PROTO(const struct sock *sk)
 #[raw_tracepoint(tracepoint = "sk_data_ready")]
 pub fn sk_data_ready(ctx: RawTracePointContext) -> i32 {
-    let _ = path::on_sock_ready(ctx.arg::<u64>(0));
+    own::run(|| path::on_sock_ready(ctx.arg::<u64>(0)));
     0
 }
 
 /// TP_PROTO(const struct sock *sk, const struct msghdr *msg, const struct sk_buff *skb, int size_goal)
 #[raw_tracepoint(tracepoint = "tcp_sendmsg_locked")]
 pub fn tcp_sendmsg_locked(ctx: RawTracePointContext) -> i32 {
-    let _ = journey::on_send_enter_sk(ctx.arg::<u64>(0));
+    own::run(|| journey::on_send_enter_sk(ctx.arg::<u64>(0)));
     0
 }
 
 /// TP_PROTO(struct sock *sk, int ret, int flags)
 #[raw_tracepoint(tracepoint = "sock_send_length")]
 pub fn sock_send_length(_ctx: RawTracePointContext) -> i32 {
-    journey::on_send_exit();
+    own::run(journey::on_send_exit);
     0
 }
 
 /// TP_PROTO(struct sock *sk, int ret, int flags)
 #[raw_tracepoint(tracepoint = "sock_recv_length")]
 pub fn sock_recv_length(ctx: RawTracePointContext) -> i32 {
-    if ctx.arg::<u64>(2) & MSG_PEEK != 0 {
-        return 0;
-    }
-    let ret = ctx.arg::<u64>(1) as i32 as i64;
-    let _ = journey::on_recv_exit(ret, ctx.arg::<u64>(0));
+    own::run(|| {
+        if ctx.arg::<u64>(2) & MSG_PEEK != 0 {
+            return Ok(None);
+        }
+        let ret = ctx.arg::<u64>(1) as i32 as i64;
+        journey::on_recv_exit(ret, ctx.arg::<u64>(0))
+    });
     0
 }

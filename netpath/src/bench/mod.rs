@@ -346,7 +346,7 @@ fn preflight(opts: &BenchOptions) -> Result<()> {
     };
     for &tool in tools {
         if which(tool).is_none() {
-            bail!("{tool} is not installed (`cargo xtask setup` installs it)");
+            bail!("{tool} is not installed (`cargo xtask setup --bench` installs it)");
         }
     }
     Ok(())

@@ -33,7 +33,8 @@ pub struct CompareArgs {
     #[arg(long, help_heading = DOCKER)]
     pub lab: bool,
     /// Measure between two running containers instead (client in the first, server in the
-    /// second, on a network they share); nothing is created in Docker.
+    /// second, on a network they share): Docker's or any runtime's, named by id, name or
+    /// namespace/pod[/container]; nothing is created.
     #[arg(long, num_args = 2, value_names = ["CLIENT", "SERVER"], help_heading = DOCKER, conflicts_with_all = ["docker", "driver"])]
     pub between: Vec<String>,
     /// Emulate the wire between two nodes: netem delays every packet a node sends on the
@@ -68,7 +69,7 @@ impl super::Command for CompareArgs {
             delay,
             jitter: a.underlay_jitter.unwrap_or_default(),
         });
-        let on_docker = a.docker || !a.between.is_empty();
+        let between = !a.between.is_empty();
         // A placement this machine cannot give is said before anything is loaded or built.
         let mut opts = a.traffic.options(drivers, underlay)?;
         opts.set_protos(&a.proto)?;
@@ -83,7 +84,8 @@ impl super::Command for CompareArgs {
         let caps = doctor::probe()?;
         let backend = backend::select(a.traffic.tracing.backend.backend, &caps)?;
         // A missing daemon is said before anything else is printed.
-        let engine = on_docker.then(crate::docker::Engine::connect).transpose()?;
+        let engine = a.docker.then(crate::docker::Engine::connect).transpose()?;
+        let node = between.then(crate::runtime::Node::connect).transpose()?;
         if text {
             render::compare::backend_line(backend);
         }
@@ -93,12 +95,12 @@ impl super::Command for CompareArgs {
         } else {
             &mut crate::record::Quiet
         };
-        let drivers = match (&engine, a.between.as_slice()) {
-            (Some(e), [client, server]) => {
-                compare::run_between(backend, &opts, e, client, server, sink)?
+        let drivers = match (node, &engine, a.between.as_slice()) {
+            (Some(mut n), _, [client, server]) => {
+                compare::run_between(backend, &opts, &mut n, client, server, sink)?
             }
-            (Some(e), _) => compare::run_docker(backend, &opts, e, a.lab, sink)?,
-            (None, _) => compare::run(backend, &opts, sink)?,
+            (_, Some(e), _) => compare::run_docker(backend, &opts, e, a.lab, sink)?,
+            _ => compare::run(backend, &opts, sink)?,
         };
         let out = render::compare::CompareOutput { backend, drivers };
         render::emit(a.output.format(), Some(backend.name()), &out)?;
@@ -121,4 +123,5 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath compare -d bridge -n 50000 --json > bridge.json
     netpath compare -d bridge,host --report run.html --svg run.svg
     netpath compare --docker --lab -d bridge         a Docker network next to its lab version
-    netpath compare --between web db                 between two running containers";
+    netpath compare --between web db                 between two running containers
+    netpath compare --between shop/web-0 shop/db-0   between two pods (Docker or containerd)";

@@ -11,7 +11,7 @@ use crate::render::{self, OutputArgs};
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct InspectArgs {
-    /// The container to look at, by name or id.
+    /// The container to look at: by id, name or namespace/pod[/container].
     pub container: String,
     #[command(flatten)]
     pub output: OutputArgs,
@@ -20,8 +20,8 @@ pub struct InspectArgs {
 impl super::Command for InspectArgs {
     fn run(self) -> Result<()> {
         super::require_root()?;
-        let engine = crate::docker::Engine::connect()?;
-        let r = crate::docker::inspect(&engine, &self.container)?;
+        let mut node = crate::runtime::Node::connect()?;
+        let r = crate::runtime::inspect(&mut node, &self.container)?;
         render::emit(self.output.format(), None, &r)
     }
 }

@@ -51,6 +51,7 @@ commands! {
     Report => report::ReportArgs,
     Diff => diff::DiffArgs,
     Trace => trace::TraceArgs,
+    Validate => validate::ValidateArgs,
     Bench => bench::BenchArgs,
     Inspect => inspect::InspectArgs,
     Serve => serve::ServeArgs,

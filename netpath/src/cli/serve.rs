@@ -16,10 +16,12 @@ pub struct ServeArgs {
     /// Address to listen on (loopback unless told otherwise).
     #[arg(long, default_value = "127.0.0.1:9433")]
     pub listen: std::net::SocketAddr,
-    /// Follow this container (name or id; repeat for several); picked up when it starts.
+    /// Follow this container (id, name or namespace/pod[/container], on Docker, containerd or
+    /// found by its cgroup; repeat for several); picked up when it starts.
     #[arg(long, conflicts_with = "all")]
     pub container: Vec<String>,
-    /// Follow the running containers with this label (KEY or KEY=VALUE; repeat: all must match).
+    /// Follow the running containers with this label (KEY or KEY=VALUE; repeat: all must
+    /// match; a pod's labels count for its containers).
     #[arg(long, conflicts_with = "all")]
     pub label: Vec<String>,
     /// Follow every running container.
@@ -49,12 +51,12 @@ impl super::Command for ServeArgs {
             crate::docker::set_host_proc(dir)?;
         }
         lab::install_signal_cleanup();
-        let engine = crate::docker::Engine::connect()?;
+        let mut node = crate::runtime::Node::connect()?;
         let caps = doctor::probe()?;
         let backend = backend::select(a.backend.backend, &caps)?;
         crate::serve::run(
             backend,
-            &engine,
+            &mut node,
             &crate::serve::ServeOptions {
                 listen: a.listen,
                 select: crate::serve::Selection {

@@ -38,8 +38,9 @@ pub struct TraceArgs {
     /// Only packets first seen on this lab interface.
     #[arg(long)]
     pub iface: Option<String>,
-    /// Trace the traffic of running Docker containers (by name or id; repeat for several)
-    /// instead of building a lab: attaches to their interfaces and host-side peers only.
+    /// Trace the traffic of running containers (Docker's, containerd's or a pod's: by id, name
+    /// or namespace/pod[/container]; repeat for several) instead of building a lab: attaches
+    /// to their interfaces and host-side peers only.
     #[arg(long)]
     pub container: Vec<String>,
     /// With --container: stop after this long even if fewer packets came, e.g. 10s (100ms
@@ -87,4 +88,5 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath trace --port 11111 --count 5            five complete packet timelines on the bridge lab
     netpath trace -d overlay --netns srv --iface eth0 --json
     netpath trace -d bridge --proto udp -c 3        the harness sends UDP; timelines of its datagrams
-    netpath trace --container web --container db --port 5432 --duration 30s";
+    netpath trace --container web --container db --port 5432 --duration 30s
+    netpath trace --container shop/web-0             a pod's traffic, whatever runtime runs it";

@@ -9,10 +9,11 @@ use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use anyhow::{Context, Result, bail};
 
 use super::Engine;
-use super::container::{ContainerNet, hold_paths, resolve_container};
+use super::container::{ContainerNet, hold_paths_in, resolve_container};
 use crate::driver::Driver;
 use crate::lab::new_run_id;
 use crate::path::{Keep, NetPath};
+use crate::sys::netns::Netns;
 
 /// The path between two containers (which tears nothing down), and the driver their shared
 /// path is an instance of.
@@ -27,6 +28,19 @@ pub struct Between {
 pub fn between(engine: &Engine, client: &str, server: &str) -> Result<Between> {
     let c = resolve_container(engine, client)?;
     let s = resolve_container(engine, server)?;
+    let host = Netns::at(&engine.host_netns_name, &engine.host_netns)?;
+    between_nets(&host, &c, &s, (client, server))
+}
+
+/// [`between`] two resolved containers (Docker's or any runtime's) whose runtime's host
+/// namespace is `host`; `names` as the user gave them, for messages.
+pub fn between_nets(
+    host: &Netns,
+    c: &ContainerNet,
+    s: &ContainerNet,
+    names: (&str, &str),
+) -> Result<Between> {
+    let (client, server) = names;
     let (driver, ip, via) = if c.host_network && s.host_network {
         (Driver::Host, Ipv4Addr::LOCALHOST, "host".to_string())
     } else {
@@ -36,19 +50,28 @@ pub fn between(engine: &Engine, client: &str, server: &str) -> Result<Between> {
             .filter(|n| n.ip.is_some())
             .find(|n| c.networks.iter().any(|m| m.network_id == n.network_id))
             .with_context(|| {
-                format!(
-                    "containers {client} and {server} share no Docker network with an IPv4 \
-                     address: connect them first (docker network connect NETWORK {client})"
-                )
+                // Docker's containers have its sandbox key; a pod's network is its bridge.
+                if c.sandbox_key.is_some() {
+                    format!(
+                        "containers {client} and {server} share no Docker network with an \
+                         IPv4 address: connect them first (docker network connect NETWORK \
+                         {client})"
+                    )
+                } else {
+                    format!(
+                        "containers {client} and {server} share no bridge with an IPv4 \
+                         address: put them on one network"
+                    )
+                }
             })?;
         (
-            driver_of(&s, &net.name),
+            driver_of(s, &net.name),
             net.ip.expect("filtered"),
             net.name.clone(),
         )
     };
     let host_used = driver == Driver::Host;
-    let (held, devices) = hold_paths(engine, &[&c, &s], host_used)?;
+    let (held, devices) = hold_paths_in(host, &[c, s], host_used)?;
     if devices.is_empty() {
         bail!("no network device found on the path {client} → {server}");
     }
@@ -59,7 +82,7 @@ pub fn between(engine: &Engine, client: &str, server: &str) -> Result<Between> {
             .map(|h| h.ns.clone())
             .with_context(|| format!("namespace of container {}", cn.name))
     };
-    let (client_ns, server_ns) = (ns(&c)?, ns(&s)?);
+    let (client_ns, server_ns) = (ns(c)?, ns(s)?);
     // A port free on the server's address now; the harness binds it right after.
     let port = server_ns.run(|| {
         let l = TcpListener::bind((ip, 0))

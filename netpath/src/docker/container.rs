@@ -198,10 +198,17 @@ pub fn set_host_proc(dir: PathBuf) -> Result<()> {
     Ok(())
 }
 
+/// The host's /proc: `/proc`, or where `--host-proc` says it is mounted.
+pub(crate) fn proc_root() -> PathBuf {
+    HOST_PROC
+        .get()
+        .cloned()
+        .unwrap_or_else(|| PathBuf::from("/proc"))
+}
+
 /// The network namespace file of the process Docker reports by its host PID.
 fn netns_file(pid: u32) -> PathBuf {
-    let proc = HOST_PROC.get().map_or(Path::new("/proc"), |p| p.as_path());
-    proc.join(pid.to_string()).join("ns/net")
+    proc_root().join(pid.to_string()).join("ns/net")
 }
 
 pub(crate) fn from_inspect(engine: &Engine, c: &ContainerInspectResponse) -> Result<ContainerNet> {
@@ -299,6 +306,23 @@ fn ports_of(ns: &NetworkSettings) -> Vec<PortMapping> {
 
 /// The interfaces inside the container, each with its network and its other end.
 fn interfaces_of(engine: &Engine, c: &ContainerNet) -> Result<Vec<Interface>> {
+    let dir = c
+        .sandbox_key
+        .as_deref()
+        .and_then(|k| Path::new(k).parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| engine.exec_root.join("netns"));
+    let host = (engine.host_netns_name.as_str(), engine.host_netns.as_path());
+    interfaces_with(host, &[dir], c)
+}
+
+/// The interfaces inside the container, each with its network (matched by address) and its
+/// other end, looked for in the `host` namespace (its name and path) and then in the
+/// namespaces bind-mounted in `dirs`.
+pub(crate) fn interfaces_with(
+    host: (&str, &Path),
+    dirs: &[PathBuf],
+    c: &ContainerNet,
+) -> Result<Vec<Interface>> {
     let links = links_at(&c.netns_path)?;
     let mut interfaces = Vec::new();
     if c.host_network {
@@ -312,7 +336,7 @@ fn interfaces_of(engine: &Engine, c: &ContainerNet) -> Result<Vec<Interface>> {
         }
         return Ok(interfaces);
     }
-    let mut cands = Candidates::new(engine, c.sandbox_key.as_deref(), c.netns_inum);
+    let mut cands = Candidates::new(host, dirs, c.netns_inum);
     for l in links {
         let network = c
             .networks
@@ -334,24 +358,18 @@ fn interfaces_of(engine: &Engine, c: &ContainerNet) -> Result<Vec<Interface>> {
 }
 
 /// Namespaces where a container interface's other end may be: the daemon's own, then
-/// every namespace in Docker's netns directory (overlay networks' `1-<id>`), listed
-/// lazily and once.
+/// every namespace in the given directories (Docker's netns directory: overlay networks'
+/// `1-<id>`), listed lazily and once.
 struct Candidates {
     list: Vec<(String, PathBuf, Option<u32>)>,
     links: HashMap<usize, Vec<Link>>,
 }
 
 impl Candidates {
-    fn new(engine: &Engine, sandbox_key: Option<&str>, own_inum: u32) -> Candidates {
-        let mut list = vec![(
-            engine.host_netns_name.clone(),
-            engine.host_netns.clone(),
-            ns_inum(&engine.host_netns).ok(),
-        )];
-        let dir = sandbox_key
-            .and_then(|k| Path::new(k).parent().map(Path::to_path_buf))
-            .unwrap_or_else(|| engine.exec_root.join("netns"));
-        if let Ok(rd) = std::fs::read_dir(&dir) {
+    fn new(host: (&str, &Path), dirs: &[PathBuf], own_inum: u32) -> Candidates {
+        let host_inum = ns_inum(host.1).ok();
+        let mut list = vec![(host.0.to_string(), host.1.to_path_buf(), host_inum)];
+        for rd in dirs.iter().filter_map(|d| std::fs::read_dir(d).ok()) {
             let mut more: Vec<(String, PathBuf, Option<u32>)> = rd
                 .filter_map(|e| e.ok())
                 .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
@@ -361,7 +379,7 @@ impl Candidates {
                         return None;
                     }
                     let i = ns_inum(&p).ok()?;
-                    (i != own_inum).then_some((n, p, Some(i)))
+                    (i != own_inum && Some(i) != host_inum).then_some((n, p, Some(i)))
                 })
                 .collect();
             // Overlay sandboxes first: that is where a veth's other end usually is.
@@ -441,7 +459,19 @@ pub(crate) fn hold_paths(
     containers: &[&ContainerNet],
     host_used: bool,
 ) -> Result<(Vec<Held>, Vec<Device>)> {
-    let host = Netns::at(&e.host_netns_name, &e.host_netns)?;
+    hold_paths_in(
+        &Netns::at(&e.host_netns_name, &e.host_netns)?,
+        containers,
+        host_used,
+    )
+}
+
+/// [`hold_paths`] with the runtime's host namespace given.
+pub(crate) fn hold_paths_in(
+    host: &Netns,
+    containers: &[&ContainerNet],
+    host_used: bool,
+) -> Result<(Vec<Held>, Vec<Device>)> {
     let mut wanted: Vec<(String, PathBuf, u32)> = Vec::new();
     let mut add = |n: (String, PathBuf, u32)| {
         if !wanted.iter().any(|w| w.2 == n.2) {
@@ -469,7 +499,7 @@ pub(crate) fn hold_paths(
         }
     };
     if host_used {
-        for l in links_in(&host)?.iter().filter(|l| l.name == "lo") {
+        for l in links_in(host)?.iter().filter(|l| l.name == "lo") {
             push(Device::of((&host.name, host.inum), l, Role::Link).context("host lo")?);
         }
     }

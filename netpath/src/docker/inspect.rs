@@ -57,11 +57,21 @@ pub struct InspectReport {
     /// The resolved container (namespaces, links, peers).
     #[serde(skip)]
     pub net: Option<ContainerNet>,
+    /// Who runs it and the pod it belongs to (set when found through
+    /// [`runtime`](crate::runtime)).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<crate::runtime::Container>,
 }
 
-/// Inspect container `name` (netpath's or not).
+/// Inspect Docker container `name` (netpath's or not).
 pub fn inspect(engine: &Engine, name: &str) -> Result<InspectReport> {
     let c = resolve_container(engine, name)?;
+    let host = Netns::at(&engine.host_netns_name, &engine.host_netns)?;
+    Ok(inspect_net(&host, c))
+}
+
+/// Inspect a resolved container whose runtime's bridges and host-side links are in `host`.
+pub fn inspect_net(host: &Netns, c: ContainerNet) -> InspectReport {
     let ips: Vec<Ipv4Addr> = c.networks.iter().filter_map(|n| n.ip).collect();
     let host_ports: Vec<u16> = c.ports.iter().map(|p| p.host_port).collect();
     let proxies: Vec<ProxyProcess> = proxy_processes()
@@ -72,7 +82,7 @@ pub fn inspect(engine: &Engine, name: &str) -> Result<InspectReport> {
                     && c.ports.iter().any(|m| m.container_port == p.container_port))
         })
         .collect();
-    let nat_rules = nat_rules(engine, &ips, &host_ports)
+    let nat_rules = nat_rules(host, &ips, &host_ports)
         .unwrap_or_else(|e| vec![format!("(cannot read NAT rules: {e:#})")]);
     let devices = match dev_context(&c) {
         Ok(d) => d,
@@ -87,7 +97,7 @@ pub fn inspect(engine: &Engine, name: &str) -> Result<InspectReport> {
         .iter()
         .find(|i| i.link.name != "lo")
         .map(|i| i.link.mtu);
-    Ok(InspectReport {
+    InspectReport {
         container: c.name.clone(),
         id: c.id.clone(),
         pid: c.pid,
@@ -102,7 +112,8 @@ pub fn inspect(engine: &Engine, name: &str) -> Result<InspectReport> {
         nat_rules,
         devices,
         net: Some(c),
-    })
+        record: None,
+    }
 }
 
 /// One interface of the container and its other end, as `inspect` reports it.
@@ -181,9 +192,8 @@ fn dev_context(c: &ContainerNet) -> Result<Vec<DevContext>> {
     Ok(out)
 }
 
-/// NAT rules of the Docker host's namespace that mention one of `ips` or `ports`.
-fn nat_rules(engine: &Engine, ips: &[Ipv4Addr], ports: &[u16]) -> Result<Vec<String>> {
-    let host = Netns::at(&engine.host_netns_name, &engine.host_netns)?;
+/// NAT rules of the runtime's host namespace that mention one of `ips` or `ports`.
+fn nat_rules(host: &Netns, ips: &[Ipv4Addr], ports: &[u16]) -> Result<Vec<String>> {
     let (ipt, nft) = host.run(|| {
         let run = |prog: &str, args: &[&str]| -> String {
             Command::new(prog)

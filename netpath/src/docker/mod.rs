@@ -34,16 +34,17 @@ mod state;
 mod swarm;
 
 pub use agent::agent_main;
-pub use between::{Between, between};
+pub use between::{Between, between, between_nets};
 pub use cleanup::{cleanup_docker, cleanup_docker_host};
 pub use container::{
     ContainerNet, Interface, NetAttachment, PeerLink, PortMapping, addressing_from_json,
     resolve_container, set_host_proc,
 };
+pub(crate) use container::{interfaces_with, proc_root};
 pub use daemon::SecondDaemon;
 pub use drivers::{DockerLab, DockerLabOptions};
 pub use engine::Engine;
-pub use inspect::{InspectReport, InterfaceReport, inspect};
+pub use inspect::{InspectReport, InterfaceReport, inspect, inspect_net};
 pub use published::{PublishedLeg, published_leg};
 
 /// Label on every container, network and image netpath creates (value `1`).

@@ -26,6 +26,9 @@ pub struct PublishedLeg {
     pub proxies: Vec<ProxyProcess>,
     /// `lo` of the Docker host's namespace: the client's leg to the proxy.
     pub host_lo: Device,
+    /// Gateway of the container's network: where docker-proxy (or the NAT) reaches the
+    /// container from, so the second leg is told from other clients of its port.
+    pub gateway: Option<std::net::Ipv4Addr>,
 }
 
 /// The mapping of `c` whose host port is `port`, if it publishes one.
@@ -59,6 +62,11 @@ pub fn published_leg(engine: &Engine, c: &ContainerNet, port: u16) -> Result<Opt
         proto: m.proto.clone(),
         proxies,
         host_lo,
+        gateway: c
+            .networks
+            .iter()
+            .find(|n| n.ip.is_some())
+            .and_then(|n| n.gateway),
     }))
 }
 

@@ -261,13 +261,13 @@ pub fn run_docker(
 pub fn run_between(
     backend: Backend,
     opts: &CompareOptions,
-    engine: &crate::docker::Engine,
+    node: &mut crate::runtime::Node,
     client: &str,
     server: &str,
     sink: &mut dyn Sink,
 ) -> Result<Vec<DriverReport>> {
     // Resolve the containers first: a typo fails before any program is loaded.
-    let b = crate::docker::between(engine, client, server)?;
+    let b = crate::runtime::between(node, client, server)?;
     for &p in &opts.protos {
         harness::supported::check_docker(b.path.driver, p)?;
     }

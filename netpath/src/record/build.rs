@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use netpath_common::{Dir, DropRecord, Hop, Point, SkbState, hist, hop::slot};
 
+use super::own;
 use super::timeline::device_name;
 use super::*;
 use crate::{
@@ -31,18 +32,26 @@ pub struct TracedRun<'a> {
     pub prog_costs: Vec<ProgCost>,
 }
 
+/// The `q`th percentile of a kernel histogram, in µs: within the bucket that holds it,
+/// interpolated linearly by rank (a bucket is up to 1/16 of its value wide; its midpoint alone
+/// would move a p50 in steps of that width).
 fn percentile_us(h: &[u64], q: f64) -> f64 {
     let total: u64 = h.iter().sum();
     if total == 0 {
         return 0.0;
     }
-    let rank = ((q / 100.0) * total as f64).ceil().max(1.0) as u64;
-    let mut acc = 0;
-    for (b, c) in h.iter().enumerate() {
-        acc += c;
-        if acc >= rank {
-            return hist::midpoint(b as u32) as f64 / 1000.0;
+    let rank = ((q / 100.0) * total as f64).max(1.0);
+    let mut below = 0.0;
+    for (b, &c) in h.iter().enumerate() {
+        if c == 0 {
+            continue;
         }
+        if below + c as f64 >= rank {
+            let (lo, hi) = hist::bounds(b as u32);
+            let within = (rank - below) / c as f64;
+            return (lo as f64 + within * (hi - lo) as f64) / 1000.0;
+        }
+        below += c as f64;
     }
     0.0
 }
@@ -62,28 +71,49 @@ fn table_hops() -> Vec<Hop> {
     v
 }
 
-fn distribution(s: &Snapshot, dir: Dir, hop: Hop) -> Option<Distribution> {
+fn distribution(s: &Snapshot, dir: Dir, hop: Hop, run_ns: f64) -> Option<Distribution> {
     let i = slot(dir as u32, hop as u32) as usize;
     let st = s.stats[i];
     if st.count == 0 {
         return None;
     }
+    // A journey's own time is its hops' (per journey: per crossing times crossings per
+    // journey); the turnaround slot counts its own directly.
+    let own_ns = if hop == Hop::OneWay && dir != Dir::Turnaround {
+        table_hops()
+            .iter()
+            .map(|h| {
+                let hs = &s.stats[slot(dir as u32, *h as u32) as usize];
+                let crossing = own::own_per_crossing_ns(hs, run_ns);
+                crossing.min(hs.sum_ns as f64 / hs.count.max(1) as f64) * hs.count as f64
+                    / st.count as f64
+            })
+            .sum()
+    } else {
+        own::own_per_crossing_ns(&st, run_ns).min(st.sum_ns as f64 / st.count as f64)
+    };
+    let own_us = own_ns / 1000.0;
+    let mean_us = st.sum_ns as f64 / st.count as f64 / 1000.0;
+    let p50_us = percentile_us(&s.hist[i], 50.0);
     Some(Distribution {
         count: st.count,
-        mean_us: st.sum_ns as f64 / st.count as f64 / 1000.0,
-        p50_us: percentile_us(&s.hist[i], 50.0),
+        mean_us,
+        p50_us,
         p99_us: percentile_us(&s.hist[i], 99.0),
+        own_us,
+        compensated_mean_us: mean_us - own_us,
+        compensated_p50_us: (p50_us - own_us).max(0.0),
     })
 }
 
 /// Per direction: the one-way distribution and each hop's row, in path order.
-fn hop_rows(snap: &Snapshot) -> (BTreeMap<&'static str, Distribution>, Vec<HopRow>) {
+fn hop_rows(snap: &Snapshot, run_ns: f64) -> (BTreeMap<&'static str, Distribution>, Vec<HopRow>) {
     let mut one_way = BTreeMap::new();
     let mut hops = Vec::new();
     for dir in [Dir::Request, Dir::Response] {
-        let ow = distribution(snap, dir, Hop::OneWay);
+        let ow = distribution(snap, dir, Hop::OneWay, run_ns);
         let completed = ow.as_ref().map(|d| d.count).unwrap_or(0);
-        let ow_mean = ow.as_ref().map(|d| d.mean_us).unwrap_or(0.0);
+        let ow_comp = ow.as_ref().map(|d| d.compensated_mean_us).unwrap_or(0.0);
         if let Some(d) = ow {
             one_way.insert(dir.name(), d);
         }
@@ -93,24 +123,30 @@ fn hop_rows(snap: &Snapshot) -> (BTreeMap<&'static str, Distribution>, Vec<HopRo
             if st.count == 0 {
                 continue;
             }
-            let per_packet = if completed > 0 {
-                st.sum_ns as f64 / completed as f64 / 1000.0
-            } else {
-                0.0
-            };
+            let per = |ns: f64, n: u64| if n > 0 { ns / n as f64 / 1000.0 } else { 0.0 };
+            // netpath's own time is inside the hop: never more than the hop (the runs' cost is
+            // an estimate and can exceed a small hop's).
+            let own_crossing =
+                own::own_per_crossing_ns(&st, run_ns).min(st.sum_ns as f64 / st.count as f64);
+            let per_packet = per(st.sum_ns as f64, completed);
+            let own_us = per(own_crossing * st.count as f64, completed);
+            let p50_us = percentile_us(&snap.hist[i], 50.0);
             hops.push(HopRow {
                 hop: hop.name(),
                 dir: dir.name(),
                 crossings: st.count,
                 per_packet_us: per_packet,
-                mean_us: st.sum_ns as f64 / st.count as f64 / 1000.0,
-                p50_us: percentile_us(&snap.hist[i], 50.0),
+                mean_us: per(st.sum_ns as f64, st.count),
+                p50_us,
                 p99_us: percentile_us(&snap.hist[i], 99.0),
-                share_pct: if ow_mean > 0.0 {
-                    per_packet / ow_mean * 100.0
+                share_pct: if ow_comp > 0.0 {
+                    (per_packet - own_us) / ow_comp * 100.0
                 } else {
                     0.0
                 },
+                own_us,
+                compensated_us: per_packet - own_us,
+                compensated_p50_us: (p50_us - own_crossing / 1000.0).max(0.0),
             });
         }
     }
@@ -198,8 +234,9 @@ fn device_rows(snap: &Snapshot, devices: &[Device]) -> Vec<DeviceRow> {
 pub fn build(t: &TracedRun) -> DriverReport {
     let (snap, devices) = (t.snap, t.devices);
     let traced_s = RttSummary::from_rr(t.result);
-    let (one_way, hops) = hop_rows(snap);
-    let turnaround = distribution(snap, Dir::Turnaround, Hop::OneWay);
+    let run_cost = t.tracer.run_cost;
+    let (one_way, hops) = hop_rows(snap, run_cost.ns);
+    let turnaround = distribution(snap, Dir::Turnaround, Hop::OneWay, run_cost.ns);
     let attributed = one_way.values().map(|d| d.mean_us).sum::<f64>()
         + turnaround.as_ref().map(|d| d.mean_us).unwrap_or(0.0);
     let backend = t.tracer.backend;
@@ -222,6 +259,8 @@ pub fn build(t: &TracedRun) -> DriverReport {
             0.0
         },
         attributed_us: attributed,
+        run_cost,
+        consistency: None,
         traced: traced_s,
         untraced: None,
         hops,
@@ -266,6 +305,7 @@ impl DriverReport {
             self.probe_effect_p50_pct = Some(pct(self.traced.p50_us, u.p50_us));
             self.untraced = Some(u);
         }
+        self.consistency = own::consistency(self, self.run_cost.ns);
         self.rr = RrRounds::of(&rounds);
         self.probe_effect_below_noise = self
             .rr

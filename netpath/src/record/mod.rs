@@ -76,6 +76,13 @@ pub struct HopRow {
     pub p99_us: f64,
     /// Share of the direction's mean one-way time.
     pub share_pct: f64,
+    /// netpath's own time in this hop, per packet (`report::own`).
+    pub own_us: f64,
+    /// `per_packet_us` less `own_us`: the hop as it would be untraced.
+    pub compensated_us: f64,
+    /// `p50_us` less netpath's own time per crossing (a crossing's own time is close to
+    /// constant, so the distribution shifts by it).
+    pub compensated_p50_us: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -84,6 +91,11 @@ pub struct Distribution {
     pub mean_us: f64,
     pub p50_us: f64,
     pub p99_us: f64,
+    /// netpath's own time per journey (the sum of its hops').
+    pub own_us: f64,
+    /// `mean_us` and `p50_us` less `own_us`.
+    pub compensated_mean_us: f64,
+    pub compensated_p50_us: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -142,6 +154,10 @@ pub struct DriverReport {
     pub rtt_mean_us: f64,
     pub unattributed_us: f64,
     pub attributed_pct: f64,
+    /// The cost of one program run the own times are charged with (`tracer::RunCost`).
+    pub run_cost: crate::probe::tracer::RunCost,
+    /// Compensated request + response + turnaround against the untraced RTT (`own.rs`).
+    pub consistency: Option<own::Consistency>,
     pub lost: BTreeMap<&'static str, u64>,
     pub passes: Vec<PassRow>,
     pub drops: Vec<DropRow>,
@@ -377,6 +393,7 @@ pub fn claims(reports: &[DriverReport]) -> Vec<Claim> {
 
 mod build;
 pub mod header;
+pub mod own;
 pub mod per_round;
 mod timeline;
 pub mod view;

@@ -164,30 +164,66 @@ fn phases(r: &DriverReport) {
     }
 }
 
-/// The per-hop table, the one-way and turnaround distributions.
+/// The per-hop table (netpath's own time taken out, with a column for it), the one-way and
+/// turnaround distributions.
 fn hop_table(r: &DriverReport) {
     println!(
-        "   {:<15} {:<9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
-        "hop", "dir", "crossings", "per-pkt", "mean", "p50", "p99", "share"
+        "   {:<15} {:<9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>6}",
+        "hop", "dir", "crossings", "per-pkt", "netpath", "raw", "p50", "p99", "share"
     );
     for h in &r.hops {
         println!(
-            "   {:<15} {:<9} {:>9} {:>7.2}µs {:>7.2}µs {:>7.2}µs {:>7.2}µs {:>5.1}%",
-            h.hop, h.dir, h.crossings, h.per_packet_us, h.mean_us, h.p50_us, h.p99_us, h.share_pct
+            "   {:<15} {:<9} {:>9} {:>7.2}µs {:>6.2}µs {:>7.2}µs {:>7.2}µs {:>7.2}µs {:>5.1}%",
+            h.hop,
+            h.dir,
+            h.crossings,
+            h.compensated_us,
+            h.own_us,
+            h.per_packet_us,
+            h.compensated_p50_us,
+            h.p99_us,
+            h.share_pct
         );
     }
     for (dir, d) in &r.one_way {
         println!(
-            "   one-way {dir:<9} n={:<7} mean {:>7.2} µs  p50 {:>7.2}  p99 {:>7.2}",
-            d.count, d.mean_us, d.p50_us, d.p99_us
+            "   one-way {dir:<9} n={:<7} mean {:>7.2} µs  p50 {:>7.2}  p99 {:>7.2}  (raw mean {:.2}, netpath {:.2})",
+            d.count, d.compensated_mean_us, d.compensated_p50_us, d.p99_us, d.mean_us, d.own_us
         );
     }
     if let Some(t) = &r.turnaround {
         println!(
-            "   server turnaround n={:<7} mean {:>7.2} µs  p50 {:>7.2}  p99 {:>7.2}",
-            t.count, t.mean_us, t.p50_us, t.p99_us
+            "   server turnaround n={:<7} mean {:>7.2} µs  p50 {:>7.2}  p99 {:>7.2}  (raw mean {:.2}, netpath {:.2})",
+            t.count, t.compensated_mean_us, t.compensated_p50_us, t.p99_us, t.mean_us, t.own_us
         );
     }
+    if let Some(c) = &r.consistency {
+        println!("   {}", consistency_line(c));
+    }
+}
+
+/// Whether the hops, netpath's own time taken out, add up to the untraced round trip.
+pub fn consistency_line(c: &crate::record::own::Consistency) -> String {
+    format!(
+        "check: hops less netpath's own time ({:.2} µs, a program run {:.0} ns) = {:.2} µs vs untraced RTT mean {:.2} µs ({:+.1}%), p50 {:.2} vs {:.2} µs ({:+.1}%){}",
+        c.own_us,
+        c.run_cost_ns,
+        c.compensated_sum_us,
+        c.untraced_mean_us,
+        c.error_mean_pct,
+        c.compensated_p50_sum_us,
+        c.untraced_p50_us,
+        c.error_p50_pct,
+        if c.within_tolerance {
+            String::new()
+        } else {
+            format!(
+                "  OUT OF TOLERANCE (±{}% or ±{} µs): these hop figures do not add up to the untraced path",
+                crate::record::own::TOLERANCE_PCT,
+                crate::record::own::TOLERANCE_US
+            )
+        }
+    )
 }
 
 /// Attribution, receive passes, drops, program costs and every loss counted or not.
@@ -236,6 +272,7 @@ pub fn summary(reports: &[DriverReport]) {
     table(reports);
     println!("   ratios per round between neighbouring runs (untraced p50):");
     ratios(reports);
+    pair_checks(reports);
     if let Some(m) = reports.last().and_then(|r| r.machine.as_ref()) {
         println!("   {}", m.line());
     }
@@ -359,6 +396,30 @@ fn mode(r: &DriverReport) {
             b.wakeup_request_share_pct.unwrap_or(0.0),
             b.wakeup_response_p50_us.unwrap_or(0.0),
             b.placement.line()
+        );
+    }
+}
+
+/// Each driver's difference to its reference, from the compensated hops and from the
+/// untraced round trips.
+fn pair_checks(reports: &[DriverReport]) {
+    let checks = crate::record::own::pair_checks(reports);
+    if checks.is_empty() {
+        return;
+    }
+    println!("   differences, hops less netpath's own time vs untraced RTT means:");
+    for c in checks {
+        println!(
+            "   {:<28} {:+7.2} µs vs {:+7.2} µs untraced (raw hops {:+.2}){}",
+            format!("{} − {}", c.driver, c.reference),
+            c.compensated_delta_us,
+            c.untraced_delta_us,
+            c.raw_delta_us,
+            if c.within_tolerance {
+                ""
+            } else {
+                "  (differs by more than 0.3 µs)"
+            }
         );
     }
 }

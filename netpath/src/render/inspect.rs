@@ -14,12 +14,20 @@ impl InspectReport {
     pub fn render(&self) -> String {
         use std::fmt::Write;
         let mut s = String::new();
-        let short = &self.id[..self.id.len().min(12)];
+        let short = crate::runtime::short_id(&self.id);
         let _ = writeln!(
             s,
             "container {} ({short}), pid {}",
             self.container, self.pid
         );
+        // Who runs it and its pod, where Docker's name alone does not say it.
+        if let Some(r) = self
+            .record
+            .as_ref()
+            .filter(|r| r.runtime != crate::runtime::Runtime::Docker || r.pod.is_some())
+        {
+            let _ = writeln!(s, "  {}", r.describe());
+        }
         let _ = writeln!(
             s,
             "  network mode {}, netns {} (net:[{}]), MTU {}",

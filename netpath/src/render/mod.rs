@@ -18,6 +18,7 @@ pub mod prom;
 pub mod svg;
 pub mod trace;
 pub mod tune;
+pub mod validate;
 
 pub use crate::record::view::CompareView;
 pub use output::{Format, OutputArgs, Render, emit};

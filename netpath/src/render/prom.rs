@@ -1,6 +1,6 @@
 //! `netpath serve`'s metrics in the Prometheus text format (prometheus-client). Labels are
-//! bounded: hop, direction, driver and container (the containers being followed, removed when
-//! they stop), drop reason; never addresses, ports or tuples.
+//! bounded: hop, direction, driver, and Kubernetes' namespace, pod and container (of what is
+//! followed, removed when it stops), drop reason; never addresses, ports or tuples.
 use std::collections::{BTreeMap, BTreeSet};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -25,19 +25,30 @@ pub const METRICS: &[&str] = &[
     "netpath_watched_devices",
 ];
 
+/// Whose traffic a series is: Kubernetes' `namespace`, `pod` and `container` ("" where
+/// none: a Docker container outside pods has only its name).
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct Owner {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HopLabels {
     pub hop: String,
     pub direction: String,
     pub driver: String,
-    pub container: String,
+    #[prometheus(flatten)]
+    pub owner: Owner,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PathLabels {
     pub direction: String,
     pub driver: String,
-    pub container: String,
+    #[prometheus(flatten)]
+    pub owner: Owner,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -81,10 +92,10 @@ pub struct Metrics {
     pub prog_runs: Family<ProgLabel, Counter>,
     pub containers: Gauge,
     pub devices: Gauge,
-    /// Label sets in use per container, so its series go when it stops (bounded memory
-    /// under container churn).
-    hop_sets: BTreeMap<String, BTreeSet<(String, String, String)>>,
-    path_sets: BTreeMap<String, BTreeSet<(String, String)>>,
+    /// Label sets in use per owner, so its series go when it stops (bounded memory under
+    /// container churn).
+    hop_sets: BTreeMap<Owner, BTreeSet<(String, String, String)>>,
+    path_sets: BTreeMap<Owner, BTreeSet<(String, String)>>,
 }
 
 impl Default for Metrics {
@@ -175,16 +186,17 @@ impl Metrics {
     }
 
     pub fn observe_hop(&mut self, l: HopLabels, seconds: f64) {
-        self.hop_sets
-            .entry(l.container.clone())
-            .or_default()
-            .insert((l.hop.clone(), l.direction.clone(), l.driver.clone()));
+        self.hop_sets.entry(l.owner.clone()).or_default().insert((
+            l.hop.clone(),
+            l.direction.clone(),
+            l.driver.clone(),
+        ));
         self.hop.get_or_create(&l).observe(seconds);
     }
 
     pub fn observe_path(&mut self, l: PathLabels, one_way_s: f64, passes: u16, softirqs: u16) {
         self.path_sets
-            .entry(l.container.clone())
+            .entry(l.owner.clone())
             .or_default()
             .insert((l.direction.clone(), l.driver.clone()));
         self.one_way.get_or_create(&l).observe(one_way_s);
@@ -192,21 +204,21 @@ impl Metrics {
         self.softirqs.get_or_create(&l).observe(softirqs as f64);
     }
 
-    /// Removes every series of a container that stopped.
-    pub fn forget_container(&mut self, container: &str) {
-        for (hop, direction, driver) in self.hop_sets.remove(container).unwrap_or_default() {
+    /// Removes every series of a container (or pod) that stopped.
+    pub fn forget_container(&mut self, owner: &Owner) {
+        for (hop, direction, driver) in self.hop_sets.remove(owner).unwrap_or_default() {
             self.hop.remove(&HopLabels {
                 hop,
                 direction,
                 driver,
-                container: container.to_string(),
+                owner: owner.clone(),
             });
         }
-        for (direction, driver) in self.path_sets.remove(container).unwrap_or_default() {
+        for (direction, driver) in self.path_sets.remove(owner).unwrap_or_default() {
             let l = PathLabels {
                 direction,
                 driver,
-                container: container.to_string(),
+                owner: owner.clone(),
             };
             self.one_way.remove(&l);
             self.passes.remove(&l);
@@ -214,8 +226,8 @@ impl Metrics {
         }
     }
 
-    pub fn containers_with_series(&self) -> Vec<String> {
-        let mut c: BTreeSet<String> = self.hop_sets.keys().cloned().collect();
+    pub fn containers_with_series(&self) -> Vec<Owner> {
+        let mut c: BTreeSet<Owner> = self.hop_sets.keys().cloned().collect();
         c.extend(self.path_sets.keys().cloned());
         c.into_iter().collect()
     }
@@ -283,17 +295,22 @@ mod tests {
     /// Every series name a scrape can carry, with one of each kind observed.
     fn emitted() -> BTreeSet<String> {
         let mut m = Metrics::new();
+        let owner = Owner {
+            namespace: "shop".into(),
+            pod: "web-0".into(),
+            container: "web".into(),
+        };
         let hop = HopLabels {
             hop: "veth".into(),
             direction: "request".into(),
             driver: "bridge".into(),
-            container: "web".into(),
+            owner: owner.clone(),
         };
         m.observe_hop(hop, 2e-6);
         let path = PathLabels {
             direction: "request".into(),
             driver: "bridge".into(),
-            container: "web".into(),
+            owner,
         };
         m.observe_path(path, 20e-6, 2, 1);
         let drop = DropLabels {
@@ -316,6 +333,40 @@ mod tests {
             .filter(|l| !l.starts_with('#') && !l.is_empty())
             .map(|l| l.split(['{', ' ']).next().unwrap_or("").to_string())
             .collect()
+    }
+
+    #[test]
+    fn a_gone_pods_series_go_and_only_its() {
+        let mut m = Metrics::new();
+        let owner = |pod: &str| Owner {
+            namespace: "shop".into(),
+            pod: pod.into(),
+            container: "agent".into(),
+        };
+        for pod in ["web-0", "web-1"] {
+            let hop = HopLabels {
+                hop: "bridge".into(),
+                direction: "request".into(),
+                driver: "bridge".into(),
+                owner: owner(pod),
+            };
+            m.observe_hop(hop, 1e-6);
+            let path = PathLabels {
+                direction: "request".into(),
+                driver: "bridge".into(),
+                owner: owner(pod),
+            };
+            m.observe_path(path, 1e-5, 1, 1);
+        }
+        let text = m.encode_classic();
+        assert!(text.contains(
+            "netpath_hop_latency_seconds_count{hop=\"bridge\",direction=\"request\",driver=\"bridge\",namespace=\"shop\",pod=\"web-0\",container=\"agent\"} 1"
+        ), "{text}");
+        m.forget_container(&owner("web-0"));
+        let text = m.encode_classic();
+        assert!(!text.contains("pod=\"web-0\""), "{text}");
+        assert!(text.contains("pod=\"web-1\""), "{text}");
+        assert_eq!(m.containers_with_series(), vec![owner("web-1")]);
     }
 
     #[test]

@@ -18,7 +18,7 @@ fn load(name: &str) -> Value {
 }
 
 /// Panics with every violation (instance path and message) when `v` does not match the
-/// schema of output `kind` (compare, trace, doctor, bench, inspect).
+/// schema of output `kind` (compare, trace, doctor, bench, inspect, validate, …).
 pub fn validate(kind: &str, v: &Value) {
     let registry = Registry::new()
         .add(

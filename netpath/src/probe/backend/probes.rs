@@ -42,6 +42,8 @@ pub enum Role {
     Floor,
     /// Per-device packet counts, attached per device by `Tracer::attach_tc_here`.
     Counter,
+    /// `netpath validate`'s injected delay, attached on the one device it names.
+    Delay,
     /// A function probe of the kprobe/fentry backends.
     Function,
     /// Only `netpath doctor` loads it, to learn whether the kernel allows its kind.
@@ -87,7 +89,9 @@ const fn p(
 
 use Kind::{Fentry, Kprobe, RawTracepoint as Raw, Tc, Tracepoint as Tp};
 use Point as P;
-use Role::{Counter, Detail, Doctor, Floor, Function, Path, SockBound, SyscallBound, SyscallSend};
+use Role::{
+    Counter, Delay, Detail, Doctor, Floor, Function, Path, SockBound, SyscallBound, SyscallSend,
+};
 
 /// Every probe, in load order. Rows of one kind used by `doctor` come first of that kind.
 #[rustfmt::skip]
@@ -113,6 +117,7 @@ pub const PROBES: &[Probe] = &[
     p("sys_enter_splice", Tp, "syscalls:sys_enter_splice", SyscallBound, &[P::SendEnter], ALL),
     p("tc_ingress", Tc, "ingress", Counter, &[], ALL),
     p("tc_egress", Tc, "egress", Counter, &[], ALL),
+    p("tc_delay", Tc, "ingress", Delay, &[], ALL),
     p("doctor_kprobe", Kprobe, "ip_rcv", Doctor, &[], &[]),
     p("doctor_fentry", Fentry, "ip_rcv", Doctor, &[], &[]),
     p("kp_veth_xmit", Kprobe, "veth_xmit", Function, &[P::VethXmit], FN),

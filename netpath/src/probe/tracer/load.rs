@@ -31,6 +31,7 @@ pub(super) fn load_config(opts: &TracerOptions, offsets: KernelOffsets) -> Resul
             | f.ifindex.map_or(0, |_| config::F_IFINDEX),
         port: f.port.unwrap_or(0).to_be() as u32,
         port2: f.also_port.unwrap_or(0).to_be() as u32,
+        addr2: u32::from_ne_bytes(f.also_addr.map_or([0; 4], |a| a.octets())),
         addr: u32::from_ne_bytes(f.addr.map_or([0; 4], |a| a.octets())),
         proto: f.proto.unwrap_or(0) as u32,
         netns: f.netns.unwrap_or(0),
@@ -42,11 +43,11 @@ pub(super) fn load_config(opts: &TracerOptions, offsets: KernelOffsets) -> Resul
         sample_every: opts.sample_every,
         flight_mask: opts.flight_slots - 1,
         trace_any: opts.trace_any as u32,
+        own_every: opts.own_every,
         // Known before load (the config is fixed then): does this kernel have
         // sock:sk_data_ready?
         ready_fallback: (!tracepoint_exists("sock", "sk_data_ready")) as u32,
         filter,
-        _pad: 0,
     })
 }
 

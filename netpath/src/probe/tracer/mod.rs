@@ -3,7 +3,9 @@
 //! measures with and without them.
 use std::sync::Mutex;
 
+mod delay;
 mod load;
+mod own;
 mod proto;
 mod samples;
 mod tids;
@@ -13,6 +15,7 @@ use load::{
     clear_array, clear_u64_keys, kernel_at_least, load_config, load_fn_probes, load_tracepoints,
     tcx,
 };
+pub use own::RunCost;
 pub use tids::TidControl;
 
 use anyhow::{Context as _, Result, bail};
@@ -72,14 +75,21 @@ pub struct TracerOptions {
     /// the slow path, shows in the probe effect), and receives find their journey by the
     /// address they arrived on; `icmp`: the kernel's echo reply continues the round trip.
     pub proto: crate::harness::Proto,
+    /// Measure netpath's own time inside the hops along one journey in N (a run count per
+    /// program, a second clock read per point of those journeys), so the hop tables can take
+    /// it out. 0: not at all.
+    pub own_every: u32,
 }
 
 /// Which packets to follow; checked in the kernel when a packet is first seen.
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
     pub port: Option<u16>,
-    /// With `port`: a second port that also passes (a published port's container side).
+    /// With `port`: a second port that also passes (a published port's container side), for
+    /// packets whose other end is `also_addr` (the container network's gateway, where
+    /// docker-proxy or the NAT reaches the container from).
     pub also_port: Option<u16>,
+    pub also_addr: Option<std::net::Ipv4Addr>,
     pub addr: Option<std::net::Ipv4Addr>,
     pub proto: Option<u8>,
     /// Netns inode and ifindex of the device where the packet is first seen.
@@ -98,6 +108,11 @@ impl Default for TracerOptions {
             trace_any: false,
             flight_slots: FLIGHT_SLOTS,
             proto: crate::harness::Proto::Tcp,
+            // Diagnostic for probe-cost work: NETPATH_OWN_EVERY=0 measures without it.
+            own_every: std::env::var("NETPATH_OWN_EVERY")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(8),
         }
     }
 }
@@ -127,6 +142,8 @@ pub struct Tracer {
     pub offsets: KernelOffsets,
     links: Vec<Link>,
     tc_links: Vec<(&'static str, SchedClassifierLinkId)>,
+    /// `validate`'s injected delay (`delay.rs`).
+    delay_link: Option<SchedClassifierLinkId>,
     pub tids: std::sync::Arc<TidControl>,
     samples: samples::SampleDrain,
     drops: RingBuf<MapData>,
@@ -153,6 +170,8 @@ pub struct Tracer {
     _stats: Option<std::os::fd::OwnedFd>,
     /// The programs' summed `recursion_misses` at the last reset.
     misses_base: u64,
+    /// The calibrated cost of one program run (`own.rs`), charged per run counted in a hop.
+    pub run_cost: RunCost,
 }
 
 /// Everything the programs aggregated, summed over CPUs.
@@ -194,17 +213,20 @@ impl Tracer {
             relays: Array::try_from(ebpf.take_map("RELAY_BITS").context("RELAY_BITS map")?)?,
         };
         let drops = RingBuf::try_from(ebpf.take_map("DROPS").context("DROPS map")?)?;
+        let run = Array::try_from(ebpf.take_map("RUN").context("RUN map")?)?;
         let mut t = Tracer {
             ebpf,
             backend,
             offsets,
             links: Vec::new(),
             tc_links: Vec::new(),
+            delay_link: None,
             tids: std::sync::Arc::new(TidControl(
                 Mutex::new(tids),
                 Mutex::new(Vec::new()),
                 Mutex::new(relay_pids),
                 Mutex::new(bits),
+                Mutex::new(run),
             )),
             samples: samples::SampleDrain::start(samples),
             drops,
@@ -223,6 +245,7 @@ impl Tracer {
                 Vec::new()
             },
             misses_base: 0,
+            run_cost: RunCost::default(),
             _stats: if opts.prog_stats {
                 Some(aya::sys::enable_stats(aya::sys::Stats::RunTime)?)
             } else {
@@ -230,6 +253,11 @@ impl Tracer {
             },
         };
         t.set_proto(opts.proto)?;
+        // Before any device is watched, so no calibration datagram is followed.
+        if opts.own_every != 0 {
+            t.calibrate_run_cost()
+                .context("calibrating the cost of a program run")?;
+        }
         Ok(t)
     }
 
@@ -393,6 +421,9 @@ impl Tracer {
             let zero = HopHist {
                 count: 0,
                 sum_ns: 0,
+                own_ns: 0,
+                own_runs: 0,
+                own_count: 0,
                 buckets: [0; netpath_common::hist::HIST_SLOTS],
             };
             for i in 0..NSLOTS as u32 {
@@ -453,6 +484,9 @@ impl Tracer {
             for v in per_cpu.iter() {
                 st.count += v.count;
                 st.sum_ns += v.sum_ns;
+                st.own_ns += v.own_ns;
+                st.own_runs += v.own_runs;
+                st.own_count += v.own_count;
                 for (a, b) in h.iter_mut().zip(v.buckets.iter()) {
                     *a += b;
                 }

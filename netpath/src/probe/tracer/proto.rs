@@ -1,8 +1,8 @@
-//! What the harness sends in the next traced run, for the programs (`PROTO_MODE`) and for the
+//! What the harness sends in the next traced run, for the programs (`RUN[run::PROTO]`) and for the
 //! attach plan (datagram sends start at `sys_enter_sendto`). One load serves every protocol,
 //! so `compare --proto tcp,udp,icmp` interleaves them in its rounds.
 use anyhow::{Result, bail};
-use aya::maps::{Array, MapData};
+use netpath_common::run;
 
 use crate::harness::Proto;
 
@@ -21,12 +21,7 @@ impl super::Tracer {
             );
         }
         let mode = p.kernel();
-        let map = self
-            .ebpf
-            .map_mut("PROTO_MODE")
-            .ok_or_else(|| anyhow::anyhow!("PROTO_MODE map missing from the object"))?;
-        let mut m: Array<&mut MapData, u32> = Array::try_from(map)?;
-        m.set(0, mode, 0)?;
+        self.tids.4.lock().unwrap().set(run::PROTO, mode, 0)?;
         self.dgram = p != Proto::Tcp;
         Ok(())
     }

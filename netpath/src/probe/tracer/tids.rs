@@ -3,7 +3,7 @@ use std::sync::Mutex;
 
 use anyhow::Result;
 use aya::maps::{Array, HashMap, MapData};
-use netpath_common::{ID_WORDS, ROLE_CLIENT, ROLE_RELAY, ROLE_SERVER, TidState};
+use netpath_common::{ID_WORDS, ROLE_CLIENT, ROLE_RELAY, ROLE_SERVER, TidState, run};
 
 /// The traced-thread set, shared with the harness: it names its client and server threads once
 /// warm-up is over, so only measured requests are traced.
@@ -13,6 +13,8 @@ pub struct TidControl(
     pub(super) Mutex<HashMap<MapData, u32, u32>>,
     /// `TID_BITS` and `RELAY_BITS`: the kernel's first filter, one bit per id.
     pub(super) Mutex<Bitmaps>,
+    /// `RUN`: the run's settings the programs read (`netpath_common::run`).
+    pub(super) Mutex<Array<MapData, u32>>,
 );
 
 pub(super) struct Bitmaps {
@@ -37,8 +39,16 @@ impl TidControl {
         *self.1.lock().unwrap() = pids;
     }
 
+    /// Tells the programs whether relays are followed (only then do they publish journeys
+    /// that reach a socket for a splicing relay's next send).
+    fn relays_on(&self, on: bool) -> Result<()> {
+        self.4.lock().unwrap().set(run::RELAYS, on as u32, 0)?;
+        Ok(())
+    }
+
     /// Trace the relays' threads now (passive tracing has no measurement to start them).
     pub fn start_relays(&self) -> Result<()> {
+        self.relays_on(!self.1.lock().unwrap().is_empty())?;
         let relays = self.relay_tids();
         let mut t = self.0.lock().unwrap();
         let mut bits = self.3.lock().unwrap();
@@ -70,6 +80,7 @@ impl TidControl {
 
 impl crate::harness::Phases for TidControl {
     fn measure_start(&self, client_tid: u32, server_tid: u32) -> Result<()> {
+        self.relays_on(!self.1.lock().unwrap().is_empty())?;
         let mut t = self.0.lock().unwrap();
         // Relay threads are enumerated now, after warm-up; threads the Go runtime adds later
         // are adopted by the kernel side through RELAY_PIDS.
@@ -114,6 +125,6 @@ impl crate::harness::Phases for TidControl {
             set_bit(&mut bits.relays, k, false)?;
             let _ = pids.remove(&k);
         }
-        Ok(())
+        self.relays_on(false)
     }
 }

@@ -1,0 +1,67 @@
+//! `netpath validate`: the hop tables checked against exactly known delays.
+
+use anyhow::Result;
+
+use super::args::TrafficArgs;
+use crate::driver::Driver;
+use crate::lab;
+use crate::probe::backend;
+use crate::probe::doctor;
+use crate::render::{self, OutputArgs};
+
+/// Check the hop tables against exactly known delays.
+///
+/// A TC program holds each data packet on one lab device for D µs, every D interleaved in
+/// rounds; per driver and D, what the hop the device leads into recovered, the largest change
+/// elsewhere, the untraced RTT's.
+#[derive(clap::Args)]
+#[command(after_help = EXAMPLES)]
+pub struct ValidateArgs {
+    /// Lab drivers, comma-separated (default: bridge,overlay).
+    #[arg(long, short = 'd', value_delimiter = ',')]
+    pub driver: Vec<Driver>,
+    /// Injected delays in µs, comma-separated (0, the reference, is always measured).
+    #[arg(long, value_delimiter = ',', default_value = "0,0.5,1,2,5,10")]
+    pub delays: Vec<f64>,
+    /// Where the delay is injected (on receive).
+    #[arg(long, value_enum, default_value_t = crate::validate::At::Server)]
+    pub at: crate::validate::At,
+    #[command(flatten)]
+    pub traffic: TrafficArgs,
+    #[command(flatten, next_help_heading = super::args::OUTPUT)]
+    pub output: OutputArgs,
+}
+
+impl super::Command for ValidateArgs {
+    fn run(self) -> Result<()> {
+        let a = self;
+        super::require_root()?;
+        let drivers = if a.driver.is_empty() {
+            vec![Driver::Bridge, Driver::Overlay]
+        } else {
+            a.driver
+        };
+        crate::validate::check(&a.delays)?;
+        let mut compare = a.traffic.options(drivers.clone(), None)?;
+        compare.mode.block_line = false;
+        lab::install_signal_cleanup();
+        crate::sys::btf::require()?;
+        crate::render::progress::enable(a.output.is_text());
+        let caps = doctor::probe()?;
+        let backend = backend::select(a.traffic.tracing.backend.backend, &caps)?;
+        let mut tracer = crate::probe::tracer::Tracer::load(backend, &compare.tracer())?;
+        let o = crate::validate::ValidateOptions {
+            drivers,
+            delays_us: a.delays,
+            at: a.at,
+            compare,
+        };
+        let out = crate::validate::run(&mut tracer, &o)?;
+        render::emit(a.output.format(), Some(backend.name()), &out)
+    }
+}
+
+/// `validate --help` ends with these.
+const EXAMPLES: &str = "EXAMPLES:
+    netpath validate                                 bridge and overlay, delays 0 to 10 µs
+    netpath validate -d bridge --delays 0,20 --rounds 5";

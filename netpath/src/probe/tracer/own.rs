@@ -1,0 +1,122 @@
+//! The cost of one program run, calibrated where the tracer is loaded, for taking netpath's own
+//! time out of the hops (overhead compensation as in TAU: measure one event's cost in a tight
+//! loop, take the minimum of repeats, charge it to every event).
+//!
+//! The kernel side measures the tail of every program that stamps a point and counts every
+//! run (`netpath-ebpf/src/own.rs`); what it cannot measure is a run's dispatch and its work
+//! before a clock read. Here a UDP datagram goes from a socket to itself on loopback in a tight
+//! loop, with the programs attached and detached in turn: it crosses the hooks a packet on the
+//! path crosses (queue, receive pass, socket wakeup, the send and receive tracepoints), none
+//! of them followed. Batches with and without alternate; the median of the differences of
+//! neighbouring batches (robust to a batch another process disturbed), divided by the program
+//! runs counted on that CPU per datagram, is the cost of a run.
+use std::{
+    net::UdpSocket,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result};
+use aya::maps::{MapData, PerCpuArray};
+use netpath_common::OwnCpu;
+use nix::{
+    sched::{CpuSet, sched_getaffinity, sched_setaffinity},
+    unistd::Pid,
+};
+use serde::Serialize;
+
+/// Datagrams per batch and batches per side.
+const BATCH: u32 = 1000;
+const REPEATS: usize = 9;
+
+/// One run's cost, as calibrated.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct RunCost {
+    /// ns charged per program run.
+    pub ns: f64,
+    /// Program runs per datagram in the calibration loop.
+    pub runs_per_datagram: f64,
+    /// Median batch, ns per datagram, with and without the programs.
+    pub attached_ns: f64,
+    pub detached_ns: f64,
+}
+
+impl super::Tracer {
+    /// Calibrates `run_cost` (see the module). Leaves the programs detached.
+    pub fn calibrate_run_cost(&mut self) -> Result<RunCost> {
+        let sock = UdpSocket::bind("127.0.0.1:0").context("calibration socket")?;
+        sock.connect(sock.local_addr()?)?;
+        sock.set_read_timeout(Some(Duration::from_millis(200)))?;
+        let cpu = pin_here()?;
+        let result = self.calibrate_pinned(&sock, cpu.0);
+        let _ = sched_setaffinity(Pid::from_raw(0), &cpu.1);
+        let cost = result?;
+        log::debug!("run cost calibrated on cpu {}: {cost:?}", cpu.0);
+        self.run_cost = cost;
+        Ok(cost)
+    }
+
+    fn calibrate_pinned(&mut self, sock: &UdpSocket, cpu: usize) -> Result<RunCost> {
+        let (mut att, mut det, mut diff, mut runs) = (vec![], vec![], vec![], 0u64);
+        // Warm both paths (caches, the socket's route) before the first timed batch.
+        batch(sock, 200)?;
+        for _ in 0..REPEATS {
+            self.detach()?;
+            let d = batch(sock, BATCH)?;
+            self.attach()?;
+            let before = self.own_runs(cpu)?;
+            let a = batch(sock, BATCH)?;
+            runs += self.own_runs(cpu)?.saturating_sub(before);
+            att.push(a);
+            det.push(d);
+            diff.push(a - d);
+        }
+        self.detach()?;
+        let runs_per = runs as f64 / (BATCH as usize * REPEATS) as f64;
+        let ns = if runs_per >= 1.0 {
+            (median(&mut diff) / runs_per).max(0.0)
+        } else {
+            0.0
+        };
+        Ok(RunCost {
+            ns,
+            runs_per_datagram: runs_per,
+            attached_ns: median(&mut att),
+            detached_ns: median(&mut det),
+        })
+    }
+
+    /// Program runs counted on `cpu` so far.
+    fn own_runs(&self, cpu: usize) -> Result<u64> {
+        let m: PerCpuArray<&MapData, OwnCpu> =
+            PerCpuArray::try_from(self.ebpf.map("OWN").context("OWN map")?)?;
+        let v = m.get(&0, 0)?;
+        Ok(v.get(cpu).map_or(0, |o| o.runs))
+    }
+}
+
+/// Pins this thread to the CPU it runs on; returns that CPU and the affinity to restore.
+fn pin_here() -> Result<(usize, CpuSet)> {
+    let old = sched_getaffinity(Pid::from_raw(0))?;
+    // SAFETY: sched_getcpu has no preconditions.
+    let cpu = unsafe { libc::sched_getcpu() }.max(0) as usize;
+    let mut set = CpuSet::new();
+    set.set(cpu)?;
+    sched_setaffinity(Pid::from_raw(0), &set)?;
+    Ok((cpu, old))
+}
+
+/// ns per datagram sent to itself and received, over `n` of them.
+fn batch(sock: &UdpSocket, n: u32) -> Result<f64> {
+    let mut buf = [0u8; 64];
+    let start = Instant::now();
+    for i in 0..n {
+        sock.send(&i.to_ne_bytes())?;
+        sock.recv(&mut buf).context("calibration datagram")?;
+    }
+    Ok(start.elapsed().as_nanos() as f64 / n as f64)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}

@@ -1,0 +1,124 @@
+//! netpath's own time taken out of the hops, and the check that what is left adds up to the
+//! untraced round trip. A hop's own time is what the kernel side counted inside it: the
+//! measured tails of the programs that stamped points, and the program runs, each charged the
+//! calibrated cost of a run (`tracer::RunCost`). The compensated figures are the raw ones less
+//! that; `Consistency` puts their sum beside the untraced RTT of the same round.
+use netpath_common::HopStat;
+use serde::Serialize;
+
+use super::DriverReport;
+
+/// netpath's own ns in one crossing of `st`, a run charged `run_ns`: the mean over the
+/// crossings whose own time was measured (a sample, `LoadConfig::own_every`); 0 if none was.
+pub fn own_per_crossing_ns(st: &HopStat, run_ns: f64) -> f64 {
+    if st.own_count == 0 {
+        return 0.0;
+    }
+    (st.own_ns as f64 + st.own_runs as f64 * run_ns) / st.own_count as f64
+}
+
+/// Compensated request + response + turnaround against the interleaved untraced round trip.
+#[derive(Clone, Debug, Serialize)]
+pub struct Consistency {
+    /// ns charged per program run, calibrated where the tracer was loaded.
+    pub run_cost_ns: f64,
+    /// Raw mean one-way request + response + turnaround (the traced run's).
+    pub raw_sum_us: f64,
+    /// netpath's own time in those.
+    pub own_us: f64,
+    pub compensated_sum_us: f64,
+    /// The same from p50s: compensated one-way p50s + turnaround p50.
+    pub compensated_p50_sum_us: f64,
+    pub untraced_mean_us: f64,
+    pub untraced_p50_us: f64,
+    /// (compensated − untraced) / untraced, percent.
+    pub error_mean_pct: f64,
+    pub error_p50_pct: f64,
+    /// The mean is within ±`TOLERANCE_PCT` (or ±`TOLERANCE_US`) of the untraced mean.
+    pub within_tolerance: bool,
+}
+
+/// How far the compensated sum may sit from the untraced RTT mean and still agree with it.
+pub const TOLERANCE_PCT: f64 = 5.0;
+pub const TOLERANCE_US: f64 = 0.3;
+
+fn pct(a: f64, b: f64) -> f64 {
+    if b > 0.0 { (a / b - 1.0) * 100.0 } else { 0.0 }
+}
+
+/// The check of one driver's record (needs its untraced run of the same round).
+pub fn consistency(r: &DriverReport, run_cost_ns: f64) -> Option<Consistency> {
+    let u = r.untraced.as_ref()?;
+    let dists = r.one_way.values().chain(r.turnaround.as_ref());
+    let (mut raw, mut own, mut p50) = (0.0, 0.0, 0.0);
+    for d in dists {
+        raw += d.mean_us;
+        own += d.own_us;
+        p50 += d.compensated_p50_us;
+    }
+    let comp = raw - own;
+    let err = comp - u.mean_us;
+    Some(Consistency {
+        run_cost_ns,
+        raw_sum_us: raw,
+        own_us: own,
+        compensated_sum_us: comp,
+        compensated_p50_sum_us: p50,
+        untraced_mean_us: u.mean_us,
+        untraced_p50_us: u.p50_us,
+        error_mean_pct: pct(comp, u.mean_us),
+        error_p50_pct: pct(p50, u.p50_us),
+        within_tolerance: err.abs() <= (u.mean_us * TOLERANCE_PCT / 100.0).max(TOLERANCE_US),
+    })
+}
+
+/// The driver a driver is measured against: host for bridge, bridge for every other driver
+/// (when it was measured), else none.
+pub fn default_reference<'a>(driver: &str, measured: &[&'a str]) -> Option<&'a str> {
+    let want = match driver {
+        "bridge" => "host",
+        "host" => return None,
+        _ => "bridge",
+    };
+    measured.iter().copied().find(|d| *d == want)
+}
+
+/// A difference between two drivers, compensated hops against untraced RTTs.
+#[derive(Clone, Debug, Serialize)]
+pub struct PairCheck {
+    pub driver: String,
+    pub reference: String,
+    /// Untraced RTT mean difference (driver − reference), µs.
+    pub untraced_delta_us: f64,
+    /// Compensated sums' difference, µs.
+    pub compensated_delta_us: f64,
+    /// Raw hop sums' difference, µs.
+    pub raw_delta_us: f64,
+    pub within_tolerance: bool,
+}
+
+/// How far a compensated difference may sit from the untraced one.
+pub const PAIR_TOLERANCE_US: f64 = 0.3;
+
+/// Every driver against its reference.
+pub fn pair_checks(reports: &[DriverReport]) -> Vec<PairCheck> {
+    let names: Vec<&str> = reports.iter().map(|r| r.driver.as_str()).collect();
+    reports
+        .iter()
+        .filter_map(|r| {
+            let reference = default_reference(&r.driver, &names)?;
+            let b = reports.iter().find(|x| x.driver == reference)?;
+            let (ca, cb) = (r.consistency.as_ref()?, b.consistency.as_ref()?);
+            let untraced = ca.untraced_mean_us - cb.untraced_mean_us;
+            let comp = ca.compensated_sum_us - cb.compensated_sum_us;
+            Some(PairCheck {
+                driver: r.driver.clone(),
+                reference: reference.to_string(),
+                untraced_delta_us: untraced,
+                compensated_delta_us: comp,
+                raw_delta_us: ca.raw_sum_us - cb.raw_sum_us,
+                within_tolerance: (comp - untraced).abs() <= PAIR_TOLERANCE_US,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,38 @@
+//! Docker's containers as its engine lists them (names and labels; the network side stays
+//! with [`crate::docker`]).
+
+use std::collections::HashMap;
+
+use anyhow::Result;
+use bollard::query_parameters::ListContainersOptions;
+
+use super::scan::DockerSeen;
+use crate::docker::Engine;
+
+/// The running containers of `engine`.
+pub fn list(engine: &Engine) -> Result<Vec<DockerSeen>> {
+    let filters = HashMap::from([("status".to_string(), vec!["running".to_string()])]);
+    let list = engine
+        .block_on(engine.docker().list_containers(Some(ListContainersOptions {
+            filters: Some(filters),
+            ..Default::default()
+        })))
+        .map_err(|e| engine.err(e, "listing running containers"))?;
+    Ok(list
+        .into_iter()
+        .filter_map(|c| {
+            let id = c.id?;
+            let name = c
+                .names
+                .unwrap_or_default()
+                .first()
+                .map(|n| n.trim_start_matches('/').to_string())
+                .unwrap_or_else(|| id[..id.len().min(12)].to_string());
+            Some(DockerSeen {
+                id,
+                name,
+                labels: c.labels.unwrap_or_default().into_iter().collect(),
+            })
+        })
+        .collect())
+}

@@ -362,6 +362,28 @@ pub struct FlightSlot {
     pub flight: Flight,
 }
 
+/// One entry of the traced-thread table (`TIDS`): a thread id (0: free) and its state. A
+/// thread lives in one of its two slots (`tid_slots`); the kernel claims a slot for a relay
+/// thread it adopts with compare-and-swap on `tid`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TidSlot {
+    pub tid: u64,
+    pub state: TidState,
+}
+
+/// Entries of the traced-thread table (a power of two).
+pub const TID_SLOTS: u32 = 4096;
+
+/// The two slots thread `tid` may live in: its low bits, and a hash of it.
+#[inline(always)]
+pub fn tid_slots(tid: u32) -> [u32; 2] {
+    [
+        tid & (TID_SLOTS - 1),
+        ptr_slot(tid as u64 | 1 << 40, TID_SLOTS - 1),
+    ]
+}
+
 /// One entry of the direct-mapped device cache (`DEVSLOTS`): a `struct net_device *` (0: free)
 /// resolved to its key and kind.
 #[repr(C)]
@@ -473,6 +495,7 @@ mod pod {
     unsafe impl aya::Pod for super::FlightSlot {}
     unsafe impl aya::Pod for super::DevSlot {}
     unsafe impl aya::Pod for super::TidState {}
+    unsafe impl aya::Pod for super::TidSlot {}
     unsafe impl aya::Pod for super::RelayHold {}
     unsafe impl aya::Pod for super::SkbState {}
     unsafe impl aya::Pod for super::DropRecord {}
@@ -500,6 +523,17 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_has_two_slots_in_the_table() {
+        for tid in [1u32, 4095, 4096, 123_456, 4_194_303] {
+            let [a, b] = tid_slots(tid);
+            assert!(a < TID_SLOTS && b < TID_SLOTS);
+        }
+        // Ids a table size apart share their first slot, not their second.
+        assert_eq!(tid_slots(7)[0], tid_slots(7 + TID_SLOTS)[0]);
+        assert_ne!(tid_slots(7)[1], tid_slots(7 + TID_SLOTS)[1]);
+    }
+
+    #[test]
     fn shared_types_have_no_implicit_padding() {
         assert_eq!(size_of::<TimelinePoint>(), 8 + 4 + 4 + 2 * 4);
         assert_eq!(size_of::<DevKey>(), 8);
@@ -517,6 +551,7 @@ mod tests {
         assert_eq!(size_of::<DevInfo>(), 16);
         assert_eq!(size_of::<TidState>(), 8 * 9 + 4 * 4 + 2 * 8);
         assert_eq!(size_of::<FlightSlot>(), 8 + size_of::<Flight>());
+        assert_eq!(size_of::<TidSlot>(), 8 + size_of::<TidState>());
         assert_eq!(size_of::<DevSlot>(), 8 + size_of::<DevInfo>());
         assert_eq!(size_of::<RelayHold>(), 32);
         assert_eq!(size_of::<HopHist>(), 40 + 8 * hist::HIST_SLOTS);

@@ -140,8 +140,8 @@ pub fn on_send_exit() -> Done {
 }
 
 /// A traced thread's receive on socket `sk` (0: not known, syscall tracepoints) returns `ret`
-/// bytes: completes the journey. Its tail is always measured, like the send's: the server's
-/// turnaround and a relay's proxy hop run from one to the other.
+/// bytes: completes the journey. The server's and a relay's tail is always measured, like the
+/// send's: the turnaround and the proxy hop run from one to the other.
 #[inline(always)]
 pub fn on_recv_exit(ret: i64, sk: u64) -> Done {
     // Errors, EOF and EAGAIN first: no lookup at all.
@@ -204,9 +204,11 @@ pub fn on_recv_exit(ret: i64, sk: u64) -> Done {
         return Ok(Some(t0));
     }
     complete(skb, f, t);
-    if ts.role == ROLE_SERVER {
-        ts.turn_ts = t;
-        ts.turn_snap = st.own;
+    if ts.role != ROLE_SERVER {
+        // The client's receive ends its round trip: its tail is in no hop.
+        return Ok(None);
     }
+    ts.turn_ts = t;
+    ts.turn_snap = st.own;
     Ok(Some(t0))
 }

@@ -5,7 +5,7 @@ use aya_ebpf::{
 };
 use netpath_common::{
     DEV_SLOTS, DevKey, DevSlot, FLIGHT_SLOTS, FlightSlot, HopHist, ID_WORDS, NSLOTS, OwnCpu,
-    RelayHold, SkbState, TidState, counter, delay, run,
+    RelayHold, SkbState, TID_SLOTS, TidSlot, counter, delay, run,
 };
 
 /// In-flight packets: the direct-mapped, tagged slot table of `flights.rs`. Entries carry their
@@ -21,9 +21,11 @@ pub static RELAY_BITS: Array<u64> = Array::with_max_entries(ID_WORDS, 0);
 /// Full timelines of the sampled packets in flight, keyed by skb address.
 #[map]
 pub static TIMELINES: HashMap<u64, SkbState> = HashMap::with_max_entries(1024, 0);
-/// Traced threads → role and per-thread journey points, filled by the harness.
+/// Traced threads → role and per-thread journey points, filled by the harness: a tagged
+/// array, two slots per thread (`netpath_common::tid_slots`), so a lookup is two inlined array
+/// reads, not a hash map's helper call.
 #[map]
-pub static TIDS: HashMap<u32, TidState> = HashMap::with_max_entries(4096, 0);
+pub static TIDS: Array<TidSlot> = Array::with_max_entries(TID_SLOTS, 0);
 /// Devices on the traced path → `DevKind`.
 #[map]
 pub static DEVS: HashMap<DevKey, u32> = HashMap::with_max_entries(1024, 0);

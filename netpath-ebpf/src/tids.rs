@@ -1,10 +1,10 @@
 //! Which threads netpath follows. Every socket syscall on the machine (AF_UNIX included) asks;
 //! the answer for the untraced ones comes from a bitmap (an inlined array lookup and a bit
-//! test) without touching the `TIDS` hash map, which only the traced threads reach.
+//! test); only the traced threads reach the `TIDS` table behind it.
 use aya_ebpf::helpers::bpf_get_current_pid_tgid;
-use netpath_common::{ID_WORDS, ROLE_RELAY, TidState};
+use netpath_common::{ID_WORDS, ROLE_RELAY, TidState, tid_slots};
 
-use crate::maps::*;
+use crate::{atomic, maps::*};
 
 #[inline(always)]
 fn in_bitmap(map: &aya_ebpf::maps::Array<u64>, id: u32) -> bool {
@@ -21,10 +21,17 @@ pub fn maybe_traced(tid: u32) -> bool {
     in_bitmap(&TID_BITS, tid)
 }
 
-/// State of thread `tid`, if traced: the hash map behind the bitmap.
+/// State of thread `tid`, if traced: the table behind the bitmap (its two slots).
 #[inline(always)]
 pub fn state(tid: u32) -> Option<&'static mut TidState> {
-    TIDS.get_ptr_mut(tid).map(|p| unsafe { &mut *p })
+    for s in tid_slots(tid) {
+        if let Some(p) = TIDS.get_ptr_mut(s)
+            && unsafe { core::ptr::read_volatile(&raw const (*p).tid) } == tid as u64
+        {
+            return Some(unsafe { &mut (*p).state });
+        }
+    }
+    None
 }
 
 /// State of thread `tid`, if traced.
@@ -44,14 +51,25 @@ pub fn adopt_relay_thread(tid: u32) -> Option<&'static mut TidState> {
     if !in_bitmap(&RELAY_BITS, tgid) {
         return None;
     }
-    let st = TidState {
-        role: ROLE_RELAY,
-        ..TidState::default()
-    };
-    TIDS.insert(tid, st, 1).ok()?;
-    // The bitmap word is shared with other threads: set the bit atomically.
-    if let Some(w) = TID_BITS.get_ptr_mut((tid >> 6) & (ID_WORDS - 1)) {
-        crate::atomic::or(w, 1u64 << (tid & 63));
+    // A free slot of the two, claimed by its tag: no other CPU can take it meanwhile.
+    for s in tid_slots(tid) {
+        let Some(p) = TIDS.get_ptr_mut(s) else {
+            continue;
+        };
+        if !atomic::cas(unsafe { &raw mut (*p).tid }, 0, tid as u64) {
+            continue;
+        }
+        unsafe {
+            (*p).state = TidState {
+                role: ROLE_RELAY,
+                ..TidState::default()
+            }
+        };
+        // The bitmap word is shared with other threads: set the bit atomically.
+        if let Some(w) = TID_BITS.get_ptr_mut((tid >> 6) & (ID_WORDS - 1)) {
+            atomic::or(w, 1u64 << (tid & 63));
+        }
+        return Some(unsafe { &mut (*p).state });
     }
-    TIDS.get_ptr_mut(tid).map(|p| unsafe { &mut *p })
+    None
 }

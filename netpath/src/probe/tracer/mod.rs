@@ -205,7 +205,7 @@ impl Tracer {
             Backend::Tracepoint => Vec::new(),
             Backend::Kprobe | Backend::Fentry => load_fn_probes(&mut ebpf, &btf, backend)?,
         };
-        let tids = HashMap::try_from(ebpf.take_map("TIDS").context("TIDS map")?)?;
+        let tids = Array::try_from(ebpf.take_map("TIDS").context("TIDS map")?)?;
         let relay_pids = HashMap::try_from(ebpf.take_map("RELAY_PIDS").context("RELAY_PIDS map")?)?;
         let samples = RingBuf::try_from(ebpf.take_map("SAMPLES").context("SAMPLES map")?)?;
         let bits = tids::Bitmaps {

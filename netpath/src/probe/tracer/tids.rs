@@ -1,14 +1,17 @@
 //! The traced-thread set, shared with the harness, and the bitmaps in front of it.
 use std::sync::Mutex;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use aya::maps::{Array, HashMap, MapData};
-use netpath_common::{ID_WORDS, ROLE_CLIENT, ROLE_RELAY, ROLE_SERVER, TidState, run};
+use netpath_common::{
+    ID_WORDS, ROLE_CLIENT, ROLE_RELAY, ROLE_SERVER, TID_SLOTS, TidSlot, TidState, run, tid_slots,
+};
 
 /// The traced-thread set, shared with the harness: it names its client and server threads once
 /// warm-up is over, so only measured requests are traced.
 pub struct TidControl(
-    pub(super) Mutex<HashMap<MapData, u32, TidState>>,
+    /// `TIDS`: the traced threads, two slots each (`netpath_common::tid_slots`).
+    pub(super) Mutex<Array<MapData, TidSlot>>,
     pub(super) Mutex<Vec<u32>>,
     pub(super) Mutex<HashMap<MapData, u32, u32>>,
     /// `TID_BITS` and `RELAY_BITS`: the kernel's first filter, one bit per id.
@@ -30,6 +33,31 @@ fn set_bit(map: &mut Array<MapData, u64>, id: u32, on: bool) -> Result<()> {
     let bit = 1u64 << (id & 63);
     map.set(w, if on { v | bit } else { v & !bit }, 0)?;
     Ok(())
+}
+
+/// Puts thread `tid` with `role` in one of its two slots of `TIDS` (its own, or a free one).
+fn insert(t: &mut Array<MapData, TidSlot>, tid: u32, role: u32) -> Result<()> {
+    for s in tid_slots(tid) {
+        let cur = t.get(&s, 0)?;
+        if cur.tid == 0 || cur.tid == tid as u64 {
+            let state = TidState {
+                role,
+                ..TidState::default()
+            };
+            t.set(
+                s,
+                TidSlot {
+                    tid: tid as u64,
+                    state,
+                },
+                0,
+            )?;
+            return Ok(());
+        }
+    }
+    bail!(
+        "thread {tid}: both of its slots in the traced-thread table hold other threads;          trace fewer threads at once"
+    )
 }
 
 impl TidControl {
@@ -57,11 +85,7 @@ impl TidControl {
             set_bit(&mut bits.relays, *pid, true)?;
         }
         for tid in relays {
-            let st = TidState {
-                role: ROLE_RELAY,
-                ..TidState::default()
-            };
-            t.insert(tid, st, 0)?;
+            insert(&mut t, tid, ROLE_RELAY)?;
             set_bit(&mut bits.tids, tid, true)?;
         }
         Ok(())
@@ -97,11 +121,7 @@ impl crate::harness::Phases for TidControl {
             .into_iter()
             .chain(relays.into_iter().map(|t| (t, ROLE_RELAY)));
         for (tid, role) in roles {
-            let st = TidState {
-                role,
-                ..TidState::default()
-            };
-            t.insert(tid, st, 0)?;
+            insert(&mut t, tid, role)?;
             set_bit(&mut bits.tids, tid, true)?;
         }
         Ok(())
@@ -109,15 +129,18 @@ impl crate::harness::Phases for TidControl {
 
     fn measure_end(&self, _client_tid: u32, _server_tid: u32) -> Result<()> {
         let mut t = self.0.lock().unwrap();
-        // Bits first: a thread whose bit is clear is untraced, whatever its map entry says.
-        // Every traced thread has its entry (relay threads the kernel adopted too).
+        // Bits first: a thread whose bit is clear is untraced, whatever its slot says. Every
+        // traced thread has its slot (relay threads the kernel adopted too).
         let mut bits = self.3.lock().unwrap();
-        let keys: Vec<u32> = t.keys().filter_map(|k| k.ok()).collect();
-        for &k in &keys {
-            set_bit(&mut bits.tids, k, false)?;
+        let held: Vec<(u32, u64)> = (0..TID_SLOTS)
+            .filter_map(|s| Some((s, t.get(&s, 0).ok()?.tid)))
+            .filter(|(_, tid)| *tid != 0)
+            .collect();
+        for &(_, tid) in &held {
+            set_bit(&mut bits.tids, tid as u32, false)?;
         }
-        for k in keys {
-            let _ = t.remove(&k);
+        for (s, _) in held {
+            t.set(s, TidSlot::default(), 0)?;
         }
         let mut pids = self.2.lock().unwrap();
         let keys: Vec<u32> = pids.keys().filter_map(|k| k.ok()).collect();

@@ -30,6 +30,14 @@ pub struct ServeArgs {
     /// Time between listings of the running containers, e.g. 2s (100ms to 1h).
     #[arg(long, value_name = "DURATION", default_value = "2s", alias = "rescan-secs", value_parser = super::bounds::rescan())]
     pub rescan: std::time::Duration,
+    /// Follow one journey in N (1: every one): the others cost the kernel a device lookup and
+    /// a count. Quantiles then rest on the journeys followed (see docs/fleet.md).
+    #[arg(long, value_name = "N", default_value_t = crate::serve::DEFAULT_SAMPLE, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub sample: u32,
+    /// Export each kernel program's run count and time (netpath_bpf_program_*): turns on the
+    /// kernel's BPF statistics, two clock reads more per run of every BPF program on the node.
+    #[arg(long)]
+    pub program_stats: bool,
     /// The host's /proc, mounted here, when netpath runs in a PID namespace of its own
     /// (a swarm service: deploy/swarm mounts it at /host/proc).
     #[arg(long)]
@@ -65,6 +73,8 @@ impl super::Command for ServeArgs {
                     all: a.all,
                 },
                 rescan: a.rescan,
+                sample: a.sample,
+                program_stats: a.program_stats,
             },
         )
     }
@@ -74,4 +84,5 @@ impl super::Command for ServeArgs {
 const EXAMPLES: &str = "EXAMPLES:
     netpath serve --all                              Prometheus metrics of every running container's traffic
     netpath serve --label app=web --listen 0.0.0.0:9433
-    netpath serve --container web --container db --rescan 5s";
+    netpath serve --container web --container db --rescan 5s
+    netpath serve --all --sample 1 --program-stats    every journey, and each program's kernel time";

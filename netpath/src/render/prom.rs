@@ -149,7 +149,7 @@ impl Metrics {
         let r = &mut registry;
         r.register_with_unit(
             "netpath_hop_latency",
-            "Time a packet spent in one hop of its path (one crossing), of the journeys followed (one in --sample; a quantile's rank is off by about ±1/√(samples in the window)); bounds are the kernel's buckets, steps of 2^(1/3)",
+            "Time a packet spent in one hop of its path (one crossing), of the journeys followed (one in --sample; a quantile's rank is off by about ±1/√(samples in the window)); bounds are the kernel's buckets, steps of about 2^(1/6)",
             Unit::Seconds,
             m.hop.clone(),
         );
@@ -437,6 +437,20 @@ mod tests {
                 .map(str::to_string),
         );
         assert!(panels_with_queries >= 9, "{panels_with_queries}");
+        // Every panel says its unit; the variables narrow by driver, node and owner.
+        for p in dash["panels"].as_array().unwrap() {
+            let unit = p["fieldConfig"]["defaults"]["unit"].as_str().unwrap_or("");
+            assert!(!unit.is_empty(), "panel {} has no unit", p["title"]);
+        }
+        let vars: Vec<&str> = dash["templating"]["list"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v["name"].as_str())
+            .collect();
+        for v in ["driver", "node", "namespace", "pod", "container", "hop"] {
+            assert!(vars.contains(&v), "no ${v} variable: {vars:?}");
+        }
         let mut used = BTreeSet::new();
         for e in &exprs {
             let mut rest = e.as_str();

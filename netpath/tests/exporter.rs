@@ -284,3 +284,55 @@ fn prometheus_hop_quantiles_match_the_cli() {
     drop(serve);
     dl.teardown().unwrap();
 }
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// A followed container killed while Prometheus-style scrapes are in flight (its network
+/// namespace and veth go under the exporter, which follows it until its next listing): every
+/// scrape answers, its series go, and the exporter holds no more fds than before. The short
+/// version of `cargo xtask churn`.
+#[test]
+fn a_container_killed_mid_scrape_leaves_no_series_and_no_fds() {
+    let _g = common::need_root();
+    let dl = bridge_lab();
+    let server = dl.server.as_ref().unwrap().name.clone();
+    let (serve, port) = scrape::serve(&["--container", &server, "--sample", "1"], &[]);
+    let pid = serve.0.id();
+    let has_series = |m: &str| m.contains(&format!("container=\"{server}\""));
+    wait_for("the server's series", 60, || {
+        traffic(&dl, 1);
+        has_series(&metrics(port))
+    });
+    let before = open_fds(pid);
+    let scrapes = std::thread::spawn(move || {
+        (0..20)
+            .map(|_| {
+                let ok = scrape::get(port, "/metrics").is_some_and(|(st, _)| st.contains(" 200 "));
+                std::thread::sleep(Duration::from_millis(50));
+                ok
+            })
+            .filter(|ok| !ok)
+            .count()
+    });
+    let killed = Command::new("docker")
+        .args(["kill", &server])
+        .output()
+        .unwrap();
+    assert!(killed.status.success(), "docker kill: {killed:?}");
+    assert_eq!(
+        scrapes.join().unwrap(),
+        0,
+        "scrapes failed while the container went"
+    );
+    wait_for("the killed container's series to go", 20, || {
+        let m = metrics(port);
+        !has_series(&m) && gauge(&m, "netpath_watched_containers") == Some(0)
+    });
+    let after = open_fds(pid);
+    eprintln!("serve's open fds: {before} while following, {after} after");
+    assert!(after <= before, "fds grew: {before} → {after}");
+    drop(serve);
+    dl.teardown().unwrap();
+}

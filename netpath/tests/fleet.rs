@@ -64,7 +64,6 @@ fn daemonset_validates_against_kubernetes_schemas() {
         "/sys/kernel/btf",
         "/sys/kernel/tracing",
         "/sys/fs/bpf",
-        "/var/run/docker.sock",
         "/run/containerd/containerd.sock",
         "/sys/fs/cgroup",
         "automountServiceAccountToken: false",
@@ -86,7 +85,7 @@ fn daemonset_validates_against_kubernetes_schemas() {
     let path = liveness.lines().find(|l| l.contains("path:")).unwrap();
     assert!(path.trim() == "path: /ready", "liveness probes {path}");
     // The sockets and the host's trees netpath only reads are mounted read only.
-    for ro in ["containerd-sock", "docker-sock", "cgroup", "btf", "netns"] {
+    for ro in ["containerd-sock", "cgroup", "btf", "netns"] {
         let mount = text
             .split("volumeMounts:")
             .nth(1)

@@ -74,13 +74,14 @@ const VM_TIMEOUT_SECS: u64 = 1500;
 /// Test binaries left out of the VM: they need a Docker engine (dockerd, containerd, runc,
 /// iptables), sockperf, iperf3, promtool and prometheus (`outputs`: the output formats do
 /// not depend on the kernel), which the initramfs does not carry; bad_input and interrupt
-/// also need setpriv, unshare, bpftool and Docker; overload sends more traffic than TCG
-/// emulates in time; diff reads its fixtures and schemas from the repository, which the VM
-/// does not carry (its live run is a compare, which the VM runs itself); tune builds each lab
-/// twice and runs both sides traced and untraced per knob, which under TCG would take more
-/// than the VM's time (its programs are compare's, which every VM pass loads); validate's
-/// microsecond delays say nothing under emulation (`tracking` loads its delay program there);
-/// containerd needs containerd and the CNI plugins; cli only parses arguments.
+/// also need setpriv, unshare, bpftool and Docker (exporter: Docker and bpftool); overload
+/// sends more traffic than TCG emulates in time; diff reads its fixtures and schemas from the
+/// repository, which the VM does not carry (its live run is a compare, which the VM runs
+/// itself); tune builds each lab twice and runs both sides traced and untraced per knob,
+/// which under TCG would take more than the VM's time (its programs are compare's, which every
+/// VM pass loads); validate's microsecond delays say nothing under emulation (`tracking` loads
+/// its delay program there); containerd needs containerd and the CNI plugins; cli only parses
+/// arguments.
 const HOST_ONLY: &[&str] = &[
     "validate",
     "containerd",
@@ -90,6 +91,7 @@ const HOST_ONLY: &[&str] = &[
     "diff",
     "tune",
     "serve",
+    "exporter",
     "fleet",
     "bad_input",
     "interrupt",

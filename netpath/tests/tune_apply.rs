@@ -17,13 +17,15 @@ use common::{NETPATH, need_root, snapshot};
 
 /// The apply command: counts the server's requests in two nft tables of the server's
 /// namespace (`tap_all` made once and kept, `tap_a` A's rule), marks the scratch namespace,
-/// and logs `apply ALL`. `$TAP_NFT` is how the command reaches the server's nft.
+/// and logs `apply ALL`. `$TAP_VIA` says how the command reaches the server's nft
+/// (`server`: through `ip netns exec $NP_SERVER_NS`; else the commands run in it already).
 const APPLY: &str = r#"set -e
-count() { $TAP_NFT list table inet "$1" | sed -n 's/.*counter packets \([0-9]*\).*/\1/p'; }
-table() { printf 'table inet %s { chain c { type filter hook input priority %s; udp dport %s counter; } }\n' "$1" "$2" "$NP_SERVER_PORT"; }
-$TAP_NFT list table inet tap_all >/dev/null 2>&1 || table tap_all -10 | $TAP_NFT -f -
+tnft() { if [ "$TAP_VIA" = server ]; then ip netns exec "$NP_SERVER_NS" nft "$@"; else nft "$@"; fi; }
+count() { tnft list table inet "$1" | sed -n 's/.*counter packets \([0-9]*\).*/\1/p'; }
+table() { printf 'table inet %s {\n chain c {\n type filter hook input priority %s;\n udp dport %s counter\n }\n}\n' "$1" "$2" "$NP_SERVER_PORT"; }
+tnft list table inet tap_all >/dev/null 2>&1 || table tap_all -10 | tnft -f -
 echo "apply-start" >> "$TAP_LOG"
-table tap_a 0 | $TAP_NFT -f -
+table tap_a 0 | tnft -f -
 ip netns exec "$TAP_NS" nft add table inet tap_applied
 sleep "${TAP_SLEEP:-0}"
 echo "apply $(count tap_all)" >> "$TAP_LOG""#;
@@ -31,10 +33,11 @@ echo "apply $(count tap_all)" >> "$TAP_LOG""#;
 /// The revert command: logs `revert ALL A` (both counters at the same moment: no traffic runs
 /// while a command does), then removes A's rule and the scratch mark.
 const REVERT: &str = r#"set -e
-count() { $TAP_NFT list table inet "$1" | sed -n 's/.*counter packets \([0-9]*\).*/\1/p'; }
-a=$($TAP_NFT list table inet tap_a >/dev/null 2>&1 && count tap_a || echo none)
+tnft() { if [ "$TAP_VIA" = server ]; then ip netns exec "$NP_SERVER_NS" nft "$@"; else nft "$@"; fi; }
+count() { tnft list table inet "$1" | sed -n 's/.*counter packets \([0-9]*\).*/\1/p'; }
+a=$(tnft list table inet tap_a >/dev/null 2>&1 && count tap_a || echo none)
 echo "revert $(count tap_all 2>/dev/null || echo 0) $a" >> "$TAP_LOG"
-$TAP_NFT delete table inet tap_a 2>/dev/null || true
+tnft delete table inet tap_a 2>/dev/null || true
 ip netns exec "$TAP_NS" nft delete table inet tap_applied"#;
 
 /// A namespace of the test's own, outside any lab: what the commands change there must be
@@ -70,11 +73,11 @@ impl Scratch {
     }
 
     /// `netpath tune ARGS` with the commands' variables set, not waited for.
-    fn tune(&self, nft: &str, sleep: u32, args: &[&str]) -> Command {
+    fn tune(&self, via: &str, sleep: u32, args: &[&str]) -> Command {
         let mut c = Command::new(NETPATH);
         c.arg("tune")
             .args(args)
-            .env("TAP_NFT", nft)
+            .env("TAP_VIA", via)
             .env("TAP_NS", &self.name)
             .env("TAP_LOG", &self.log)
             .env("TAP_SLEEP", sleep.to_string())
@@ -154,7 +157,11 @@ fn check_windows(log: &[String], requests_per_side: Option<u64>) -> usize {
         let (Step::Apply { all: at_apply }, Step::Revert { all, a }) = (&pair[0], &pair[1]) else {
             panic!("not apply then revert: {log:?}");
         };
-        assert_eq!(*a, all - at_apply, "A's rule missed a request of A's turn: {log:?}");
+        assert_eq!(
+            *a,
+            all - at_apply,
+            "A's rule missed a request of A's turn: {log:?}"
+        );
         assert!(*a > 0, "{log:?}");
         in_b += at_apply - last;
         in_a += a;
@@ -182,11 +189,12 @@ fn a_change_is_in_place_only_for_side_a_and_reverted_at_the_end() {
     let before = snapshot();
     let mut args = SMALL.to_vec();
     args.extend(["--apply", APPLY, "--revert", REVERT]);
-    let out = s
-        .tune("ip netns exec $NP_SERVER_NS nft", 0, &args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = s.tune("server", 0, &args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     // Two rounds, each side two runs (untraced and traced) of 300 requests.
     let applies = check_windows(&s.log(), Some(2 * 2 * 300));
@@ -194,7 +202,11 @@ fn a_change_is_in_place_only_for_side_a_and_reverted_at_the_end() {
     // and reverted at the end.
     assert_eq!(applies, 2, "{:?}", s.log());
     let c = &v["change"];
-    assert_eq!((c["applied"].as_u64(), c["reverted"].as_u64()), (Some(2), Some(2)), "{c}");
+    assert_eq!(
+        (c["applied"].as_u64(), c["reverted"].as_u64()),
+        (Some(2), Some(2)),
+        "{c}"
+    );
     assert_eq!(c["run_in"], "host");
     assert_eq!(c["path"], "bridge");
     let env = &c["environment"];
@@ -202,16 +214,34 @@ fn a_change_is_in_place_only_for_side_a_and_reverted_at_the_end() {
     assert!(ns.starts_with("np") && ns.ends_with("-srv"), "{env}");
     assert_eq!(env["NP_SERVER_NS_PATH"], format!("/run/netns/{ns}"));
     assert_eq!(env["NP_DRIVER"], "bridge");
-    assert!(env["NP_NFT_TABLE"].as_str().unwrap().starts_with("netpath_"), "{env}");
+    assert!(
+        env["NP_NFT_TABLE"]
+            .as_str()
+            .unwrap()
+            .starts_with("netpath_"),
+        "{env}"
+    );
     let devices = env["NP_DEVICES"].as_str().unwrap();
     assert!(devices.contains(&format!("eth0@{ns}")), "{devices}");
     assert_eq!(
-        env["NP_DEVICE_COUNT"].as_str().unwrap().parse::<usize>().unwrap(),
+        env["NP_DEVICE_COUNT"]
+            .as_str()
+            .unwrap()
+            .parse::<usize>()
+            .unwrap(),
         devices.split_whitespace().count()
     );
     // The sides are named by their commands and say which is which.
-    assert!(v["a"]["label"].as_str().unwrap().starts_with("A (set -e"), "{}", v["a"]["label"]);
-    assert!(v["b"]["label"].as_str().unwrap().starts_with("B ("), "{}", v["b"]["label"]);
+    assert!(
+        v["a"]["label"].as_str().unwrap().starts_with("A (set -e"),
+        "{}",
+        v["a"]["label"]
+    );
+    assert!(
+        v["b"]["label"].as_str().unwrap().starts_with("B ("),
+        "{}",
+        v["b"]["label"]
+    );
     assert!(v["knob"].is_null() && v["a"]["setting"].is_null());
     assert!(!v["verdicts"].as_array().unwrap().is_empty());
     // Each side's report holds its own requests only (both are one lab).
@@ -224,11 +254,19 @@ fn a_change_is_in_place_only_for_side_a_and_reverted_at_the_end() {
 }
 
 /// Sends SIGINT to `child` once `ready` holds for the log, then waits for it; its stderr.
-fn interrupt_when(s: &Scratch, mut child: std::process::Child, ready: impl Fn(&[String]) -> bool) -> (std::process::ExitStatus, String) {
+fn interrupt_when(
+    s: &Scratch,
+    mut child: std::process::Child,
+    ready: impl Fn(&[String]) -> bool,
+) -> (std::process::ExitStatus, String) {
     let deadline = Instant::now() + Duration::from_secs(120);
     while !ready(&s.log()) {
         assert!(Instant::now() < deadline, "never got there: {:?}", s.log());
-        assert!(child.try_wait().unwrap().is_none(), "ended early: {:?}", s.log());
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "ended early: {:?}",
+            s.log()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     nix::sys::signal::kill(
@@ -237,7 +275,10 @@ fn interrupt_when(s: &Scratch, mut child: std::process::Child, ready: impl Fn(&[
     )
     .unwrap();
     let out: Output = child.wait_with_output().unwrap();
-    (out.status, String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -251,12 +292,27 @@ fn sigint_while_applied_or_while_applying_reverts_and_leaves_nothing() {
         let before = snapshot();
         let child = s
             .tune(
-                "nft",
+                "here",
                 sleep,
                 &[
-                    "-d", "bridge", "--proto", "udp", "-n", "20000", "--warmup", "0",
-                    "--rounds", "50", "--wait", "block", "--commands-in", "server",
-                    "--apply", APPLY, "--revert", REVERT,
+                    "-d",
+                    "bridge",
+                    "--proto",
+                    "udp",
+                    "-n",
+                    "20000",
+                    "--warmup",
+                    "0",
+                    "--rounds",
+                    "50",
+                    "--wait",
+                    "block",
+                    "--commands-in",
+                    "server",
+                    "--apply",
+                    APPLY,
+                    "--revert",
+                    REVERT,
                 ],
             )
             .stdout(Stdio::null())
@@ -272,7 +328,11 @@ fn sigint_while_applied_or_while_applying_reverts_and_leaves_nothing() {
         assert!(log.last().unwrap().starts_with("revert "), "{tag}: {log:?}");
         if sleep > 0 {
             // The command was let finish before the revert: nothing half-applied.
-            assert_eq!(log[log.len() - 2].split(' ').next(), Some("apply"), "{log:?}");
+            assert_eq!(
+                log[log.len() - 2].split(' ').next(),
+                Some("apply"),
+                "{log:?}"
+            );
         }
         assert_eq!(s.ruleset(), rules, "{tag}");
         assert_nothing_left(&before);
@@ -289,12 +349,21 @@ fn a_failing_apply_is_reverted_and_said_in_one_line() {
                  echo 'cannot do that here' >&2; exit 7";
     let mut args = SMALL.to_vec();
     args.extend(["--apply", apply, "--revert", REVERT]);
-    let out = s.tune("nft", 0, &args).output().unwrap();
+    let out = s.tune("server", 0, &args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
-    for says in ["--apply", "exit status: 7", "cannot do that here", "reverted with --revert"] {
+    for says in [
+        "--apply",
+        "exit status: 7",
+        "cannot do that here",
+        "reverted with --revert",
+    ] {
         assert!(err.contains(says), "{says}: {err}");
     }
     assert_eq!(s.log().len(), 1, "{:?}", s.log());
@@ -309,11 +378,24 @@ fn bad_change_input_is_one_line_and_builds_nothing() {
     for (args, says) in [
         (&["--apply", "true"][..], "--revert"),
         (&["--revert", "true"][..], "--apply"),
-        (&["--apply", "true", "--revert", "true", "--knob", "gro"][..], "--knob"),
+        (
+            &["--apply", "true", "--revert", "true", "--knob", "gro"][..],
+            "--knob",
+        ),
         (&["--between", "a", "b", "--knob", "gro"][..], "--apply"),
         (&["--apply", " ", "--revert", "true"][..], "empty"),
         (
-            &["-d", "bridge", "--between", "a", "b", "--apply", "true", "--revert", "true"][..],
+            &[
+                "-d",
+                "bridge",
+                "--between",
+                "a",
+                "b",
+                "--apply",
+                "true",
+                "--revert",
+                "true",
+            ][..],
             "--between",
         ),
     ] {

@@ -2,7 +2,8 @@
 //! side A runs (nft counters the commands read at every change of side: every packet of A's
 //! turns hit A's rule, none of B's could), reverted at the end, after a failing --apply and
 //! on SIGINT (a scratch namespace's rule set equals the one before), with nothing of netpath's
-//! left; on the lab and between two Docker containers; bad input in one line.
+//! left; bad input in one line. (`--between` shares the whole path with this: only the
+//! path it is handed differs, and `compare --between` is tested in docker.rs.)
 //!
 //!     sudo -E cargo test -p netpath --test tune_apply -- --test-threads=1
 
@@ -151,7 +152,7 @@ fn steps(log: &[String]) -> Vec<Step> {
 /// same traffic) with no rule of A's in place. Returns the number of applies.
 fn check_windows(log: &[String], requests_per_side: Option<u64>) -> usize {
     let s = steps(log);
-    assert!(s.len() >= 2 && s.len() % 2 == 0, "{log:?}");
+    assert!(s.len() >= 2 && s.len().is_multiple_of(2), "{log:?}");
     let (mut in_a, mut in_b, mut last) = (0, 0, 0);
     for pair in s.chunks(2) {
         let (Step::Apply { all: at_apply }, Step::Revert { all, a }) = (&pair[0], &pair[1]) else {

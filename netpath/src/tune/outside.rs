@@ -115,7 +115,7 @@ impl Change {
                 Ok(())
             }
             Err(e) => match revert(st) {
-                Ok(()) => Err(e.context("reverted with --revert")),
+                Ok(()) => Err(anyhow::anyhow!("{e:#}; reverted with --revert")),
                 Err(r) => Err(anyhow::anyhow!("{e:#}; then {r:#}")),
             },
         }

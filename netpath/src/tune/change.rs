@@ -34,8 +34,8 @@ pub struct ChangeInfo {
 /// The sides' labels: `A (CMD)` and `B (CMD)`, each command shortened.
 pub fn labels(cmds: &Commands) -> (String, String) {
     (
-        format!("A ({})", outside::short(strip_wrapper(&cmds.apply), 40)),
-        format!("B ({})", outside::short(strip_wrapper(&cmds.revert), 40)),
+        format!("A ({})", outside::short(strip_wrapper(&cmds.apply), 60)),
+        format!("B ({})", outside::short(strip_wrapper(&cmds.revert), 60)),
     )
 }
 

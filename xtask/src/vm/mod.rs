@@ -90,6 +90,7 @@ const HOST_ONLY: &[&str] = &[
     "outputs",
     "diff",
     "tune",
+    "tune_apply",
     "serve",
     "exporter",
     "fleet",

@@ -87,7 +87,7 @@ impl Default for BenchOptions {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct BenchReport {
     /// Transport of the latency runs: sockperf and netpath's harness both used it.
     pub proto: Proto,
@@ -119,7 +119,7 @@ pub struct BenchReport {
     pub elapsed_s: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct DriverBench {
     pub driver: Driver,
     /// Transport of its latency runs (the report's).
@@ -136,7 +136,7 @@ pub struct DriverBench {
 }
 
 /// Round-trip figures of one run, µs.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct Rtt {
     pub p50_us: f64,
     pub p99_us: f64,
@@ -162,7 +162,7 @@ impl Rtt {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Latency {
     /// sockperf ping-pong per round, as round trips: sockperf reports one-way latency, i.e.
     /// RTT/2, so its figures are doubled here.
@@ -190,7 +190,7 @@ pub struct Latency {
     pub spin: ModeLatency,
 }
 
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct Ratios {
     pub p50: f64,
     pub p99: f64,
@@ -217,7 +217,7 @@ impl Ratios {
 
 /// A naive tracer for reference: bpftrace, hash map keyed by skb address on four net
 /// tracepoints, running during an untraced harness run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct NaiveTracer {
     /// "ran", "not installed", or why it failed.
     pub status: String,
@@ -228,13 +228,13 @@ pub struct NaiveTracer {
     pub vs_untraced: Option<Ratios>,
 }
 
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema)]
 pub struct Bulk {
     pub gbit_per_s: f64,
     pub retransmits: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Throughput {
     /// iperf3 sender figure (end.sum_sent) per round.
     pub iperf3: Vec<Bulk>,
@@ -264,7 +264,7 @@ pub struct Throughput {
 
 /// Kernel run time of the programs during one traced request/response run with BPF run-time
 /// statistics on (a separate run, not one of the ratio rounds).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct KernelCost {
     pub rtt: Rtt,
     /// Measured round trips asked for, and completed (a UDP run fails on the first datagram
@@ -275,6 +275,7 @@ pub struct KernelCost {
     /// every loss counter: completed + losses ≥ sent when every loss was counted.
     pub journeys_sent: u64,
     pub journeys_completed: u64,
+    #[schemars(with = "crate::record::schema_parts::Lost")]
     pub losses: BTreeMap<&'static str, u64>,
     pub programs: Vec<ProgCost>,
     /// Mean ns per run of an empty program on `net_dev_queue` in the same run: what any
@@ -296,7 +297,7 @@ pub struct KernelCost {
     pub share_of_untraced_mean: f64,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct Memory {
     /// VmRSS when the bench started, before the eBPF object was loaded (after reading the
     /// kernel's capabilities), after, and the process peak (VmHWM) at the end.
@@ -318,7 +319,7 @@ pub struct Memory {
     pub programs_bytes: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct MapMem {
     pub name: String,
     pub map_type: u32,

@@ -247,7 +247,7 @@ pub(super) fn rr_under_bpftrace(bin: &Path, lab: &NetPath, cfg: &RrConfig) -> Re
 // Parsers.
 
 /// What `sockperf ping-pong` prints, in its units: one-way latency (RTT/2), µs.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Sockperf {
     pub observations: u64,
     pub avg_us: f64,
@@ -337,7 +337,7 @@ pub fn parse_sockperf(text: &str) -> Result<Sockperf> {
 }
 
 /// The sender summary of `iperf3 -c … -J`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Iperf3 {
     pub bits_per_second: f64,
     pub retransmits: u64,

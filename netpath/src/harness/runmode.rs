@@ -62,10 +62,25 @@ impl serde::Serialize for Cpus {
     }
 }
 
+/// Serialized as `--cpus` takes it.
+impl schemars::JsonSchema for Cpus {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Cpus".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "`--cpus`: same, split, auto, one CPU or a client,server pair.",
+            "type": "string",
+            "pattern": "^(same|split|auto|[0-9]+|[0-9]+,[0-9]+)$"
+        })
+    }
+}
+
 use super::wait::WaitMode;
 
 /// Wait mode and placement of a measurement.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct RunMode {
     /// Wait mode of the runs the hop tables and ratios come from.
     pub wait: WaitMode,
@@ -85,7 +100,9 @@ pub fn allowed_cpus() -> Result<Vec<usize>> {
 }
 
 /// A placement resolved against this machine: the client's and the server's CPU, or none.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, schemars::JsonSchema,
+)]
 pub struct Pin {
     pub client: Option<usize>,
     pub server: Option<usize>,

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 /// new version). The schemas under `schemas/` describe this version.
 pub const SCHEMA_VERSION: u32 = 1;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Header {
     pub schema_version: u32,
     /// Which output this is: compare, trace, doctor, bench, inspect.
@@ -30,7 +30,7 @@ pub struct Header {
 }
 
 /// Kernel timestamps (bpf_ktime_get_ns) are CLOCK_MONOTONIC; add the offset to get UTC.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Clock {
     pub monotonic_ns: u64,
     pub realtime_ns: u64,
@@ -38,7 +38,7 @@ pub struct Clock {
     pub monotonic_to_utc_offset_ns: i64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MachineState {
     pub online_cpus: usize,
     /// `/proc/loadavg`'s 1, 5 and 15 minute figures.

@@ -47,7 +47,7 @@ impl CpuTimes {
 }
 
 /// The machine's idle and scheduling configuration, and what happened on it during a run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct MachineState {
     /// `/sys/devices/system/cpu/cpuidle/current_driver` ("none": no cpuidle driver).
     pub cpuidle_driver: String,
@@ -157,7 +157,7 @@ impl MachineState {
 
 /// Where the client, the server and the NET_RX softirq ran, from the CPU of each point of the
 /// sampled timelines, and how many wakeups (socket woken → receive returns) crossed CPUs.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Placement {
     /// Sampled journeys counted.
     pub samples: u64,

@@ -12,7 +12,7 @@ pub const DOCKER_PROXY: &str = "/usr/sbin/docker-proxy";
 
 /// A docker-proxy process and what it forwards (from its arguments: `-proto tcp -host-ip
 /// 127.0.0.1 -host-port P -container-ip C -container-port Q`).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct ProxyProcess {
     pub pid: u32,
     /// Inode of its network namespace.

@@ -29,7 +29,7 @@ const BATCH: u32 = 1000;
 const REPEATS: usize = 9;
 
 /// One run's cost, as calibrated.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct RunCost {
     /// ns charged per program run.
     pub ns: f64,

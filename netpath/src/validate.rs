@@ -151,10 +151,15 @@ pub fn run(tracer: &mut Tracer, o: &ValidateOptions) -> Result<ValidateOutput> {
     })
 }
 
-/// The delays the program can hold: said before anything is loaded or built.
-pub fn check(delays: &[f64]) -> Result<()> {
-    if let Some(d) = delays.iter().find(|d| !(0.0..=50.0).contains(*d)) {
-        bail!("--delays {d} µs: use delays from 0 to 50 µs");
+/// The longest delay the program holds a packet for, µs (`--delays` is bounded by it at parse
+/// time).
+pub const MAX_DELAY_US: f64 = 50.0;
+
+/// The delays the program can hold, for callers of the library: said before anything is
+/// loaded or built.
+fn check(delays: &[f64]) -> Result<()> {
+    if let Some(d) = delays.iter().find(|d| !(0.0..=MAX_DELAY_US).contains(*d)) {
+        bail!("--delays {d} µs: use delays from 0 to {MAX_DELAY_US} µs");
     }
     Ok(())
 }

@@ -39,6 +39,7 @@ pub mod stability;
 mod tools;
 mod traced;
 
+use crate::sys::machine::loadavg;
 use gather::{BulkRounds, LatencyRounds, kernel_cost};
 pub use journeys::JourneyRun;
 use memory::*;
@@ -390,20 +391,20 @@ fn preflight(opts: &BenchOptions) -> Result<()> {
 /// the server through a port mapping (published-proxy, published-nat) are therefore refused.
 pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
     let t0 = Instant::now();
-    let rss_at_start_kib = proc_status_kib("VmRSS").unwrap_or(0);
+    let rss_at_start_kib = rss_kib().0;
     preflight(opts)?;
     let tcp = opts.proto == Proto::Tcp;
     let loadavg_start = loadavg();
     let cpu_start = crate::sys::machine::CpuTimes::now();
     let caps = crate::probe::doctor::probe()?;
     let backend = backend::select(opts.backend, &caps)?;
-    let rss_before_load_kib = proc_status_kib("VmRSS").unwrap_or(0);
+    let rss_before_load_kib = rss_kib().0;
     let topts = TracerOptions {
         proto: opts.proto,
         ..TracerOptions::default()
     };
     let mut tracer = Tracer::load(backend, &topts)?;
-    let rss_after_load_kib = proc_status_kib("VmRSS").unwrap_or(0);
+    let rss_after_load_kib = rss_kib().0;
     let stats_on = bpf_stats_enabled();
 
     let mut drivers = Vec::new();
@@ -429,7 +430,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
     memory.rss_at_start_kib = rss_at_start_kib;
     memory.rss_before_load_kib = rss_before_load_kib;
     memory.rss_after_load_kib = rss_after_load_kib;
-    memory.peak_rss_kib = proc_status_kib("VmHWM").unwrap_or(0);
+    memory.peak_rss_kib = rss_kib().1;
     drop(tracer);
     let proof = if opts.proof && tcp {
         progress(

@@ -376,18 +376,9 @@ pub fn parse_iperf3(json: &str) -> Result<Iperf3> {
 // ---------------------------------------------------------------------------------------------
 // Small helpers.
 
+/// NaN when no round gave a figure (shown as such in the report).
 pub(super) fn median(v: impl Iterator<Item = f64>) -> f64 {
-    let mut v: Vec<f64> = v.filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+    crate::sys::stats::median(v).unwrap_or(f64::NAN)
 }
 
 pub(super) fn which(tool: &str) -> Option<PathBuf> {
@@ -395,15 +386,6 @@ pub(super) fn which(tool: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|d| d.join(tool))
         .find(|p| p.is_file())
-}
-
-pub(super) fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 pub(super) fn bpf_stats_enabled() -> bool {

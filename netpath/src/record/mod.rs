@@ -207,16 +207,8 @@ pub struct Spread {
 impl Spread {
     pub fn of(mut v: Vec<f64>) -> Spread {
         v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n == 0 {
-            0.0
-        } else if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
         Spread {
-            median,
+            median: crate::sys::stats::median(v.iter().copied()).unwrap_or(0.0),
             min: v.first().copied().unwrap_or(0.0),
             max: v.last().copied().unwrap_or(0.0),
         }

@@ -168,15 +168,14 @@ pub fn pin_process(pid: u32, cpu: Option<usize>) -> Result<()> {
     for c in cpus {
         set.set(c).with_context(|| format!("CPU {c}"))?;
     }
-    let dir = format!("/proc/{pid}/task");
-    for e in std::fs::read_dir(&dir).with_context(|| format!("listing {dir}"))? {
-        let Some(tid) = e
-            .ok()
-            .and_then(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let _ = sched_setaffinity(Pid::from_raw(tid), &set);
+    let tasks = i32::try_from(pid)
+        .ok()
+        .and_then(|p| procfs::process::Process::new(p).ok())
+        .with_context(|| format!("process {pid}"))?
+        .tasks()
+        .with_context(|| format!("listing /proc/{pid}/task"))?;
+    for t in tasks.flatten() {
+        let _ = sched_setaffinity(Pid::from_raw(t.tid), &set);
     }
     Ok(())
 }

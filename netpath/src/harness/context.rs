@@ -17,7 +17,7 @@ use crate::path::NetPath;
 use crate::sys::netns::Netns;
 
 /// TCP counters of one network namespace (cumulative since it was created).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct NetCounters {
     /// `TcpExt: TCPOFOQueue`, segments put in the out-of-order queue.
     pub tcp_ofo_queue: u64,
@@ -121,7 +121,7 @@ pub fn read_counters(ns: &Netns) -> Result<NetCounters> {
 }
 
 /// Settings of one lab device that matter to latency.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct DevContext {
     pub netns: String,
     pub name: String,

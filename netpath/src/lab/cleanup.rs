@@ -523,12 +523,13 @@ fn kill_leftover_proxy(pid: u32, inum: u32) -> Result<()> {
     Ok(())
 }
 
-/// PPid of a process, from /proc/PID/status.
+/// Parent of a process, from /proc/PID/stat.
 fn parent_of(pid: u32) -> Option<u32> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find_map(|l| l.strip_prefix("PPid:"))
-        .and_then(|v| v.trim().parse().ok())
+    let stat = procfs::process::Process::new(i32::try_from(pid).ok()?)
+        .ok()?
+        .stat()
+        .ok()?;
+    u32::try_from(stat.ppid).ok()
 }
 
 /// Inodes of network namespaces that some other process (not in `skip`) has open or is

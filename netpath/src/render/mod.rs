@@ -16,6 +16,7 @@ pub mod output;
 pub mod progress;
 pub mod prom;
 pub mod prom_hist;
+pub mod schema;
 pub mod svg;
 pub mod trace;
 pub mod tune;

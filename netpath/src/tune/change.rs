@@ -19,7 +19,7 @@ use crate::path::NetPath;
 use crate::probe::tracer::Tracer;
 
 /// What `--apply`/`--revert` did, for the JSON and the text.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ChangeInfo {
     #[serde(flatten)]
     pub commands: Commands,

@@ -36,7 +36,7 @@ use knobs::{KnobSpec, Value};
 use readback::ReadBack;
 
 /// One setting's side of a tune run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct TuneSide {
     /// `gro=on`.
     pub label: String,
@@ -54,7 +54,7 @@ pub struct TuneSide {
 }
 
 /// `netpath tune`'s result: both sides and the differences.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct TuneResult {
     pub driver: Driver,
     /// The knob turned, or None when an outside change was (`change`).

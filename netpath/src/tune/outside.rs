@@ -23,7 +23,7 @@ use anyhow::{Context as _, Result, bail};
 use serde::Serialize;
 
 /// Where the commands run: netpath's own network namespace (the host's) or one of the path's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunIn {
     Host,
@@ -33,7 +33,7 @@ pub enum RunIn {
 }
 
 /// The two commands and where they run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Commands {
     pub apply: String,
     pub revert: String,
@@ -41,7 +41,7 @@ pub struct Commands {
 }
 
 /// How often each command ran and how long the longest run took.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct Tally {
     pub applied: u32,
     pub reverted: u32,

@@ -129,7 +129,7 @@ enum Link {
 }
 
 /// How one kernel function is probed in this run.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
 pub struct FnProbe {
     pub function: &'static str,
     /// "fentry", "kprobe", or why neither works.

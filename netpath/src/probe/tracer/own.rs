@@ -32,7 +32,7 @@ const BATCH: u32 = 1000;
 const REPEATS: usize = 9;
 
 /// One run's cost, as calibrated.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct RunCost {
     /// ns charged per program run.
     pub ns: f64,
@@ -83,15 +83,15 @@ impl super::Tracer {
         self.detach()?;
         let runs_per = runs as f64 / (BATCH as usize * REPEATS) as f64;
         let ns = if runs_per >= 1.0 {
-            (median(&mut diff) / runs_per).max(0.0)
+            (median(&diff) / runs_per).max(0.0)
         } else {
             0.0
         };
         Ok(RunCost {
             ns,
             runs_per_datagram: runs_per,
-            attached_ns: median(&mut att),
-            detached_ns: median(&mut det),
+            attached_ns: median(&att),
+            detached_ns: median(&det),
         })
     }
 
@@ -142,7 +142,6 @@ fn batch(sock: &UdpSocket, n: u32) -> Result<f64> {
     Ok(start.elapsed().as_nanos() as f64 / n as f64)
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
+fn median(v: &[f64]) -> f64 {
+    crate::sys::stats::median(v.iter().copied()).unwrap_or(0.0)
 }

@@ -45,6 +45,10 @@ pub struct CompareArgs {
     /// With --underlay-delay: jitter around that delay (uniform, e.g. 10us).
     #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, help_heading = TRAFFIC, requires = "underlay_delay")]
     pub underlay_jitter: Option<std::time::Duration>,
+    /// Measure every driver against this one (default: host for bridge, bridge for every
+    /// other driver); it must be among those measured.
+    #[arg(long, value_name = "DRIVER", help_heading = OUTPUT)]
+    pub reference: Option<String>,
     /// Also write a self-contained HTML report (inline SVG charts, no script) to this file.
     #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
     pub report: Option<std::path::PathBuf>,
@@ -70,6 +74,11 @@ impl super::Command for CompareArgs {
             jitter: a.underlay_jitter.unwrap_or_default(),
         });
         let between = !a.between.is_empty();
+        if let (Some(r), false) = (&a.reference, between || a.docker) {
+            if !drivers.iter().any(|d| d.name() == r) {
+                anyhow::bail!("--reference {r} is not among the drivers measured (-d): add it there");
+            }
+        }
         // A placement this machine cannot give is said before anything is loaded or built.
         let mut opts = a.traffic.options(drivers, underlay)?;
         opts.set_protos(&a.proto)?;
@@ -102,7 +111,12 @@ impl super::Command for CompareArgs {
             (_, Some(e), _) => compare::run_docker(backend, &opts, e, a.lab, sink)?,
             _ => compare::run(backend, &opts, sink)?,
         };
-        let out = render::compare::CompareOutput { backend, drivers };
+        let summary = crate::measure::answer::summarise(&drivers, a.reference.as_deref());
+        let out = render::compare::CompareOutput {
+            backend,
+            drivers,
+            summary,
+        };
         render::emit(a.output.format(), Some(backend.name()), &out)?;
         if a.report.is_some() || a.svg.is_some() {
             let v = crate::record::header::to_value("compare", Some(backend.name()), &out)?;

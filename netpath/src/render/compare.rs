@@ -5,18 +5,20 @@ use serde::Serialize;
 use crate::probe::backend::Backend;
 use crate::record::{DriverReport, RttSummary};
 
-/// `compare`'s result (its JSON body: `backend`, `drivers`).
+/// `compare`'s result (its JSON body: `backend`, `drivers`, `summary`).
 #[derive(Serialize)]
 pub struct CompareOutput {
     pub backend: Backend,
     pub drivers: Vec<DriverReport>,
+    /// The answer: each driver in a line, each against its reference.
+    pub summary: crate::measure::answer::Summary,
 }
 
 impl super::Render for CompareOutput {
     const KIND: &'static str = "compare";
-    /// Nothing more: the run printed each driver's block and the summary as it went.
-    fn text(&self, _: &mut dyn std::io::Write) -> std::io::Result<()> {
-        Ok(())
+    /// The answer: the run printed each driver's block and the table of several as it went.
+    fn text(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        super::answer::write(&self.summary, w)
     }
 }
 

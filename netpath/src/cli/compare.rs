@@ -49,6 +49,11 @@ pub struct CompareArgs {
     /// other driver); it must be among those measured.
     #[arg(long, value_name = "DRIVER", help_heading = OUTPUT)]
     pub reference: Option<String>,
+    /// Every line of each driver's block (the hops netpath can see, raw and own-time columns,
+    /// context, passes, every counter, machine and placement per driver) and the table of
+    /// several with per-round ratios.
+    #[arg(long, short = 'v', help_heading = OUTPUT)]
+    pub verbose: bool,
     /// Also write a self-contained HTML report (inline SVG charts, no script) to this file.
     #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
     pub report: Option<std::path::PathBuf>,
@@ -74,10 +79,10 @@ impl super::Command for CompareArgs {
             jitter: a.underlay_jitter.unwrap_or_default(),
         });
         let between = !a.between.is_empty();
-        if let (Some(r), false) = (&a.reference, between || a.docker) {
-            if !drivers.iter().any(|d| d.name() == r) {
-                anyhow::bail!("--reference {r} is not among the drivers measured (-d): add it there");
-            }
+        if let (Some(r), false) = (&a.reference, between || a.docker)
+            && !drivers.iter().any(|d| d.name() == r)
+        {
+            anyhow::bail!("--reference {r} is not among the drivers measured (-d): add it there");
         }
         // A placement this machine cannot give is said before anything is loaded or built.
         let mut opts = a.traffic.options(drivers, underlay)?;
@@ -96,11 +101,12 @@ impl super::Command for CompareArgs {
         let engine = a.docker.then(crate::docker::Engine::connect).transpose()?;
         let node = between.then(crate::runtime::Node::connect).transpose()?;
         if text {
-            render::compare::backend_line(backend);
+            render::compare::backend_line(backend, a.verbose);
         }
         // Text shows each driver as it is measured (runs are long); JSON waits for the end.
+        let mut text_sink = render::compare::TextSink::new(a.verbose);
         let sink: &mut dyn crate::record::Sink = if text {
-            &mut render::compare::TextSink
+            &mut text_sink
         } else {
             &mut crate::record::Quiet
         };

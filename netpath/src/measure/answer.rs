@@ -4,6 +4,7 @@
 //! the hops that make the difference (`ab`'s figures, `delta`'s ranking, as `diff` has them).
 use serde::Serialize;
 
+use crate::harness::WaitMode;
 use crate::measure::ab;
 use crate::record::DriverReport;
 
@@ -26,6 +27,8 @@ pub struct DriverLine {
     pub blocking_p50_us: Option<f64>,
     /// Its largest hops, netpath's own time taken out.
     pub hops: Vec<HopShare>,
+    /// Why it was measured in another wait mode than the others.
+    pub note: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -51,6 +54,9 @@ pub struct Pair {
     pub rounds: usize,
     /// The interval holds 1 (or there is none): the two are not shown to differ.
     pub not_a_result: bool,
+    /// The driver was measured blocking and the reference spinning: the ratio is against the
+    /// reference's blocking run.
+    pub mixed_wait: bool,
     /// The hops whose difference is a result, largest first (per-packet p50, A − B).
     pub hops: Vec<HopDelta>,
     /// One sentence: the ratio and the hops.
@@ -100,7 +106,7 @@ pub fn ratio_interval(ratios: &[f64]) -> Option<(f64, Option<(f64, f64)>)> {
     Some((mean.exp(), Some(((mean - half).exp(), (mean + half).exp()))))
 }
 
-fn driver_line(r: &DriverReport) -> DriverLine {
+fn driver_line(r: &DriverReport, all: &[DriverReport]) -> DriverLine {
     let total: f64 = r.hops.iter().map(|h| h.compensated_us.max(0.0)).sum();
     let mut hops: Vec<HopShare> = r
         .hops
@@ -124,6 +130,14 @@ fn driver_line(r: &DriverReport) -> DriverLine {
         rtt_p50_us: r.rr.as_ref().map(|x| x.p50_us.median),
         blocking_p50_us: r.block.as_ref().map(|b| b.untraced.p50_us),
         hops,
+        note: (r.wait == WaitMode::Block && all.iter().any(|x| x.wait == WaitMode::Spin)).then(
+            || {
+                format!(
+                    "measured blocking: spin mode cannot measure it on {} CPUs (its relay needs one beside the two spinning sides)",
+                    r.machine.as_ref().map_or(0, |m| m.cpus_online)
+                )
+            },
+        ),
     }
 }
 
@@ -152,6 +166,10 @@ fn hop_deltas(a: &DriverReport, b: &DriverReport) -> Vec<HopDelta> {
 fn sentence(p: &Pair) -> String {
     let range = match (p.ci_low, p.ci_high) {
         (Some(l), Some(h)) => format!("95% interval {l:.2}–{h:.2}"),
+        _ if p.mixed_wait => format!(
+            "blocking against {}'s blocking run: one value, no interval",
+            p.reference
+        ),
         _ => format!(
             "{} paired round(s): too few for an interval (--rounds 3 or more)",
             p.rounds
@@ -175,7 +193,15 @@ fn sentence(p: &Pair) -> String {
 }
 
 fn pair(a: &DriverReport, b: &DriverReport) -> Option<Pair> {
-    let per_round = per_round_ratios(a, b);
+    // Measured in different wait modes (published-proxy blocking): against the reference's
+    // blocking run, one value.
+    let per_round = match (a.wait == b.wait, &a.rr, &b.block) {
+        (true, _, _) => per_round_ratios(a, b),
+        (false, Some(x), Some(y)) if y.untraced.p50_us > 0.0 => {
+            vec![x.p50_us.median / y.untraced.p50_us]
+        }
+        _ => Vec::new(),
+    };
     let (ratio, ci) = ratio_interval(&per_round)?;
     let mut p = Pair {
         driver: a.driver.clone(),
@@ -184,6 +210,7 @@ fn pair(a: &DriverReport, b: &DriverReport) -> Option<Pair> {
         ci_low: ci.map(|c| c.0),
         ci_high: ci.map(|c| c.1),
         rounds: per_round.len(),
+        mixed_wait: a.wait != b.wait,
         not_a_result: ci.is_none_or(|(l, h)| l <= 1.0 && 1.0 <= h),
         hops: hop_deltas(a, b),
         sentence: String::new(),
@@ -221,7 +248,7 @@ pub fn summarise(reports: &[DriverReport], reference: Option<&str>) -> Summary {
         })
         .collect();
     Summary {
-        drivers: reports.iter().map(driver_line).collect(),
+        drivers: reports.iter().map(|r| driver_line(r, reports)).collect(),
         pairs,
     }
 }

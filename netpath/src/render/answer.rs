@@ -35,6 +35,9 @@ fn driver_line(d: &DriverLine) -> String {
             .collect();
         s.push_str(&format!("; largest hops: {}", h.join(", ")));
     }
+    if let Some(n) = &d.note {
+        s.push_str(&format!(" ({n})"));
+    }
     s
 }
 

@@ -22,30 +22,64 @@ impl super::Render for CompareOutput {
     }
 }
 
-/// `compare`'s text while it runs: each driver's block as soon as it is measured, then the
-/// summary of several.
-pub struct TextSink;
+/// `compare`'s text while it runs: each driver's block as soon as it is measured (short, or
+/// every line with `verbose`), the machine's state and placement once, and with `verbose` the
+/// table of several.
+#[derive(Default)]
+pub struct TextSink {
+    pub verbose: bool,
+    said_machine: bool,
+}
+
+impl TextSink {
+    pub fn new(verbose: bool) -> TextSink {
+        TextSink {
+            verbose,
+            said_machine: false,
+        }
+    }
+}
 
 impl crate::record::Sink for TextSink {
     fn driver(&mut self, r: &DriverReport) {
-        driver(r);
+        if self.verbose {
+            driver(r);
+        } else {
+            if !self.said_machine {
+                if let Some(m) = &r.machine {
+                    println!("{}", m.line());
+                }
+                if let Some(p) = &r.placement {
+                    println!("{} (first driver; --verbose: each)", p.line());
+                }
+                println!();
+                self.said_machine = true;
+            }
+            super::block::driver(r);
+        }
         println!();
     }
 
     fn summary(&mut self, all: &[DriverReport]) {
-        summary(all);
+        if self.verbose {
+            summary(all);
+            println!();
+        }
     }
 }
 
-/// Said before a compare run: the backend and the hops it can see.
-pub fn backend_line(backend: Backend) {
-    let hops: Vec<&str> = backend.visible_hops().iter().map(|h| h.name()).collect();
-    println!(
-        "backend: {} (hops it can see: {})",
-        backend.name(),
-        hops.join(", ")
-    );
-    println!();
+/// Said before a compare run: the backend (and with `verbose` the hops it can see).
+pub fn backend_line(backend: Backend, verbose: bool) {
+    if verbose {
+        let hops: Vec<&str> = backend.visible_hops().iter().map(|h| h.name()).collect();
+        println!(
+            "backend: {} (hops it can see: {})",
+            backend.name(),
+            hops.join(", ")
+        );
+    } else {
+        println!("backend: {}", backend.name());
+    }
 }
 
 /// One driver's block: mode, RTT, per-hop table, attribution, passes, drops, losses.

@@ -6,6 +6,7 @@
 //! renderer, so a saved JSON renders the same as a live run.
 pub mod answer;
 pub mod bench;
+pub mod block;
 pub mod compare;
 pub mod diff;
 pub mod doctor;

@@ -432,14 +432,38 @@ pub const FLIGHT_SAMPLED: u16 = 4;
 /// netpath's own time is measured along this journey (one in `LoadConfig::own_every`).
 pub const FLIGHT_OWN: u16 = 8;
 
-/// Value of the `DEVCACHE` map: a `struct net_device *` already resolved to its key and kind.
+/// A `struct net_device *` resolved to its key, kind and role (the `DEVS` value split in two).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DevInfo {
     pub key: DevKey,
     pub kind: u32,
-    pub _pad: u32,
+    /// `devrole::*`.
+    pub role: u32,
 }
+
+/// Where a watched device sits relative to a followed container (`serve`): the loader puts it
+/// in the high half of a `DEVS` value, beside the `DevKind` in the low half. It decides where a
+/// passively traced journey may start and its direction.
+pub mod devrole {
+    /// Not said (`trace --container`): a journey starts at any point of any watched device.
+    pub const ANY: u32 = 0;
+    /// Inside the container's network namespace (its interfaces, its loopback): a transmit here
+    /// starts a journey out of it.
+    pub const OWN: u32 = 1;
+    /// The other end of one of its interfaces (a veth's host end): a transmit here starts a
+    /// journey into it.
+    pub const PEER: u32 = 2;
+    /// Shared by containers (a bridge, a VXLAN device, a macvlan's parent): watched for the
+    /// points in the middle of a path, but no journey starts here.
+    pub const MIDDLE: u32 = 3;
+    /// `DEVS` value = kind | role << SHIFT.
+    pub const SHIFT: u32 = 16;
+}
+
+/// Directions of a journey whose devices have roles (`devrole`): into the container, or out.
+pub const DIR_IN: u16 = 0;
+pub const DIR_OUT: u16 = 1;
 
 /// Record of a tracked packet freed by `kfree_skb` before delivery.
 #[repr(C)]

@@ -36,6 +36,18 @@ pub struct NetCounters {
 }
 
 impl NetCounters {
+    /// `self + more`, per counter: a side's turns added up.
+    pub fn plus(&self, more: &NetCounters) -> NetCounters {
+        NetCounters {
+            tcp_ofo_queue: self.tcp_ofo_queue + more.tcp_ofo_queue,
+            tcp_sack_reorder: self.tcp_sack_reorder + more.tcp_sack_reorder,
+            retrans_segs: self.retrans_segs + more.retrans_segs,
+            tcp_dsack_recv: self.tcp_dsack_recv + more.tcp_dsack_recv,
+            in_segs: self.in_segs + more.in_segs,
+            out_segs: self.out_segs + more.out_segs,
+        }
+    }
+
     /// `self - before`, per counter (saturating: counters only grow).
     pub fn delta(&self, before: &NetCounters) -> NetCounters {
         NetCounters {

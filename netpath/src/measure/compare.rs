@@ -89,6 +89,7 @@ pub fn run(
                     Some(b) if path.driver == Driver::PublishedProxy => b,
                     _ => opts,
                 },
+                enter: None,
             })
             .collect();
         crate::measure::interleave::run_sides(&mut tracer, &sides)

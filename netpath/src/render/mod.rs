@@ -17,6 +17,7 @@ pub mod markdown;
 pub mod output;
 pub mod progress;
 pub mod prom;
+pub mod prom_hist;
 pub mod svg;
 pub mod trace;
 pub mod tune;

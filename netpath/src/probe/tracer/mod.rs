@@ -4,6 +4,7 @@
 use std::sync::Mutex;
 
 mod delay;
+mod devices;
 mod load;
 mod own;
 mod proto;
@@ -30,16 +31,13 @@ use aya::{
     util::nr_cpus,
 };
 use netpath_common::{
-    DEV_SLOTS, DevKey, DevSlot, DropRecord, FLIGHT_SLOTS, FlightSlot, HopHist, HopStat,
-    KernelOffsets, NSLOTS, SkbState, counter, hist::NBUCKETS,
+    DEV_SLOTS, DevSlot, DropRecord, FLIGHT_SLOTS, FlightSlot, HopHist, HopStat, KernelOffsets,
+    NSLOTS, SkbState, counter, hist::NBUCKETS,
 };
 
-use crate::{
-    path::Device,
-    probe::backend::{
-        Backend,
-        probes::{self, Kind, Probe, Role},
-    },
+use crate::probe::backend::{
+    Backend,
+    probes::{self, Kind, Probe, Role},
 };
 
 /// The eBPF object built by build.rs (empty when it was built without bpf-linker).
@@ -79,6 +77,11 @@ pub struct TracerOptions {
     /// program, a second clock read per point of those journeys), so the hop tables can take
     /// it out. 0: not at all.
     pub own_every: u32,
+    /// Some thread of netpath's own is followed (the harness's, a relay). `serve` follows none:
+    /// the programs only traced threads use (scheduler, socket-bound and syscall tracepoints,
+    /// `probes::passive_needs`) then stay detached, so the rest of the machine does not pay
+    /// for them.
+    pub threads: bool,
 }
 
 /// Which packets to follow; checked in the kernel when a packet is first seen.
@@ -113,6 +116,7 @@ impl Default for TracerOptions {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(8),
+            threads: true,
         }
     }
 }
@@ -172,6 +176,9 @@ pub struct Tracer {
     misses_base: u64,
     /// The calibrated cost of one program run (`own.rs`), charged per run counted in a hop.
     pub run_cost: RunCost,
+    /// `TracerOptions::threads`, and whether `sock:sk_data_ready` ends passive journeys.
+    threads: bool,
+    ready: bool,
 }
 
 /// Everything the programs aggregated, summed over CPUs.
@@ -192,6 +199,7 @@ impl Tracer {
         let btf = crate::sys::btf::load_vmlinux()?;
         let offsets = crate::sys::btf::kernel_offsets(&btf)?;
         let config = load_config(opts, offsets)?;
+        let ready = config.ready_fallback == 0;
         let mut loader = EbpfLoader::new();
         loader.override_global(netpath_common::config::GLOBAL, &config, true);
         let drop_reasons = crate::sys::btf::enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_");
@@ -246,6 +254,8 @@ impl Tracer {
             },
             misses_base: 0,
             run_cost: RunCost::default(),
+            threads: opts.threads,
+            ready,
             _stats: if opts.prog_stats {
                 Some(aya::sys::enable_stats(aya::sys::Stats::RunTime)?)
             } else {
@@ -280,6 +290,7 @@ impl Tracer {
             if skipped(p.prog)
                 || p.role == Role::Floor
                 || (tcp_syscalls && p.role == Role::SockBound)
+                || (!self.threads && !probes::passive_needs(p, self.ready))
             {
                 continue;
             }
@@ -291,6 +302,7 @@ impl Tracer {
             if !(bound && tcp_syscalls || send_start)
                 || !p.backends.contains(&self.backend)
                 || skipped(p.prog)
+                || !self.threads
             {
                 continue;
             }
@@ -388,28 +400,6 @@ impl Tracer {
                 }
             }
         }
-    }
-
-    /// Tells the programs which devices form the path and what each is.
-    pub fn set_devices(&mut self, devices: &[Device]) -> Result<()> {
-        let mut map: HashMap<&mut MapData, DevKey, u32> =
-            HashMap::try_from(self.ebpf.map_mut("DEVS").context("DEVS map")?)?;
-        let old: Vec<DevKey> = map.keys().filter_map(|k| k.ok()).collect();
-        for k in old {
-            map.remove(&k)?;
-        }
-        for d in devices {
-            let key = DevKey {
-                netns: d.netns_inum,
-                ifindex: d.ifindex,
-            };
-            map.insert(key, d.kind as u32, 0)?;
-        }
-        clear_array::<DevSlot>(
-            self.ebpf.map_mut("DEVSLOTS").context("DEVSLOTS map")?,
-            DEV_SLOTS,
-        )?;
-        Ok(())
     }
 
     /// Zeroes every aggregate and forgets in-flight state, so a run starts clean.

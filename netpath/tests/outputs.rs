@@ -338,3 +338,60 @@ fn progress_bars_on_a_terminal_only() {
     assert!(!err.contains("interleaved round"), "a bar on a pipe: {err}");
     assert!(String::from_utf8_lossy(&piped.stdout).contains("host"));
 }
+
+/// compare ends with the answer: every driver in a line, every driver against its reference
+/// (host for bridge, bridge for the others) with a ratio and its 95% interval from 3 rounds.
+#[test]
+fn compare_summary_pairs_each_driver_with_its_reference_and_an_interval() {
+    let _g = common::need_root();
+    let v = netpath(&[
+        "compare",
+        "-d",
+        "host,bridge,overlay",
+        "-n",
+        "200",
+        "--warmup",
+        "20",
+        "--rounds",
+        "3",
+        "--bulk",
+        "0",
+        "--burst",
+        "0",
+        "--json",
+    ]);
+    common::schema::validate("compare", &v);
+    let s = &v["summary"];
+    let lines: Vec<&str> = s["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["driver"].as_str().unwrap())
+        .collect();
+    assert_eq!(lines, ["host", "bridge", "overlay"]);
+    let pairs: Vec<(&str, &str)> = s["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["driver"].as_str().unwrap(),
+                p["reference"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(pairs, [("bridge", "host"), ("overlay", "bridge")], "{s}");
+    for p in s["pairs"].as_array().unwrap() {
+        let f = |k: &str| p[k].as_f64().unwrap_or_else(|| panic!("no {k}: {p}"));
+        let (r, lo, hi) = (f("ratio"), f("ci_low"), f("ci_high"));
+        assert!(lo <= r && r <= hi && lo > 0.0, "{p}");
+        assert_eq!(p["rounds"], 3);
+        assert_eq!(p["not_a_result"], lo <= 1.0 && 1.0 <= hi, "{p}");
+        assert!(
+            p["sentence"]
+                .as_str()
+                .unwrap()
+                .contains(p["driver"].as_str().unwrap())
+        );
+    }
+}

@@ -164,6 +164,7 @@ fn bridge_path_hops_and_counts() {
     let r = run(Driver::Bridge);
     let done = assert_counts(&r);
     assert_crossings(&r, &done, &expected(Driver::Bridge));
+    assert_order(&r);
     // The fentry backend uses fentry wherever the function is in vmlinux (its BTF is there):
     // ip_rcv and tcp_v4_rcv always are; module functions may fall back to kprobes.
     if r.backend == "fentry" {
@@ -286,6 +287,7 @@ fn host_path_has_no_veth_and_no_bridge() {
     let r = run(Driver::Host);
     let done = assert_counts(&r);
     assert_crossings(&r, &done, &expected(Driver::Host));
+    assert_order(&r);
     assert!(r.passes.iter().all(|p| p.rx_passes == 1), "{:?}", r.passes);
 }
 
@@ -765,6 +767,9 @@ fn expected_order(driver: Driver, function_probes: bool) -> Option<[&'static str
 fn assert_order(r: &DriverReport) {
     let fp = r.backend != "tracepoint";
     let driver: Driver = clap::ValueEnum::from_str(&r.driver, false).unwrap();
+    if let Some(path) = expected_order(driver, fp).or_else(|| first_crossings(driver)) {
+        rows_in_path_order(r, &path);
+    }
     let Some(want) = expected_order(driver, fp) else {
         return;
     };
@@ -795,6 +800,42 @@ fn assert_order(r: &DriverReport) {
         r.timelines.len(),
         &odd[..odd.len().min(3)]
     );
+}
+
+/// The older paths' hops in the order each is first crossed (the same both ways).
+fn first_crossings(driver: Driver) -> Option<[&'static str; 2]> {
+    Some(match driver {
+        Driver::None | Driver::Host => {
+            ["sender-stack loopback backlog receiver-stack recv-return"; 2]
+        }
+        Driver::Macvlan => ["sender-stack macvlan backlog receiver-stack recv-return"; 2],
+        Driver::Bridge => ["sender-stack veth backlog bridge receiver-stack recv-return"; 2],
+        Driver::Overlay => {
+            ["sender-stack veth backlog bridge vxlan-encap underlay vxlan-decap receiver-stack \
+             recv-return"; 2]
+        }
+        _ => return None,
+    })
+}
+
+/// The hop table lists each direction's hops in the order the packet crosses them (a hop
+/// crossed twice where it is first crossed).
+fn rows_in_path_order(r: &DriverReport, want: &[&str; 2]) {
+    for (i, dir) in ["request", "response"].into_iter().enumerate() {
+        let mut path: Vec<&str> = Vec::new();
+        for h in want[i].split(' ') {
+            if !path.contains(&h) {
+                path.push(h);
+            }
+        }
+        let rows: Vec<&str> = r
+            .hops
+            .iter()
+            .filter(|h| h.dir == dir && path.contains(&h.hop))
+            .map(|h| h.hop)
+            .collect();
+        assert_eq!(rows, path, "{} {dir}: hop rows out of path order", r.driver);
+    }
 }
 
 /// Hops of the receiving thread's wakeup, between the socket's wakeup and the copy.

@@ -45,6 +45,15 @@ pub struct CompareArgs {
     /// With --underlay-delay: jitter around that delay (uniform, e.g. 10us).
     #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, help_heading = TRAFFIC, requires = "underlay_delay")]
     pub underlay_jitter: Option<std::time::Duration>,
+    /// Measure every driver against this one (default: host for bridge, bridge for every
+    /// other driver); it must be among those measured.
+    #[arg(long, value_name = "DRIVER", help_heading = OUTPUT)]
+    pub reference: Option<String>,
+    /// Every line of each driver's block (the hops netpath can see, raw and own-time columns,
+    /// context, passes, every counter, machine and placement per driver) and the table of
+    /// several with per-round ratios.
+    #[arg(long, short = 'v', help_heading = OUTPUT)]
+    pub verbose: bool,
     /// Also write a self-contained HTML report (inline SVG charts, no script) to this file.
     #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
     pub report: Option<std::path::PathBuf>,
@@ -70,6 +79,11 @@ impl super::Command for CompareArgs {
             jitter: a.underlay_jitter.unwrap_or_default(),
         });
         let between = !a.between.is_empty();
+        if let (Some(r), false) = (&a.reference, between || a.docker)
+            && !drivers.iter().any(|d| d.name() == r)
+        {
+            anyhow::bail!("--reference {r} is not among the drivers measured (-d): add it there");
+        }
         // A placement this machine cannot give is said before anything is loaded or built.
         let mut opts = a.traffic.options(drivers, underlay)?;
         opts.set_protos(&a.proto)?;
@@ -87,11 +101,12 @@ impl super::Command for CompareArgs {
         let engine = a.docker.then(crate::docker::Engine::connect).transpose()?;
         let node = between.then(crate::runtime::Node::connect).transpose()?;
         if text {
-            render::compare::backend_line(backend);
+            render::compare::backend_line(backend, a.verbose);
         }
         // Text shows each driver as it is measured (runs are long); JSON waits for the end.
+        let mut text_sink = render::compare::TextSink::new(a.verbose);
         let sink: &mut dyn crate::record::Sink = if text {
-            &mut render::compare::TextSink
+            &mut text_sink
         } else {
             &mut crate::record::Quiet
         };
@@ -102,7 +117,12 @@ impl super::Command for CompareArgs {
             (_, Some(e), _) => compare::run_docker(backend, &opts, e, a.lab, sink)?,
             _ => compare::run(backend, &opts, sink)?,
         };
-        let out = render::compare::CompareOutput { backend, drivers };
+        let summary = crate::measure::answer::summarise(&drivers, a.reference.as_deref());
+        let out = render::compare::CompareOutput {
+            backend,
+            drivers,
+            summary,
+        };
         render::emit(a.output.format(), Some(backend.name()), &out)?;
         if a.report.is_some() || a.svg.is_some() {
             let v = crate::record::header::to_value("compare", Some(backend.name()), &out)?;

@@ -3,6 +3,7 @@
 //! deltas (`ab`, `delta`) that `diff` and `tune` read.
 
 pub mod ab;
+pub mod answer;
 pub mod compare;
 pub mod delta;
 pub mod diff;

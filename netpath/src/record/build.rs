@@ -230,12 +230,23 @@ fn device_rows(snap: &Snapshot, devices: &[Device]) -> Vec<DeviceRow> {
         .collect()
 }
 
+/// Sampled journeys the hop rows' path order is taken from.
+const PATH_SAMPLES: usize = 64;
+
 /// The record of one traced run (untraced figures and rounds: `set_rounds`).
 pub fn build(t: &TracedRun) -> DriverReport {
     let (snap, devices) = (t.snap, t.devices);
     let traced_s = RttSummary::from_rr(t.result);
     let run_cost = t.tracer.run_cost;
-    let (one_way, hops) = hop_rows(snap, run_cost.ns);
+    let (one_way, mut hops) = hop_rows(snap, run_cost.ns);
+    // The packet's order, from the journeys sampled (more than are kept).
+    let ordering: Vec<_> = t
+        .samples
+        .iter()
+        .take(PATH_SAMPLES.max(t.keep_timelines))
+        .map(|s| super::timeline(s, devices))
+        .collect();
+    super::timeline::sort_by_path(&mut hops, &ordering);
     let turnaround = distribution(snap, Dir::Turnaround, Hop::OneWay, run_cost.ns);
     let attributed = one_way.values().map(|d| d.mean_us).sum::<f64>()
         + turnaround.as_ref().map(|d| d.mean_us).unwrap_or(0.0);
@@ -270,12 +281,7 @@ pub fn build(t: &TracedRun) -> DriverReport {
         passes: pass_rows(snap),
         drops: drop_rows(t.drops, devices, &t.tracer.drop_reasons),
         devices: device_rows(snap, devices),
-        timelines: t
-            .samples
-            .iter()
-            .take(t.keep_timelines)
-            .map(|s| super::timeline(s, devices))
-            .collect(),
+        timelines: ordering.into_iter().take(t.keep_timelines).collect(),
         prog_costs: t.prog_costs.clone(),
         rounds: Vec::new(),
         rr: None,

@@ -149,3 +149,46 @@ pub fn timeline(s: &SkbState, devices: &[Device]) -> Timeline {
         points,
     }
 }
+
+/// Each direction's hops in the order its sampled journeys cross them: a hop first seen in a
+/// later journey goes right after the hop it followed there. A hop crossed more than once
+/// (veth, backlog) is placed where it was first crossed.
+fn path_order<'a>(timelines: &'a [Timeline], dir: &str) -> Vec<&'a str> {
+    let mut order: Vec<&str> = Vec::new();
+    for t in timelines.iter().filter(|t| t.dir == dir) {
+        let mut at = 0;
+        // The first point opens the journey: the hop it carries is no crossing yet.
+        for p in t.points.iter().skip(1) {
+            match order.iter().position(|h| *h == p.hop) {
+                Some(i) => at = at.max(i + 1),
+                None => {
+                    order.insert(at, p.hop);
+                    at += 1;
+                }
+            }
+        }
+    }
+    order
+}
+
+/// Sorts hop rows (grouped by direction) into path order; hops no sampled journey crossed
+/// keep their place after the others.
+pub fn sort_by_path(rows: &mut [super::HopRow], timelines: &[Timeline]) {
+    let orders: Vec<(&str, Vec<&str>)> = ["request", "response"]
+        .into_iter()
+        .map(|d| (d, path_order(timelines, d)))
+        .collect();
+    let key = |r: &super::HopRow| {
+        let (d, order) = orders
+            .iter()
+            .enumerate()
+            .find(|(_, (d, _))| *d == r.dir)
+            .map(|(i, (_, o))| (i, o.as_slice()))
+            .unwrap_or((orders.len(), &[]));
+        (
+            d,
+            order.iter().position(|h| *h == r.hop).unwrap_or(usize::MAX),
+        )
+    };
+    rows.sort_by_key(key);
+}

@@ -5,45 +5,81 @@ use serde::Serialize;
 use crate::probe::backend::Backend;
 use crate::record::{DriverReport, RttSummary};
 
-/// `compare`'s result (its JSON body: `backend`, `drivers`).
+/// `compare`'s result (its JSON body: `backend`, `drivers`, `summary`).
 #[derive(Serialize, schemars::JsonSchema)]
 pub struct CompareOutput {
     pub backend: Backend,
     pub drivers: Vec<DriverReport>,
+    /// The answer: each driver in a line, each against its reference.
+    pub summary: crate::measure::answer::Summary,
 }
 
 impl super::Render for CompareOutput {
     const KIND: &'static str = "compare";
-    /// Nothing more: the run printed each driver's block and the summary as it went.
-    fn text(&self, _: &mut dyn std::io::Write) -> std::io::Result<()> {
-        Ok(())
+    /// The answer: the run printed each driver's block and the table of several as it went.
+    fn text(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        super::answer::write(&self.summary, w)
     }
 }
 
-/// `compare`'s text while it runs: each driver's block as soon as it is measured, then the
-/// summary of several.
-pub struct TextSink;
+/// `compare`'s text while it runs: each driver's block as soon as it is measured (short, or
+/// every line with `verbose`), the machine's state and placement once, and with `verbose` the
+/// table of several.
+#[derive(Default)]
+pub struct TextSink {
+    pub verbose: bool,
+    said_machine: bool,
+}
+
+impl TextSink {
+    pub fn new(verbose: bool) -> TextSink {
+        TextSink {
+            verbose,
+            said_machine: false,
+        }
+    }
+}
 
 impl crate::record::Sink for TextSink {
     fn driver(&mut self, r: &DriverReport) {
-        driver(r);
+        if self.verbose {
+            driver(r);
+        } else {
+            if !self.said_machine {
+                if let Some(m) = &r.machine {
+                    println!("{}", m.line());
+                }
+                if let Some(p) = &r.placement {
+                    println!("{} (first driver; --verbose: each)", p.line());
+                }
+                println!();
+                self.said_machine = true;
+            }
+            super::block::driver(r);
+        }
         println!();
     }
 
     fn summary(&mut self, all: &[DriverReport]) {
-        summary(all);
+        if self.verbose {
+            summary(all);
+            println!();
+        }
     }
 }
 
-/// Said before a compare run: the backend and the hops it can see.
-pub fn backend_line(backend: Backend) {
-    let hops: Vec<&str> = backend.visible_hops().iter().map(|h| h.name()).collect();
-    println!(
-        "backend: {} (hops it can see: {})",
-        backend.name(),
-        hops.join(", ")
-    );
-    println!();
+/// Said before a compare run: the backend (and with `verbose` the hops it can see).
+pub fn backend_line(backend: Backend, verbose: bool) {
+    if verbose {
+        let hops: Vec<&str> = backend.visible_hops().iter().map(|h| h.name()).collect();
+        println!(
+            "backend: {} (hops it can see: {})",
+            backend.name(),
+            hops.join(", ")
+        );
+    } else {
+        println!("backend: {}", backend.name());
+    }
 }
 
 /// One driver's block: mode, RTT, per-hop table, attribution, passes, drops, losses.

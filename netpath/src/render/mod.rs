@@ -4,7 +4,9 @@
 //! exposition of `serve`. They read the records (`report::DriverReport` and friends, each
 //! command's result, the versioned JSON header in `report::header`); no record imports a
 //! renderer, so a saved JSON renders the same as a live run.
+pub mod answer;
 pub mod bench;
+pub mod block;
 pub mod compare;
 pub mod diff;
 pub mod doctor;

@@ -1,0 +1,167 @@
+//! A driver's block as people scan it: its mode, the round trip traced and untraced, the hops
+//! in path order with one per-packet time column (netpath's own time taken out), and what was
+//! lost only when something was. `--verbose` prints every line `compare::driver` has.
+use comfy_table::{CellAlignment, Table, presets};
+
+use super::answer::time;
+use crate::record::{DriverReport, RttSummary};
+
+/// A table without borders, its columns after the first two right-aligned, indented.
+pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> Vec<String> {
+    let mut t = Table::new();
+    t.load_style(presets::NOTHING).set_header(header.to_vec());
+    for r in rows {
+        t.add_row(r);
+    }
+    for i in 2..header.len() {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t.lines().map(|l| format!("  {}", l.trim_end())).collect()
+}
+
+fn rtt(label: &str, s: &RttSummary) -> String {
+    format!(
+        "   RTT {label}: p50 {}  p99 {}  max {}  mean {}  (n={}, {:.0} req/s)",
+        time(s.p50_us),
+        time(s.p99_us),
+        time(s.max_us),
+        time(s.mean_us),
+        s.count,
+        s.req_per_s
+    )
+}
+
+/// The round trip: untraced over rounds, traced, blocking; a traced figure below its
+/// untraced one is flagged (probes only add work: that is the machine's noise).
+fn round_trip(r: &DriverReport) {
+    if let Some(rr) = &r.rr {
+        println!(
+            "   RTT untraced ({} wait, median of {} round(s)): p50 {} [{}–{}]  p99 {}  {:.0} req/s",
+            r.wait.name(),
+            rr.rounds,
+            time(rr.p50_us.median),
+            time(rr.p50_us.min),
+            time(rr.p50_us.max),
+            time(rr.p99_us.median),
+            rr.req_per_s.median
+        );
+    }
+    println!("{}", rtt("traced", &r.traced));
+    if let Some(u) = &r.untraced
+        && r.traced.p50_us < u.p50_us
+    {
+        println!(
+            "   FLAG: traced p50 {} is below its round's untraced p50 {}: noise or a change of the machine's state outweighs the probes here; not a result",
+            time(r.traced.p50_us),
+            time(u.p50_us)
+        );
+    }
+    if let Some(b) = &r.block {
+        let flag = if b.traced.p50_us < b.untraced.p50_us {
+            "  FLAG: traced below untraced, not a result"
+        } else {
+            ""
+        };
+        println!(
+            "   RTT blocking (what an application sees): untraced p50 {}, traced p50 {}{flag}",
+            time(b.untraced.p50_us),
+            time(b.traced.p50_us)
+        );
+    }
+}
+
+/// The hop table: per packet (netpath's own time out), per crossing where a hop is crossed
+/// more than once per packet, p50 and p99 per crossing, share of the direction.
+fn hops(r: &DriverReport) {
+    let packets = |dir: &str| r.one_way.get(dir).map(|d| d.count).unwrap_or(0);
+    let repeated = r.hops.iter().any(|h| h.crossings != packets(h.dir));
+    let mut header = vec!["hop", "dir", "per packet"];
+    if repeated {
+        header.extend(["crossings/pkt", "per crossing"]);
+    }
+    header.extend(["p50", "p99", "share"]);
+    let rows = r
+        .hops
+        .iter()
+        .map(|h| {
+            let mut row = vec![h.hop.to_string(), h.dir.to_string(), time(h.compensated_us)];
+            if repeated {
+                let per = h.crossings as f64 / packets(h.dir).max(1) as f64;
+                row.push(format!("{per:.2}"));
+                row.push(time(h.compensated_us / per.max(f64::EPSILON)));
+            }
+            row.extend([
+                time(h.compensated_p50_us),
+                time(h.p99_us),
+                format!("{:.0}%", h.share_pct),
+            ]);
+            row
+        })
+        .collect();
+    for l in table(&header, rows) {
+        println!("{l}");
+    }
+    if let Some(c) = &r.consistency {
+        println!(
+            "   hops add up to {} vs untraced RTT mean {} ({:+.1}%){}",
+            time(c.compensated_sum_us),
+            time(c.untraced_mean_us),
+            c.error_mean_pct,
+            if c.within_tolerance {
+                ""
+            } else {
+                ": OUT OF TOLERANCE, these hop figures do not add up to the path"
+            }
+        );
+    }
+}
+
+/// Losses and drops, only what is not zero.
+fn losses(r: &DriverReport) {
+    let lost: Vec<String> = crate::record::LOST
+        .iter()
+        .map(|&c| netpath_common::counter::NAMES[c as usize])
+        .filter_map(|k| {
+            r.lost
+                .get(k)
+                .filter(|v| **v > 0)
+                .map(|v| format!("{k} {v}"))
+        })
+        .collect();
+    if lost.is_empty() && r.drops.is_empty() {
+        println!("   nothing lost");
+    } else if !lost.is_empty() {
+        println!("   lost or unmatched: {}", lost.join(", "));
+    }
+    for d in &r.drops {
+        println!(
+            "   DROP {} in hop {} ({}, {}) ×{}",
+            d.reason_name, d.hop, d.dir, d.device, d.count
+        );
+    }
+    for u in &r.uncounted {
+        println!("   not counted by this kernel: {u}");
+    }
+}
+
+/// One driver's block, short.
+pub fn driver(r: &DriverReport) {
+    println!(
+        "== {}  ({}, wait {}, cpus {})",
+        r.driver,
+        r.proto.name().to_uppercase(),
+        r.wait.name(),
+        r.cpus
+    );
+    round_trip(r);
+    if let Some(b) = &r.bulk {
+        println!(
+            "   bulk: {:.2} Gbit/s [{:.2}–{:.2}]",
+            b.gbit_per_s.median, b.gbit_per_s.min, b.gbit_per_s.max
+        );
+    }
+    hops(r);
+    losses(r);
+}

@@ -1087,14 +1087,15 @@ fn compare_weighs_veth_against_macvlan_ipvlan_and_netkit() {
         (Driver::Netkit, "netkit"),
     ] {
         let name = driver.name();
-        let header = format!("== driver {name} ");
+        // Each driver's block opens with `== <driver>  (<protocol>, wait …)`.
+        let header = format!("== {name}  (");
         if stderr.contains(&format!("skipped {name}: ")) {
             assert!(!stdout.contains(&header), "{stdout}");
             continue;
         }
         let table = stdout
-            .split("== driver ")
-            .find(|t| t.starts_with(&format!("{name} ")))
+            .split("\n== ")
+            .find(|t| t.starts_with(&format!("{name}  (")))
             .unwrap_or_else(|| panic!("no {name} row: {stdout}"));
         assert!(
             table.lines().any(|l| l.trim_start().starts_with(hop)),

@@ -117,20 +117,20 @@ pub fn run(rounds: usize, requests: u64) -> Result<ServeOn> {
     };
     let image = build_image(&mut o)?;
     let net = format!("np{id}net");
-    docker(&["network", "create", "--label", "netpath=1", &net])?;
-    o.network = Some(net.clone());
-    let subnet = docker(&[
+    // A subnet of its own (containers get fixed addresses, so redis binds one, not all).
+    let third = u8::try_from(nanos() % 250).unwrap_or(0) + 1;
+    let subnet = format!("10.213.{third}.0/24");
+    docker(&[
         "network",
-        "inspect",
-        "-f",
-        "{{(index .IPAM.Config 0).Subnet}}",
+        "create",
+        "--label",
+        "netpath=1",
+        "--subnet",
+        &subnet,
         &net,
     ])?;
-    let base = subnet
-        .split('/')
-        .next()
-        .and_then(|a| a.parse::<std::net::Ipv4Addr>().ok())
-        .with_context(|| format!("network {net} has no IPv4 subnet ({subnet})"))?;
+    o.network = Some(net.clone());
+    let base = std::net::Ipv4Addr::new(10, 213, third, 0);
     let [a, b, c, _] = base.octets();
     let srv_ip = format!("{a}.{b}.{c}.10");
     let oth_ip = format!("{a}.{b}.{c}.11");
@@ -316,6 +316,7 @@ fn clk_tck() -> f64 {
 
 fn start_redis(o: &mut Objects, image: &str, net: &str, role: &str, ip: &str) -> Result<String> {
     let name = format!("np{}{role}", o.id);
+    o.containers.push(name.clone());
     docker(&[
         "run",
         "-d",
@@ -336,7 +337,6 @@ fn start_redis(o: &mut Objects, image: &str, net: &str, role: &str, ip: &str) ->
         "--appendonly",
         "no",
     ])?;
-    o.containers.push(name.clone());
     Ok(name)
 }
 

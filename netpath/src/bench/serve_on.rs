@@ -137,9 +137,9 @@ pub fn run(rounds: usize, requests: u64) -> Result<ServeOn> {
     let srv = start_redis(&mut o, &image, &net, "srv", &srv_ip)?;
     let oth = start_redis(&mut o, &image, &net, "oth", &oth_ip)?;
     let ready = Instant::now();
-    while bench_once(&o, &image, &net, &srv_ip, 100).is_err() {
+    while let Err(e) = bench_once(&o, &image, &net, &srv_ip, 100) {
         if ready.elapsed() > Duration::from_secs(20) {
-            bail!("redis-server in {srv} did not answer within 20 s");
+            bail!("redis-server in {srv} did not answer within 20 s: {e:#}");
         }
         std::thread::sleep(Duration::from_millis(200));
     }

@@ -25,6 +25,11 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if args.args.iter().any(|a| a == "--stability") || udp(args) {
         return run::run(&with_bench_tools(netpath_args(args)));
     }
+    // The serve-left-on section runs containers: a daemon for it (stopped again after, if
+    // started here); without one the section says it was skipped.
+    let _docker = crate::dockerd::ensure_dockerd()
+        .inspect_err(|e| eprintln!("bench: no Docker daemon for the serve-left-on section: {e:#}"))
+        .ok();
     run::run_and_wait(&with_bench_tools(netpath_args(args)))?;
     run::run(&with_bench_tools(stability_args(args)))
 }
@@ -91,6 +96,9 @@ fn netpath_args(args: &BenchArgs) -> Vec<String> {
     if !has("--proof") && !udp(args) {
         v.push("--proof".into());
     }
+    if !has("--serve-left-on") && !udp(args) {
+        v.push("--serve-left-on".into());
+    }
     v
 }
 
@@ -130,7 +138,8 @@ mod tests {
                 &md.display().to_string(),
                 "--journeys",
                 "1000000",
-                "--proof"
+                "--proof",
+                "--serve-left-on"
             ]
         );
         assert_eq!(super::stability_args(&args), ["bench", "--stability"]);

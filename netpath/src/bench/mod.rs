@@ -35,6 +35,7 @@ mod journeys;
 mod memory;
 mod modes;
 pub mod proof;
+pub mod serve_on;
 pub mod stability;
 mod tools;
 mod traced;
@@ -74,6 +75,9 @@ pub struct BenchOptions {
     /// Also the "hops you can prove" section (`proof.rs`): the lab drivers' hop sums against
     /// their untraced RTT and `validate`'s injected delays (TCP only).
     pub proof: bool,
+    /// Also the "serve left on" section (`serve_on.rs`): redis in two containers, serve off,
+    /// following another container, following the server.
+    pub serve_on: bool,
 }
 
 impl Default for BenchOptions {
@@ -89,6 +93,7 @@ impl Default for BenchOptions {
             note: String::new(),
             proto: Proto::Tcp,
             proof: false,
+            serve_on: false,
         }
     }
 }
@@ -118,6 +123,7 @@ pub struct BenchReport {
     pub journeys: Option<JourneyRun>,
     /// Hop sums against untraced RTTs, and injected delays recovered, if asked.
     pub proof: Option<proof::Proof>,
+    pub serve_on: Option<serve_on::ServeOn>,
     /// Idle configuration and CPU time during the whole bench.
     pub machine: crate::sys::machine::MachineState,
     /// The busiest other processes at the end (`ps`, by CPU share), and the operator's note.
@@ -445,6 +451,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
     } else {
         None
     };
+    let serve_on = serve_section(opts);
     Ok(BenchReport {
         proto: opts.proto,
         skipped: skipped(opts),
@@ -465,6 +472,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
         memory,
         journeys,
         proof,
+        serve_on,
         machine: crate::sys::machine::MachineState::since(
             cpu_start,
             Default::default(),
@@ -500,6 +508,18 @@ fn skipped(opts: &BenchOptions) -> Vec<String> {
         ));
     }
     v
+}
+
+/// The serve-left-on section if asked; a failure (no Docker daemon, say) is printed and the
+/// section left out rather than losing the rest of the bench.
+fn serve_section(opts: &BenchOptions) -> Option<serve_on::ServeOn> {
+    if !opts.serve_on {
+        return None;
+    }
+    progress(opts, "serve left on: redis in two containers");
+    serve_on::run(opts.rounds.max(1), opts.requests.max(1000))
+        .inspect_err(|e| eprintln!("bench: serve left on skipped: {e:#}"))
+        .ok()
 }
 
 fn progress(opts: &BenchOptions, msg: &str) {

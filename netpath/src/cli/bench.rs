@@ -49,6 +49,13 @@ pub struct BenchArgs {
     /// injected delays (bridge, overlay)? TCP only; `cargo xtask bench` asks for it.
     #[arg(long)]
     pub proof: bool,
+    /// Also the "serve left on" section: redis-server and redis-benchmark in two containers,
+    /// throughput and p50 with serve off, following another container, following the server.
+    #[arg(long)]
+    pub serve_left_on: bool,
+    /// Instead: only the "serve left on" section (its Markdown on stdout and to --markdown).
+    #[arg(long, conflicts_with = "stability")]
+    pub only_serve_left_on: bool,
     /// Transport of the latency runs, sockperf's and netpath's: tcp or udp (sockperf's default
     /// mode; the TCP-only bulk and journey runs are skipped). sockperf has no ICMP mode.
     #[arg(long, default_value = "tcp", value_parser = SockperfProto)]
@@ -77,6 +84,17 @@ impl super::Command for BenchArgs {
             let r = crate::bench::stability::run(a.requests.min(10_000), a.output.is_text())?;
             return render::bench::emit_stability(a.output.format(), &r);
         }
+        if a.only_serve_left_on {
+            let o = crate::bench::serve_on::run(a.rounds, a.requests)?;
+            let mut s = String::new();
+            render::markdown::serve_on(&mut s, &o);
+            if let Some(path) = &a.markdown {
+                std::fs::write(path, &s)
+                    .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+            }
+            print!("{s}");
+            return Ok(());
+        }
         let mut opts = crate::bench::BenchOptions {
             rounds: a.rounds,
             secs: a.duration.as_secs().max(1),
@@ -85,6 +103,7 @@ impl super::Command for BenchArgs {
             note: a.note,
             proto: a.proto,
             proof: a.proof,
+            serve_on: a.serve_left_on,
             ..Default::default()
         };
         if !a.driver.is_empty() {

@@ -63,6 +63,9 @@ pub fn markdown(r: &BenchReport) -> String {
     if let Some(p) = &r.proof {
         proof(&mut s, p);
     }
+    if let Some(o) = &r.serve_on {
+        serve_on(&mut s, o);
+    }
     let m = &r.memory;
     let _ = writeln!(
         s,
@@ -550,6 +553,46 @@ fn journey_run(s: &mut String, r: &BenchReport) {
     let _ = writeln!(s, "| loss counter | count |\n|---|---|");
     for (k, v) in &j.losses {
         let _ = writeln!(s, "| {k} | {v} |");
+    }
+    let _ = writeln!(s);
+}
+
+/// The serve-left-on section: redis throughput and p50 per mode, against serve off.
+pub fn serve_on(s: &mut String, o: &crate::bench::serve_on::ServeOn) {
+    use crate::bench::serve_on::{CONNECTIONS, GOAL_P50, GOAL_THROUGHPUT};
+    let _ = writeln!(
+        s,
+        "## Serve left on\n\nredis-server in one container, redis-benchmark ({CONNECTIONS} \
+         connections, {} GETs per run) in another, on a Docker bridge network of their own; \
+         {} rounds, the three modes interleaved, medians; `serve` at its default --sample {}. \
+         Goals when following the server: throughput ≥ {GOAL_THROUGHPUT}×, p50 ≤ {GOAL_P50}× \
+         of serve off. CPU: the serve process's user+system time over the run, per core.\n",
+        o.requests, o.rounds, o.sample
+    );
+    let _ = writeln!(
+        s,
+        "| mode | requests/s | ×off | p50 | ×off | serve CPU per core | goal |\n|---|---|---|---|---|---|---|"
+    );
+    for r in &o.rows {
+        let goal = if r.mode.ends_with("the server") {
+            let t = r.rps_ratio >= GOAL_THROUGHPUT;
+            let p = r.p50_ratio <= GOAL_P50;
+            format!(
+                "throughput {}, p50 {}",
+                if t { "met" } else { "not met" },
+                if p { "met" } else { "not met" }
+            )
+        } else {
+            String::new()
+        };
+        let cpu = r
+            .serve_cpu_pct_per_core
+            .map_or("–".to_string(), |c| format!("{c:.1}%"));
+        let _ = writeln!(
+            s,
+            "| {} | {:.0} | {:.3} | {:.3} ms | {:.3} | {cpu} | {goal} |",
+            r.mode, r.rps, r.rps_ratio, r.p50_ms, r.p50_ratio
+        );
     }
     let _ = writeln!(s);
 }

@@ -1,0 +1,461 @@
+//! The bench's "serve left on" section: what `netpath serve` costs a real event-loop server.
+//!
+//! Debian's redis-server in one container and redis-benchmark (GETs, 20 connections) in
+//! another, on a Docker bridge network of their own, from an image built locally (`FROM
+//! scratch`, the two binaries and their shared libraries; no registry). Three modes,
+//! interleaved round by round with the order rotated: serve off, `serve` following an idle
+//! third container only, `serve` following the server container (both at serve's default
+//! `--sample`). netpath's CPU share per core comes from /proc of the serve process over the
+//! benchmark run. Every object is named `np<run>…` and labelled `netpath`, and removed on the
+//! way out.
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use serde::Serialize;
+
+/// Benchmark connections (redis-benchmark -c).
+pub const CONNECTIONS: u32 = 20;
+/// Goals: throughput at least this fraction of serve off, p50 at most this multiple.
+pub const GOAL_THROUGHPUT: f64 = 0.97;
+pub const GOAL_P50: f64 = 1.05;
+
+/// One mode's medians over rounds and their ratios against serve off.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModeRow {
+    pub mode: String,
+    pub rps: f64,
+    pub p50_ms: f64,
+    pub rps_ratio: f64,
+    pub p50_ratio: f64,
+    /// serve's CPU time over the run's wall time, per core, % (None when serve was off).
+    pub serve_cpu_pct_per_core: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ServeOn {
+    pub rounds: usize,
+    pub requests: u64,
+    pub sample: u32,
+    pub rows: Vec<ModeRow>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Off,
+    Other,
+    Server,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Off => "serve off",
+            Mode::Other => "serve following another container",
+            Mode::Server => "serve following the server",
+        }
+    }
+}
+
+/// One benchmark run: requests/s, p50 ms, serve's CPU % per core.
+struct Sample {
+    rps: f64,
+    p50_ms: f64,
+    cpu: Option<f64>,
+}
+
+/// The Docker objects of one run, removed on drop.
+struct Objects {
+    id: String,
+    containers: Vec<String>,
+    network: Option<String>,
+    image: Option<String>,
+}
+
+impl Drop for Objects {
+    fn drop(&mut self) {
+        for c in &self.containers {
+            let _ = docker(&["rm", "-f", c]);
+        }
+        if let Some(n) = &self.network {
+            let _ = docker(&["network", "rm", n]);
+        }
+        if let Some(i) = &self.image {
+            let _ = docker(&["rmi", "-f", i]);
+        }
+    }
+}
+
+fn docker(args: &[&str]) -> Result<String> {
+    let out = Command::new("docker")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run docker (the serve-left-on section needs the docker CLI)")?;
+    if !out.status.success() {
+        bail!(
+            "docker {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The section: `rounds` × three modes of `requests` GETs each.
+pub fn run(rounds: usize, requests: u64) -> Result<ServeOn> {
+    docker(&["info", "--format", "{{.ServerVersion}}"])
+        .context("no Docker daemon answers (the serve-left-on section runs two containers)")?;
+    let id = format!("{:06x}", (std::process::id() ^ nanos()) & 0xff_ffff);
+    let mut o = Objects {
+        id: id.clone(),
+        containers: Vec::new(),
+        network: None,
+        image: None,
+    };
+    let image = build_image(&mut o)?;
+    let net = format!("np{id}net");
+    // A subnet of its own (containers get fixed addresses, so redis binds one, not all).
+    let third = u8::try_from(nanos() % 250).unwrap_or(0) + 1;
+    let subnet = format!("10.213.{third}.0/24");
+    docker(&[
+        "network",
+        "create",
+        "--label",
+        "netpath=1",
+        "--subnet",
+        &subnet,
+        &net,
+    ])?;
+    o.network = Some(net.clone());
+    let base = std::net::Ipv4Addr::new(10, 213, third, 0);
+    let [a, b, c, _] = base.octets();
+    let srv_ip = format!("{a}.{b}.{c}.10");
+    let oth_ip = format!("{a}.{b}.{c}.11");
+    let srv = start_redis(&mut o, &image, &net, "srv", &srv_ip)?;
+    let oth = start_redis(&mut o, &image, &net, "oth", &oth_ip)?;
+    let ready = Instant::now();
+    while let Err(e) = bench_once(&o, &image, &net, &srv_ip, 100) {
+        if ready.elapsed() > Duration::from_secs(20) {
+            bail!("redis-server in {srv} did not answer within 20 s: {e:#}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let modes = [Mode::Off, Mode::Other, Mode::Server];
+    let mut all: Vec<(Mode, Sample)> = Vec::new();
+    for r in 0..rounds.max(1) {
+        for k in 0..modes.len() {
+            let m = modes[(r + k) % modes.len()];
+            eprintln!("bench: serve left on, round {}: {}", r + 1, m.name());
+            let s = measure(&o, &image, &net, &srv_ip, requests, m, &srv, &oth)?;
+            all.push((m, s));
+        }
+    }
+    Ok(ServeOn {
+        rounds: rounds.max(1),
+        requests,
+        sample: crate::serve::DEFAULT_SAMPLE,
+        rows: rows(&all),
+    })
+}
+
+fn nanos() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+}
+
+fn rows(all: &[(Mode, Sample)]) -> Vec<ModeRow> {
+    let med = |m: Mode, f: &dyn Fn(&Sample) -> Option<f64>| {
+        let mut v: Vec<f64> = all
+            .iter()
+            .filter(|(k, _)| *k == m)
+            .filter_map(|(_, s)| f(s))
+            .collect();
+        v.sort_by(f64::total_cmp);
+        (!v.is_empty()).then(|| v[v.len() / 2])
+    };
+    let off_rps = med(Mode::Off, &|s| Some(s.rps)).unwrap_or(f64::NAN);
+    let off_p50 = med(Mode::Off, &|s| Some(s.p50_ms)).unwrap_or(f64::NAN);
+    [Mode::Off, Mode::Other, Mode::Server]
+        .into_iter()
+        .map(|m| {
+            let rps = med(m, &|s| Some(s.rps)).unwrap_or(f64::NAN);
+            let p50 = med(m, &|s| Some(s.p50_ms)).unwrap_or(f64::NAN);
+            ModeRow {
+                mode: m.name().to_string(),
+                rps,
+                p50_ms: p50,
+                rps_ratio: rps / off_rps,
+                p50_ratio: p50 / off_p50,
+                serve_cpu_pct_per_core: med(m, &|s| s.cpu),
+            }
+        })
+        .collect()
+}
+
+/// One benchmark run in `mode`: serve started before (and waited for) and stopped after.
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    o: &Objects,
+    image: &str,
+    net: &str,
+    ip: &str,
+    requests: u64,
+    mode: Mode,
+    srv: &str,
+    oth: &str,
+) -> Result<Sample> {
+    let follow = match mode {
+        Mode::Off => None,
+        Mode::Other => Some(oth),
+        Mode::Server => Some(srv),
+    };
+    let mut serve = follow.map(start_serve).transpose()?;
+    let t0 = Instant::now();
+    let cpu0 = serve.as_ref().map(|s| cpu_ticks(s.0.id()));
+    let res = bench_once(o, image, net, ip, requests);
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = match (&serve, cpu0) {
+        (Some(s), Some(Ok(c0))) => {
+            let c1 = cpu_ticks(s.0.id())?;
+            let hz = clk_tck();
+            Some((c1 - c0) as f64 / hz / wall * 100.0)
+        }
+        _ => None,
+    };
+    if let Some(s) = serve.as_mut() {
+        s.stop();
+    }
+    let (rps, p50_ms) = res?;
+    Ok(Sample { rps, p50_ms, cpu })
+}
+
+/// A running `netpath serve`, stopped (SIGTERM, then waited for) on drop.
+struct Serve(Child);
+
+impl Serve {
+    fn stop(&mut self) {
+        // SAFETY: our own child, not yet reaped.
+        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            self.stop();
+        }
+    }
+}
+
+/// `netpath serve --container name` on a loopback port; ready once its /metrics answers.
+fn start_serve(container: &str) -> Result<Serve> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").context("picking a port for serve")?;
+    let addr = l.local_addr()?;
+    drop(l);
+    let child = Command::new("/proc/self/exe")
+        .args(["serve", "--container", container, "--listen"])
+        .arg(addr.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting netpath serve")?;
+    let mut s = Serve(child);
+    let t0 = Instant::now();
+    loop {
+        if let Ok(Some(st)) = s.0.try_wait() {
+            bail!("netpath serve --container {container} exited early ({st})");
+        }
+        if scrape_ok(addr) {
+            // Its first rescan has attached and followed the container by now.
+            std::thread::sleep(Duration::from_secs(3));
+            return Ok(s);
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            bail!("netpath serve --container {container} did not answer on {addr} within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn scrape_ok(addr: std::net::SocketAddr) -> bool {
+    use std::io::Read as _;
+    let Ok(mut c) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) else {
+        return false;
+    };
+    let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+    if c.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut buf = [0u8; 16];
+    matches!(c.read(&mut buf), Ok(n) if n >= 12 && buf[9..12] == *b"200")
+}
+
+/// utime + stime of `pid`, clock ticks (fields 14 and 15 of /proc/pid/stat).
+fn cpu_ticks(pid: u32) -> Result<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let rest = s.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let num = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+    // After ")": state is field 3, so utime (14) and stime (15) are at 11 and 12.
+    Ok(num(11) + num(12))
+}
+
+fn clk_tck() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as f64 } else { 100.0 }
+}
+
+fn start_redis(o: &mut Objects, image: &str, net: &str, role: &str, ip: &str) -> Result<String> {
+    let name = format!("np{}{role}", o.id);
+    o.containers.push(name.clone());
+    docker(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--label",
+        "netpath=1",
+        "--network",
+        net,
+        "--ip",
+        ip,
+        image,
+        "/usr/bin/redis-server",
+        "--bind",
+        ip,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ])?;
+    Ok(name)
+}
+
+/// One redis-benchmark run in its own container: (requests/s, p50 ms) of its GET test.
+fn bench_once(o: &Objects, image: &str, net: &str, ip: &str, n: u64) -> Result<(f64, f64)> {
+    let name = format!("np{}cli", o.id);
+    let (n, c) = (n.to_string(), CONNECTIONS.to_string());
+    let out = docker(&[
+        "run",
+        "--rm",
+        "--name",
+        &name,
+        "--label",
+        "netpath=1",
+        "--network",
+        net,
+        image,
+        "/usr/bin/redis-benchmark",
+        "-h",
+        ip,
+        "-c",
+        &c,
+        "-n",
+        &n,
+        "-t",
+        "get",
+        "--csv",
+    ]);
+    let _ = docker(&["rm", "-f", &name]);
+    parse_csv(&out?)
+}
+
+/// redis-benchmark --csv: a header, then `"GET","rps","avg","min","p50",…`.
+fn parse_csv(text: &str) -> Result<(f64, f64)> {
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(',').map(|x| x.trim_matches('"')).collect();
+        if f.first() == Some(&"GET")
+            && let (Some(Ok(rps)), Some(Ok(p50))) = (
+                f.get(1).map(|x| x.parse::<f64>()),
+                f.get(4).map(|x| x.parse::<f64>()),
+            )
+        {
+            return Ok((rps, p50));
+        }
+    }
+    bail!("no GET line in redis-benchmark's output: {text}")
+}
+
+/// `FROM scratch` with redis-server, redis-benchmark and their libraries, built from a tar
+/// on stdin (no registry).
+fn build_image(o: &mut Objects) -> Result<String> {
+    let tag = format!("np{}redis:bench", o.id);
+    let bins = ["/usr/bin/redis-server", "/usr/bin/redis-benchmark"];
+    let mut b = tar::Builder::new(Vec::new());
+    add(
+        &mut b,
+        "Dockerfile",
+        b"FROM scratch\nCOPY rootfs/ /\n",
+        0o644,
+    )?;
+    let mut files = std::collections::BTreeSet::new();
+    for bin in bins {
+        if !Path::new(bin).exists() {
+            bail!("{bin} is missing: apt-get install redis-server redis-tools");
+        }
+        files.extend(crate::docker::image::shared_libraries(Path::new(bin))?);
+    }
+    for f in &files {
+        let data = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+        let rel = f.strip_prefix("/").unwrap_or(f);
+        add(&mut b, &format!("rootfs/{}", rel.display()), &data, 0o755)?;
+    }
+    for bin in bins {
+        // redis-server is a link (to redis-check-rdb): the file itself, at the name run.
+        let real = std::fs::canonicalize(bin)?;
+        let data = std::fs::read(&real)?;
+        add(&mut b, &format!("rootfs{bin}"), &data, 0o755)?;
+    }
+    let ctx = b.into_inner()?;
+    let mut child = Command::new("docker")
+        .args(["build", "-q", "--label", "netpath=1", "-t", &tag, "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot run docker build")?;
+    o.image = Some(tag.clone());
+    child
+        .stdin
+        .take()
+        .context("docker build's stdin")?
+        .write_all(&ctx)?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!(
+            "docker build {tag}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(tag)
+}
+
+fn add(b: &mut tar::Builder<Vec<u8>>, path: &str, data: &[u8], mode: u32) -> Result<()> {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_size(data.len() as u64);
+    h.set_mode(mode);
+    h.set_mtime(0);
+    b.append_data(&mut h, path, data)
+        .with_context(|| format!("adding {path} to the build context"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn parses_redis_benchmark_csv() {
+        let t = "\"test\",\"rps\",\"avg_latency_ms\",\"min_latency_ms\",\"p50_latency_ms\",\"p95_latency_ms\"\n\
+                 \"GET\",\"65789.47\",\"0.180\",\"0.056\",\"0.167\",\"0.263\"\n";
+        assert_eq!(super::parse_csv(t).unwrap(), (65789.47, 0.167));
+        assert!(super::parse_csv("nothing").is_err());
+    }
+}

@@ -23,7 +23,7 @@ pub const GOAL_THROUGHPUT: f64 = 0.97;
 pub const GOAL_P50: f64 = 1.05;
 
 /// One mode's medians over rounds and their ratios against serve off.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ModeRow {
     pub mode: String,
     pub rps: f64,
@@ -34,7 +34,7 @@ pub struct ModeRow {
     pub serve_cpu_pct_per_core: Option<f64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ServeOn {
     pub rounds: usize,
     pub requests: u64,

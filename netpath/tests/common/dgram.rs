@@ -4,11 +4,17 @@ use netpath::harness::Proto;
 use netpath::record::DriverReport;
 
 /// ≥ 99% of the 2n journeys completed, and every one that did not is a loss the kernel
-/// counted (nothing vanished: ring buffer and maps had room, drops carry their reason).
+/// counted (nothing vanished: maps had room, drops carry their reason). The runs sample every
+/// journey, more timelines than the ring holds: when both CPUs spin, its drain thread can fall
+/// behind (2 of 2000 once in CI), so a timeline either arrived or was counted `ringbuf_lost`.
 pub fn assert_accounted(r: &DriverReport, n: u64) {
-    for k in ["ringbuf_lost", "skb_map_full"] {
-        assert_eq!(r.lost[k], 0, "{k} in {:?}", r.lost);
-    }
+    assert_eq!(r.lost["skb_map_full"], 0, "skb_map_full in {:?}", r.lost);
+    assert!(
+        r.lost["samples"] + r.lost["ringbuf_lost"] >= r.lost["completed"]
+            && r.lost["ringbuf_lost"] * 100 <= 2 * n,
+        "timelines neither arrived nor counted lost, or more than 1% lost: {:?}",
+        r.lost
+    );
     assert_eq!(
         r.drops.iter().map(|d| d.count).sum::<u64>(),
         r.lost["dropped"],

@@ -8,12 +8,18 @@ use crate::record::{DriverReport, RttSummary};
 
 /// A table without borders, its columns after the first two right-aligned, indented.
 pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> Vec<String> {
+    table_left(header, rows, &[0, 1])
+}
+
+/// A table without borders, indented: the columns in `left` left-aligned (names), the
+/// others right-aligned (figures).
+pub fn table_left(header: &[&str], rows: Vec<Vec<String>>, left: &[usize]) -> Vec<String> {
     let mut t = Table::new();
     t.load_style(presets::NOTHING).set_header(header.to_vec());
     for r in rows {
         t.add_row(r);
     }
-    for i in 2..header.len() {
+    for i in (0..header.len()).filter(|i| !left.contains(i)) {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(CellAlignment::Right);
         }

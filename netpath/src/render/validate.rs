@@ -17,35 +17,40 @@ fn print(w: &mut dyn Write, v: &ValidateOutput) -> std::io::Result<()> {
         "validate: each {dir} data packet held D on the {:?} device (a busy wait in a TC program); the {hop} hop must grow by D, netpath's own time taken out ({} rounds × {} requests, a program run charged {:.0} ns)",
         v.at, v.rounds, v.requests, v.run_cost_ns
     )?;
-    writeln!(
-        w,
-        "   {:<15} {:<24} {:>8} {:>8} {:>11} {:>8} {:>13}   {:<28} {:>11}",
+    let us = |x: f64| format!("{x:+.2} µs");
+    let rows = v
+        .cases
+        .iter()
+        .map(|c| {
+            vec![
+                c.driver.clone(),
+                c.device.clone(),
+                format!("{:.2}", c.injected_us),
+                format!("{:.2}", c.held_us),
+                us(c.recovered_us),
+                us(c.error_us),
+                format!(
+                    "{:.2}–{:.2} µs",
+                    c.recovered_spread.min, c.recovered_spread.max
+                ),
+                format!("{} {}", c.largest_other_hop, us(c.largest_other_us)),
+                us(c.untraced_rtt_delta_us),
+            ]
+        })
+        .collect();
+    let header = [
         "driver",
         "device",
         "D µs",
-        "held",
+        "held µs",
         "recovered",
         "error",
         "spread",
         "largest other hop",
-        "untraced Δ"
-    )?;
-    for c in &v.cases {
-        writeln!(
-            w,
-            "   {:<15} {:<24} {:>8.2} {:>8.2} {:>+9.2}µs {:>+6.2}µs {:>5.2}–{:<5.2}µs   {:<21} {:>+5.2}µs {:>+9.2}µs",
-            c.driver,
-            c.device,
-            c.injected_us,
-            c.held_us,
-            c.recovered_us,
-            c.error_us,
-            c.recovered_spread.min,
-            c.recovered_spread.max,
-            c.largest_other_hop,
-            c.largest_other_us,
-            c.untraced_rtt_delta_us
-        )?;
+        "untraced Δ",
+    ];
+    for line in super::block::table_left(&header, rows, &[0, 1, 7]) {
+        writeln!(w, " {line}")?;
     }
     Ok(())
 }

@@ -367,6 +367,7 @@ fn round_hops(t: &DriverReport) -> Vec<RoundHop> {
             mean_us: h.mean_us,
             p50_us: h.p50_us,
             p99_us: h.p99_us,
+            own_us: h.own_us,
         })
         .collect()
 }

@@ -41,6 +41,8 @@ pub struct RoundHop {
     pub mean_us: f64,
     pub p50_us: f64,
     pub p99_us: f64,
+    /// netpath's own time in this hop, per packet (as `HopRow::own_us`).
+    pub own_us: f64,
 }
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]

@@ -109,6 +109,9 @@ pub struct HopView {
     pub mean_us: f64,
     pub p50_us: f64,
     pub p99_us: f64,
+    /// netpath's own time per packet (0 in a file written before it was measured).
+    #[serde(default)]
+    pub own_us: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -151,21 +154,19 @@ impl Stat {
 }
 
 impl HopView {
-    /// Time this hop adds to one packet: the per-crossing figure times the crossings per
-    /// packet (a bridge path crosses veth twice). For the mean this is the report's own
-    /// per-packet figure; for the percentiles it is the per-crossing percentile scaled the
-    /// same way (percentiles do not add, so the bar is a guide, the table the figure).
+    /// Time this hop adds to one packet, netpath's own time taken out: the per-crossing
+    /// figure times the crossings per packet (a bridge path crosses veth twice), less the
+    /// own time per packet. For the mean this is the report's own per-packet figure; for the
+    /// percentiles it is the per-crossing percentile scaled the same way (percentiles do not
+    /// add, so the bar is a guide, the table the figure).
     pub fn per_packet(&self, stat: Stat) -> f64 {
-        let per_crossing = match stat {
-            Stat::Mean => return self.per_packet_us,
-            Stat::P50 => self.p50_us,
-            Stat::P99 => self.p99_us,
+        let raw = match stat {
+            Stat::Mean => self.per_packet_us,
+            Stat::P50 | Stat::P99 if self.mean_us <= 0.0 => return 0.0,
+            Stat::P50 => self.p50_us * self.per_packet_us / self.mean_us,
+            Stat::P99 => self.p99_us * self.per_packet_us / self.mean_us,
         };
-        if self.mean_us > 0.0 {
-            per_crossing * self.per_packet_us / self.mean_us
-        } else {
-            0.0
-        }
+        (raw - self.own_us).max(0.0)
     }
 }
 

@@ -150,7 +150,7 @@ fn hop_figures(a: &DriverView, b: &DriverView, paired: bool, out: &mut Figures) 
             .push(fig(|h| h.per_packet(Stat::P50)).histogram_percentile());
         out.hops_p99
             .push(fig(|h| h.per_packet(Stat::P99)).histogram_percentile());
-        out.hops_mean.push(fig(|h| h.per_packet_us));
+        out.hops_mean.push(fig(|h| h.per_packet(Stat::Mean)));
     }
 }
 

@@ -14,8 +14,15 @@ fn data(name: &str) -> String {
     format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A program run is charged nothing (`NETPATH_RUN_COST=0`): these tests check diff's pairing,
+/// ranking and noise, and a run cost calibrated on a loaded machine (several hundred ns) can
+/// take the small hops to 0; compensation is checked by validate and trace.
 fn run(args: &[&str]) -> Output {
-    Command::new(NETPATH).args(args).output().unwrap()
+    Command::new(NETPATH)
+        .args(args)
+        .env("NETPATH_RUN_COST", "0")
+        .output()
+        .unwrap()
 }
 
 fn json(args: &[&str]) -> Value {
@@ -306,7 +313,7 @@ fn live_bad_input_is_one_line() {
 }
 
 /// Live, as root: overlay and bridge in one interleaved run. The hops only overlay has are
-/// exactly VXLAN's and the underlay's, each a result, and the top of the ranking is made of
+/// exactly VXLAN's and the underlay's, VXLAN's a result, and the top of the ranking is made of
 /// them and of the hops overlay crosses twice per packet (`×2 more`: the second node's bridge,
 /// the second backlog pass of the decapsulated packet).
 #[test]
@@ -355,14 +362,21 @@ fn live_overlay_vs_bridge() {
         ["underlay", "vxlan-decap", "vxlan-encap"],
         "{hops:?}"
     );
+    // Each hop only overlay crosses counts fully as overlay's. With netpath's own time taken
+    // out, the underlay crossing (a veth between the nodes, about one program run) can come
+    // to ~0 in a round and sit within the noise; VXLAN's work cannot.
     for d in hops.iter().filter(|d| d["b_rounds"] == 0) {
         assert_eq!(d["a_rounds"], 3);
-        assert!(
-            d["noise_known"] == true && d["within_noise"] == false,
-            "{d}"
-        );
-        assert!(d["delta"].as_f64().unwrap() > 0.0, "{d}");
+        assert!(d["noise_known"] == true, "{d}");
+        assert!(d["delta"].as_f64().unwrap() >= 0.0, "{d}");
     }
+    assert!(
+        hops.iter().any(|d| d["b_rounds"] == 0
+            && hop(d).starts_with("vxlan-")
+            && d["within_noise"] == false
+            && d["delta"].as_f64().unwrap() > 0.0),
+        "no VXLAN hop is a result: {hops:?}"
+    );
     let results: Vec<&Value> = hops.iter().filter(|d| d["within_noise"] == false).collect();
     for d in results.iter().take(4) {
         let h = hop(d);

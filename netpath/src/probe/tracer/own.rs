@@ -1,18 +1,16 @@
 //! The cost of one program run, calibrated where the tracer is loaded, for taking netpath's own
-//! time out of the hops (overhead compensation as in TAU: measure one event's cost in a tight
-//! loop, take the minimum of repeats, charge it to every event).
+//! time out of the hops (overhead compensation as in TAU: one event's cost measured in a tight
+//! loop, charged to every event). The kernel side measures the tail of every stamping program;
+//! this covers what it cannot: a run's dispatch and its work before a clock read.
 //!
-//! The kernel side measures the tail of every program that stamps a point and counts every
-//! run (`netpath-ebpf/src/own.rs`); what it cannot measure is a run's dispatch and its work
-//! before a clock read. Here a UDP datagram goes from a socket to itself on loopback in a tight
-//! loop, with the programs attached and detached in turn: it crosses the hooks a packet on the
-//! path crosses (queue, receive pass, socket wakeup, the send and receive tracepoints), none
-//! of them followed. Batches with and without alternate; the median of the differences of
-//! neighbouring batches (robust to a batch another process disturbed), divided by the program
-//! runs counted on that CPU per datagram, is the cost of a run.
+//! A UDP datagram goes from a socket to itself on loopback, crossing the hooks a path's packet
+//! crosses, none of them followed, in turns with the programs detached and attached. A turn's
+//! fastest short batch is one no other task disturbed (another task only adds time); the median
+//! over turns of (attached − detached) follows the machine's changing pace. One long batch a
+//! side read 0 or overshot while compilers shared the CPUs.
 //!
-//! `NETPATH_RUN_COST=<ns>` gives the cost instead (no calibration): the VM tests use it, as
-//! attaching every probe 18 times under emulation takes minutes and its timing means nothing.
+//! `NETPATH_RUN_COST=<ns>` gives the cost instead: the VM tests use it, as attaching every probe
+//! a dozen times under emulation takes minutes and its timing means nothing.
 use std::{
     net::UdpSocket,
     time::{Duration, Instant},
@@ -27,9 +25,15 @@ use nix::{
 };
 use serde::Serialize;
 
-/// Datagrams per batch and batches per side.
-const BATCH: u32 = 1000;
-const REPEATS: usize = 9;
+/// Datagrams per batch (about 100 µs, inside one time slice), batches per side and turn, and
+/// turns (detach, attach).
+const BATCH: u32 = 64;
+const BATCHES: usize = 6;
+const TURNS: usize = 24;
+/// Fewer turns when attaching is slow (under emulation a turn takes seconds): at least
+/// `MIN_TURNS`, and no turn begun after `TURNS_FOR`.
+const MIN_TURNS: usize = 6;
+const TURNS_FOR: Duration = Duration::from_secs(2);
 
 /// One run's cost, as calibrated.
 #[derive(Clone, Copy, Debug, Default, Serialize, schemars::JsonSchema)]
@@ -38,7 +42,7 @@ pub struct RunCost {
     pub ns: f64,
     /// Program runs per datagram in the calibration loop.
     pub runs_per_datagram: f64,
-    /// Median batch, ns per datagram, with and without the programs.
+    /// A turn's fastest batch, ns per datagram, with and without the programs (median of turns).
     pub attached_ns: f64,
     pub detached_ns: f64,
 }
@@ -66,30 +70,39 @@ impl super::Tracer {
     }
 
     fn calibrate_pinned(&mut self, sock: &UdpSocket, cpu: usize) -> Result<RunCost> {
-        let (mut att, mut det, mut diff, mut runs) = (vec![], vec![], vec![], 0u64);
+        let (mut att, mut det, mut diff, mut runs_per) = (vec![], vec![], vec![], f64::INFINITY);
         // Warm both paths (caches, the socket's route) before the first timed batch.
         batch(sock, 200)?;
-        for _ in 0..REPEATS {
+        let start = Instant::now();
+        for turn in 0..TURNS {
+            if turn >= MIN_TURNS && start.elapsed() > TURNS_FOR {
+                break;
+            }
             self.detach()?;
-            let d = batch(sock, BATCH)?;
+            let d = fastest(BATCHES, || batch(sock, BATCH))?;
             self.attach()?;
-            let before = self.own_runs(cpu)?;
-            let a = batch(sock, BATCH)?;
-            runs += self.own_runs(cpu)?.saturating_sub(before);
+            let a = fastest(BATCHES, || {
+                let before = self.own_runs(cpu)?;
+                let t = batch(sock, BATCH)?;
+                let runs = self.own_runs(cpu)?.saturating_sub(before);
+                // Another task's runs on this CPU only add: the fewest is the path's own.
+                runs_per = runs_per.min(runs as f64 / BATCH as f64);
+                Ok(t)
+            })?;
+            log::trace!("calibration turn: attached {a:.0} ns, detached {d:.0} ns per datagram");
             att.push(a);
             det.push(d);
             diff.push(a - d);
         }
         self.detach()?;
-        let runs_per = runs as f64 / (BATCH as usize * REPEATS) as f64;
-        let ns = if runs_per >= 1.0 {
+        let ns = if runs_per >= 1.0 && runs_per.is_finite() {
             (median(&diff) / runs_per).max(0.0)
         } else {
             0.0
         };
         Ok(RunCost {
             ns,
-            runs_per_datagram: runs_per,
+            runs_per_datagram: if runs_per.is_finite() { runs_per } else { 0.0 },
             attached_ns: median(&att),
             detached_ns: median(&det),
         })
@@ -140,6 +153,11 @@ fn batch(sock: &UdpSocket, n: u32) -> Result<f64> {
         sock.recv(&mut buf).context("calibration datagram")?;
     }
     Ok(start.elapsed().as_nanos() as f64 / n as f64)
+}
+
+/// The fastest of `n` batches.
+fn fastest(n: usize, mut batch: impl FnMut() -> Result<f64>) -> Result<f64> {
+    (0..n).try_fold(f64::INFINITY, |m, _| Ok(m.min(batch()?)))
 }
 
 fn median(v: &[f64]) -> f64 {

@@ -23,8 +23,9 @@ use crate::cmd;
 /// tests and `xtask churn` start the daemon of the same package. protobuf-compiler: building
 /// netpath runs `protoc` (the containerd client's build generates its gRPC code).
 const APT_LAB: &[&str] = &["nftables", "iproute2", "docker.io", "protobuf-compiler"];
-/// `netpath bench` measures its harness against sockperf and iperf3 on the same path.
-const APT_BENCH: &[&str] = &["sockperf", "iperf3"];
+/// `netpath bench` measures its harness against sockperf and iperf3 on the same path, and
+/// serve left on with redis-tools' server and benchmark in two containers.
+const APT_BENCH: &[&str] = &["sockperf", "iperf3", "redis-tools"];
 /// Test-only tools: the bench's (the output tests run `netpath bench`), bpftool (the tests
 /// list BPF programs and links before and after a run), prometheus (its `promtool` checks the
 /// exporter's output and the example scrape configs; the tests start a server of their own),
@@ -35,6 +36,7 @@ const APT_TEST: &[&str] = &[
     "containernetworking-plugins",
     "sockperf",
     "iperf3",
+    "redis-tools",
     "bpftool",
     "prometheus",
     "python3-venv",
@@ -68,7 +70,7 @@ pub struct SetupArgs {
     /// kubernetes-validate (in a venv under target/tools), clippy and rustfmt.
     #[arg(long)]
     pub tests: bool,
-    /// Also install what `cargo xtask bench` needs: sockperf and iperf3.
+    /// Also install what `cargo xtask bench` needs: sockperf, iperf3 and redis-tools.
     #[arg(long)]
     pub bench: bool,
     /// Also install what `cargo xtask soak` needs: bpftool.

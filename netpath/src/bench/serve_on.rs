@@ -332,6 +332,10 @@ fn start_redis(o: &mut Objects, image: &str, net: &str, role: &str, ip: &str) ->
         "/usr/bin/redis-server",
         "--bind",
         ip,
+        // Without a password redis answers only loopback clients; the client is the other
+        // container, and the address is on netpath's own network.
+        "--protected-mode",
+        "no",
         "--save",
         "",
         "--appendonly",
@@ -389,7 +393,7 @@ fn parse_csv(text: &str) -> Result<(f64, f64)> {
 /// on stdin (no registry).
 fn build_image(o: &mut Objects) -> Result<String> {
     let tag = format!("np{}redis:bench", o.id);
-    let bins = ["/usr/bin/redis-server", "/usr/bin/redis-benchmark"];
+    let bins = [redis_server()?, Path::new("/usr/bin/redis-benchmark")];
     let mut b = tar::Builder::new(Vec::new());
     add(
         &mut b,
@@ -399,21 +403,26 @@ fn build_image(o: &mut Objects) -> Result<String> {
     )?;
     let mut files = std::collections::BTreeSet::new();
     for bin in bins {
-        if !Path::new(bin).exists() {
-            bail!("{bin} is missing: apt-get install redis-server redis-tools");
+        if !bin.exists() {
+            bail!(
+                "{} is missing: apt-get install redis-tools (or cargo xtask setup --bench)",
+                bin.display()
+            );
         }
-        files.extend(crate::docker::image::shared_libraries(Path::new(bin))?);
+        files.extend(crate::docker::image::shared_libraries(bin)?);
     }
     for f in &files {
         let data = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
         let rel = f.strip_prefix("/").unwrap_or(f);
         add(&mut b, &format!("rootfs/{}", rel.display()), &data, 0o755)?;
     }
-    for bin in bins {
+    for (bin, at) in bins
+        .iter()
+        .zip(["/usr/bin/redis-server", "/usr/bin/redis-benchmark"])
+    {
         // redis-server is a link (to redis-check-rdb): the file itself, at the name run.
-        let real = std::fs::canonicalize(bin)?;
-        let data = std::fs::read(&real)?;
-        add(&mut b, &format!("rootfs{bin}"), &data, 0o755)?;
+        let data = std::fs::read(std::fs::canonicalize(bin)?)?;
+        add(&mut b, &format!("rootfs{at}"), &data, 0o755)?;
     }
     let ctx = b.into_inner()?;
     let mut child = Command::new("docker")
@@ -437,6 +446,18 @@ fn build_image(o: &mut Objects) -> Result<String> {
         );
     }
     Ok(tag)
+}
+
+/// The redis server binary: redis-server's, or redis-tools' redis-check-rdb, the same
+/// program, which runs as the server when named redis-server (so the bench installs only
+/// redis-tools, and no redis service starts on the machine).
+fn redis_server() -> Result<&'static Path> {
+    let server = Path::new("/usr/bin/redis-server");
+    Ok(if server.exists() {
+        server
+    } else {
+        Path::new("/usr/bin/redis-check-rdb")
+    })
 }
 
 fn add(b: &mut tar::Builder<Vec<u8>>, path: &str, data: &[u8], mode: u32) -> Result<()> {

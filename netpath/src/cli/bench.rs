@@ -92,7 +92,11 @@ impl super::Command for BenchArgs {
                 std::fs::write(path, &s)
                     .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
             }
-            print!("{s}");
+            if a.output.is_text() {
+                print!("{s}");
+            } else {
+                println!("{}", serde_json::to_string_pretty(&o)?);
+            }
             return Ok(());
         }
         let mut opts = crate::bench::BenchOptions {

@@ -72,7 +72,7 @@ const CI_SKIPPED: &[(&str, &str)] = &[("6.12.", "kprobe")];
 /// after the other took most of CI's 90 minutes, hence one boot per backend, side by side.
 const VM_TIMEOUT_SECS: u64 = 1500;
 /// Test binaries left out of the VM: they need a Docker engine (dockerd, containerd, runc,
-/// iptables), sockperf, iperf3, promtool and prometheus (`outputs`: the output formats do
+/// iptables), sockperf, iperf3, redis, promtool and prometheus (`outputs`: the output formats do
 /// not depend on the kernel), which the initramfs does not carry; bad_input and interrupt
 /// also need setpriv, unshare, bpftool and Docker (exporter: Docker and bpftool); overload
 /// sends more traffic than TCG emulates in time; diff reads its fixtures and schemas from the
@@ -92,6 +92,7 @@ const HOST_ONLY: &[&str] = &[
     "tune",
     "tune_apply",
     "serve",
+    "serve_left_on",
     "exporter",
     "fleet",
     "bad_input",

@@ -1,0 +1,72 @@
+//! The bench's "serve left on" section, short: redis-server and redis-benchmark (redis-tools)
+//! in two containers of a network of the run's own, with serve off, following the other
+//! container and following the server. Every mode answers, and the image, containers and
+//! network are gone after. Needs root, Docker (started if none answers) and redis-tools
+//! (`cargo xtask setup --tests`). Host only. Figures are not judged here: that is the bench's.
+mod common;
+
+use std::process::Command;
+
+const NETPATH: &str = env!("CARGO_BIN_EXE_netpath");
+
+/// The names of the images netpath built (the label every Docker object of netpath carries).
+fn netpath_images() -> Vec<String> {
+    let out = Command::new("docker")
+        .args([
+            "images",
+            "--filter",
+            "label=netpath",
+            "--format",
+            "{{.Repository}}",
+        ])
+        .output()
+        .expect("docker images");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn serve_left_on_measures_three_modes_and_leaves_nothing() {
+    let _g = common::need_root();
+    let _daemon = common::ensure_daemon();
+    let (before, images) = (common::snapshot(), netpath_images());
+    let out = Command::new(NETPATH)
+        .args([
+            "bench",
+            "--only-serve-left-on",
+            "--rounds",
+            "1",
+            "-n",
+            "2000",
+        ])
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench --only-serve-left-on: {stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["rows"].as_array().expect("rows");
+    let modes: Vec<&str> = rows.iter().filter_map(|r| r["mode"].as_str()).collect();
+    assert_eq!(
+        modes,
+        [
+            "serve off",
+            "serve following another container",
+            "serve following the server"
+        ],
+        "{v}"
+    );
+    for r in rows {
+        // redis-benchmark answered: its GET line parsed, requests went through.
+        assert!(r["rps"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["p50_ms"].as_f64().unwrap() > 0.0, "{r}");
+        // serve's CPU is read only while it runs.
+        let serving = r["mode"] != "serve off";
+        assert_eq!(r["serve_cpu_pct_per_core"].is_f64(), serving, "{r}");
+    }
+    let left = common::changes(&before, &common::snapshot());
+    assert!(left.is_empty(), "{left:?}\n{stderr}");
+    assert_eq!(netpath_images(), images, "the bench's image is removed");
+}

@@ -20,7 +20,7 @@ pub use hop::{DevKind, Dir, Hop, Point};
 pub const MAX_POINTS: usize = 64;
 const _: () = assert!(MAX_POINTS.is_power_of_two());
 /// Hop slots per direction in the stats and histogram maps.
-pub const NHOPS: usize = 23;
+pub const NHOPS: usize = 24;
 const _: () = assert!(NHOPS == Hop::ALL.len(), "NHOPS must equal the hop list");
 /// Directions: request (client → server), response (server → client), server turnaround.
 pub const NDIRS: usize = 3;
@@ -42,7 +42,12 @@ pub mod run {
     /// 1 when relay processes (docker-proxy) are followed: only then does a journey that
     /// reaches a socket get published for a splicing relay's next send.
     pub const RELAYS: u32 = 1;
-    pub const COUNT: u32 = 2;
+    /// 1 once every program of a run is attached, 0 again before any is detached. Journeys of
+    /// traffic netpath does not generate (`trace --container`, `serve`) start and end only
+    /// while it is set: a journey that crossed a hook before its program was attached would
+    /// miss that point, and its time would land in the neighbouring hop.
+    pub const ARMED: u32 = 2;
+    pub const COUNT: u32 = 3;
 }
 
 /// Indices of the `DELAY` array of `netpath validate`'s delay program (`tc_delay`).
@@ -105,7 +110,12 @@ pub mod counter {
     /// A traced thread's send saw a device queue of an skb of another socket (softirq work at
     /// interrupt exit, another connection's ACK): not started.
     pub const FOREIGN: u32 = 15;
-    pub const COUNT: u32 = 16;
+    /// A passively traced journey reached its socket but could not wait there for the
+    /// application's read (the socket's ring was full or its slot held by another live
+    /// socket), or its data was not read within `max_gap_ns`: it ends at `sk_data_ready`
+    /// without its `socket-queue` hop.
+    pub const UNREAD: u32 = 16;
+    pub const COUNT: u32 = 17;
 
     /// Human names, index-aligned with the constants above.
     pub const NAMES: [&str; COUNT as usize] = [
@@ -125,6 +135,7 @@ pub mod counter {
         "probe_misses",
         "slot_collision",
         "foreign",
+        "unread",
     ];
 }
 
@@ -432,13 +443,61 @@ pub const FLIGHT_SAMPLED: u16 = 4;
 /// netpath's own time is measured along this journey (one in `LoadConfig::own_every`).
 pub const FLIGHT_OWN: u16 = 8;
 
-/// Value of the `DEVCACHE` map: a `struct net_device *` already resolved to its key and kind.
+/// A `struct net_device *` resolved to its key, its kind and whether it is watched.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DevInfo {
     pub key: DevKey,
     pub kind: u32,
+    /// 1 when the device is on the watched path (`DEV_WATCHED` in its `DEVS` value): only
+    /// there does a passively traced packet start a journey. Every other device of the node
+    /// is in `DEVS` for its kind alone, so the hops it bounds are named.
+    pub watched: u32,
+}
+
+/// Bit of a `DEVS` value (whose low 16 bits are the `DevKind`): the device is watched.
+pub const DEV_WATCHED: u32 = 1 << 16;
+
+/// Entries of the per-socket table of journeys waiting for the application's read
+/// (`SOCKQ`; a power of two).
+pub const SOCK_SLOTS: u32 = 1024;
+/// Journeys one socket holds at once, waiting for the application's read (a power of two).
+pub const SOCK_DEPTH: u32 = 4;
+
+/// A passively traced journey whose data TCP queued on a socket (`sk_data_ready`): it waits
+/// there for the application's receive to consume the data up to `end_seq`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Parked {
+    pub flight: Flight,
+    /// `tcp_sock.rcv_nxt` right after the data was queued: the journey's data has been read
+    /// once the socket's `copied_seq` reaches it.
+    pub end_seq: u32,
     pub _pad: u32,
+}
+
+/// One entry of `SOCKQ`: a socket (0: free) and the journeys parked on it, a ring of
+/// `SOCK_DEPTH` from `head` (oldest) to `tail`. Only the socket's own hooks touch a held
+/// entry, and the socket lock orders them (TCP queues data and its reader consumes it each
+/// with the socket owned), so the ring needs no atomics; the tag is claimed and released
+/// with compare-and-swap, as the flight table's.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SockSlot {
+    pub sk: u64,
+    /// Last time a journey was parked or read here: an entry left alone longer than
+    /// `max_gap_ns` is taken over (its socket was closed or never read).
+    pub last_ts: u64,
+    pub head: u32,
+    pub tail: u32,
+    pub parked: [Parked; SOCK_DEPTH as usize],
+}
+
+/// Key of a parked journey's timeline in `TIMELINES` (its skb may be freed and reused while it
+/// waits): slot and ring index, below any kernel address, so never an skb's.
+#[inline(always)]
+pub fn parked_key(slot: u32, idx: u32) -> u64 {
+    (slot as u64) << 32 | idx as u64
 }
 
 /// Record of a tracked packet freed by `kfree_skb` before delivery.
@@ -482,6 +541,10 @@ pub struct KernelOffsets {
     /// receives on, which a datagram's receive finds its journey by.
     pub sk_rcv_saddr: u32,
     pub sk_num: u32,
+    /// `tcp_sock.rcv_nxt` and `.copied_seq`: what TCP queued on a socket and what its reader
+    /// consumed, so a passively traced journey ends when the application has read it.
+    pub tcp_rcv_nxt: u32,
+    pub tcp_copied_seq: u32,
 }
 
 #[cfg(feature = "user")]
@@ -503,6 +566,8 @@ mod pod {
     unsafe impl aya::Pod for super::LoadConfig {}
     unsafe impl aya::Pod for super::OwnCpu {}
     unsafe impl aya::Pod for super::OwnSnap {}
+    unsafe impl aya::Pod for super::Parked {}
+    unsafe impl aya::Pod for super::SockSlot {}
 }
 
 #[cfg(test)]
@@ -555,5 +620,11 @@ mod tests {
         assert_eq!(size_of::<DevSlot>(), 8 + size_of::<DevInfo>());
         assert_eq!(size_of::<RelayHold>(), 32);
         assert_eq!(size_of::<HopHist>(), 40 + 8 * hist::HIST_SLOTS);
+        assert_eq!(size_of::<Parked>(), size_of::<Flight>() + 8);
+        assert_eq!(
+            size_of::<SockSlot>(),
+            8 * 2 + 4 * 2 + SOCK_DEPTH as usize * size_of::<Parked>()
+        );
+        assert!(parked_key(SOCK_SLOTS - 1, u32::MAX) < 0xffff_8000_0000_0000);
     }
 }

@@ -78,8 +78,11 @@ pub fn run(backend: Backend, node: &mut Node, opts: &ServeOptions) -> Result<()>
             say_down_or_up(&mut down, &failed);
             // A runtime restarting: keep what it had followed and try again.
             let now = keep_followed(&mut followed, now, &down);
+            // Every other device of the node, for the kinds of the hops a journey crosses
+            // beyond the followed containers (to a client in another container).
+            let known = crate::runtime::node_devices(node);
             let mut m = metrics.lock().unwrap_or_else(|e| e.into_inner());
-            follow(&mut tracer, &mut m, &mut followed, now)?;
+            follow(&mut tracer, &mut m, &mut followed, now, &known)?;
             ready.store(true, std::sync::atomic::Ordering::SeqCst);
         }
         let mut m = metrics.lock().unwrap_or_else(|e| e.into_inner());
@@ -90,14 +93,14 @@ pub fn run(backend: Backend, node: &mut Node, opts: &ServeOptions) -> Result<()>
 }
 
 /// The containers a scan found become the followed set: series of those gone are dropped,
-/// the programs follow the new device set.
+/// the programs follow the new device set and know the kinds of the node's other devices.
 fn follow(
     tracer: &mut Tracer,
     m: &mut Metrics,
     followed: &mut Vec<Followed>,
     now: Vec<Followed>,
+    known: &[Device],
 ) -> Result<()> {
-    let changed = device_set(&now) != device_set(followed);
     for gone in m.containers_with_series() {
         if !now.iter().any(|f| f.owner == gone) {
             m.forget_container(&gone);
@@ -105,11 +108,11 @@ fn follow(
     }
     *followed = now;
     let devices = device_set(followed);
-    if changed || !tracer.attached() {
-        tracer.set_devices(&devices)?;
-        if !tracer.attached() {
-            tracer.attach()?;
-        }
+    tracer.set_devices_known(&devices, known)?;
+    if !tracer.attached() {
+        tracer.attach()?;
+        // Journeys start only now, every program attached: none misses a point it crossed.
+        tracer.tids.arm(true)?;
     }
     m.containers.set(followed.len() as i64);
     m.devices.set(devices.len() as i64);

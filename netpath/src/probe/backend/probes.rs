@@ -38,6 +38,9 @@ pub enum Role {
     SyscallSend,
     /// Timeline detail that never splits a hop: attached only when full timelines are wanted.
     Detail,
+    /// Only for traffic netpath does not generate (`trace --container`, `serve`): where a
+    /// journey that waited at its socket is read by the application.
+    Passive,
     /// An empty program on a hook the others use, attached only by `Tracer::attach_floor`.
     Floor,
     /// Per-device packet counts, attached per device by `Tracer::attach_tc_here`.
@@ -90,7 +93,8 @@ const fn p(
 use Kind::{Fentry, Kprobe, RawTracepoint as Raw, Tc, Tracepoint as Tp};
 use Point as P;
 use Role::{
-    Counter, Delay, Detail, Doctor, Floor, Function, Path, SockBound, SyscallBound, SyscallSend,
+    Counter, Delay, Detail, Doctor, Floor, Function, Passive, Path, SockBound, SyscallBound,
+    SyscallSend,
 };
 
 /// Every probe, in load order. Rows of one kind used by `doctor` come first of that kind.
@@ -111,6 +115,7 @@ pub const PROBES: &[Probe] = &[
     p("sock_recv_length", Raw, "sock_recv_length", SockBound, &[P::RecvExit], ALL),
     p("floor_net_dev_queue", Raw, "net_dev_queue", Floor, &[], ALL),
     p("net_dev_start_xmit", Raw, "net_dev_start_xmit", Detail, &[P::DevXmit], ALL),
+    p("tcp_rcv_space_adjust", Raw, "tcp_rcv_space_adjust", Passive, &[P::SockRead], ALL),
     p("sys_enter_sendto", Tp, "syscalls:sys_enter_sendto", SyscallSend, &[P::SendEnter], ALL),
     p("sys_exit_sendto", Tp, "syscalls:sys_exit_sendto", SyscallBound, &[], ALL),
     p("sys_exit_recvfrom", Tp, "syscalls:sys_exit_recvfrom", SyscallBound, &[P::RecvExit], ALL),
@@ -183,11 +188,12 @@ pub fn functions(
         })
 }
 
-/// Every point some probe of `backend` stamps.
+/// Every point some probe of `backend` stamps on the harness's journeys (the `Passive` ones'
+/// only on traffic netpath does not generate).
 pub fn points(backend: Backend) -> impl Iterator<Item = Point> {
     PROBES
         .iter()
-        .filter(move |p| p.backends.contains(&backend))
+        .filter(move |p| p.backends.contains(&backend) && p.role != Role::Passive)
         .flat_map(|p| p.points.iter().copied())
 }
 

@@ -4,6 +4,7 @@
 use std::sync::Mutex;
 
 mod delay;
+mod devices;
 mod load;
 mod own;
 mod proto;
@@ -30,16 +31,13 @@ use aya::{
     util::nr_cpus,
 };
 use netpath_common::{
-    DEV_SLOTS, DevKey, DevSlot, DropRecord, FLIGHT_SLOTS, FlightSlot, HopHist, HopStat,
-    KernelOffsets, NSLOTS, SkbState, counter, hist::NBUCKETS,
+    DEV_SLOTS, DevSlot, DropRecord, FLIGHT_SLOTS, FlightSlot, HopHist, HopStat, KernelOffsets,
+    NSLOTS, SOCK_SLOTS, SkbState, SockSlot, counter, hist::NBUCKETS,
 };
 
-use crate::{
-    path::Device,
-    probe::backend::{
-        Backend,
-        probes::{self, Kind, Probe, Role},
-    },
+use crate::probe::backend::{
+    Backend,
+    probes::{self, Kind, Probe, Role},
 };
 
 /// The eBPF object built by build.rs (empty when it was built without bpf-linker).
@@ -390,28 +388,6 @@ impl Tracer {
         }
     }
 
-    /// Tells the programs which devices form the path and what each is.
-    pub fn set_devices(&mut self, devices: &[Device]) -> Result<()> {
-        let mut map: HashMap<&mut MapData, DevKey, u32> =
-            HashMap::try_from(self.ebpf.map_mut("DEVS").context("DEVS map")?)?;
-        let old: Vec<DevKey> = map.keys().filter_map(|k| k.ok()).collect();
-        for k in old {
-            map.remove(&k)?;
-        }
-        for d in devices {
-            let key = DevKey {
-                netns: d.netns_inum,
-                ifindex: d.ifindex,
-            };
-            map.insert(key, d.kind as u32, 0)?;
-        }
-        clear_array::<DevSlot>(
-            self.ebpf.map_mut("DEVSLOTS").context("DEVSLOTS map")?,
-            DEV_SLOTS,
-        )?;
-        Ok(())
-    }
-
     /// Zeroes every aggregate and forgets in-flight state, so a run starts clean.
     pub fn reset(&mut self) -> Result<()> {
         let n = nr_cpus().map_err(|(_, e)| e)?;
@@ -441,6 +417,7 @@ impl Tracer {
             clear_array::<FlightSlot>(self.ebpf.map_mut("FLIGHTS").unwrap(), FLIGHT_SLOTS)?;
             clear_u64_keys::<SkbState>(self.ebpf.map_mut("TIMELINES").unwrap())?;
             clear_array::<DevSlot>(self.ebpf.map_mut("DEVSLOTS").unwrap(), DEV_SLOTS)?;
+            clear_array::<SockSlot>(self.ebpf.map_mut("SOCKQ").unwrap(), SOCK_SLOTS)?;
         }
         {
             let mut tc: PerCpuHashMap<&mut MapData, u64, [u64; 2]> =

@@ -1,0 +1,51 @@
+//! The devices the programs know: the watched path, where passively traced journeys start, and
+//! every other device a journey may cross, known for its kind alone (`DEVS`).
+use anyhow::{Context as _, Result};
+use aya::maps::{HashMap, MapData};
+use netpath_common::{DEV_SLOTS, DEV_WATCHED, DevKey, DevSlot};
+
+use super::load::clear_array;
+use crate::path::Device;
+
+impl super::Tracer {
+    /// Tells the programs which devices form the path and what each is.
+    pub fn set_devices(&mut self, devices: &[Device]) -> Result<()> {
+        self.set_devices_known(devices, &[])
+    }
+
+    /// `watched`, as [`set_devices`](Self::set_devices), and besides them the devices a
+    /// journey may cross beyond the watched path (the rest of the node's, in every namespace):
+    /// known only for their kind, so the hops they bound are named; no journey starts there.
+    /// The map is changed entry by entry (programs keep running: a device of both sets never
+    /// goes missing), then the device cache is cleared.
+    pub fn set_devices_known(&mut self, watched: &[Device], known: &[Device]) -> Result<()> {
+        let mut want: std::collections::HashMap<(u32, u32), u32> = known
+            .iter()
+            .filter(|d| d.kind != netpath_common::DevKind::Unknown)
+            .map(|d| ((d.netns_inum, d.ifindex), d.kind as u32))
+            .collect();
+        for d in watched {
+            want.insert((d.netns_inum, d.ifindex), d.kind as u32 | DEV_WATCHED);
+        }
+        let mut map: HashMap<&mut MapData, DevKey, u32> =
+            HashMap::try_from(self.ebpf.map_mut("DEVS").context("DEVS map")?)?;
+        let old: Vec<(DevKey, u32)> = map.iter().filter_map(|e| e.ok()).collect();
+        for (k, _) in &old {
+            if !want.contains_key(&(k.netns, k.ifindex)) {
+                map.remove(k)?;
+            }
+        }
+        for ((netns, ifindex), v) in want {
+            let key = DevKey { netns, ifindex };
+            if !old.iter().any(|(k, o)| *k == key && *o == v) {
+                map.insert(key, v, 0)
+                    .with_context(|| format!("adding device {ifindex} of netns {netns}"))?;
+            }
+        }
+        clear_array::<DevSlot>(
+            self.ebpf.map_mut("DEVSLOTS").context("DEVSLOTS map")?,
+            DEV_SLOTS,
+        )?;
+        Ok(())
+    }
+}

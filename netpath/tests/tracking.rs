@@ -255,3 +255,39 @@ fn a_tiny_flight_table_counts_its_collisions() {
     .expect("3 slots refused");
     assert!(e.to_string().contains("power of two"), "{e}");
 }
+
+/// `validate`'s delay program loads on this kernel and holds each data packet on its device
+/// for at least the time asked (what it measured itself), and passes the short ones.
+#[test]
+fn the_delay_program_holds_data_packets_for_the_time_asked() {
+    let _g = common::need_root();
+    let lab = lab::build(Driver::Bridge).unwrap();
+    let mut tracer = load(TracerOptions::default());
+    let dev = netpath::validate::At::Server
+        .device(&lab)
+        .cloned()
+        .expect("the server's interface");
+    lab.server_ns
+        .run_here(|| tracer.attach_delay_here(&dev.name))
+        .unwrap();
+    tracer.set_delay(5_000, 200).unwrap();
+    let (h0, ns0) = tracer.delay_held().unwrap();
+    let r = harness::run_rr(&lab, &rr(100), &harness::NoPhases).unwrap();
+    let (h1, ns1) = tracer.delay_held().unwrap();
+    tracer.set_delay(0, 200).unwrap();
+    tracer.detach_delay();
+    lab.teardown().unwrap();
+    let held = h1 - h0;
+    // Every 1 KiB request (warm-up included) crossed the server's interface once; its ACKs
+    // are short and passed.
+    assert!(held >= r.count, "held {held} of {} requests", r.count);
+    assert!(
+        held <= r.count + 50 + 10,
+        "held {held}: short packets were held too"
+    );
+    assert!(
+        (ns1 - ns0) / held >= 5_000,
+        "held {} ns each",
+        (ns1 - ns0) / held
+    );
+}

@@ -2,7 +2,7 @@
 //! back at the hop that device's receive leads into. Behaviour, not timing: the injected hop
 //! moves most, by at least half the delay; a second D = 0 moves no hop by more than a few µs.
 //! Host only: under qemu's emulation a delay of microseconds says nothing (the VM tests load
-//! the delay program in `lab.rs`).
+//! the delay program in `tracking.rs`).
 mod common;
 
 use serde_json::Value;

@@ -1,6 +1,7 @@
 //! `cargo xtask bench [netpath bench args]`: setup, release build, then `netpath bench`, which
 //! regenerates `BENCHMARKS.md` at the repository root (with a one-million-journey run unless
-//! `--journeys` says otherwise), and its stability section (`netpath bench --stability`).
+//! `--journeys` says otherwise) and the hops-you-can-prove section (`--proof`), and its
+//! stability section (`netpath bench --stability`).
 //! `--proto udp` passes through: the UDP bench writes `BENCHMARKS-udp.md` instead (so the TCP
 //! report stays), and has no journey run or stability section (both are TCP runs).
 //!
@@ -87,6 +88,9 @@ fn netpath_args(args: &BenchArgs) -> Vec<String> {
     if !has("--journeys") && !udp(args) {
         v.extend(["--journeys".into(), "1000000".into()]);
     }
+    if !has("--proof") && !udp(args) {
+        v.push("--proof".into());
+    }
     v
 }
 
@@ -125,7 +129,8 @@ mod tests {
                 "--markdown",
                 &md.display().to_string(),
                 "--journeys",
-                "1000000"
+                "1000000",
+                "--proof"
             ]
         );
         assert_eq!(super::stability_args(&args), ["bench", "--stability"]);

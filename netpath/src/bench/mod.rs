@@ -34,6 +34,7 @@ mod gather;
 mod journeys;
 mod memory;
 mod modes;
+pub mod proof;
 pub mod stability;
 mod tools;
 mod traced;
@@ -69,6 +70,9 @@ pub struct BenchOptions {
     pub note: String,
     /// Transport of the latency runs (tcp or udp; sockperf has no ICMP mode).
     pub proto: Proto,
+    /// Also the "hops you can prove" section (`proof.rs`): the lab drivers' hop sums against
+    /// their untraced RTT and `validate`'s injected delays (TCP only).
+    pub proof: bool,
 }
 
 impl Default for BenchOptions {
@@ -83,6 +87,7 @@ impl Default for BenchOptions {
             journeys: 0,
             note: String::new(),
             proto: Proto::Tcp,
+            proof: false,
         }
     }
 }
@@ -110,6 +115,8 @@ pub struct BenchReport {
     pub memory: Memory,
     /// The journey-count run (on the first driver), if asked.
     pub journeys: Option<JourneyRun>,
+    /// Hop sums against untraced RTTs, and injected delays recovered, if asked.
+    pub proof: Option<proof::Proof>,
     /// Idle configuration and CPU time during the whole bench.
     pub machine: crate::sys::machine::MachineState,
     /// The busiest other processes at the end (`ps`, by CPU share), and the operator's note.
@@ -423,6 +430,19 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
     memory.rss_after_load_kib = rss_after_load_kib;
     memory.peak_rss_kib = proc_status_kib("VmHWM").unwrap_or(0);
     drop(tracer);
+    let proof = if opts.proof && tcp {
+        progress(
+            opts,
+            "hops you can prove: the lab drivers' hop sums, then validate",
+        );
+        Some(proof::run(
+            backend,
+            opts.rounds.max(1),
+            opts.requests.min(10_000),
+        )?)
+    } else {
+        None
+    };
     Ok(BenchReport {
         proto: opts.proto,
         skipped: skipped(opts),
@@ -442,6 +462,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
         drivers,
         memory,
         journeys,
+        proof,
         machine: crate::sys::machine::MachineState::since(
             cpu_start,
             Default::default(),

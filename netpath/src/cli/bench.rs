@@ -44,6 +44,11 @@ pub struct BenchArgs {
     /// What else ran on the machine meanwhile, printed in the Markdown report.
     #[arg(long, default_value = "")]
     pub note: String,
+    /// Also: do the hop tables add up to the untraced RTT once netpath's own time is taken
+    /// out (host, bridge, overlay, macvlan, published-nat), and does `validate` recover
+    /// injected delays (bridge, overlay)? TCP only; `cargo xtask bench` asks for it.
+    #[arg(long)]
+    pub proof: bool,
     /// Transport of the latency runs, sockperf's and netpath's: tcp or udp (sockperf's default
     /// mode; the TCP-only bulk and journey runs are skipped). sockperf has no ICMP mode.
     #[arg(long, default_value = "tcp", value_parser = SockperfProto)]
@@ -79,6 +84,7 @@ impl super::Command for BenchArgs {
             journeys: a.journeys,
             note: a.note,
             proto: a.proto,
+            proof: a.proof,
             ..Default::default()
         };
         if !a.driver.is_empty() {

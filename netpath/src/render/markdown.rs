@@ -60,6 +60,9 @@ pub fn markdown(r: &BenchReport) -> String {
         driver(&mut s, d);
     }
     journey_run(&mut s, r);
+    if let Some(p) = &r.proof {
+        proof(&mut s, p);
+    }
     let m = &r.memory;
     let _ = writeln!(
         s,
@@ -119,7 +122,163 @@ fn goal_list(r: &BenchReport) -> Vec<Goal> {
     if r.proto == Proto::Tcp {
         g.push(journeys_goal(r.journeys.as_ref()));
     }
+    if let Some(p) = &r.proof {
+        proof_goals(r, p, &mut g);
+    }
     g
+}
+
+/// The goals of the hops-you-can-prove section: sums and differences against the untraced
+/// RTTs, delays recovered, and what the programs cost a bridge round trip.
+fn proof_goals(r: &BenchReport, p: &crate::bench::proof::Proof, out: &mut Vec<Goal>) {
+    let worst = p
+        .sums
+        .iter()
+        .max_by(|a, b| a.error_pct.abs().total_cmp(&b.error_pct.abs()));
+    out.push(Goal {
+        what: "compensated hop sum within ±5% of the untraced RTT mean, every lab driver",
+        figure: worst.map_or("-".into(), |w| {
+            format!("worst: {} {:+.1}%", w.driver, w.error_pct)
+        }),
+        met: worst.map(|w| w.error_pct.abs() <= 5.0),
+    });
+    for c in &p.pairs {
+        let off = c.compensated_delta_us - c.untraced_delta_us;
+        out.push(Goal {
+            what: "compensated difference within ±0.3 µs of the untraced difference",
+            figure: format!(
+                "{} − {}: {:+.2} vs {:+.2} µs ({:+.2})",
+                c.driver, c.reference, c.compensated_delta_us, c.untraced_delta_us, off
+            ),
+            met: Some(off.abs() <= 0.3),
+        });
+    }
+    let cases: Vec<_> = p
+        .validate
+        .cases
+        .iter()
+        .filter(|c| [1.0, 2.0, 5.0].contains(&c.injected_us))
+        .collect();
+    let worst = cases.iter().max_by(|a, b| {
+        (a.error_us.abs() / (0.1 * a.held_us + 0.2))
+            .total_cmp(&(b.error_us.abs() / (0.1 * b.held_us + 0.2)))
+    });
+    out.push(Goal {
+        what: "validate: 1, 2 and 5 µs recovered at their hop within ±(10% + 0.2 µs)",
+        figure: worst.map_or("-".into(), |w| {
+            format!(
+                "worst: {} {} µs → {:+.2} µs",
+                w.driver, w.injected_us, w.recovered_us
+            )
+        }),
+        met: (!cases.is_empty()).then(|| {
+            cases
+                .iter()
+                .all(|c| c.error_us.abs() <= 0.1 * c.held_us + 0.2)
+        }),
+    });
+    if let Some(d) = r
+        .drivers
+        .iter()
+        .find(|d| d.driver == crate::driver::Driver::Bridge)
+    {
+        let k = &d.kernel_cost;
+        out.push(Goal {
+            what: "program time per bridge round trip ≤ 3.0 µs",
+            figure: format!(
+                "{} ns ({} ns without the statistics' own cost, the floor, per run)",
+                f(k.ns_per_rtt, 0),
+                f(
+                    k.ns_per_rtt
+                        - k.floor_ns * k.programs.iter().map(|p| p.runs_per_rtt).sum::<f64>(),
+                    0
+                )
+            ),
+            met: k.ns_per_rtt.is_finite().then_some(k.ns_per_rtt <= 3000.0),
+        });
+        let spin = d.latency.spin.traced_vs_untraced.p50;
+        out.push(Goal {
+            what: "traced/untraced RR p50 ≤ 1.15 in spin mode (bridge)",
+            figure: f(spin, 3),
+            met: spin.is_finite().then_some(spin <= 1.15),
+        });
+    }
+}
+
+/// The hop sums against the untraced round trips, the differences, and `validate`'s cases.
+fn proof(s: &mut String, p: &crate::bench::proof::Proof) {
+    let _ = writeln!(
+        s,
+        "## Hops you can prove
+
+One interleaved compare of the lab drivers ({} rounds × {} \
+         requests, spin, client and server on two CPUs): per driver the untraced RTT mean, \
+         the hops' sum (one-way request + response + turnaround, means), netpath's own time \
+         in it (measured tails and runs at the calibrated cost of a run), and what is left.
+",
+        p.rounds, p.requests
+    );
+    let _ = writeln!(
+        s,
+        "| driver | untraced RTT mean | raw hop sum | netpath's own | compensated | error | run cost |
+|---|---|---|---|---|---|---|"
+    );
+    for r in &p.sums {
+        let _ = writeln!(
+            s,
+            "| {} | {} µs | {} µs | {} µs | {} µs | {:+.1}% | {} ns |",
+            r.driver,
+            f(r.untraced_mean_us, 2),
+            f(r.raw_sum_us, 2),
+            f(r.own_us, 2),
+            f(r.compensated_sum_us, 2),
+            r.error_pct,
+            f(r.run_cost_ns, 0)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "
+| difference | untraced | compensated hops | raw hops |
+|---|---|---|---|"
+    );
+    for c in &p.pairs {
+        let _ = writeln!(
+            s,
+            "| {} − {} | {:+.2} µs | {:+.2} µs | {:+.2} µs |",
+            c.driver, c.reference, c.untraced_delta_us, c.compensated_delta_us, c.raw_delta_us
+        );
+    }
+    let v = &p.validate;
+    let _ = writeln!(
+        s,
+        "
+`netpath validate` ({} rounds × {} requests): each request held D on the server's \
+         interface by a TC busy wait; the change of `receiver-stack`'s p50 against D = 0 of \
+         the same round (median over rounds), netpath's own time taken out.
+",
+        v.rounds, v.requests
+    );
+    let _ = writeln!(
+        s,
+        "| driver | D | held | recovered | error | largest other hop | untraced RTT p50 change |
+|---|---|---|---|---|---|---|"
+    );
+    for c in &v.cases {
+        let _ = writeln!(
+            s,
+            "| {} | {} µs | {} µs | {:+.2} µs | {:+.2} µs | {} {:+.2} µs | {:+.2} µs |",
+            c.driver,
+            c.injected_us,
+            f(c.held_us, 2),
+            c.recovered_us,
+            c.error_us,
+            c.largest_other_hop,
+            c.largest_other_us,
+            c.untraced_rtt_delta_us
+        );
+    }
+    let _ = writeln!(s);
 }
 
 /// A driver's kernel-cost goals: the hot programs' and the untracked traffic's, each over
@@ -243,7 +402,7 @@ pub fn goals_table(r: &BenchReport) -> String {
 }
 
 fn goals(s: &mut String, r: &BenchReport) {
-    let _ = writeln!(s, "## Goals (issue 10)\n");
+    let _ = writeln!(s, "## Goals\n");
     let _ = writeln!(s, "| goal | measured | |\n|---|---|---|");
     for g in goal_list(r) {
         let _ = writeln!(s, "| {} | {} | {} |", g.what, g.figure, verdict(&g));

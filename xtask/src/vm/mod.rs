@@ -73,9 +73,12 @@ const VM_TIMEOUT_SECS: u64 = 1500;
 /// does not carry (its live run is a compare, which the VM runs itself); tune builds each lab
 /// twice and runs both sides traced and untraced per knob, which under TCG would take more
 /// than the VM's time (its programs are compare's, which every VM pass loads); validate's
-/// microsecond delays say nothing under emulation (`lab` loads its delay program there).
+/// microsecond delays say nothing under emulation (`tracking` loads its delay program there);
+/// containerd needs containerd and the CNI plugins; cli only parses arguments.
 const HOST_ONLY: &[&str] = &[
     "validate",
+    "containerd",
+    "cli",
     "docker",
     "outputs",
     "diff",

@@ -8,11 +8,14 @@
 extern crate std;
 
 pub mod config;
+pub mod devrole;
 pub mod hist;
 pub mod hop;
+mod sockq;
 
 pub use config::{FilterConfig, LoadConfig};
 pub use hop::{DevKind, Dir, Hop, Point};
+pub use sockq::{Parked, SOCK_DEPTH, SOCK_SLOTS, SockSlot, parked_key};
 
 /// Most points one sampled packet timeline keeps: overlay with function probes crosses 30 on
 /// 6.1 (31 where `sk_data_ready` exists), 33 with the receiving thread's scheduler points. A
@@ -443,62 +446,29 @@ pub const FLIGHT_SAMPLED: u16 = 4;
 /// netpath's own time is measured along this journey (one in `LoadConfig::own_every`).
 pub const FLIGHT_OWN: u16 = 8;
 
-/// A `struct net_device *` resolved to its key, its kind and whether it is watched.
+/// A `struct net_device *` resolved to its key, kind, role and whether it is watched (the
+/// `DEVS` value split up).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DevInfo {
     pub key: DevKey,
     pub kind: u32,
+    /// `devrole::*`.
+    pub role: u32,
     /// 1 when the device is on the watched path (`DEV_WATCHED` in its `DEVS` value): only
     /// there does a passively traced packet start a journey. Every other device of the node
     /// is in `DEVS` for its kind alone, so the hops it bounds are named.
     pub watched: u32,
-}
-
-/// Bit of a `DEVS` value (whose low 16 bits are the `DevKind`): the device is watched.
-pub const DEV_WATCHED: u32 = 1 << 16;
-
-/// Entries of the per-socket table of journeys waiting for the application's read
-/// (`SOCKQ`; a power of two).
-pub const SOCK_SLOTS: u32 = 1024;
-/// Journeys one socket holds at once, waiting for the application's read (a power of two).
-pub const SOCK_DEPTH: u32 = 4;
-
-/// A passively traced journey whose data TCP queued on a socket (`sk_data_ready`): it waits
-/// there for the application's receive to consume the data up to `end_seq`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Parked {
-    pub flight: Flight,
-    /// `tcp_sock.rcv_nxt` right after the data was queued: the journey's data has been read
-    /// once the socket's `copied_seq` reaches it.
-    pub end_seq: u32,
     pub _pad: u32,
 }
 
-/// One entry of `SOCKQ`: a socket (0: free) and the journeys parked on it, a ring of
-/// `SOCK_DEPTH` from `head` (oldest) to `tail`. Only the socket's own hooks touch a held
-/// entry, and the socket lock orders them (TCP queues data and its reader consumes it each
-/// with the socket owned), so the ring needs no atomics; the tag is claimed and released
-/// with compare-and-swap, as the flight table's.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SockSlot {
-    pub sk: u64,
-    /// Last time a journey was parked or read here: an entry left alone longer than
-    /// `max_gap_ns` is taken over (its socket was closed or never read).
-    pub last_ts: u64,
-    pub head: u32,
-    pub tail: u32,
-    pub parked: [Parked; SOCK_DEPTH as usize],
-}
+/// Bit of a `DEVS` value (above the kind's 16 bits and the role's 8): the device is watched.
+pub const DEV_WATCHED: u32 = 1 << 24;
+const _: () = assert!(DEV_WATCHED > devrole::MASK << devrole::SHIFT);
 
-/// Key of a parked journey's timeline in `TIMELINES` (its skb may be freed and reused while it
-/// waits): slot and ring index, below any kernel address, so never an skb's.
-#[inline(always)]
-pub fn parked_key(slot: u32, idx: u32) -> u64 {
-    (slot as u64) << 32 | idx as u64
-}
+/// Directions of a journey whose devices have roles (`devrole`): into the container, or out.
+pub const DIR_IN: u16 = 0;
+pub const DIR_OUT: u16 = 1;
 
 /// Record of a tracked packet freed by `kfree_skb` before delivery.
 #[repr(C)]
@@ -613,7 +583,7 @@ mod tests {
         );
         assert_eq!(size_of::<Flight>(), 8 * 3 + 2 * 8 + 4 * 3 + 2 * 2);
         assert_eq!(size_of::<FlightSlot>(), 64, "one cache line per flight");
-        assert_eq!(size_of::<DevInfo>(), 16);
+        assert_eq!(size_of::<DevInfo>(), 24);
         assert_eq!(size_of::<TidState>(), 8 * 9 + 4 * 4 + 2 * 8);
         assert_eq!(size_of::<FlightSlot>(), 8 + size_of::<Flight>());
         assert_eq!(size_of::<TidSlot>(), 8 + size_of::<TidState>());

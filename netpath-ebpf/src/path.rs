@@ -4,9 +4,9 @@
 //! histograms. Only sampled packets keep a full timeline and produce a ring-buffer record.
 use aya_ebpf::helpers::bpf_get_smp_processor_id;
 use netpath_common::{
-    DEV_SLOTS, DEV_WATCHED, DevInfo, DevKey, DevKind, DropRecord, FLIGHT_ANY, FLIGHT_RELAYED,
-    FLIGHT_SAMPLED, Flight, NO_HOP, Point, ROLE_RELAY, ROLE_SERVER, TidState, TimelinePoint,
-    counter, ptr_slot,
+    DEV_SLOTS, DEV_WATCHED, DIR_IN, DIR_OUT, DevInfo, DevKey, DevKind, DropRecord, FLIGHT_ANY,
+    FLIGHT_RELAYED, FLIGHT_SAMPLED, Flight, NO_HOP, Point, ROLE_RELAY, ROLE_SERVER, TidState,
+    TimelinePoint, counter, devrole, ptr_slot,
 };
 
 use crate::{
@@ -14,7 +14,7 @@ use crate::{
     maps::*,
     own::{Done, Stamp, now, stamp, tail},
     relay, sched, sockq,
-    state::{advance, begin_journey, current_tid, forget, new_flight, receiving},
+    state::{advance, begin_journey, count_started, current_tid, forget, new_flight, receiving},
     tids::traced,
     timeline::{append_point, new_record, note_end_tuple, start_timeline},
 };
@@ -50,7 +50,9 @@ fn dev_info(dev: u64) -> Result<DevInfo, i64> {
     let info = DevInfo {
         key,
         kind: v & 0xffff,
+        role: (v >> devrole::SHIFT) & devrole::MASK,
         watched: (v & DEV_WATCHED != 0) as u32,
+        _pad: 0,
     };
     atomic::xchg(tag, 0);
     unsafe { (*s).info = info };
@@ -210,26 +212,52 @@ fn own_skb(ts: &TidState, skb: u64) -> bool {
     if ts.sock != 0 { sk == ts.sock } else { sk != 0 }
 }
 
-/// `netpath trace` on traffic netpath does not generate: a packet starts when first seen on a
-/// watched device and passes the filters, once every program is attached (`run::ARMED`).
+/// `netpath trace` and `serve` on traffic netpath does not generate: a packet starts when
+/// first seen on a watched device (where the devices have roles, at its entry into or out of a
+/// followed container, `entry`) and passes the filters, once every program is attached
+/// (`run::ARMED`). The node's other devices in `DEVS` only name hops: no journey starts there.
+/// One entry in `sample_every` is followed, chosen from this CPU's started count (`sampled`);
+/// the others cost no more.
 #[inline(always)]
 fn start_any(skb: u64, dev: u64, point: Point) -> Done {
     if point == Point::SockReady || point == Point::Copy {
         return Ok(None);
     }
     let info = point_dev(skb, dev)?;
-    if info.watched == 0 || !kernel::armed() || !kernel::filter_pass(skb, &info.key) {
+    if info.watched == 0 || !kernel::armed() {
         return Ok(None);
+    }
+    let Some(dir) = entry(point, &info) else {
+        return Ok(None);
+    };
+    if !kernel::filter_pass(skb, &info.key) {
+        return Ok(None);
+    }
+    // Sampled, every entry counts (pure ACKs too: telling them costs kernel reads the
+    // skipped ones are spared); else only the journeys followed.
+    let every = kernel::sample_every();
+    let mut n = 0;
+    if every > 1 {
+        n = count_started()?;
+        if !sampled(n, every) {
+            return Ok(None);
+        }
     }
     // Pure ACKs never wake a reader: they would never end, so only data is followed.
     if kernel::tcp_payload(skb).unwrap_or(0) == 0 {
         return Ok(None);
     }
+    if every <= 1 {
+        n = count_started()?;
+    }
     let st = stamp();
-    // Every passively traced packet keeps its timeline.
-    let flags = begin_journey()? | FLIGHT_ANY | FLIGHT_SAMPLED;
+    // Every followed passive journey keeps its timeline.
+    let mut flags = FLIGHT_ANY | FLIGHT_SAMPLED;
+    if crate::own::measured(n) {
+        flags |= netpath_common::FLIGHT_OWN;
+    }
     let kind = info.kind as u16;
-    let mut f = new_flight(st.t, st.t, 0, (point, kind), &st, (0, 0), flags);
+    let mut f = new_flight(st.t, st.t, dir, (point, kind), &st, (0, 0), flags);
     f.cur_hop = netpath_common::NO_HOP;
     f.rx_passes = (point == Point::NetifReceive) as u16;
     let first = TimelinePoint {
@@ -249,6 +277,34 @@ fn start_any(skb: u64, dev: u64, point: Point) -> Done {
         let _ = TIMELINES.remove(skb);
     }
     Ok(tail(&f, st.t))
+}
+
+/// Whether a packet of a watched device at `point` enters or leaves a followed container here,
+/// and which way. A transmit on the container's own side goes out, on its peer in; a macvlan's
+/// or ipvlan's traffic in is first seen received on the container's own device (no peer
+/// transmits it). Devices without roles (`trace`): any point, direction in.
+#[inline(always)]
+fn entry(point: Point, info: &DevInfo) -> Option<u16> {
+    match (info.role, point) {
+        (devrole::ANY, _) => Some(DIR_IN),
+        (devrole::OWN, Point::DevQueue) => Some(DIR_OUT),
+        (devrole::PEER, Point::DevQueue) => Some(DIR_IN),
+        (devrole::OWN, Point::NetifRx | Point::NetifReceive)
+            if info.kind == DevKind::Macvlan as u32 || info.kind == DevKind::Ipvlan as u32 =>
+        {
+            Some(DIR_IN)
+        }
+        _ => None,
+    }
+}
+
+/// Whether started journey number `n` (this CPU's count) is followed: one in `every`,
+/// picked by a multiplicative hash of the count, so traffic with a period of its own (a
+/// request in, its response out, again) cannot line up with the pick as `n % N` would.
+#[inline(always)]
+fn sampled(n: u64, every: u32) -> bool {
+    let h = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+    h < (1u64 << 32) / every as u64
 }
 
 /// Ends a device-started flight at its socket when it cannot wait there for the application's

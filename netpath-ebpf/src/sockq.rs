@@ -9,8 +9,8 @@
 //! queued before it and freed its skb, whose address the next packet then takes. It moves into
 //! its socket's entry of `SOCKQ`, and its timeline to a key of that entry (`parked_key`).
 use netpath_common::{
-    DevKey, Flight, Hop, Parked, Point, SOCK_DEPTH, SOCK_SLOTS, SockSlot, counter, parked_key,
-    ptr_slot,
+    DevKey, Flight, Hop, Parked, Point, SOCK_DEPTH, SOCK_SLOTS, SkbState, SockSlot, counter,
+    parked_key, ptr_slot,
 };
 
 use crate::{
@@ -91,10 +91,9 @@ pub fn park(sk: u64, skb: u64, f: *mut Flight, t: u64) -> bool {
         let Some(tl) = TIMELINES.get_ptr(skb) else {
             return false;
         };
-        if TIMELINES
-            .insert(parked_key(i, idx), unsafe { &*tl }, 0)
-            .is_err()
-        {
+        // By reference: a timeline is far larger than the 512-byte BPF stack.
+        let tl: &SkbState = unsafe { &*tl };
+        if TIMELINES.insert(parked_key(i, idx), tl, 0).is_err() {
             return false;
         }
         let _ = TIMELINES.remove(skb);

@@ -130,9 +130,7 @@ pub fn complete(skb: u64, f: &Flight, t: u64) {
 /// `own_every`, per CPU); the add itself is atomic.
 #[inline(always)]
 pub fn begin_journey() -> Result<u16, i64> {
-    let started = COUNTERS.get_ptr_mut(counter::STARTED).ok_or(-1i64)?;
-    let n = unsafe { core::ptr::read_volatile(started) };
-    atomic::add(started, 1);
+    let n = count_started()?;
     let every = crate::kernel::sample_every();
     let mut flags = 0;
     if every != 0 && n.is_multiple_of(every as u64) {
@@ -142,6 +140,16 @@ pub fn begin_journey() -> Result<u16, i64> {
         flags |= FLIGHT_OWN;
     }
     Ok(flags)
+}
+
+/// Counts a journey started on this CPU and gives the count before it. Atomic: a program
+/// nested on this CPU may count at once.
+#[inline(always)]
+pub fn count_started() -> Result<u64, i64> {
+    let started = COUNTERS.get_ptr_mut(counter::STARTED).ok_or(-1i64)?;
+    let n = unsafe { core::ptr::read_volatile(started) };
+    atomic::add(started, 1);
+    Ok(n)
 }
 
 /// A new flight born at `point` on a device of `kind` at stamp `st`; its first hop (opened by

@@ -42,7 +42,7 @@ pub(crate) use driver_table;
 macro_rules! driver_enum {
     ($($variant:ident $module:ident $name:literal $help:literal;)*) => {
         /// Which Docker data path to build.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, schemars::JsonSchema)]
         #[serde(rename_all = "kebab-case")]
         pub enum Driver {
             $(#[doc = $help] $variant,)*

@@ -29,13 +29,14 @@ pub struct TraceOptions {
     pub iface: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct TraceOutput {
     pub driver: String,
     /// What netpath's harness sent (none when tracing traffic it did not generate).
     pub proto: Option<Proto>,
     pub backend: &'static str,
     pub timelines: Vec<Timeline>,
+    #[schemars(with = "crate::record::schema_parts::Lost")]
     pub lost: std::collections::BTreeMap<&'static str, u64>,
     /// Losses this kernel does not count (see `Tracer::uncounted`).
     pub uncounted: Vec<&'static str>,

@@ -25,7 +25,7 @@ use crate::{
 const MIN_LEN: u64 = 200;
 
 /// Where the delay is injected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum At {
     /// The server's interface, on receive: requests, in `receiver-stack`.
@@ -77,11 +77,12 @@ pub struct ValidateOptions {
 }
 
 /// One driver at one injected delay, against D = 0 of the same rounds.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Case {
     pub driver: String,
     pub device: String,
     pub hop: &'static str,
+    #[schemars(schema_with = "crate::record::schema_parts::dir")]
     pub dir: &'static str,
     /// The delay asked for.
     pub injected_us: f64,
@@ -105,7 +106,7 @@ pub struct Case {
 }
 
 /// `validate`'s result.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ValidateOutput {
     pub at: At,
     pub rounds: usize,
@@ -150,10 +151,15 @@ pub fn run(tracer: &mut Tracer, o: &ValidateOptions) -> Result<ValidateOutput> {
     })
 }
 
-/// The delays the program can hold: said before anything is loaded or built.
-pub fn check(delays: &[f64]) -> Result<()> {
-    if let Some(d) = delays.iter().find(|d| !(0.0..=50.0).contains(*d)) {
-        bail!("--delays {d} µs: use delays from 0 to 50 µs");
+/// The longest delay the program holds a packet for, µs (`--delays` is bounded by it at parse
+/// time).
+pub const MAX_DELAY_US: f64 = 50.0;
+
+/// The delays the program can hold, for callers of the library: said before anything is
+/// loaded or built.
+fn check(delays: &[f64]) -> Result<()> {
+    if let Some(d) = delays.iter().find(|d| !(0.0..=MAX_DELAY_US).contains(*d)) {
+        bail!("--delays {d} µs: use delays from 0 to {MAX_DELAY_US} µs");
     }
     Ok(())
 }

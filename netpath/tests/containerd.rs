@@ -53,7 +53,14 @@ fn serve_follows_pods_and_prometheus_scrapes_their_labels() {
     let (a, b) = (node.add_pod("a"), node.add_pod("b"));
     let env = node.env();
     let (serve, port) = scrape::serve(
-        &["--container", &a.path(), "--container", &b.path()],
+        &[
+            "--container",
+            &a.path(),
+            "--container",
+            &b.path(),
+            "--sample",
+            "1",
+        ],
         &[(env.0, &env.1)],
     );
     wait_for("serve to follow both pods", 30, || {

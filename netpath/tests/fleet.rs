@@ -64,14 +64,41 @@ fn daemonset_validates_against_kubernetes_schemas() {
         "/sys/kernel/btf",
         "/sys/kernel/tracing",
         "/sys/fs/bpf",
-        "/var/run/docker.sock",
+        "/run/containerd/containerd.sock",
+        "/sys/fs/cgroup",
+        "automountServiceAccountToken: false",
+        "pod-security.kubernetes.io/enforce: privileged",
+        "fieldPath: status.hostIP",
+        "--listen\", \"$(NODE_IP):9433",
+        "priorityClassName: netpath-node-agent",
         "prometheus.io/scrape: \"true\"",
         "readinessProbe",
+        "requests",
         "limits",
         "\"BPF\"",
         "\"PERFMON\"",
     ] {
         assert!(text.contains(needed), "the DaemonSet lacks {needed}");
+    }
+    // Liveness asks /ready (answered by serve's HTTP side as long as it lives), not a scrape.
+    let liveness = text.split("livenessProbe:").nth(1).unwrap();
+    let path = liveness.lines().find(|l| l.contains("path:")).unwrap();
+    assert!(path.trim() == "path: /ready", "liveness probes {path}");
+    // The sockets and the host's trees netpath only reads are mounted read only.
+    for ro in ["containerd-sock", "cgroup", "btf", "netns"] {
+        let mount = text
+            .split("volumeMounts:")
+            .nth(1)
+            .and_then(|m| m.split(&format!("- name: {ro}\n")).nth(1))
+            .unwrap_or_else(|| panic!("no {ro} mount"));
+        let block: Vec<&str> = mount
+            .lines()
+            .take_while(|l| !l.contains("- name:"))
+            .collect();
+        assert!(
+            block.iter().any(|l| l.trim() == "readOnly: true"),
+            "{ro} is not read only: {block:?}"
+        );
     }
 }
 

@@ -147,7 +147,7 @@ fn serve_exports_hop_histograms_that_prometheus_scrapes() {
         Command::new(env!("CARGO_BIN_EXE_netpath"))
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
             .args(["--container", &client, "--container", &server])
-            .args(["--rescan-secs", "0.5"])
+            .args(["--rescan-secs", "0.5", "--sample", "1", "--program-stats"])
             .stdout(Stdio::null())
             .spawn()
             .unwrap(),
@@ -168,6 +168,17 @@ fn serve_exports_hop_histograms_that_prometheus_scrapes() {
                     && l.contains(&format!("hop=\"{hop}\""))
                     && l.contains("driver=\"bridge\"")),
             "no {hop} histogram on the bridge driver:\n{m}"
+        );
+    }
+    // Both are followed: each journey is its sender's, out to another container.
+    for c in [&client, &server] {
+        assert!(
+            m.lines()
+                .any(|l| l.starts_with("netpath_hop_latency_seconds_count{")
+                    && l.contains("direction=\"out\"")
+                    && l.contains("peer=\"container\"")
+                    && l.contains(&format!("container=\"{c}\""))),
+            "no journey out of {c} to a container:\n{m}"
         );
     }
     for lost in ["ringbuf_lost", "skb_map_full", "probe_misses", "dropped"] {
@@ -314,15 +325,15 @@ fn swarm_stack_follows_containers_and_prometheus_scrapes_it() {
     );
     let yml = std::fs::read_to_string(file).unwrap();
     assert!(
-        yml.contains("127.0.0.1:9433"),
-        "{file} no longer listens on 9433"
+        yml.contains("\"node:9433\"") && !yml.lines().any(|l| l.starts_with("version:")),
+        "{file} no longer listens on the node's address at 9433, or has a version key"
     );
     let dir = std::env::temp_dir().join(format!("np-swarm-{port}"));
     std::fs::create_dir_all(&dir).unwrap();
     let deployed = dir.join("stack.yml");
     std::fs::write(
         &deployed,
-        yml.replace("127.0.0.1:9433", &format!("127.0.0.1:{port}")),
+        yml.replace("node:9433", &format!("127.0.0.1:{port}")),
     )
     .unwrap();
     let (ok, out) = docker(&[

@@ -148,7 +148,9 @@ fn assert_crossings(r: &DriverReport, done: &BTreeMap<&str, u64>, want: &[(&str,
             .unwrap()
             .crossings;
         assert!(
-            c + k * slack >= k * done[d] && c <= k * N,
+            // Function probes see a few more points than tracepoints (a segment sent again
+            // at its fclone's recycled address re-crosses a device): slack both ways.
+            c + k * slack >= k * done[d] && c <= k * (N + slack),
             "{} {d} {h}: {c} crossings for {} journeys × {k}",
             r.driver,
             done[d]
@@ -417,12 +419,13 @@ fn passive_trace_follows_traffic_netpath_does_not_trace() {
     let lab = lab::build(Driver::Bridge).unwrap();
     let port = lab.server_bind.port();
     // Traffic from threads the tracer knows nothing about, repeated until the tracer has what
-    // it asked for (loading the programs takes a while on a busy machine).
+    // it asked for (loading the programs, with the run-cost calibration, takes a while on a busy
+    // machine and minutes under emulation). The cap only guards against a tracer that hangs.
     let done = std::sync::atomic::AtomicBool::new(false);
     let (runs, out) = std::thread::scope(|s| {
         let h = s.spawn(|| {
             let mut runs = Vec::new();
-            let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(600);
             while !done.load(std::sync::atomic::Ordering::Relaxed)
                 && std::time::Instant::now() < until
             {

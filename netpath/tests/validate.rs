@@ -89,6 +89,9 @@ fn validate_refuses_what_it_cannot_do() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("0 to 50 µs"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("--delays") && err.contains("0 to 50"),
+        "{err}"
+    );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }

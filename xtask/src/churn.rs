@@ -1,9 +1,12 @@
 //! `cargo xtask churn --minutes N`: `netpath serve --all` while containers of netpath's agent
 //! image start and stop for N minutes (three at a time, each living about a second and
 //! answering a few request/response round trips from the host, so each makes series of its
-//! own), scraped with each batch up and after it is gone. Prints the exporter's RSS, its series count and what it follows once a
-//! minute, and fails if the series or the followed set did not come back down once the churn
-//! stopped. RSS is reported, not judged: the machine is shared.
+//! own), scraped with each batch up and after it is gone. In each batch one container is
+//! killed first (its network namespace and veth go while the exporter still follows it) and
+//! the batch is removed while scrapes are in flight. Prints the exporter's RSS, open fds,
+//! series count and what it follows once a minute, and fails if a scrape failed, or if the
+//! series, the followed set or the fds did not come back down once the churn stopped. RSS is
+//! reported, not judged: the machine is shared. `--seconds` runs a short version.
 
 use std::{
     io::{Read as _, Write as _},
@@ -23,6 +26,9 @@ pub struct ChurnArgs {
     /// How long to churn containers.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1440))]
     pub minutes: u64,
+    /// Churn this many seconds instead (a short run).
+    #[arg(long, conflicts_with = "minutes", value_parser = clap::value_parser!(u64).range(5..=3600))]
+    pub seconds: Option<u64>,
     /// The netpath binary (default: build it in release mode).
     #[arg(long)]
     pub netpath: Option<PathBuf>,
@@ -68,13 +74,17 @@ pub fn run(args: &ChurnArgs) -> anyhow::Result<()> {
     wait_ready(port)?;
     let start = snapshot(pid, port);
     println!("start: {start}");
-    let end = Instant::now() + Duration::from_secs(args.minutes * 60);
+    let secs = args.seconds.unwrap_or(args.minutes * 60);
+    let end = Instant::now() + Duration::from_secs(secs);
     let mut next_report = Instant::now() + Duration::from_secs(60);
     let (mut started, mut peak) = (0u64, start);
+    // After the first batch, whatever the exporter opens once (runtime connections) is open.
+    let mut warm: Option<Snap> = None;
     while Instant::now() < end {
-        let alive = batch(&image, &lock.label, &net, || snapshot(pid, port))?;
+        let alive = batch(&image, &lock.label, &net, port, || snapshot(pid, port))?;
         started += 3;
         let s = snapshot(pid, port);
+        warm.get_or_insert(s);
         peak.rss_kib = peak.rss_kib.max(s.rss_kib).max(alive.rss_kib);
         peak.series = peak.series.max(alive.series);
         if Instant::now() >= next_report {
@@ -85,8 +95,8 @@ pub fn run(args: &ChurnArgs) -> anyhow::Result<()> {
     std::thread::sleep(Duration::from_secs(3));
     let last = snapshot(pid, port);
     println!(
-        "after {} min, {started} containers: {last}; peak RSS {} KiB, peak {} series (start {})",
-        args.minutes, peak.rss_kib, peak.series, start
+        "after {secs} s, {started} containers: {last}; peak RSS {} KiB, peak {} series (start {start})",
+        peak.rss_kib, peak.series
     );
     if peak.series <= start.series {
         bail!("no container's traffic made a series: the churn measured nothing");
@@ -94,16 +104,28 @@ pub fn run(args: &ChurnArgs) -> anyhow::Result<()> {
     if last.containers != start.containers || last.series > start.series {
         bail!("the exporter still follows what churned away: start {start}, end {last}");
     }
+    if let Some(w) = warm
+        && last.fds > w.fds
+    {
+        bail!(
+            "the exporter's open fds grew: {} after the first batch, {} at the end",
+            w.fds,
+            last.fds
+        );
+    }
     Ok(())
 }
 
 /// Three containers serving request/response on addresses of netpath's churn network, a few
 /// round trips to each from the host (so the exporter makes their hop series), scraped with
-/// all three up (`alive`, returned), then removed.
+/// all three up (`alive`, returned); then the first one killed (its network namespace goes
+/// under the exporter, which follows it until its next listing) and all removed while the
+/// exporter on `port` is scraped.
 fn batch(
     image: &str,
     run_label: &str,
     net: &Network,
+    port: u16,
     alive: impl Fn() -> Snap,
 ) -> anyhow::Result<Snap> {
     let mut ids = Vec::new();
@@ -134,9 +156,19 @@ fn batch(
     // The exporter rescans every 0.5 s and drains the programs every 0.1 s.
     std::thread::sleep(Duration::from_secs(1));
     let snap = alive();
+    capture(docker(&["kill", &ids[0]]).stdout(Stdio::null()))?;
+    let scrapes = std::thread::spawn(move || {
+        (0..10)
+            .filter(|_| !get(port, "/metrics").is_some_and(|r| r.contains(" 200 ")))
+            .count()
+    });
     let mut rm = docker(&["rm", "-f"]);
     rm.args(&ids).stdout(Stdio::null());
     capture(&mut rm)?;
+    let failed = scrapes.join().unwrap_or(10);
+    if failed > 0 {
+        bail!("{failed} of 10 scrapes failed while a batch was removed");
+    }
     Ok(snap)
 }
 
@@ -277,6 +309,7 @@ fn wait_ready(port: u16) -> anyhow::Result<()> {
 #[derive(Clone, Copy, Default)]
 struct Snap {
     rss_kib: u64,
+    fds: u64,
     series: u64,
     containers: u64,
 }
@@ -285,8 +318,8 @@ impl std::fmt::Display for Snap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "RSS {} KiB, {} series, {} containers followed",
-            self.rss_kib, self.series, self.containers
+            "RSS {} KiB, {} fds, {} series, {} containers followed",
+            self.rss_kib, self.fds, self.series, self.containers
         )
     }
 }
@@ -298,6 +331,7 @@ fn snapshot(pid: u32, port: u16) -> Snap {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0);
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64);
     let body = get(port, "/metrics").unwrap_or_default();
     let series = body
         .lines()
@@ -310,6 +344,7 @@ fn snapshot(pid: u32, port: u16) -> Snap {
         .unwrap_or(0);
     Snap {
         rss_kib,
+        fds,
         series,
         containers,
     }

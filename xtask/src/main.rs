@@ -1,5 +1,5 @@
 //! Developer tasks for netpath: `cargo xtask setup | test | vm-test | run -- <netpath args> |
-//! bench | soak | churn | fuzz | screenshot | image | circles`.
+//! bench | soak | churn | fuzz | screenshot | image | schemas | circles`.
 //!
 //! Everything here runs plain commands with `std::process::Command` and prints each one
 //! before it runs, so a failing step can be repeated by hand.
@@ -14,6 +14,7 @@ mod fuzz;
 mod image;
 mod paths;
 mod run;
+mod schemas;
 mod screenshot;
 mod setup;
 mod soak;
@@ -55,6 +56,8 @@ enum Command {
     Image,
     /// Render netpath's HTML report to a PNG with headless chromium (to look at it).
     Screenshot(screenshot::ScreenshotArgs),
+    /// Write schemas/*.json from netpath's output types (after changing one).
+    Schemas,
     /// List the source files of netpath and xtask that import each other in a loop; fail if any.
     Circles,
 }
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         Command::Fuzz(args) => fuzz::run(&args),
         Command::Screenshot(args) => screenshot::run(&args),
         Command::Image => image::run(),
+        Command::Schemas => schemas::run(),
         Command::Circles => circles::run(),
     };
     match result {

@@ -94,7 +94,10 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
         if args.no_vm {
             report.skipped.push("tests in the VM (--no-vm)".into());
         } else {
-            report.vm(&vm::VmArgs::default());
+            report.vm(&vm::VmArgs {
+                ci: true,
+                ..vm::VmArgs::default()
+            });
         }
     } else {
         report

@@ -5,7 +5,7 @@
 use super::*;
 use netpath_common::counter;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct JourneyRun {
     pub driver: Driver,
     /// Measured round trips asked for (each is two one-way journeys), warm-up excluded.
@@ -22,6 +22,7 @@ pub struct JourneyRun {
     pub samples_received: u64,
     /// Every loss counter, kernel side (ring full, map full, stale, …) and userspace side
     /// (`ringbuf_lost` includes the timelines memory did not keep).
+    #[schemars(with = "crate::record::schema_parts::Lost")]
     pub losses: BTreeMap<&'static str, u64>,
     pub elapsed_s: f64,
 }

@@ -2,11 +2,12 @@
 
 use super::*;
 
-pub(super) fn proc_status_kib(field: &str) -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    s.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+/// This process's resident set now and at its peak (`VmRSS`, `VmHWM` of /proc/self/status),
+/// KiB; 0 when /proc does not say.
+pub(super) fn rss_kib() -> (u64, u64) {
+    procfs::process::Process::myself()
+        .and_then(|p| p.status())
+        .map_or((0, 0), |s| (s.vmrss.unwrap_or(0), s.vmhwm.unwrap_or(0)))
 }
 
 /// `key:\tvalue` lines of an fdinfo file.

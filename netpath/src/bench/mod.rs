@@ -39,6 +39,7 @@ pub mod stability;
 mod tools;
 mod traced;
 
+use crate::sys::machine::loadavg;
 use gather::{BulkRounds, LatencyRounds, kernel_cost};
 pub use journeys::JourneyRun;
 use memory::*;
@@ -92,7 +93,7 @@ impl Default for BenchOptions {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct BenchReport {
     /// Transport of the latency runs: sockperf and netpath's harness both used it.
     pub proto: Proto,
@@ -126,7 +127,7 @@ pub struct BenchReport {
     pub elapsed_s: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct DriverBench {
     pub driver: Driver,
     /// Transport of its latency runs (the report's).
@@ -143,7 +144,7 @@ pub struct DriverBench {
 }
 
 /// Round-trip figures of one run, µs.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct Rtt {
     pub p50_us: f64,
     pub p99_us: f64,
@@ -169,7 +170,7 @@ impl Rtt {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Latency {
     /// sockperf ping-pong per round, as round trips: sockperf reports one-way latency, i.e.
     /// RTT/2, so its figures are doubled here.
@@ -197,7 +198,7 @@ pub struct Latency {
     pub spin: ModeLatency,
 }
 
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct Ratios {
     pub p50: f64,
     pub p99: f64,
@@ -224,7 +225,7 @@ impl Ratios {
 
 /// A naive tracer for reference: bpftrace, hash map keyed by skb address on four net
 /// tracepoints, running during an untraced harness run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct NaiveTracer {
     /// "ran", "not installed", or why it failed.
     pub status: String,
@@ -235,13 +236,13 @@ pub struct NaiveTracer {
     pub vs_untraced: Option<Ratios>,
 }
 
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema)]
 pub struct Bulk {
     pub gbit_per_s: f64,
     pub retransmits: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Throughput {
     /// iperf3 sender figure (end.sum_sent) per round.
     pub iperf3: Vec<Bulk>,
@@ -271,7 +272,7 @@ pub struct Throughput {
 
 /// Kernel run time of the programs during one traced request/response run with BPF run-time
 /// statistics on (a separate run, not one of the ratio rounds).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct KernelCost {
     pub rtt: Rtt,
     /// Measured round trips asked for, and completed (a UDP run fails on the first datagram
@@ -282,6 +283,7 @@ pub struct KernelCost {
     /// every loss counter: completed + losses ≥ sent when every loss was counted.
     pub journeys_sent: u64,
     pub journeys_completed: u64,
+    #[schemars(with = "crate::record::schema_parts::Lost")]
     pub losses: BTreeMap<&'static str, u64>,
     pub programs: Vec<ProgCost>,
     /// Mean ns per run of an empty program on `net_dev_queue` in the same run: what any
@@ -303,7 +305,7 @@ pub struct KernelCost {
     pub share_of_untraced_mean: f64,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct Memory {
     /// VmRSS when the bench started, before the eBPF object was loaded (after reading the
     /// kernel's capabilities), after, and the process peak (VmHWM) at the end.
@@ -325,7 +327,7 @@ pub struct Memory {
     pub programs_bytes: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct MapMem {
     pub name: String,
     pub map_type: u32,
@@ -389,20 +391,20 @@ fn preflight(opts: &BenchOptions) -> Result<()> {
 /// the server through a port mapping (published-proxy, published-nat) are therefore refused.
 pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
     let t0 = Instant::now();
-    let rss_at_start_kib = proc_status_kib("VmRSS").unwrap_or(0);
+    let rss_at_start_kib = rss_kib().0;
     preflight(opts)?;
     let tcp = opts.proto == Proto::Tcp;
     let loadavg_start = loadavg();
     let cpu_start = crate::sys::machine::CpuTimes::now();
     let caps = crate::probe::doctor::probe()?;
     let backend = backend::select(opts.backend, &caps)?;
-    let rss_before_load_kib = proc_status_kib("VmRSS").unwrap_or(0);
+    let rss_before_load_kib = rss_kib().0;
     let topts = TracerOptions {
         proto: opts.proto,
         ..TracerOptions::default()
     };
     let mut tracer = Tracer::load(backend, &topts)?;
-    let rss_after_load_kib = proc_status_kib("VmRSS").unwrap_or(0);
+    let rss_after_load_kib = rss_kib().0;
     let stats_on = bpf_stats_enabled();
 
     let mut drivers = Vec::new();
@@ -428,7 +430,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
     memory.rss_at_start_kib = rss_at_start_kib;
     memory.rss_before_load_kib = rss_before_load_kib;
     memory.rss_after_load_kib = rss_after_load_kib;
-    memory.peak_rss_kib = proc_status_kib("VmHWM").unwrap_or(0);
+    memory.peak_rss_kib = rss_kib().1;
     drop(tracer);
     let proof = if opts.proof && tcp {
         progress(

@@ -5,7 +5,7 @@
 use super::*;
 
 /// One wait mode's runs and their ratios.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ModeLatency {
     pub wait: WaitMode,
     #[serde(skip)]

@@ -32,7 +32,7 @@ pub const DRIVERS: [Driver; 5] = [
 pub const DELAYS: [f64; 6] = [0.0, 0.5, 1.0, 2.0, 5.0, 10.0];
 
 /// One driver's hop sum against its untraced round trip.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct SumRow {
     pub driver: String,
     pub untraced_mean_us: f64,
@@ -45,7 +45,7 @@ pub struct SumRow {
     pub run_cost_ns: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Proof {
     pub rounds: usize,
     pub requests: u64,

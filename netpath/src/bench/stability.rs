@@ -23,7 +23,7 @@ use crate::{
 };
 
 /// One `compare` run of the section.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct StabilityRun {
     /// "idle" or "busy loop on CPU N".
     pub load: String,
@@ -36,7 +36,7 @@ pub struct StabilityRun {
     pub machine: Option<MachineState>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct StabilityReport {
     pub runs: Vec<StabilityRun>,
     /// (max − min) / median of each ratio over the runs, %: the goal is at most 10 (±5%).

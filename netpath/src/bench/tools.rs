@@ -247,7 +247,7 @@ pub(super) fn rr_under_bpftrace(bin: &Path, lab: &NetPath, cfg: &RrConfig) -> Re
 // Parsers.
 
 /// What `sockperf ping-pong` prints, in its units: one-way latency (RTT/2), µs.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Sockperf {
     pub observations: u64,
     pub avg_us: f64,
@@ -337,7 +337,7 @@ pub fn parse_sockperf(text: &str) -> Result<Sockperf> {
 }
 
 /// The sender summary of `iperf3 -c … -J`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Iperf3 {
     pub bits_per_second: f64,
     pub retransmits: u64,
@@ -376,18 +376,9 @@ pub fn parse_iperf3(json: &str) -> Result<Iperf3> {
 // ---------------------------------------------------------------------------------------------
 // Small helpers.
 
+/// NaN when no round gave a figure (shown as such in the report).
 pub(super) fn median(v: impl Iterator<Item = f64>) -> f64 {
-    let mut v: Vec<f64> = v.filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+    crate::sys::stats::median(v).unwrap_or(f64::NAN)
 }
 
 pub(super) fn which(tool: &str) -> Option<PathBuf> {
@@ -395,15 +386,6 @@ pub(super) fn which(tool: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|d| d.join(tool))
         .find(|p| p.is_file())
-}
-
-pub(super) fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 pub(super) fn bpf_stats_enabled() -> bool {

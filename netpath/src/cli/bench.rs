@@ -39,7 +39,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub markdown: Option<std::path::PathBuf>,
     /// One-way journeys of a traced run counting every loss, on the first driver (0: none).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = bounds::journeys())]
     pub journeys: u64,
     /// What else ran on the machine meanwhile, printed in the Markdown report.
     #[arg(long, default_value = "")]

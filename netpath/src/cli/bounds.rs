@@ -49,6 +49,15 @@ pub fn trace_count() -> RangedU64ValueParser<usize> {
 /// `--burst`: open-loop requests per second (0: no burst phase).
 pub const BURST_RATE: (f64, f64) = (0.0, 100_000.0);
 
+/// `validate --delays`, µs: what the delay program can hold a packet for.
+pub const DELAY_US: (f64, f64) = (0.0, crate::validate::MAX_DELAY_US);
+
+/// `bench --journeys`: one-way journeys of the journey-count run (0: none), two per request,
+/// so at most twice `--requests`'s bound.
+pub fn journeys() -> RangedU64ValueParser<u64> {
+    RangedU64ValueParser::new().range(0..=2_000_000)
+}
+
 /// Longest phase (`--bulk`, `--burst-duration`, `bench --duration`).
 pub const PHASE: Duration = Duration::from_secs(600);
 
@@ -144,6 +153,9 @@ mod tests {
         assert!(parse(warmup(), "999999999999999999999999").is_err());
         assert!(float(BURST_RATE)("100000000").is_err());
         assert!(float(BURST_RATE)("nan").is_err());
+        assert!(float(DELAY_US)("50.5").is_err());
+        assert_eq!(float(DELAY_US)("0.5"), Ok(0.5));
+        assert!(parse(journeys(), "2000001").is_err());
     }
 
     #[test]

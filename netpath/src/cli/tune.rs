@@ -10,24 +10,48 @@ use crate::measure::compare::CompareOptions;
 use crate::probe::backend;
 use crate::probe::tracer::TracerOptions;
 use crate::tune::knobs::{self, Knob};
+use crate::tune::outside::{Commands, RunIn};
 
-/// One driver with a knob at two settings, A against B, interleaved in one run.
+/// The help heading of `--apply` and its companions.
+const CHANGE: &str = "Outside change";
+
+/// One driver with a knob at two settings, or one path with an outside change applied and
+/// reverted, A against B, interleaved in one run.
 ///
 /// Per figure (RTT, bulk, per hop) the difference, its spread over rounds, and whether it is
 /// noise.
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct TuneArgs {
-    /// The driver whose lab is built twice, once per setting.
-    #[arg(long, short = 'd', default_value = "bridge")]
-    pub driver: Driver,
+    /// The driver whose lab is built (twice for a knob, once per setting; once for
+    /// --apply). Default: bridge.
+    #[arg(long, short = 'd')]
+    pub driver: Option<Driver>,
     /// NAME[=A,B]: rps (HEX mask|all|off), gro, tso, gso (on|off), mtu (68-65535), qdisc
     /// (noqueue|pfifo_fast|pfifo|fq|fq_codel), conntrack (notrack|track), proxy (on|off: docker-proxy or DNAT),
     /// nodelay (on|off), wait (block|spin|busy-poll), cpus (same|split|auto|N|N,M; write
     /// A/B when a setting holds a comma). Without values: gro=on,off, mtu=9000,1500,
     /// qdisc=pfifo_fast,noqueue, nodelay=off,on, wait=block,spin, cpus=same,split, …
-    #[arg(long)]
-    pub knob: String,
+    #[arg(long, required_unless_present = "apply", conflicts_with = "apply")]
+    pub knob: Option<String>,
+    /// A change of your own, side A: this shell command (`sh -c`) runs before A's turns,
+    /// whenever the run moves from B to A; the machine is in B's state before the run.
+    /// The path's names are in its environment (NP_…, listed below).
+    #[arg(long, value_name = "CMD", requires = "revert", help_heading = CHANGE)]
+    pub apply: Option<String>,
+    /// Undoes --apply (side B): runs before B's turns whenever the run moves from A to B, and
+    /// whatever ends the run (its end, an error, a failing --apply, Ctrl-C, SIGTERM, a panic)
+    /// if the change is in place.
+    #[arg(long, value_name = "CMD", requires = "apply", help_heading = CHANGE)]
+    pub revert: Option<String>,
+    /// The network namespace --apply and --revert run in: host (netpath's own), or the
+    /// path's client, server or node.
+    #[arg(long, value_enum, default_value = "host", requires = "apply", help_heading = CHANGE)]
+    pub commands_in: RunIn,
+    /// With --apply: measure between two running containers (client in the first, server in
+    /// the second; Docker's or any runtime's, as `compare --between`) instead of a lab.
+    #[arg(long, num_args = 2, value_names = ["CLIENT", "SERVER"], requires = "apply", conflicts_with = "driver", help_heading = CHANGE)]
+    pub between: Vec<String>,
     /// Rounds, each measuring A and B in turn (order reversed every other round; 1-100).
     #[arg(long, default_value_t = 3, value_parser = bounds::rounds())]
     pub rounds: usize,
@@ -62,24 +86,91 @@ impl super::Command for TuneArgs {
     fn run(self) -> Result<()> {
         let args = self;
         super::require_root()?;
-        let spec = knobs::parse(&args.knob)?;
-        knobs::check_driver(&spec, args.driver)?;
-        knobs::check_proto(&spec, args.driver, args.proto)?;
-        let mode = args.mode.resolve()?;
+        let Some(knob) = &args.knob else {
+            return run_change(&args);
+        };
+        let driver = args.driver.unwrap_or(Driver::Bridge);
+        let spec = knobs::parse(knob)?;
+        knobs::check_driver(&spec, driver)?;
+        knobs::check_proto(&spec, driver, args.proto)?;
         knobs::check_kernel(&spec)?;
+        let opts = options(&args, spec.knob == Knob::Nodelay)?;
         crate::lab::install_signal_cleanup();
         crate::sys::btf::require()?;
         crate::render::progress::enable(args.output.is_text());
         let caps = crate::probe::doctor::probe()?;
         let backend = backend::select(args.backend.backend, &caps)?;
-        let nagle = spec.knob == Knob::Nodelay;
-        let requests = args.requests.unwrap_or(if nagle { 200 } else { 10_000 });
+        if args.output.is_text() {
+            crate::render::tune::start_line(backend, &spec, driver, args.proto);
+        }
+        let text = args.output.is_text();
+        let mut on_applied = |label: &str, ap: &crate::tune::devices::Applied| {
+            if text {
+                crate::render::tune::applied(label, ap);
+            }
+        };
+        let r = crate::tune::run(backend, driver, &spec, &opts, &mut on_applied)?;
+        crate::render::emit(args.output.format(), Some(backend.name()), &r)
+    }
+}
+
+/// `--apply CMD --revert CMD`: one path, the lab's or between two containers, A with the
+/// change in place and B without.
+fn run_change(args: &TuneArgs) -> Result<()> {
+    let (Some(apply), Some(revert)) = (&args.apply, &args.revert) else {
+        anyhow::bail!("tune needs --knob NAME, or --apply CMD with --revert CMD");
+    };
+    for (flag, c) in [("--apply", apply), ("--revert", revert)] {
+        if c.trim().is_empty() {
+            anyhow::bail!("{flag}: the command is empty");
+        }
+    }
+    let cmds = Commands {
+        apply: apply.clone(),
+        revert: revert.clone(),
+        run_in: args.commands_in,
+    };
+    let driver = args.driver.unwrap_or(Driver::Bridge);
+    if args.between.is_empty() {
+        crate::harness::supported::check(driver, args.proto)?;
+    }
+    let opts = options(args, false)?;
+    crate::lab::install_signal_cleanup();
+    crate::sys::btf::require()?;
+    crate::render::progress::enable(args.output.is_text());
+    let caps = crate::probe::doctor::probe()?;
+    let backend = backend::select(args.backend.backend, &caps)?;
+    let built = match args.between.as_slice() {
+        [client, server] => {
+            // Resolved before any program is loaded: a typo fails first.
+            let mut node = crate::runtime::Node::connect()?;
+            let b = crate::runtime::between(&mut node, client, server)?;
+            crate::harness::supported::check_docker(b.path.driver, args.proto)?;
+            let tracer = crate::probe::tracer::Tracer::load(backend, &opts.tracer())?;
+            (tracer, (b.path, b.label))
+        }
+        _ => {
+            let tracer = crate::probe::tracer::Tracer::load(backend, &opts.tracer())?;
+            (tracer, (crate::lab::build(driver)?, driver.name().to_string()))
+        }
+    };
+    if args.output.is_text() {
+        crate::render::tune::change_line(backend, &cmds, &built.1.1, args.proto);
+    }
+    let r = crate::tune::change::run(built.0, built.1, &cmds, &opts)?;
+    crate::render::emit(args.output.format(), Some(backend.name()), &r)
+}
+
+/// The run's options from the flags; `nagle` (the nodelay knob) changes the defaults.
+fn options(args: &TuneArgs, nagle: bool) -> Result<CompareOptions> {
+    let mode = args.mode.resolve()?;
+    let requests = args.requests.unwrap_or(if nagle { 200 } else { 10_000 });
         let warmup = args.warmup.unwrap_or(if nagle { 10 } else { 1_000 });
         let bulk = args
             .bulk
             .unwrap_or(std::time::Duration::from_secs(if nagle { 0 } else { 2 }));
         let mut opts = CompareOptions {
-            drivers: vec![args.driver],
+            drivers: args.driver.into_iter().collect(),
             protos: Vec::new(),
             rr: RrConfig {
                 requests,
@@ -103,18 +194,7 @@ impl super::Command for TuneArgs {
             mode,
         };
         opts.set_protos(&[args.proto])?;
-        if args.output.is_text() {
-            crate::render::tune::start_line(backend, &spec, args.driver, args.proto);
-        }
-        let text = args.output.is_text();
-        let mut on_applied = |label: &str, ap: &crate::tune::devices::Applied| {
-            if text {
-                crate::render::tune::applied(label, ap);
-            }
-        };
-        let r = crate::tune::run(backend, args.driver, &spec, &opts, &mut on_applied)?;
-        crate::render::emit(args.output.format(), Some(backend.name()), &r)
-    }
+        Ok(opts)
 }
 
 /// `tune --help` ends with these.
@@ -122,4 +202,26 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath tune -d bridge --knob gro --rounds 5     veth GRO on vs off, interleaved, with the noise
     netpath tune -d bridge --knob nodelay            Nagle and the delayed ACK on a two-write request
     netpath tune -d bridge --knob wait=block,spin    the receiver's wakeup, A/B
-    netpath tune -d overlay --knob mtu=9000,1500 --bulk 5s";
+    netpath tune -d overlay --knob mtu=9000,1500 --bulk 5s
+    netpath tune -d bridge --apply 'ip netns exec $NP_NODE_NS iptables -I FORWARD -p udp --dport 9 -j DROP' \\
+                           --revert 'ip netns exec $NP_NODE_NS iptables -D FORWARD -p udp --dport 9 -j DROP'
+                                                     a firewall rule on the node, A/B interleaved
+    netpath tune --between web db --commands-in client \\
+                 --apply 'tc qdisc add dev eth0 root fq' --revert 'tc qdisc del dev eth0 root'
+                                                     fq on the client container's eth0, A/B
+
+ENVIRONMENT OF --apply AND --revert (the path's names; a variable a path lacks is unset):
+    NP_RUN_ID, NP_DRIVER              the run id (lab: np<id>- names) and the driver
+    NP_CLIENT_NS, NP_SERVER_NS, NP_NODE_NS
+                                      namespaces for `ip netns exec` (lab paths; NODE stands in
+                                      for the Docker host)
+    NP_CLIENT_NS_PATH, NP_SERVER_NS_PATH, NP_NODE_NS_PATH
+                                      the same as files for `nsenter --net=` (also containers')
+    NP_CLIENT_ADDR, NP_SERVER_ADDR, NP_SERVER_PORT
+                                      the client's source address, where the server listens
+    NP_CONNECT_ADDR, NP_CONNECT_PORT  where the client connects (a published port, a DNAT)
+    NP_PUBLISHED, NP_SUBNET           the published ADDR:PORT on the node, the lab's subnet
+    NP_NFT_TABLE                      netpath's nft table (family ip) in the node namespace
+    NP_DEVICES                        every device of the path, `name@netns`, in path order
+    NP_DEVICE_COUNT, NP_DEVICE_<i>, NP_DEVICE_<i>_NS, NP_DEVICE_<i>_KIND
+                                      each device (i from 0): name, namespace, kind";

@@ -21,7 +21,7 @@ pub struct ValidateArgs {
     #[arg(long, short = 'd', value_delimiter = ',')]
     pub driver: Vec<Driver>,
     /// Injected delays in µs, comma-separated (0, the reference, is always measured).
-    #[arg(long, value_delimiter = ',', default_value = "0,0.5,1,2,5,10")]
+    #[arg(long, value_delimiter = ',', default_value = "0,0.5,1,2,5,10", value_parser = super::bounds::float(super::bounds::DELAY_US))]
     pub delays: Vec<f64>,
     /// Where the delay is injected (on receive).
     #[arg(long, value_enum, default_value_t = crate::validate::At::Server)]
@@ -41,7 +41,6 @@ impl super::Command for ValidateArgs {
         } else {
             a.driver
         };
-        crate::validate::check(&a.delays)?;
         let mut compare = a.traffic.options(drivers.clone(), None)?;
         compare.mode.block_line = false;
         lab::install_signal_cleanup();

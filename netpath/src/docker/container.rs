@@ -25,7 +25,7 @@ fn links_at(path: &Path) -> Result<Vec<Link>> {
 }
 
 /// A Docker network a container is attached to.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct NetAttachment {
     pub name: String,
     pub network_id: String,
@@ -36,7 +36,7 @@ pub struct NetAttachment {
 }
 
 /// The far end of a container interface, outside the container.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct PeerLink {
     /// Name netpath uses for that namespace: `host` for the daemon's own, the file name
     /// under Docker's netns directory (`1-<netid>` for an overlay) otherwise.
@@ -52,7 +52,7 @@ pub struct PeerLink {
 }
 
 /// One interface inside the container.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct Interface {
     pub link: Link,
     /// The Docker network this interface belongs to (matched by address).
@@ -61,7 +61,7 @@ pub struct Interface {
 }
 
 /// One published port (`-p host_ip:host_port:container_port/proto`).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct PortMapping {
     pub container_port: u16,
     pub proto: String,
@@ -70,7 +70,7 @@ pub struct PortMapping {
 }
 
 /// The network view of a running container.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct ContainerNet {
     pub id: String,
     /// Container name without the leading `/`; also the name netpath gives its netns.

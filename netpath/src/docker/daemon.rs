@@ -271,13 +271,12 @@ fn is_our_dockerd(pid: u32, socket: &Path) -> bool {
     if pid == 0 {
         return false;
     }
-    let Ok(c) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+    let Some(args) = i32::try_from(pid)
+        .ok()
+        .and_then(|p| procfs::process::Process::new(p).ok()?.cmdline().ok())
+    else {
         return false;
     };
-    let args: Vec<String> = c
-        .split(|b| *b == 0)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
     let sock = format!("--host=unix://{}", socket.display());
     args.first().is_some_and(|a| a.ends_with("dockerd")) && args.contains(&sock)
 }
@@ -330,20 +329,17 @@ fn remove_daemon_files(r: &DaemonRecord, ns: Option<&Netns>) -> Result<()> {
 
 /// SIGKILL every process whose network namespace is `inum` (the daemon's helpers).
 fn kill_in_netns(inum: u32) {
-    let Ok(rd) = std::fs::read_dir("/proc") else {
+    let Ok(all) = procfs::process::all_processes() else {
         return;
     };
-    let me = std::process::id();
-    for pid in rd
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-    {
+    let me = std::process::id() as i32;
+    for pid in all.filter_map(|p| Some(p.ok()?.pid)) {
         if pid == me {
             continue;
         }
         if ns_inum(Path::new(&format!("/proc/{pid}/ns/net"))).ok() == Some(inum) {
             // SAFETY: plain kill; the process is inside netpath's own namespace.
-            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            unsafe { libc::kill(pid, libc::SIGKILL) };
         }
     }
     std::thread::sleep(Duration::from_millis(100));
@@ -351,13 +347,13 @@ fn kill_in_netns(inum: u32) {
 
 /// Lazily unmount every mount at or under `root`, deepest first.
 fn unmount_under(root: &Path) {
-    let Ok(mi) = std::fs::read_to_string("/proc/self/mountinfo") else {
+    let Ok(mi) = procfs::process::Process::myself().and_then(|p| p.mountinfo()) else {
         return;
     };
+    // procfs keeps the kernel's octal escape of a space.
     let mut mps: Vec<PathBuf> = mi
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(|m| PathBuf::from(m.replace("\\040", " ")))
+        .into_iter()
+        .map(|m| PathBuf::from(m.mount_point.to_string_lossy().replace("\\040", " ")))
         .filter(|m| m.starts_with(root))
         .collect();
     mps.sort_by_key(|m| std::cmp::Reverse(m.components().count()));

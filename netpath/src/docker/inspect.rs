@@ -16,7 +16,7 @@ use crate::sys::netns::Netns;
 use crate::sys::proxy::{ProxyProcess, proxy_processes};
 
 /// One interface of the container and its other end.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct InterfaceReport {
     pub name: String,
     pub kind: String,
@@ -34,7 +34,7 @@ pub struct InterfaceReport {
 }
 
 /// Everything `netpath docker inspect` prints.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
 pub struct InspectReport {
     pub container: String,
     pub id: String,

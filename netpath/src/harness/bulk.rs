@@ -44,7 +44,7 @@ impl Default for BulkConfig {
 }
 
 /// One stream's summary.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct StreamResult {
     /// Bytes the client wrote.
     pub bytes: u64,

@@ -17,7 +17,7 @@ use crate::path::NetPath;
 use crate::sys::netns::Netns;
 
 /// TCP counters of one network namespace (cumulative since it was created).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct NetCounters {
     /// `TcpExt: TCPOFOQueue`, segments put in the out-of-order queue.
     pub tcp_ofo_queue: u64,
@@ -36,6 +36,18 @@ pub struct NetCounters {
 }
 
 impl NetCounters {
+    /// `self + more`, per counter: a side's turns added up.
+    pub fn plus(&self, more: &NetCounters) -> NetCounters {
+        NetCounters {
+            tcp_ofo_queue: self.tcp_ofo_queue + more.tcp_ofo_queue,
+            tcp_sack_reorder: self.tcp_sack_reorder + more.tcp_sack_reorder,
+            retrans_segs: self.retrans_segs + more.retrans_segs,
+            tcp_dsack_recv: self.tcp_dsack_recv + more.tcp_dsack_recv,
+            in_segs: self.in_segs + more.in_segs,
+            out_segs: self.out_segs + more.out_segs,
+        }
+    }
+
     /// `self - before`, per counter (saturating: counters only grow).
     pub fn delta(&self, before: &NetCounters) -> NetCounters {
         NetCounters {
@@ -109,7 +121,7 @@ pub fn read_counters(ns: &Netns) -> Result<NetCounters> {
 }
 
 /// Settings of one lab device that matter to latency.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct DevContext {
     pub netns: String,
     pub name: String,

@@ -3,7 +3,18 @@
 //! takes any IP protocol number.
 
 /// Transport of the request/response runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    clap::ValueEnum,
+    serde::Serialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Proto {
     /// One TCP connection, a request and a response per round trip (sockperf's TCP ping-pong).

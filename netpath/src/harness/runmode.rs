@@ -62,10 +62,25 @@ impl serde::Serialize for Cpus {
     }
 }
 
+/// Serialized as `--cpus` takes it.
+impl schemars::JsonSchema for Cpus {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Cpus".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "`--cpus`: same, split, auto, one CPU or a client,server pair.",
+            "type": "string",
+            "pattern": "^(same|split|auto|[0-9]+|[0-9]+,[0-9]+)$"
+        })
+    }
+}
+
 use super::wait::WaitMode;
 
 /// Wait mode and placement of a measurement.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct RunMode {
     /// Wait mode of the runs the hop tables and ratios come from.
     pub wait: WaitMode,
@@ -85,7 +100,9 @@ pub fn allowed_cpus() -> Result<Vec<usize>> {
 }
 
 /// A placement resolved against this machine: the client's and the server's CPU, or none.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, schemars::JsonSchema,
+)]
 pub struct Pin {
     pub client: Option<usize>,
     pub server: Option<usize>,
@@ -151,15 +168,14 @@ pub fn pin_process(pid: u32, cpu: Option<usize>) -> Result<()> {
     for c in cpus {
         set.set(c).with_context(|| format!("CPU {c}"))?;
     }
-    let dir = format!("/proc/{pid}/task");
-    for e in std::fs::read_dir(&dir).with_context(|| format!("listing {dir}"))? {
-        let Some(tid) = e
-            .ok()
-            .and_then(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let _ = sched_setaffinity(Pid::from_raw(tid), &set);
+    let tasks = i32::try_from(pid)
+        .ok()
+        .and_then(|p| procfs::process::Process::new(p).ok())
+        .with_context(|| format!("process {pid}"))?
+        .tasks()
+        .with_context(|| format!("listing /proc/{pid}/task"))?;
+    for t in tasks.flatten() {
+        let _ = sched_setaffinity(Pid::from_raw(t.tid), &set);
     }
     Ok(())
 }

@@ -13,7 +13,18 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 /// How a receiving harness thread waits for its data.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    clap::ValueEnum,
+    serde::Serialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum WaitMode {
     /// Blocking receives: what an application sees, the scheduler's wakeup included.

@@ -255,6 +255,21 @@ pub fn on_interrupt(name: &'static str, f: fn() -> Vec<String>) {
     }
 }
 
+/// Cleanup to run on SIGINT/SIGTERM and panic before the labs are removed (`tune --revert`:
+/// a change made inside a lab's namespaces is undone while they still exist).
+static FIRST: Mutex<Vec<FirstHook>> = Mutex::new(Vec::new());
+type FirstHook = (&'static str, fn());
+
+/// Runs `f` on SIGINT/SIGTERM and panic before anything is removed, once
+/// [`install_signal_cleanup`] is in place; `f` says what it did itself. A second
+/// registration under the same `name` is ignored.
+pub fn before_labs_go(name: &'static str, f: fn()) {
+    let mut h = FIRST.lock().unwrap_or_else(|e| e.into_inner());
+    if !h.iter().any(|(n, _)| *n == name) {
+        h.push((name, f));
+    }
+}
+
 static PIPE_WR: AtomicI32 = AtomicI32::new(-1);
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
@@ -349,9 +364,11 @@ fn watch_signals(rd: libc::c_int) {
     std::process::exit(128 + sig);
 }
 
-/// What Ctrl-C removes: the labs registered in this process (their processes first), then
-/// the hooks' objects (Docker). Prints what went, prefixed by `why`.
+/// What Ctrl-C removes: first what [`before_labs_go`] undoes, then the labs registered in
+/// this process (their processes first), then the hooks' objects (Docker). Prints what went, prefixed by `why`.
 fn cleanup_everything(wait: Duration, why: &str) {
+    let first = FIRST.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    first.into_iter().for_each(|(_, f)| f());
     let removed = cleanup_registered(wait);
     if !removed.is_empty() {
         eprintln!(
@@ -506,12 +523,13 @@ fn kill_leftover_proxy(pid: u32, inum: u32) -> Result<()> {
     Ok(())
 }
 
-/// PPid of a process, from /proc/PID/status.
+/// Parent of a process, from /proc/PID/stat.
 fn parent_of(pid: u32) -> Option<u32> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find_map(|l| l.strip_prefix("PPid:"))
-        .and_then(|v| v.trim().parse().ok())
+    let stat = procfs::process::Process::new(i32::try_from(pid).ok()?)
+        .ok()?
+        .stat()
+        .ok()?;
+    u32::try_from(stat.ppid).ok()
 }
 
 /// Inodes of network namespaces that some other process (not in `skip`) has open or is

@@ -31,7 +31,9 @@ use std::net::Ipv4Addr;
 
 use anyhow::{Context, Result, bail};
 
-pub use cleanup::{cleanup_leftovers, install_signal_cleanup, on_interrupt, wait_if_interrupted};
+pub use cleanup::{
+    before_labs_go, cleanup_leftovers, install_signal_cleanup, on_interrupt, wait_if_interrupted,
+};
 use namespaces::LabNamespaces;
 
 use crate::driver::Driver;

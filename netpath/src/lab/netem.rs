@@ -36,7 +36,7 @@ const TCA_NETEM_JITTER64: u16 = 11;
 
 /// Delay (and jitter: uniformly ± around it) added to every packet a node sends on its
 /// underlay link.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct WireDelay {
     pub delay: Duration,
     pub jitter: Duration,

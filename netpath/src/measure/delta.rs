@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::record::Spread;
 
 /// What a figure measures, which says how its difference reads.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Unit {
     /// A latency: more is slower.
@@ -96,7 +96,7 @@ impl Figure {
 }
 
 /// A against B for one figure.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Delta {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]

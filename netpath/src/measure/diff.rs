@@ -14,7 +14,7 @@ use crate::probe::backend::Backend;
 use crate::record::view::{CompareView, DriverView};
 
 /// One side as the output names it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct SideInfo {
     pub label: String,
     pub driver: String,
@@ -34,7 +34,7 @@ pub struct SideInfo {
     pub machine: Option<serde_json::Value>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct DiffResult {
     pub a: SideInfo,
     pub b: SideInfo,

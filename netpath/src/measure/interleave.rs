@@ -88,11 +88,38 @@ impl CompareOptions {
     }
 }
 
+/// The client's and the server's TCP counters.
+type Counters = (harness::NetCounters, harness::NetCounters);
+
 /// Accumulated runs of one path.
+#[derive(Default)]
 struct Acc {
     untraced: Vec<RrResult>,
     traced: Vec<DriverReport>,
     bulk: Vec<harness::BulkResult>,
+    /// What the side's own turns moved the counters by (sides may share a path).
+    counters: Counters,
+}
+
+fn counters_of(path: &NetPath) -> Result<Counters> {
+    Ok((
+        harness::read_counters(&path.client_ns)?,
+        harness::read_counters(&path.server_ns)?,
+    ))
+}
+
+impl Acc {
+    /// Runs `turn` and adds what it moved the path's counters by to this side's.
+    fn counted(&mut self, path: &NetPath, turn: impl FnOnce(&mut Acc) -> Result<()>) -> Result<()> {
+        let before = counters_of(path)?;
+        turn(self)?;
+        let after = counters_of(path)?;
+        self.counters = (
+            self.counters.0.plus(&after.0.delta(&before.0)),
+            self.counters.1.plus(&after.1.delta(&before.1)),
+        );
+        Ok(())
+    }
 }
 
 /// Runs `opts.rounds` interleaved rounds over `paths` (label, path), then per path its burst
@@ -109,6 +136,7 @@ pub fn run(
             label: label.clone(),
             proto: *proto,
             opts,
+            enter: None,
         })
         .collect();
     run_sides(tracer, &sides)
@@ -116,13 +144,19 @@ pub fn run(
 
 /// One path of an interleaved run with the options it is measured with. `compare` gives every
 /// path the same options (and, with `--proto a,b`, each path its protocol); `tune` gives its
-/// two sides two settings of a harness knob (wait mode, placement, TCP_NODELAY). The rounds
-/// (count and order) follow the first side's.
+/// two sides two settings of a harness knob (wait mode, placement, TCP_NODELAY), or one path
+/// and a change made before each side's turns (`enter`). The rounds (count and order) follow
+/// the first side's.
 pub struct Side<'a> {
     pub path: &'a NetPath,
     pub label: String,
     pub proto: Proto,
     pub opts: &'a CompareOptions,
+    /// Called before each of this side's turns (its runs in a round, then its blocking and
+    /// burst runs if any): puts the machine in this side's state. Sides may share one path,
+    /// so it is called before every turn, also when the previous turn was this side's: it
+    /// decides itself whether anything needs doing. An error ends the run.
+    pub enter: Option<&'a dyn Fn() -> Result<()>>,
 }
 
 /// [`run`] with options per path.
@@ -132,22 +166,7 @@ pub fn run_sides(tracer: &mut Tracer, sides: &[Side]) -> Result<Vec<DriverReport
         return Ok(Vec::new());
     };
     let t0 = CpuTimes::now();
-    let before: Vec<_> = sides
-        .iter()
-        .map(|s| {
-            Ok((
-                harness::read_counters(&s.path.client_ns)?,
-                harness::read_counters(&s.path.server_ns)?,
-            ))
-        })
-        .collect::<Result<_>>()?;
-    let mut acc: Vec<Acc> = (0..n)
-        .map(|_| Acc {
-            untraced: Vec::new(),
-            traced: Vec::new(),
-            bulk: Vec::new(),
-        })
-        .collect();
+    let mut acc: Vec<Acc> = (0..n).map(|_| Acc::default()).collect();
     let rrs: Vec<RrConfig> = sides
         .iter()
         .map(|s| RrConfig {
@@ -172,16 +191,12 @@ pub fn run_sides(tracer: &mut Tracer, sides: &[Side]) -> Result<Vec<DriverReport
         for i in order {
             let s = &sides[i];
             bars[i].phase(format!("interleaved round {}/{rounds}", r + 1));
-            one_round(
-                tracer,
-                s.path,
-                &s.label,
-                s.opts,
-                &rrs[i],
-                r % 2 == 1,
-                &mut acc[i],
-            )
-            .with_context(|| format!("{}, round {}", s.label, r + 1))?;
+            enter(s).with_context(|| format!("{}, round {}", s.label, r + 1))?;
+            acc[i]
+                .counted(s.path, |a| {
+                    one_round(tracer, s.path, &s.label, s.opts, &rrs[i], r % 2 == 1, a)
+                })
+                .with_context(|| format!("{}, round {}", s.label, r + 1))?;
             bars[i].done();
         }
     }
@@ -190,11 +205,15 @@ pub fn run_sides(tracer: &mut Tracer, sides: &[Side]) -> Result<Vec<DriverReport
     for (i, a) in acc.into_iter().enumerate() {
         let s = &sides[i];
         // (Named after its side already: each round's traced report is built with its label.)
-        let rep = finish(tracer, s.path, s.proto, s.opts, a, before[i], t0)
-            .with_context(|| format!("finishing {}", s.label))?;
+        let rep = finish(tracer, s, a, t0).with_context(|| format!("finishing {}", s.label))?;
         out.push(rep);
     }
     Ok(out)
+}
+
+/// Puts the machine in `s`'s state, if the side says how.
+fn enter(s: &Side) -> Result<()> {
+    s.enter.map_or(Ok(()), |f| f())
 }
 
 fn one_round(
@@ -404,15 +423,8 @@ pub fn mark_mode_changes(rows: &mut [RoundRow]) {
 
 /// One path's report: the hop tables of the traced round with the median traced p50, the
 /// untraced rounds, bulk, burst, the blocking run (default mode) and the machine's state.
-fn finish(
-    tracer: &mut Tracer,
-    path: &NetPath,
-    proto: Proto,
-    opts: &CompareOptions,
-    acc: Acc,
-    before: (harness::NetCounters, harness::NetCounters),
-    t0: CpuTimes,
-) -> Result<DriverReport> {
+fn finish(tracer: &mut Tracer, s: &Side, mut acc: Acc, t0: CpuTimes) -> Result<DriverReport> {
+    let (path, proto, opts) = (s.path, s.proto, s.opts);
     let rows = round_rows(&acc.traced, &acc.untraced, &acc.bulk);
     let mut by_p50: Vec<usize> = (0..acc.traced.len()).collect();
     by_p50.sort_by(|a, b| {
@@ -427,17 +439,21 @@ fn finish(
     rep.round_detail = rows;
     rep.bulk = record::bulk_rounds(&acc.bulk);
     tracer.detach()?;
-    if proto == Proto::Tcp {
-        rep.burst = burst_phases(path, opts)?;
+    let burst = proto == Proto::Tcp && opts.burst.is_some();
+    let block = opts.mode.block_line && opts.mode.wait != WaitMode::Block;
+    if burst || block {
+        enter(s)?;
+        acc.counted(path, |_| {
+            if burst {
+                rep.burst = burst_phases(path, opts)?;
+            }
+            if block {
+                rep.block = Some(block_line(tracer, path, proto, opts)?);
+            }
+            Ok(())
+        })?;
     }
-    if opts.mode.block_line && opts.mode.wait != WaitMode::Block {
-        rep.block = Some(block_line(tracer, path, proto, opts)?);
-    }
-    let after = (
-        harness::read_counters(&path.client_ns)?,
-        harness::read_counters(&path.server_ns)?,
-    );
-    rep.context = Some(record::run_context(path, before, after));
+    rep.context = Some(record::run_context(path, Default::default(), acc.counters));
     rep.cpus = opts.mode.cpus;
     rep.machine = Some(MachineState::since(
         t0,

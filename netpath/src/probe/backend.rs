@@ -5,7 +5,9 @@ use netpath_common::{Hop, hop::hop_between};
 
 pub mod probes;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Backend {
     /// Tracepoints, raw tracepoints and TC: works on locked-down kernels without kprobes.

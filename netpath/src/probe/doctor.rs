@@ -15,14 +15,14 @@ use crate::probe::backend::{
     probes::{self, Kind, Probe},
 };
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Check {
     pub name: &'static str,
     pub ok: bool,
     pub detail: String,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Capabilities {
     pub kernel: String,
     pub lockdown: String,

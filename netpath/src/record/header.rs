@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 /// new version). The schemas under `schemas/` describe this version.
 pub const SCHEMA_VERSION: u32 = 1;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Header {
     pub schema_version: u32,
     /// Which output this is: compare, trace, doctor, bench, inspect.
@@ -30,7 +30,7 @@ pub struct Header {
 }
 
 /// Kernel timestamps (bpf_ktime_get_ns) are CLOCK_MONOTONIC; add the offset to get UTC.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Clock {
     pub monotonic_ns: u64,
     pub realtime_ns: u64,
@@ -38,7 +38,7 @@ pub struct Clock {
     pub monotonic_to_utc_offset_ns: i64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MachineState {
     pub online_cpus: usize,
     /// `/proc/loadavg`'s 1, 5 and 15 minute figures.
@@ -87,26 +87,25 @@ pub fn read_clock() -> Clock {
 }
 
 pub fn machine_state() -> MachineState {
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let f: Vec<&str> = load.split_whitespace().collect();
-    let num = |i: usize| f.get(i).and_then(|s| s.parse().ok()).unwrap_or(0.0);
-    let runnable = f
-        .get(3)
-        .and_then(|s| s.split('/').next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let mem = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_available_kib = mem
-        .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0);
+    use procfs::Current;
+    let load = procfs::LoadAverage::current().ok();
+    let mem_available_kib = procfs::Meminfo::current()
+        .ok()
+        .and_then(|m| m.mem_available)
+        .map_or(0, |b| b / 1024);
     MachineState {
         online_cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
-        loadavg: [num(0), num(1), num(2)],
-        runnable,
+        loadavg: load
+            .as_ref()
+            .map_or([0.0; 3], |l| [l.one, l.five, l.fifteen].map(hundredths)),
+        runnable: load.map_or(0, |l| l.cur),
         mem_available_kib,
     }
+}
+
+/// A load figure as the kernel prints it (two decimals), without the f32's binary noise.
+fn hundredths(x: f32) -> f64 {
+    (f64::from(x) * 100.0).round() / 100.0
 }
 
 impl Header {

@@ -24,7 +24,7 @@ pub struct Quiet;
 
 impl Sink for Quiet {}
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct RttSummary {
     pub count: u64,
     pub mean_us: f64,
@@ -63,9 +63,10 @@ impl RttSummary {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct HopRow {
     pub hop: &'static str,
+    #[schemars(schema_with = "schema_parts::dir")]
     pub dir: &'static str,
     /// Times a packet crossed this hop (a bridge path crosses veth twice per packet).
     pub crossings: u64,
@@ -85,7 +86,7 @@ pub struct HopRow {
     pub compensated_p50_us: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Distribution {
     pub count: u64,
     pub mean_us: f64,
@@ -98,15 +99,16 @@ pub struct Distribution {
     pub compensated_p50_us: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct PassRow {
+    #[schemars(schema_with = "schema_parts::dir")]
     pub dir: &'static str,
     pub rx_passes: u32,
     pub softirq_runs: u32,
     pub packets: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct DropRow {
     pub reason: u32,
     pub reason_name: String,
@@ -117,7 +119,7 @@ pub struct DropRow {
     pub count: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct DeviceRow {
     pub name: String,
     pub netns: String,
@@ -128,7 +130,7 @@ pub struct DeviceRow {
     pub tc_egress_pkts: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct DriverReport {
     pub driver: String,
     pub backend: &'static str,
@@ -147,6 +149,7 @@ pub struct DriverReport {
     /// (or a change of its state between the runs) outweighs the effect here.
     pub probe_effect_below_noise: bool,
     pub hops: Vec<HopRow>,
+    #[schemars(schema_with = "schema_parts::by_dir::<Distribution>")]
     pub one_way: BTreeMap<&'static str, Distribution>,
     pub turnaround: Option<Distribution>,
     /// Mean request one-way + mean response one-way + mean server turnaround.
@@ -158,6 +161,7 @@ pub struct DriverReport {
     pub run_cost: crate::probe::tracer::RunCost,
     /// Compensated request + response + turnaround against the untraced RTT (`own.rs`).
     pub consistency: Option<own::Consistency>,
+    #[schemars(with = "schema_parts::Lost")]
     pub lost: BTreeMap<&'static str, u64>,
     pub passes: Vec<PassRow>,
     pub drops: Vec<DropRow>,
@@ -193,7 +197,7 @@ pub struct DriverReport {
 }
 
 /// Median and range of one figure over rounds.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema)]
 pub struct Spread {
     pub median: f64,
     pub min: f64,
@@ -203,16 +207,8 @@ pub struct Spread {
 impl Spread {
     pub fn of(mut v: Vec<f64>) -> Spread {
         v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n == 0 {
-            0.0
-        } else if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
         Spread {
-            median,
+            median: crate::sys::stats::median(v.iter().copied()).unwrap_or(0.0),
             min: v.first().copied().unwrap_or(0.0),
             max: v.last().copied().unwrap_or(0.0),
         }
@@ -228,7 +224,7 @@ impl Spread {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct RrRounds {
     pub rounds: usize,
     pub req_per_s: Spread,
@@ -255,7 +251,7 @@ impl RrRounds {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct BulkRounds {
     pub streams: usize,
     pub gbit_per_s: Spread,
@@ -263,7 +259,7 @@ pub struct BulkRounds {
     pub per_round: Vec<crate::harness::StreamResult>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct BurstPhase {
     pub multiplier: f64,
     pub rate: f64,
@@ -279,7 +275,7 @@ pub struct BurstPhase {
     pub p99_uncorrected_us: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct RunContext {
     pub client_mtu: u32,
     pub server_mtu: u32,
@@ -293,7 +289,7 @@ pub struct RunContext {
     pub wire: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ProgCost {
     pub program: String,
     pub runs: u64,
@@ -335,7 +331,7 @@ pub fn lost_counters(snap: &Snapshot) -> BTreeMap<&'static str, u64> {
 
 /// Ratio of two medians, flagged when either side's spread over rounds is larger than the
 /// difference the ratio claims.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Claim {
     pub name: String,
     pub ratio: f64,
@@ -396,6 +392,7 @@ mod build;
 pub mod header;
 pub mod own;
 pub mod per_round;
+pub(crate) mod schema_parts;
 mod timeline;
 pub mod view;
 

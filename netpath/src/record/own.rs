@@ -18,7 +18,7 @@ pub fn own_per_crossing_ns(st: &HopStat, run_ns: f64) -> f64 {
 }
 
 /// Compensated request + response + turnaround against the interleaved untraced round trip.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Consistency {
     /// ns charged per program run, calibrated where the tracer was loaded.
     pub run_cost_ns: f64,
@@ -84,7 +84,7 @@ pub fn default_reference<'a>(driver: &str, measured: &[&'a str]) -> Option<&'a s
 }
 
 /// A difference between two drivers, compensated hops against untraced RTTs.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct PairCheck {
     pub driver: String,
     pub reference: String,

@@ -6,7 +6,7 @@ use super::{DriverReport, RttSummary, Spread};
 use crate::sys::machine::Placement;
 
 /// One round of one path.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct RoundRow {
     pub round: usize,
     pub untraced_p50_us: Option<f64>,
@@ -21,6 +21,7 @@ pub struct RoundRow {
     /// has a spread over rounds, not only the median round's table.
     pub traced_p99_us: f64,
     /// One-way p50 per direction.
+    #[schemars(schema_with = "super::schema_parts::by_dir::<f64>")]
     pub one_way_p50_us: std::collections::BTreeMap<&'static str, f64>,
     pub hops: Vec<RoundHop>,
     /// Receive passes and NET_RX softirq runs per packet, per direction.
@@ -30,9 +31,10 @@ pub struct RoundRow {
 }
 
 /// One hop of one round's traced run: what `report::HopRow` says, without the shares.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct RoundHop {
     pub hop: &'static str,
+    #[schemars(schema_with = "super::schema_parts::dir")]
     pub dir: &'static str,
     pub crossings: u64,
     pub per_packet_us: f64,
@@ -41,15 +43,16 @@ pub struct RoundHop {
     pub p99_us: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct RoundPasses {
+    #[schemars(schema_with = "super::schema_parts::dir")]
     pub dir: &'static str,
     pub rx_passes_per_packet: f64,
     pub softirqs_per_packet: f64,
 }
 
 /// The blocking run printed beside the default spin tables: what an application sees.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct BlockLine {
     pub untraced: RttSummary,
     pub traced: RttSummary,
@@ -61,7 +64,7 @@ pub struct BlockLine {
 }
 
 /// A ratio of untraced p50s between two paths, per round and summarised.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct RoundRatio {
     pub name: String,
     pub per_round: Vec<f64>,

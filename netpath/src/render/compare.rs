@@ -6,7 +6,7 @@ use crate::probe::backend::Backend;
 use crate::record::{DriverReport, RttSummary};
 
 /// `compare`'s result (its JSON body: `backend`, `drivers`).
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct CompareOutput {
     pub backend: Backend,
     pub drivers: Vec<DriverReport>,

@@ -6,7 +6,7 @@ use std::io::Write;
 use crate::{probe::backend::Backend, probe::doctor::Capabilities};
 
 /// What `doctor` reports (its JSON body: `backend`, `capabilities`).
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct DoctorOutput {
     /// The backend `--backend auto` would pick (None: the kernel allows none).
     pub backend: Option<Backend>,

@@ -15,6 +15,8 @@ pub mod markdown;
 pub mod output;
 pub mod progress;
 pub mod prom;
+pub mod prom_hist;
+pub mod schema;
 pub mod svg;
 pub mod trace;
 pub mod tune;

@@ -1,14 +1,17 @@
 //! `netpath serve`'s metrics in the Prometheus text format (prometheus-client). Labels are
-//! bounded: hop, direction, driver, and Kubernetes' namespace, pod and container (of what is
-//! followed, removed when it stops), drop reason; never addresses, ports or tuples.
+//! bounded: hop, direction (in, out), peer kind, driver, and Kubernetes' namespace, pod and
+//! container (of what is followed, removed when it stops), drop reason; never addresses, ports
+//! or tuples. Latency histograms sit on the kernel's bucket bounds (`prom_hist`).
 use std::collections::{BTreeMap, BTreeSet};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets, linear_buckets};
+use prometheus_client::metrics::histogram::{Histogram, linear_buckets};
 use prometheus_client::registry::{Registry, Unit};
+
+use super::prom_hist::{KernelHistogram, bounds_ns};
 
 /// Every metric name the exporter emits (the Grafana dashboard's test checks against it).
 pub const METRICS: &[&str] = &[
@@ -34,10 +37,23 @@ pub struct Owner {
     pub container: String,
 }
 
+/// Which way a journey went and whom with: `direction` relative to the container (`in`,
+/// `out`), `peer` the kind of its other end (`PEERS`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct Way {
+    pub direction: String,
+    pub peer: String,
+}
+
+/// Kinds of a journey's other end: the container itself (loopback), another container of the
+/// node, the node, anything else, or not known.
+pub const PEERS: &[&str] = &["local", "container", "host", "remote", "unknown"];
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HopLabels {
     pub hop: String,
-    pub direction: String,
+    #[prometheus(flatten)]
+    pub way: Way,
     pub driver: String,
     #[prometheus(flatten)]
     pub owner: Owner,
@@ -45,7 +61,8 @@ pub struct HopLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PathLabels {
-    pub direction: String,
+    #[prometheus(flatten)]
+    pub way: Way,
     pub driver: String,
     #[prometheus(flatten)]
     pub owner: Owner,
@@ -67,10 +84,15 @@ pub struct ProgLabel {
     pub program: String,
 }
 
-/// Seconds from 2^-20 (≈ 1 µs) to 2^3 in powers of two: a hop takes about a µs, a wakeup
-/// tens, a wire delay milliseconds.
-fn latency() -> Histogram {
-    Histogram::new(exponential_buckets(2f64.powi(-20), 2.0, 24))
+/// Latency on the kernel's bucket bounds, 64 ns to 33.5 ms at steps of 2^⅓ (`prom_hist`): a
+/// hop takes a fraction of a µs to a few, a wakeup tens, a wire delay milliseconds.
+fn latency() -> KernelHistogram {
+    static BOUNDS: std::sync::OnceLock<std::sync::Arc<Vec<u64>>> = std::sync::OnceLock::new();
+    KernelHistogram::new(
+        BOUNDS
+            .get_or_init(|| std::sync::Arc::new(bounds_ns()))
+            .clone(),
+    )
 }
 
 fn per_packet() -> Histogram {
@@ -78,11 +100,12 @@ fn per_packet() -> Histogram {
 }
 
 type HistFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+type LatencyFamily<L> = Family<L, KernelHistogram, fn() -> KernelHistogram>;
 
 pub struct Metrics {
     pub registry: Registry,
-    pub hop: HistFamily<HopLabels>,
-    pub one_way: HistFamily<PathLabels>,
+    pub hop: LatencyFamily<HopLabels>,
+    pub one_way: LatencyFamily<PathLabels>,
     pub passes: HistFamily<PathLabels>,
     pub softirqs: HistFamily<PathLabels>,
     pub drops: Family<DropLabels, Counter>,
@@ -94,8 +117,8 @@ pub struct Metrics {
     pub devices: Gauge,
     /// Label sets in use per owner, so its series go when it stops (bounded memory under
     /// container churn).
-    hop_sets: BTreeMap<Owner, BTreeSet<(String, String, String)>>,
-    path_sets: BTreeMap<Owner, BTreeSet<(String, String)>>,
+    hop_sets: BTreeMap<Owner, BTreeSet<(String, Way, String)>>,
+    path_sets: BTreeMap<Owner, BTreeSet<(Way, String)>>,
 }
 
 impl Default for Metrics {
@@ -108,8 +131,8 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
         let m = Metrics {
-            hop: Family::new_with_constructor(latency as fn() -> Histogram),
-            one_way: Family::new_with_constructor(latency as fn() -> Histogram),
+            hop: Family::new_with_constructor(latency as fn() -> KernelHistogram),
+            one_way: Family::new_with_constructor(latency as fn() -> KernelHistogram),
             passes: Family::new_with_constructor(per_packet as fn() -> Histogram),
             softirqs: Family::new_with_constructor(per_packet as fn() -> Histogram),
             drops: Family::default(),
@@ -126,13 +149,13 @@ impl Metrics {
         let r = &mut registry;
         r.register_with_unit(
             "netpath_hop_latency",
-            "Time a packet spent in one hop of its path (one crossing)",
+            "Time a packet spent in one hop of its path (one crossing), of the journeys followed (one in --sample; a quantile's rank is off by about ±1/√(samples in the window)); bounds are the kernel's buckets, steps of about 2^(1/6)",
             Unit::Seconds,
             m.hop.clone(),
         );
         r.register_with_unit(
             "netpath_one_way_latency",
-            "A packet's time from its first watched point to the receiving socket",
+            "A packet's time from its first watched point to the receiving socket, of the journeys followed (one in --sample)",
             Unit::Seconds,
             m.one_way.clone(),
         );
@@ -185,38 +208,38 @@ impl Metrics {
         Metrics { registry, ..m }
     }
 
-    pub fn observe_hop(&mut self, l: HopLabels, seconds: f64) {
+    pub fn observe_hop(&mut self, l: HopLabels, ns: u64) {
         self.hop_sets.entry(l.owner.clone()).or_default().insert((
             l.hop.clone(),
-            l.direction.clone(),
+            l.way.clone(),
             l.driver.clone(),
         ));
-        self.hop.get_or_create(&l).observe(seconds);
+        self.hop.get_or_create(&l).observe_ns(ns);
     }
 
-    pub fn observe_path(&mut self, l: PathLabels, one_way_s: f64, passes: u16, softirqs: u16) {
+    pub fn observe_path(&mut self, l: PathLabels, one_way_ns: u64, passes: u16, softirqs: u16) {
         self.path_sets
             .entry(l.owner.clone())
             .or_default()
-            .insert((l.direction.clone(), l.driver.clone()));
-        self.one_way.get_or_create(&l).observe(one_way_s);
+            .insert((l.way.clone(), l.driver.clone()));
+        self.one_way.get_or_create(&l).observe_ns(one_way_ns);
         self.passes.get_or_create(&l).observe(passes as f64);
         self.softirqs.get_or_create(&l).observe(softirqs as f64);
     }
 
     /// Removes every series of a container (or pod) that stopped.
     pub fn forget_container(&mut self, owner: &Owner) {
-        for (hop, direction, driver) in self.hop_sets.remove(owner).unwrap_or_default() {
+        for (hop, way, driver) in self.hop_sets.remove(owner).unwrap_or_default() {
             self.hop.remove(&HopLabels {
                 hop,
-                direction,
+                way,
                 driver,
                 owner: owner.clone(),
             });
         }
-        for (direction, driver) in self.path_sets.remove(owner).unwrap_or_default() {
+        for (way, driver) in self.path_sets.remove(owner).unwrap_or_default() {
             let l = PathLabels {
-                direction,
+                way,
                 driver,
                 owner: owner.clone(),
             };
@@ -292,6 +315,13 @@ pub fn raise_to(c: &Counter, total: u64) {
 mod tests {
     use super::*;
 
+    fn way() -> Way {
+        Way {
+            direction: "in".into(),
+            peer: "container".into(),
+        }
+    }
+
     /// Every series name a scrape can carry, with one of each kind observed.
     fn emitted() -> BTreeSet<String> {
         let mut m = Metrics::new();
@@ -302,17 +332,17 @@ mod tests {
         };
         let hop = HopLabels {
             hop: "veth".into(),
-            direction: "request".into(),
+            way: way(),
             driver: "bridge".into(),
             owner: owner.clone(),
         };
-        m.observe_hop(hop, 2e-6);
+        m.observe_hop(hop, 2000);
         let path = PathLabels {
-            direction: "request".into(),
+            way: way(),
             driver: "bridge".into(),
             owner,
         };
-        m.observe_path(path, 20e-6, 2, 1);
+        m.observe_path(path, 20_000, 2, 1);
         let drop = DropLabels {
             reason: "NETFILTER_DROP".into(),
             hop: "bridge".into(),
@@ -346,21 +376,21 @@ mod tests {
         for pod in ["web-0", "web-1"] {
             let hop = HopLabels {
                 hop: "bridge".into(),
-                direction: "request".into(),
+                way: way(),
                 driver: "bridge".into(),
                 owner: owner(pod),
             };
-            m.observe_hop(hop, 1e-6);
+            m.observe_hop(hop, 1000);
             let path = PathLabels {
-                direction: "request".into(),
+                way: way(),
                 driver: "bridge".into(),
                 owner: owner(pod),
             };
-            m.observe_path(path, 1e-5, 1, 1);
+            m.observe_path(path, 10_000, 1, 1);
         }
         let text = m.encode_classic();
         assert!(text.contains(
-            "netpath_hop_latency_seconds_count{hop=\"bridge\",direction=\"request\",driver=\"bridge\",namespace=\"shop\",pod=\"web-0\",container=\"agent\"} 1"
+            "netpath_hop_latency_seconds_count{hop=\"bridge\",direction=\"in\",peer=\"container\",driver=\"bridge\",namespace=\"shop\",pod=\"web-0\",container=\"agent\"} 1"
         ), "{text}");
         m.forget_container(&owner("web-0"));
         let text = m.encode_classic();
@@ -407,6 +437,20 @@ mod tests {
                 .map(str::to_string),
         );
         assert!(panels_with_queries >= 9, "{panels_with_queries}");
+        // Every panel says its unit; the variables narrow by driver, node and owner.
+        for p in dash["panels"].as_array().unwrap() {
+            let unit = p["fieldConfig"]["defaults"]["unit"].as_str().unwrap_or("");
+            assert!(!unit.is_empty(), "panel {} has no unit", p["title"]);
+        }
+        let vars: Vec<&str> = dash["templating"]["list"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v["name"].as_str())
+            .collect();
+        for v in ["driver", "node", "namespace", "pod", "container", "hop"] {
+            assert!(vars.contains(&v), "no ${v} variable: {vars:?}");
+        }
         let mut used = BTreeSet::new();
         for e in &exprs {
             let mut rest = e.as_str();

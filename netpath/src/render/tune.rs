@@ -3,6 +3,7 @@
 use crate::tune::TuneResult;
 use crate::tune::devices::Applied;
 use crate::tune::knobs::{Knob, KnobSpec};
+use crate::tune::outside::{Commands, RunIn, short};
 use crate::tune::readback::ReadBack;
 use crate::{driver::Driver, harness::Proto, probe::backend::Backend};
 use std::io::Write;
@@ -25,6 +26,26 @@ pub fn start_line(backend: Backend, spec: &KnobSpec, driver: Driver, proto: Prot
         spec.a_label,
         spec.b_label
     );
+}
+
+/// Said before an `--apply` run: which side is which, where the commands run.
+pub fn change_line(backend: Backend, cmds: &Commands, path: &str, proto: Proto) {
+    println!(
+        "backend: {}; outside change on {path} over {proto}, interleaved: side A after --apply `{}`, side B after --revert `{}` (commands in the {} namespace; B's state before and after the run)",
+        backend.name(),
+        short(&cmds.apply, 100),
+        short(&cmds.revert, 100),
+        run_in(cmds.run_in),
+    );
+}
+
+fn run_in(r: RunIn) -> &'static str {
+    match r {
+        RunIn::Host => "host's",
+        RunIn::Client => "client's",
+        RunIn::Server => "server's",
+        RunIn::Node => "node's",
+    }
 }
 
 /// A side's lab knob as read back after applying it (nothing for harness knobs).
@@ -53,11 +74,14 @@ pub fn print(w: &mut dyn Write, r: &TuneResult) -> std::io::Result<()> {
         }
         writeln!(w)?;
     }
+    let what = match (&r.knob, &r.change) {
+        (Some(k), _) => format!("{} on {}", k.name, r.driver),
+        (None, Some(c)) => format!("outside change on {}", c.path),
+        (None, None) => format!("tune on {}", r.driver),
+    };
     writeln!(
         w,
-        "{} on {}, {} vs {} ({} rounds interleaved; wait {} / {}, cpus {} / {}):",
-        r.knob.name,
-        r.driver,
+        "{what}, {} vs {} ({} rounds interleaved; wait {} / {}, cpus {} / {}):",
         r.a.label,
         r.b.label,
         r.a.report.round_detail.len(),
@@ -84,7 +108,21 @@ pub fn print(w: &mut dyn Write, r: &TuneResult) -> std::io::Result<()> {
             )?;
         }
     }
-    if r.knob.knob == Knob::Gro {
+    if let Some(c) = &r.change {
+        let t = &c.tally;
+        writeln!(
+            w,
+            "   --apply ran {}× (longest {:.2} s), --revert {}× (longest {:.2} s), in the {} namespace; A: `{}`, B: `{}`",
+            t.applied,
+            t.longest_apply_s,
+            t.reverted,
+            t.longest_revert_s,
+            run_in(c.commands.run_in),
+            short(&c.commands.apply, 100),
+            short(&c.commands.revert, 100),
+        )?;
+    }
+    if r.knob.as_ref().is_some_and(|k| k.knob == Knob::Gro) {
         writeln!(
             w,
             "   note: a veth hands TCP from a sender with TSO on to the backlog whatever its GRO \

@@ -11,7 +11,9 @@
 //! A pod's UID and QoS class come from the `kubepods` levels above the container's.
 
 /// Which runtime a cgroup path says made the container, when it says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Hint {
     Docker,
@@ -23,7 +25,7 @@ pub enum Hint {
 }
 
 /// A pod's Kubernetes QoS class, from its place under `kubepods`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, schemars::JsonSchema)]
 pub enum Qos {
     Guaranteed,
     Burstable,

@@ -58,7 +58,9 @@ pub mod k8s {
 }
 
 /// Who named a container.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Runtime {
     Docker,
@@ -78,7 +80,7 @@ impl Runtime {
 }
 
 /// The pod a container belongs to, as far as it is known.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct Pod {
     pub namespace: Option<String>,
     pub name: Option<String>,
@@ -114,7 +116,7 @@ impl Pod {
 }
 
 /// One running container, whoever runs it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct Container {
     pub id: String,
     /// Docker's name; the pod spec's container name; else the id (12 characters for one

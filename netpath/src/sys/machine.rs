@@ -22,32 +22,35 @@ pub struct CpuTimes {
 }
 
 impl CpuTimes {
-    pub fn parse(stat: &str) -> Option<CpuTimes> {
-        let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-        let v: Vec<u64> = line
-            .split_whitespace()
-            .skip(1)
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        // user nice system idle iowait irq softirq steal (guest times are inside user).
-        let g = |i: usize| v.get(i).copied().unwrap_or(0);
-        Some(CpuTimes {
-            busy: g(0) + g(1) + g(2) + g(5) + g(6),
-            idle: g(3) + g(4),
-            steal: g(7),
-        })
+    /// From `/proc/stat`'s `cpu` line: user nice system irq softirq busy, idle iowait idle,
+    /// steal (guest times are inside user).
+    pub fn of(c: &procfs::CpuTime) -> CpuTimes {
+        let o = |v: Option<u64>| v.unwrap_or(0);
+        CpuTimes {
+            busy: c.user + c.nice + c.system + o(c.irq) + o(c.softirq),
+            idle: c.idle + o(c.iowait),
+            steal: o(c.steal),
+        }
     }
 
     pub fn now() -> CpuTimes {
-        std::fs::read_to_string("/proc/stat")
-            .ok()
-            .and_then(|s| CpuTimes::parse(&s))
+        use procfs::CurrentSI;
+        procfs::KernelStats::current()
+            .map(|s| CpuTimes::of(&s.total))
             .unwrap_or_default()
     }
 }
 
+/// `/proc/loadavg`'s 1, 5 and 15 minute figures, as it prints them.
+pub fn loadavg() -> String {
+    use procfs::Current;
+    procfs::LoadAverage::current()
+        .map(|l| format!("{:.2} {:.2} {:.2}", l.one, l.five, l.fifteen))
+        .unwrap_or_default()
+}
+
 /// The machine's idle and scheduling configuration, and what happened on it during a run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct MachineState {
     /// `/sys/devices/system/cpu/cpuidle/current_driver` ("none": no cpuidle driver).
     pub cpuidle_driver: String,
@@ -131,9 +134,7 @@ impl MachineState {
                 .unwrap_or(0),
             steal_pct: 100.0 * steal / total,
             busy_pct: 100.0 * busy / total,
-            loadavg: read("/proc/loadavg")
-                .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-                .unwrap_or_default(),
+            loadavg: loadavg(),
             wait,
             cpus,
             pin,
@@ -157,7 +158,7 @@ impl MachineState {
 
 /// Where the client, the server and the NET_RX softirq ran, from the CPU of each point of the
 /// sampled timelines, and how many wakeups (socket woken → receive returns) crossed CPUs.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Placement {
     /// Sampled journeys counted.
     pub samples: u64,
@@ -235,7 +236,12 @@ mod tests {
 
     #[test]
     fn parses_proc_stat() {
-        let t = CpuTimes::parse("cpu  10 1 5 100 2 1 1 3 0 0\ncpu0 1 2 3\n").unwrap();
+        use procfs::FromReadSI;
+        let stat = "cpu  10 1 5 100 2 1 1 3 0 0\ncpu0 10 1 5 100 2 1 1 3 0 0\n\
+                    ctxt 7\nbtime 1700000000\nprocesses 9\nprocs_running 1\nprocs_blocked 0\n";
+        let s =
+            procfs::KernelStats::from_read(stat.as_bytes(), procfs::current_system_info()).unwrap();
+        let t = CpuTimes::of(&s.total);
         assert_eq!(
             t,
             CpuTimes {

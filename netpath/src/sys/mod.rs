@@ -6,6 +6,7 @@ pub mod machine;
 pub mod netns;
 pub mod nl;
 pub mod proxy;
+pub mod stats;
 
 /// Tracepoint attach needs tracefs (event ids live there). Mount it if nobody has: mounting
 /// tracefs at its standard place changes nothing else on the machine.

@@ -26,7 +26,7 @@ use crate::sys::netns::Netns;
 mod tc;
 
 /// One link as netlink reports it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct Link {
     pub ifindex: u32,
     pub name: String,

@@ -12,7 +12,7 @@ pub const DOCKER_PROXY: &str = "/usr/sbin/docker-proxy";
 
 /// A docker-proxy process and what it forwards (from its arguments: `-proto tcp -host-ip
 /// 127.0.0.1 -host-port P -container-ip C -container-port Q`).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct ProxyProcess {
     pub pid: u32,
     /// Inode of its network namespace.
@@ -27,12 +27,11 @@ pub struct ProxyProcess {
 
 /// Every docker-proxy process on the machine, by pid.
 pub fn proxy_processes() -> Vec<ProxyProcess> {
-    let Ok(rd) = std::fs::read_dir("/proc") else {
+    let Ok(all) = procfs::process::all_processes() else {
         return Vec::new();
     };
-    let mut v: Vec<ProxyProcess> = rd
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+    let mut v: Vec<ProxyProcess> = all
+        .filter_map(|p| u32::try_from(p.ok()?.pid).ok())
         .filter_map(proxy_process)
         .collect();
     v.sort_by_key(|p| p.pid);
@@ -42,13 +41,10 @@ pub fn proxy_processes() -> Vec<ProxyProcess> {
 /// `pid` if it is a docker-proxy: its executable is called `docker-proxy` (`docker-proxy
 /// (deleted)` after a package upgrade), or its `argv[0]` ends so.
 pub fn proxy_process(pid: u32) -> Option<ProxyProcess> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let args: Vec<String> = raw
-        .split(|b| *b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    let exe_is_proxy = std::fs::read_link(format!("/proc/{pid}/exe"))
+    let proc = procfs::process::Process::new(i32::try_from(pid).ok()?).ok()?;
+    let args = proc.cmdline().ok()?;
+    let exe_is_proxy = proc
+        .exe()
         .ok()
         .and_then(|e| Some(e.file_name()?.to_str()?.starts_with("docker-proxy")))
         .unwrap_or(false);

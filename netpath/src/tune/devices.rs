@@ -15,7 +15,7 @@ use crate::sys::netns::Netns;
 use crate::sys::nl::{self, Nl};
 
 /// What applying a knob changed: the values before (for restore) and after.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct Applied {
     pub before: Vec<ReadBack>,
     pub after: Vec<ReadBack>,

@@ -14,7 +14,7 @@ use crate::harness::{Cpus, Proto, WaitMode};
 use crate::measure::compare::CompareOptions;
 
 /// A knob of `tune`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Knob {
     /// RPS mask on the rx queues of the devices that receive into the client's and the
@@ -95,7 +95,7 @@ pub const KNOBS: &[(Knob, &str, &str, &str)] = &[
 ];
 
 /// One setting of a knob, parsed and checked.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case", tag = "kind", content = "value")]
 pub enum Value {
     Flag(bool),
@@ -109,7 +109,7 @@ pub enum Value {
 
 /// `--knob NAME[=A,B]`: the knob and its two settings, A first (the one tried) and B (the
 /// one it is held against).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct KnobSpec {
     pub knob: Knob,
     pub name: &'static str,

@@ -8,11 +8,17 @@
 //! like `compare`'s). Afterwards lab knobs are restored and read back, and both labs torn
 //! down (Ctrl-C's teardown removes the labs, and with them every setting: no knob touches
 //! anything outside netpath's namespaces).
+//!
+//! `tune --apply CMD --revert CMD` (`change.rs`) measures one path, the lab's or between two
+//! containers, with an outside change in place for side A and reverted for side B
+//! (`outside.rs` runs the commands and guarantees the revert).
 
+pub mod change;
 mod conntrack;
 pub mod devices;
 mod ethtool;
 pub mod knobs;
+pub mod outside;
 pub mod readback;
 
 use anyhow::{Context as _, Result};
@@ -30,12 +36,13 @@ use knobs::{KnobSpec, Value};
 use readback::ReadBack;
 
 /// One setting's side of a tune run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct TuneSide {
     /// `gro=on`.
     pub label: String,
     pub driver: Driver,
-    pub setting: Value,
+    /// The knob's setting (None for an outside change).
+    pub setting: Option<Value>,
     /// Lab knobs: each device's value before and after applying the setting.
     pub applied: Applied,
     /// Lab knobs: each device's value after restoring it.
@@ -47,10 +54,13 @@ pub struct TuneSide {
 }
 
 /// `netpath tune`'s result: both sides and the differences.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct TuneResult {
     pub driver: Driver,
-    pub knob: KnobSpec,
+    /// The knob turned, or None when an outside change was (`change`).
+    pub knob: Option<KnobSpec>,
+    /// `--apply`/`--revert`: the commands, where they ran, how often, the path's names.
+    pub change: Option<change::ChangeInfo>,
     pub a: TuneSide,
     pub b: TuneSide,
     /// A − B per figure, by `ab`'s groups (hops ranked by share of the difference).
@@ -111,7 +121,7 @@ impl TuneSide {
         TuneSide {
             label: label.to_string(),
             driver,
-            setting: setting.clone(),
+            setting: Some(setting.clone()),
             applied,
             restored,
             segments_per_request: segments(&report, opts),
@@ -155,12 +165,14 @@ pub fn run(
             label: spec.a_label.clone(),
             proto: opts_a.proto(),
             opts: &opts_a,
+            enter: None,
         },
         crate::measure::interleave::Side {
             path: &b.path,
             label: spec.b_label.clone(),
             proto: opts_b.proto(),
             opts: &opts_b,
+            enter: None,
         },
     ];
     let measured = crate::measure::interleave::run_sides(&mut tracer, &sides);
@@ -189,10 +201,11 @@ pub fn run(
         rb,
         &opts_b,
     );
-    let (deltas, verdicts, warnings) = judge(spec, &a.report, &b.report)?;
+    let (deltas, verdicts, warnings) = judge((&spec.a_label, &spec.b_label), &a.report, &b.report)?;
     Ok(TuneResult {
         driver,
-        knob: spec.clone(),
+        knob: Some(spec.clone()),
+        change: None,
         a,
         b,
         deltas,
@@ -203,7 +216,7 @@ pub fn run(
 
 /// TCP segments the client's and the server's namespace sent per request/response (none
 /// when bulk ran too: its segments would be counted with them; none for udp and icmp).
-fn segments(r: &DriverReport, o: &CompareOptions) -> Option<(f64, f64)> {
+pub(crate) fn segments(r: &DriverReport, o: &CompareOptions) -> Option<(f64, f64)> {
     if o.bulk.is_some() || o.proto() != crate::harness::Proto::Tcp {
         return None;
     }
@@ -220,15 +233,15 @@ fn segments(r: &DriverReport, o: &CompareOptions) -> Option<(f64, f64)> {
 
 /// The figures of both sides (`ab`'s, paired: one interleaved run), their deltas, and one
 /// line per figure that is a result plus the brief one naming the headline figures.
-fn judge(
-    spec: &KnobSpec,
+pub(crate) fn judge(
+    (a_label, b_label): (&str, &str),
     a: &DriverReport,
     b: &DriverReport,
 ) -> Result<(Deltas, Vec<String>, Vec<String>)> {
     let (va, vb) = (ab::view_of(a)?, ab::view_of(b)?);
     let figs = ab::figures(&va, &vb, true);
-    let d = ab::deltas(&spec.a_label, &spec.b_label, &figs);
-    let mut lines = vec![brief(spec, &d)];
+    let d = ab::deltas(a_label, b_label, &figs);
+    let mut lines = vec![brief((a_label, b_label), &d)];
     // The brief line has bulk and the untraced RTT p50 already.
     let results = d
         .rtt
@@ -238,23 +251,15 @@ fn judge(
         .chain(&d.one_way)
         .chain(&d.passes)
         .filter(|x| !x.within_noise && x.delta != 0.0);
-    lines.extend(results.map(|x| {
-        format!(
-            "{} vs {}: {} {}",
-            spec.a_label,
-            spec.b_label,
-            x.name,
-            x.summary()
-        )
-    }));
+    lines.extend(results.map(|x| format!("{a_label} vs {b_label}: {} {}", x.name, x.summary())));
     let warnings = ab::context_warnings(
         &ab::Side {
-            label: &spec.a_label,
+            label: a_label,
             header: None,
             driver: &va,
         },
         &ab::Side {
-            label: &spec.b_label,
+            label: b_label,
             header: None,
             driver: &vb,
         },
@@ -264,12 +269,12 @@ fn judge(
 
 /// "gro=on vs gro=off: bulk +1.2 Gbit/s (+18%), spread 0.2; RTT p50 +0.4 µs (+2%), spread
 /// 0.9: within noise" — bulk (when it ran) and the untraced RTT p50.
-fn brief(spec: &KnobSpec, d: &Deltas) -> String {
+fn brief((a_label, b_label): (&str, &str), d: &Deltas) -> String {
     let parts: Vec<String> = d
         .bulk
         .iter()
         .chain(d.rtt.iter().filter(|x| x.name == "RTT p50").take(1))
         .map(|x| format!("{} {}", x.name, x.summary()))
         .collect();
-    format!("{} vs {}: {}", spec.a_label, spec.b_label, parts.join("; "))
+    format!("{a_label} vs {b_label}: {}", parts.join("; "))
 }

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 /// One setting as the kernel reports it for one device (or table).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ReadBack {
     pub netns: String,
     pub device: String,

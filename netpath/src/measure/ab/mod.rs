@@ -288,7 +288,7 @@ pub fn figures(a: &DriverView, b: &DriverView, paired: bool) -> Figures {
 /// Every figure's delta: the hop groups ranked by share of the difference, the others in
 /// order; the headline is the first RTT figure (untraced p50 when the runs had untraced
 /// rounds).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Deltas {
     pub paired: bool,
     pub headline: Option<Delta>,

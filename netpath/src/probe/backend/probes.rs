@@ -26,6 +26,9 @@ pub enum Kind {
 pub enum Role {
     /// Always attached; a kernel without the tracepoint loses only that point.
     Path,
+    /// The traced receiving thread's wakeup (scheduler tracepoints, which fire on every
+    /// context switch of the machine): attached only when some thread is followed.
+    Wakeup,
     /// Where journeys start and end (socket tracepoints): TCP needs all three
     /// (`tcp:tcp_sendmsg_locked` is in kernels from 6.13), datagrams only the two `sock:*_length`
     /// ones (6.3+); where TCP lacks one, its runs use the `SyscallBound` ones instead.
@@ -94,7 +97,7 @@ use Kind::{Fentry, Kprobe, RawTracepoint as Raw, Tc, Tracepoint as Tp};
 use Point as P;
 use Role::{
     Counter, Delay, Detail, Doctor, Floor, Function, Passive, Path, SockBound, SyscallBound,
-    SyscallSend,
+    SyscallSend, Wakeup,
 };
 
 /// Every probe, in load order. Rows of one kind used by `doctor` come first of that kind.
@@ -108,8 +111,8 @@ pub const PROBES: &[Probe] = &[
     p("consume_skb", Raw, "consume_skb", Path, &[], ALL),
     p("sk_data_ready", Raw, "sk_data_ready", Path, &[P::SockReady], ALL),
     p("softirq_entry", Raw, "softirq_entry", Path, &[], ALL),
-    p("sched_waking", Raw, "sched_waking", Path, &[P::SchedWaking], ALL),
-    p("sched_switch", Raw, "sched_switch", Path, &[P::SchedSwitch], ALL),
+    p("sched_waking", Raw, "sched_waking", Wakeup, &[P::SchedWaking], ALL),
+    p("sched_switch", Raw, "sched_switch", Wakeup, &[P::SchedSwitch], ALL),
     p("tcp_sendmsg_locked", Raw, "tcp_sendmsg_locked", SockBound, &[P::SendEnter], ALL),
     p("sock_send_length", Raw, "sock_send_length", SockBound, &[], ALL),
     p("sock_recv_length", Raw, "sock_recv_length", SockBound, &[P::RecvExit], ALL),
@@ -149,6 +152,18 @@ impl Probe {
         self.target
             .split_once(':')
             .unwrap_or((self.target, self.target))
+    }
+}
+
+/// Whether a run that follows no thread of its own (`serve`: journeys start on devices and end
+/// at the application's read, `Passive`) needs probe `p`: not the wakeup, socket-bound or
+/// syscall probes, which only act for traced threads, nor the copy to user space where
+/// `sk_data_ready` parks such journeys (`ready`).
+pub fn passive_needs(p: &Probe, ready: bool) -> bool {
+    match p.role {
+        Role::Path => !(ready && p.points == [Point::Copy]),
+        Role::Wakeup | Role::SockBound | Role::SyscallBound | Role::SyscallSend => false,
+        _ => true,
     }
 }
 
@@ -219,6 +234,45 @@ mod tests {
         assert!(kp.iter().all(|f| f.2.is_none()));
         assert!(fe.iter().all(|f| f.2.is_some()));
         assert_eq!(functions(Backend::Tracepoint).count(), 0);
+    }
+
+    #[test]
+    fn a_passive_run_leaves_the_thread_probes_detached() {
+        let needed = |ready| -> Vec<&str> {
+            of_kind(Kind::RawTracepoint)
+                .chain(of_kind(Kind::Tracepoint))
+                .filter(|p| {
+                    matches!(
+                        p.role,
+                        Role::Path | Role::Wakeup | Role::SockBound | Role::Passive
+                    )
+                })
+                .filter(|p| passive_needs(p, ready))
+                .map(|p| p.prog)
+                .collect()
+        };
+        let with_ready = needed(true);
+        for gone in [
+            "sched_waking",
+            "sched_switch",
+            "tcp_sendmsg_locked",
+            "sock_recv_length",
+        ] {
+            assert!(!with_ready.contains(&gone), "{gone} in {with_ready:?}");
+        }
+        for kept in [
+            "net_dev_queue",
+            "netif_receive_skb",
+            "sk_data_ready",
+            "kfree_skb",
+            // Where a journey parked at its socket is read by the application.
+            "tcp_rcv_space_adjust",
+        ] {
+            assert!(with_ready.contains(&kept), "{kept} not in {with_ready:?}");
+        }
+        assert!(!with_ready.contains(&"skb_copy_datagram_iovec"));
+        // Without sk_data_ready, the copy ends a passive journey.
+        assert!(needed(false).contains(&"skb_copy_datagram_iovec"));
     }
 
     #[test]

@@ -77,6 +77,11 @@ pub struct TracerOptions {
     /// program, a second clock read per point of those journeys), so the hop tables can take
     /// it out. 0: not at all.
     pub own_every: u32,
+    /// Some thread of netpath's own is followed (the harness's, a relay). `serve` follows none:
+    /// the programs only traced threads use (scheduler, socket-bound and syscall tracepoints,
+    /// `probes::passive_needs`) then stay detached, so the rest of the machine does not pay
+    /// for them.
+    pub threads: bool,
 }
 
 /// Which packets to follow; checked in the kernel when a packet is first seen.
@@ -111,6 +116,7 @@ impl Default for TracerOptions {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(8),
+            threads: true,
         }
     }
 }
@@ -123,7 +129,7 @@ enum Link {
 }
 
 /// How one kernel function is probed in this run.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
 pub struct FnProbe {
     pub function: &'static str,
     /// "fentry", "kprobe", or why neither works.
@@ -170,6 +176,9 @@ pub struct Tracer {
     misses_base: u64,
     /// The calibrated cost of one program run (`own.rs`), charged per run counted in a hop.
     pub run_cost: RunCost,
+    /// `TracerOptions::threads`, and whether `sock:sk_data_ready` ends passive journeys.
+    threads: bool,
+    ready: bool,
 }
 
 /// Everything the programs aggregated, summed over CPUs.
@@ -190,6 +199,7 @@ impl Tracer {
         let btf = crate::sys::btf::load_vmlinux()?;
         let offsets = crate::sys::btf::kernel_offsets(&btf)?;
         let config = load_config(opts, offsets)?;
+        let ready = config.ready_fallback == 0;
         let mut loader = EbpfLoader::new();
         loader.override_global(netpath_common::config::GLOBAL, &config, true);
         let drop_reasons = crate::sys::btf::enum_names(&btf, "skb_drop_reason", "SKB_DROP_REASON_");
@@ -244,6 +254,8 @@ impl Tracer {
             },
             misses_base: 0,
             run_cost: RunCost::default(),
+            threads: opts.threads,
+            ready,
             _stats: if opts.prog_stats {
                 Some(aya::sys::enable_stats(aya::sys::Stats::RunTime)?)
             } else {
@@ -278,6 +290,7 @@ impl Tracer {
             if skipped(p.prog)
                 || p.role == Role::Floor
                 || (tcp_syscalls && p.role == Role::SockBound)
+                || (!self.threads && !probes::passive_needs(p, self.ready))
             {
                 continue;
             }
@@ -289,6 +302,7 @@ impl Tracer {
             if !(bound && tcp_syscalls || send_start)
                 || !p.backends.contains(&self.backend)
                 || skipped(p.prog)
+                || !self.threads
             {
                 continue;
             }

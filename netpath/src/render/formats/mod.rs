@@ -7,8 +7,9 @@ use std::io::Write;
 use anyhow::Result;
 use serde::Serialize;
 
-/// A result every format can show: the `kind` its JSON header names, and its text.
-pub trait Render: Serialize {
+/// A result every format can show: the `kind` its JSON header names, and its text. Its
+/// JSON Schema is derived from the type (`render::schema`).
+pub trait Render: Serialize + schemars::JsonSchema {
     const KIND: &'static str;
     fn text(&self, w: &mut dyn Write) -> std::io::Result<()>;
 }

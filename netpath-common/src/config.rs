@@ -75,6 +75,8 @@ impl KernelOffsets {
         task_pid: 0,
         sk_rcv_saddr: 0,
         sk_num: 0,
+        tcp_rcv_nxt: 0,
+        tcp_copied_seq: 0,
     };
 }
 
@@ -116,17 +118,17 @@ mod tests {
     /// field: no byte of it is implicit padding the two sides could disagree on.
     #[test]
     fn load_config_has_no_implicit_padding() {
-        assert_eq!(size_of::<KernelOffsets>(), 14 * 4);
+        assert_eq!(size_of::<KernelOffsets>(), 16 * 4);
         assert_eq!(size_of::<FilterConfig>(), 8 * 4);
         assert_eq!(offset_of!(LoadConfig, max_gap_ns), 0);
         assert_eq!(offset_of!(LoadConfig, offsets), 8);
-        assert_eq!(offset_of!(LoadConfig, sample_every), 8 + 56);
-        assert_eq!(offset_of!(LoadConfig, flight_mask), 68);
-        assert_eq!(offset_of!(LoadConfig, trace_any), 72);
-        assert_eq!(offset_of!(LoadConfig, ready_fallback), 76);
-        assert_eq!(offset_of!(LoadConfig, filter), 80);
-        assert_eq!(offset_of!(LoadConfig, own_every), 80 + 32);
-        assert_eq!(size_of::<LoadConfig>(), 120);
+        assert_eq!(offset_of!(LoadConfig, sample_every), 8 + 64);
+        assert_eq!(offset_of!(LoadConfig, flight_mask), 76);
+        assert_eq!(offset_of!(LoadConfig, trace_any), 80);
+        assert_eq!(offset_of!(LoadConfig, ready_fallback), 84);
+        assert_eq!(offset_of!(LoadConfig, filter), 88);
+        assert_eq!(offset_of!(LoadConfig, own_every), 88 + 32);
+        assert_eq!(size_of::<LoadConfig>(), 128);
     }
 
     #[test]

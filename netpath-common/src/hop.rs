@@ -50,6 +50,10 @@ pub enum Point {
     /// `--proto icmp`: the target's kernel queued the echo reply it made of the request (the
     /// reply's first `net_dev_queue`): the request's journey ends here, the reply's starts.
     EchoReply = 19,
+    /// Traffic netpath does not generate (`trace --container`, `serve`): the application's
+    /// receive consumed the data `sk_data_ready` announced (`tcp:tcp_rcv_space_adjust` with
+    /// the socket's `copied_seq` past the data), whichever thread read it.
+    SockRead = 20,
 }
 
 /// Kind bits of the scheduler points: the thread's CPU was idle before it ran.
@@ -58,7 +62,7 @@ pub const SCHED_IDLE: u16 = 1;
 pub const SCHED_CROSS: u16 = 2;
 
 impl Point {
-    pub const ALL: [Point; 20] = [
+    pub const ALL: [Point; 21] = [
         Point::SendEnter,
         Point::DevQueue,
         Point::DevXmit,
@@ -79,6 +83,7 @@ impl Point {
         Point::SchedWaking,
         Point::SchedSwitch,
         Point::EchoReply,
+        Point::SockRead,
     ];
 
     pub fn from_u16(v: u16) -> Option<Point> {
@@ -107,6 +112,7 @@ impl Point {
             Point::SchedWaking => "sched_waking",
             Point::SchedSwitch => "sched_switch",
             Point::EchoReply => "echo_reply",
+            Point::SockRead => "sock_read",
         }
     }
 }
@@ -246,10 +252,14 @@ pub enum Hop {
     Ipvlan = 21,
     /// A netkit pair crossing: queue on one end → netif_rx on its peer.
     Netkit = 22,
+    /// Traffic netpath does not generate: socket woken → the application's receive consumed
+    /// the data. The application's own time before it reads (its wakeup, the other work of its
+    /// event loop), never part of `receiver-stack`.
+    SocketQueue = 23,
 }
 
 impl Hop {
-    pub const ALL: [Hop; 23] = [
+    pub const ALL: [Hop; 24] = [
         Hop::SenderStack,
         Hop::Loopback,
         Hop::Veth,
@@ -273,6 +283,7 @@ impl Hop {
         Hop::RecvReturn,
         Hop::Ipvlan,
         Hop::Netkit,
+        Hop::SocketQueue,
     ];
 
     pub fn from_u32(v: u32) -> Hop {
@@ -304,6 +315,7 @@ impl Hop {
             Hop::RecvReturn => "recv-return",
             Hop::Ipvlan => "ipvlan",
             Hop::Netkit => "netkit",
+            Hop::SocketQueue => "socket-queue",
         }
     }
 }
@@ -381,6 +393,7 @@ pub fn hop_between(from: u16, from_kind: u16, to: u16, to_kind: u16) -> Hop {
     const TCP_RCV: u16 = Point::TcpRcv as u16;
     const WAKING: u16 = Point::SchedWaking as u16;
     const SWITCH: u16 = Point::SchedSwitch as u16;
+    const READ: u16 = Point::SockRead as u16;
     const BRIDGE_PORT: u16 = DevKind::BridgePort as u16;
     const VXLAN: u16 = DevKind::Vxlan as u16;
     const MACVLAN: u16 = DevKind::Macvlan as u16;
@@ -435,6 +448,8 @@ pub fn hop_between(from: u16, from_kind: u16, to: u16, to_kind: u16) -> Hop {
         // IP input, icmp_echo, the reply built and routed up to its first queue.
         (RECV | IP_RCV, ECHO) => Hop::ReceiverStack,
         (READY, COPY | EXIT) => Hop::Wakeup,
+        // Passively traced: the data waits in the socket until the application reads it.
+        (READY, READ) => Hop::SocketQueue,
         // The receiving thread's wakeup opened up by the scheduler's points. Without
         // sk_data_ready (before 6.7) the receive path up to the wakeup is receiver-stack.
         (READY, WAKING | SWITCH) => Hop::Wakeup,

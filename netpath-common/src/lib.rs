@@ -8,11 +8,14 @@
 extern crate std;
 
 pub mod config;
+pub mod devrole;
 pub mod hist;
 pub mod hop;
+mod sockq;
 
 pub use config::{FilterConfig, LoadConfig};
 pub use hop::{DevKind, Dir, Hop, Point};
+pub use sockq::{Parked, SOCK_DEPTH, SOCK_SLOTS, SockSlot, parked_key};
 
 /// Most points one sampled packet timeline keeps: overlay with function probes crosses 30 on
 /// 6.1 (31 where `sk_data_ready` exists), 33 with the receiving thread's scheduler points. A
@@ -20,7 +23,7 @@ pub use hop::{DevKind, Dir, Hop, Point};
 pub const MAX_POINTS: usize = 64;
 const _: () = assert!(MAX_POINTS.is_power_of_two());
 /// Hop slots per direction in the stats and histogram maps.
-pub const NHOPS: usize = 23;
+pub const NHOPS: usize = 24;
 const _: () = assert!(NHOPS == Hop::ALL.len(), "NHOPS must equal the hop list");
 /// Directions: request (client → server), response (server → client), server turnaround.
 pub const NDIRS: usize = 3;
@@ -42,7 +45,12 @@ pub mod run {
     /// 1 when relay processes (docker-proxy) are followed: only then does a journey that
     /// reaches a socket get published for a splicing relay's next send.
     pub const RELAYS: u32 = 1;
-    pub const COUNT: u32 = 2;
+    /// 1 once every program of a run is attached, 0 again before any is detached. Journeys of
+    /// traffic netpath does not generate (`trace --container`, `serve`) start and end only
+    /// while it is set: a journey that crossed a hook before its program was attached would
+    /// miss that point, and its time would land in the neighbouring hop.
+    pub const ARMED: u32 = 2;
+    pub const COUNT: u32 = 3;
 }
 
 /// Indices of the `DELAY` array of `netpath validate`'s delay program (`tc_delay`).
@@ -105,7 +113,12 @@ pub mod counter {
     /// A traced thread's send saw a device queue of an skb of another socket (softirq work at
     /// interrupt exit, another connection's ACK): not started.
     pub const FOREIGN: u32 = 15;
-    pub const COUNT: u32 = 16;
+    /// A passively traced journey reached its socket but could not wait there for the
+    /// application's read (the socket's ring was full or its slot held by another live
+    /// socket), or its data was not read within `max_gap_ns`: it ends at `sk_data_ready`
+    /// without its `socket-queue` hop.
+    pub const UNREAD: u32 = 16;
+    pub const COUNT: u32 = 17;
 
     /// Human names, index-aligned with the constants above.
     pub const NAMES: [&str; COUNT as usize] = [
@@ -125,6 +138,7 @@ pub mod counter {
         "probe_misses",
         "slot_collision",
         "foreign",
+        "unread",
     ];
 }
 
@@ -432,7 +446,8 @@ pub const FLIGHT_SAMPLED: u16 = 4;
 /// netpath's own time is measured along this journey (one in `LoadConfig::own_every`).
 pub const FLIGHT_OWN: u16 = 8;
 
-/// A `struct net_device *` resolved to its key, kind and role (the `DEVS` value split in two).
+/// A `struct net_device *` resolved to its key, kind, role and whether it is watched (the
+/// `DEVS` value split up).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DevInfo {
@@ -440,26 +455,16 @@ pub struct DevInfo {
     pub kind: u32,
     /// `devrole::*`.
     pub role: u32,
+    /// 1 when the device is on the watched path (`DEV_WATCHED` in its `DEVS` value): only
+    /// there does a passively traced packet start a journey. Every other device of the node
+    /// is in `DEVS` for its kind alone, so the hops it bounds are named.
+    pub watched: u32,
+    pub _pad: u32,
 }
 
-/// Where a watched device sits relative to a followed container (`serve`): the loader puts it
-/// in the high half of a `DEVS` value, beside the `DevKind` in the low half. It decides where a
-/// passively traced journey may start and its direction.
-pub mod devrole {
-    /// Not said (`trace --container`): a journey starts at any point of any watched device.
-    pub const ANY: u32 = 0;
-    /// Inside the container's network namespace (its interfaces, its loopback): a transmit here
-    /// starts a journey out of it.
-    pub const OWN: u32 = 1;
-    /// The other end of one of its interfaces (a veth's host end): a transmit here starts a
-    /// journey into it.
-    pub const PEER: u32 = 2;
-    /// Shared by containers (a bridge, a VXLAN device, a macvlan's parent): watched for the
-    /// points in the middle of a path, but no journey starts here.
-    pub const MIDDLE: u32 = 3;
-    /// `DEVS` value = kind | role << SHIFT.
-    pub const SHIFT: u32 = 16;
-}
+/// Bit of a `DEVS` value (above the kind's 16 bits and the role's 8): the device is watched.
+pub const DEV_WATCHED: u32 = 1 << 24;
+const _: () = assert!(DEV_WATCHED > devrole::MASK << devrole::SHIFT);
 
 /// Directions of a journey whose devices have roles (`devrole`): into the container, or out.
 pub const DIR_IN: u16 = 0;
@@ -506,6 +511,10 @@ pub struct KernelOffsets {
     /// receives on, which a datagram's receive finds its journey by.
     pub sk_rcv_saddr: u32,
     pub sk_num: u32,
+    /// `tcp_sock.rcv_nxt` and `.copied_seq`: what TCP queued on a socket and what its reader
+    /// consumed, so a passively traced journey ends when the application has read it.
+    pub tcp_rcv_nxt: u32,
+    pub tcp_copied_seq: u32,
 }
 
 #[cfg(feature = "user")]
@@ -527,6 +536,8 @@ mod pod {
     unsafe impl aya::Pod for super::LoadConfig {}
     unsafe impl aya::Pod for super::OwnCpu {}
     unsafe impl aya::Pod for super::OwnSnap {}
+    unsafe impl aya::Pod for super::Parked {}
+    unsafe impl aya::Pod for super::SockSlot {}
 }
 
 #[cfg(test)]
@@ -572,12 +583,18 @@ mod tests {
         );
         assert_eq!(size_of::<Flight>(), 8 * 3 + 2 * 8 + 4 * 3 + 2 * 2);
         assert_eq!(size_of::<FlightSlot>(), 64, "one cache line per flight");
-        assert_eq!(size_of::<DevInfo>(), 16);
+        assert_eq!(size_of::<DevInfo>(), 24);
         assert_eq!(size_of::<TidState>(), 8 * 9 + 4 * 4 + 2 * 8);
         assert_eq!(size_of::<FlightSlot>(), 8 + size_of::<Flight>());
         assert_eq!(size_of::<TidSlot>(), 8 + size_of::<TidState>());
         assert_eq!(size_of::<DevSlot>(), 8 + size_of::<DevInfo>());
         assert_eq!(size_of::<RelayHold>(), 32);
         assert_eq!(size_of::<HopHist>(), 40 + 8 * hist::HIST_SLOTS);
+        assert_eq!(size_of::<Parked>(), size_of::<Flight>() + 8);
+        assert_eq!(
+            size_of::<SockSlot>(),
+            8 * 2 + 4 * 2 + SOCK_DEPTH as usize * size_of::<Parked>()
+        );
+        assert!(parked_key(SOCK_SLOTS - 1, u32::MAX) < 0xffff_8000_0000_0000);
     }
 }

@@ -52,6 +52,15 @@ pub fn relays() -> bool {
         .is_some_and(|v| *v != 0)
 }
 
+/// Every program of the run is attached (`netpath_common::run::ARMED`): passively traced
+/// journeys start and end only then.
+#[inline(always)]
+pub fn armed() -> bool {
+    crate::maps::RUN
+        .get(netpath_common::run::ARMED)
+        .is_some_and(|v| *v != 0)
+}
+
 /// Datagram journeys (`--proto udp|icmp`): UDP copies a linear skb without
 /// `skb:skb_copy_datagram_iovec` and frees it later on another CPU, so the receive that
 /// completes a journey finds it by the address it was received on (`dgram.rs`).
@@ -255,6 +264,18 @@ pub fn sk_rcvq_tail(sk: u64) -> u64 {
         return 0;
     }
     unsafe { read::<u64>(sk, conf!(offsets.sk_rcvq_tail)) }.unwrap_or(0)
+}
+
+/// `tcp_sock.rcv_nxt`: the sequence number after the last byte TCP queued on the socket.
+#[inline(always)]
+pub fn tcp_rcv_nxt(sk: u64) -> Result<u32, i64> {
+    unsafe { read::<u32>(sk, conf!(offsets.tcp_rcv_nxt)) }
+}
+
+/// `tcp_sock.copied_seq`: the sequence number after the last byte the application consumed.
+#[inline(always)]
+pub fn tcp_copied_seq(sk: u64) -> Result<u32, i64> {
+    unsafe { read::<u32>(sk, conf!(offsets.tcp_copied_seq)) }
 }
 
 /// Destination (address, port) a socket is connected to, network byte order.

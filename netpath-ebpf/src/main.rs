@@ -20,6 +20,7 @@ mod path;
 mod probes;
 mod relay;
 mod sched;
+mod sockq;
 mod state;
 mod tids;
 mod timeline;

@@ -5,7 +5,7 @@ use aya_ebpf::{
 };
 use netpath_common::{
     DEV_SLOTS, DevKey, DevSlot, FLIGHT_SLOTS, FlightSlot, HopHist, ID_WORDS, NSLOTS, OwnCpu,
-    RelayHold, SkbState, TID_SLOTS, TidSlot, counter, delay, run,
+    RelayHold, SOCK_SLOTS, SkbState, SockSlot, TID_SLOTS, TidSlot, counter, delay, run,
 };
 
 /// In-flight packets: the direct-mapped, tagged slot table of `flights.rs`. Entries carry their
@@ -26,9 +26,10 @@ pub static TIMELINES: HashMap<u64, SkbState> = HashMap::with_max_entries(1024, 0
 /// reads, not a hash map's helper call.
 #[map]
 pub static TIDS: Array<TidSlot> = Array::with_max_entries(TID_SLOTS, 0);
-/// Devices on the traced path → `DevKind`.
+/// Devices → `DevKind`, with `DEV_WATCHED` set for those on the watched path. Passive tracing
+/// puts every device of the node here (each namespace's), so a journey's every hop is named.
 #[map]
-pub static DEVS: HashMap<DevKey, u32> = HashMap::with_max_entries(1024, 0);
+pub static DEVS: HashMap<DevKey, u32> = HashMap::with_max_entries(4096, 0);
 /// Relay processes (docker-proxy), by tgid: their threads are traced as relays.
 #[map]
 pub static RELAY_PIDS: HashMap<u32, u32> = HashMap::with_max_entries(64, 0);
@@ -44,6 +45,10 @@ pub static LAST_READY: Array<[u64; 4]> = Array::with_max_entries(1, 0);
 /// Cleared by the loader whenever the device set changes.
 #[map]
 pub static DEVSLOTS: Array<DevSlot> = Array::with_max_entries(DEV_SLOTS, 0);
+/// Passively traced journeys waiting at their socket for the application's read
+/// (`sockq.rs`): direct-mapped by socket address, tagged with it.
+#[map]
+pub static SOCKQ: Array<SockSlot> = Array::with_max_entries(SOCK_SLOTS, 0);
 /// Count, sum and histogram per (direction, hop) slot.
 #[map]
 pub static HOPS: PerCpuArray<HopHist> = PerCpuArray::with_max_entries(NSLOTS as u32, 0);
@@ -92,7 +97,7 @@ pub static TC_STATS: PerCpuHashMap<u64, [u64; 2]> = PerCpuHashMap::with_max_entr
 /// Counts one event. Atomic: a program nested on this CPU may bump the same counter.
 #[inline(always)]
 pub fn bump(idx: u32) {
-    if let Some(c) = COUNTERS.get_ptr_mut(idx & (counter::COUNT - 1)) {
+    if let Some(c) = COUNTERS.get_ptr_mut(idx) {
         crate::atomic::add(c, 1);
     }
 }

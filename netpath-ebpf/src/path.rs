@@ -4,22 +4,19 @@
 //! histograms. Only sampled packets keep a full timeline and produce a ring-buffer record.
 use aya_ebpf::helpers::bpf_get_smp_processor_id;
 use netpath_common::{
-    DEV_SLOTS, DIR_IN, DIR_OUT, DevInfo, DevKey, DevKind, DropRecord, FLIGHT_ANY, FLIGHT_RELAYED,
-    FLIGHT_SAMPLED, Flight, Hop, Point, ROLE_RELAY, ROLE_SERVER, TidState, TimelinePoint, counter,
-    devrole, ptr_slot,
+    DEV_SLOTS, DEV_WATCHED, DIR_IN, DIR_OUT, DevInfo, DevKey, DevKind, DropRecord, FLIGHT_ANY,
+    FLIGHT_RELAYED, FLIGHT_SAMPLED, Flight, NO_HOP, Point, ROLE_RELAY, ROLE_SERVER, TidState,
+    TimelinePoint, counter, devrole, ptr_slot,
 };
 
 use crate::{
     atomic, flights, kernel,
     maps::*,
     own::{Done, Stamp, now, stamp, tail},
-    relay, sched,
-    state::{
-        advance, begin_journey, close_hop, count_started, current_tid, forget, new_flight,
-        receiving, record,
-    },
+    relay, sched, sockq,
+    state::{advance, begin_journey, count_started, current_tid, forget, new_flight, receiving},
     tids::traced,
-    timeline::{append_point, emit_timeline, new_record, note_end_tuple, start_timeline},
+    timeline::{append_point, new_record, note_end_tuple, start_timeline},
 };
 
 /// The device a point happened on: the probe's, else `skb->dev`; none yet (a NAT rewrite in
@@ -53,7 +50,9 @@ fn dev_info(dev: u64) -> Result<DevInfo, i64> {
     let info = DevInfo {
         key,
         kind: v & 0xffff,
-        role: v >> devrole::SHIFT,
+        role: (v >> devrole::SHIFT) & devrole::MASK,
+        watched: (v & DEV_WATCHED != 0) as u32,
+        _pad: 0,
     };
     atomic::xchg(tag, 0);
     unsafe { (*s).info = info };
@@ -198,7 +197,7 @@ fn on_new_skb(skb: u64, dev: u64, point: Point) -> Done {
 #[inline(always)]
 fn echo_reply(skb: u64) -> Done {
     let info = point_dev(skb, 0)?;
-    if info.kind == 0 {
+    if info.watched == 0 {
         return Ok(None);
     }
     crate::icmp::on_queue(skb, info.key, info.kind)
@@ -215,15 +214,17 @@ fn own_skb(ts: &TidState, skb: u64) -> bool {
 
 /// `netpath trace` and `serve` on traffic netpath does not generate: a packet starts when
 /// first seen on a watched device (where the devices have roles, at its entry into or out of a
-/// followed container, `entry`) and passes the filters. One entry in `sample_every` is
-/// followed, chosen from this CPU's started count (`sampled`); the others cost no more.
+/// followed container, `entry`) and passes the filters, once every program is attached
+/// (`run::ARMED`). The node's other devices in `DEVS` only name hops: no journey starts there.
+/// One entry in `sample_every` is followed, chosen from this CPU's started count (`sampled`);
+/// the others cost no more.
 #[inline(always)]
 fn start_any(skb: u64, dev: u64, point: Point) -> Done {
     if point == Point::SockReady || point == Point::Copy {
         return Ok(None);
     }
     let info = point_dev(skb, dev)?;
-    if info.kind == 0 {
+    if info.watched == 0 || !kernel::armed() {
         return Ok(None);
     }
     let Some(dir) = entry(point, &info) else {
@@ -265,7 +266,8 @@ fn start_any(skb: u64, dev: u64, point: Point) -> Done {
         ifindex: info.key.ifindex,
         point: point as u16,
         kind: info.kind as u16,
-        hop: Hop::Other as u16,
+        // No segment ends at a journey's first point.
+        hop: NO_HOP,
         cpu: unsafe { bpf_get_smp_processor_id() } as u16,
     };
     if new_record(skb, 0, &f, first, 0, 0).is_err() {
@@ -305,20 +307,11 @@ fn sampled(n: u64, every: u32) -> bool {
     h < (1u64 << 32) / every as u64
 }
 
-/// Ends a device-started flight when its socket is woken: that is as far as netpath can follow
-/// a packet to a process it does not trace.
+/// Ends a device-started flight at its socket when it cannot wait there for the application's
+/// read (`sockq::park`), or at the copy on kernels without `sk_data_ready`.
 #[inline(always)]
 fn finish_any(skb: u64, f: *mut Flight, t: u64) {
-    let f = unsafe { &*f };
-    close_hop(f, t);
-    record(
-        f.dir as u32,
-        Hop::OneWay as u32,
-        t.wrapping_sub(f.first_ts),
-        None,
-    );
-    bump(counter::COMPLETED);
-    emit_timeline(skb, f, t);
+    sockq::end(skb, unsafe { &*f }, t);
     flights::release(skb);
 }
 
@@ -415,7 +408,11 @@ pub fn on_sock_ready(sk: u64) -> Done {
     }
     let measure = tail(fl, st.t);
     if fl.flags & FLIGHT_ANY != 0 {
-        finish_any(skb, f, st.t);
+        // Traffic netpath does not generate: the journey waits for the application's read.
+        if !sockq::park(sk, skb, f, st.t) {
+            bump(counter::UNREAD);
+            finish_any(skb, f, st.t);
+        }
         return Ok(measure);
     }
     // The reader this wakes (if asleep) is woken next on this CPU.
@@ -440,7 +437,10 @@ pub fn on_copy(skb: u64) -> Done {
     };
     if unsafe { (*f).flags } & FLIGHT_ANY != 0 {
         // Kernels without sock:sk_data_ready (before 6.7): a device-started journey ends at
-        // the copy to the receiving process instead.
+        // the copy to the receiving process instead. Elsewhere it parked at its wakeup.
+        if !kernel::ready_fallback() {
+            return Ok(None);
+        }
         let st = stamp();
         advance(f, skb, Point::Copy as u16, 0, DevKey::default(), &st);
         note_end_tuple(skb);

@@ -159,9 +159,17 @@ pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
     Ok(out)
 }
 
+/// How often passive tracing lists the node's devices again, so a container that starts
+/// meanwhile has its devices named.
+const RESCAN: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Traces whatever crosses `devices` (traffic netpath does not generate, e.g. between
 /// containers it did not start) until `count` timelines arrived or `timeout` passed. Journeys
-/// start at the first watched device and end when a socket is woken.
+/// start at the first watched device and end when the application's receive consumed them
+/// (on kernels without `sk_data_ready`, at the copy to the reader). `known` lists every other
+/// device of the node (at the start and every [`RESCAN`]): their kinds name the hops a journey
+/// crosses beyond the watched devices, their names its points.
+#[allow(clippy::too_many_arguments)]
 pub fn run_passive(
     backend: Backend,
     label: &str,
@@ -170,6 +178,7 @@ pub fn run_passive(
     relays: &[u32],
     count: usize,
     timeout: std::time::Duration,
+    known: &mut dyn FnMut() -> Vec<Device>,
 ) -> Result<TraceOutput> {
     let mut tracer = Tracer::load(
         backend,
@@ -181,19 +190,29 @@ pub fn run_passive(
             ..TracerOptions::default()
         },
     )?;
-    tracer.set_devices(devices)?;
+    let mut names = crate::runtime::with_known(devices, &known());
+    tracer.set_devices_known(devices, &names)?;
     tracer.attach()?;
     // docker-proxy of a published port: its receive continues a journey as its next send.
     tracer.tids.set_relays(relays.to_vec());
     tracer.tids.start_relays()?;
+    // Journeys start only now, every program attached: none misses a point it crossed.
+    tracer.tids.arm(true)?;
     let deadline = std::time::Instant::now() + timeout;
+    let mut listed = std::time::Instant::now();
     let mut samples = Vec::new();
     while samples.len() < count && std::time::Instant::now() < deadline {
         samples.extend(tracer.drain_samples());
+        if listed.elapsed() >= RESCAN {
+            names = crate::runtime::with_known(devices, &known());
+            tracer.set_devices_known(devices, &names)?;
+            listed = std::time::Instant::now();
+        }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    tracer.detach()?;
+    tracer.tids.arm(false)?;
     samples.extend(tracer.drain_samples());
+    tracer.detach()?;
     let snap = tracer.snapshot()?;
     let lost = crate::record::lost_counters(&snap);
     Ok(TraceOutput {
@@ -203,7 +222,7 @@ pub fn run_passive(
         timelines: samples
             .iter()
             .take(count)
-            .map(|s| record::timeline(s, devices))
+            .map(|s| record::timeline(s, &names))
             .collect(),
         lost,
         uncounted: tracer.uncounted.clone(),
@@ -279,6 +298,7 @@ pub fn run_containers(
         &relays,
         o.count,
         timeout,
+        &mut || crate::runtime::node_devices(&mut node),
     )?;
     out.containers = records;
     Ok(out)

@@ -27,6 +27,8 @@ use netpath_common::DevKind;
 
 mod common;
 use common::{ensure_daemon, root_links};
+#[path = "docker/realtraffic.rs"]
+mod realtraffic;
 
 /// Tests share the engine, /run/netns and the swarm: one at a time even without
 /// `--test-threads=1`.

@@ -459,6 +459,7 @@ fn passive_trace_follows_traffic_netpath_does_not_trace() {
             &[],
             40,
             std::time::Duration::from_secs(20),
+            &mut Vec::new,
         );
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         (h.join().unwrap(), out)
@@ -469,9 +470,12 @@ fn passive_trace_follows_traffic_netpath_does_not_trace() {
         assert_eq!(r.unwrap(), 50);
     }
     let out = out.unwrap();
-    // Device-started journeys of traffic netpath does not follow end when a socket is woken
-    // (or, on kernels without sk_data_ready, at the copy to the reader). On a busy machine a
-    // few addresses are recycled mid-way; those are cut and counted, the rest are complete.
+    // Device-started journeys of traffic netpath does not follow end when the application's
+    // receive consumed their data (or, on kernels without sk_data_ready, at the copy to the
+    // reader). On a busy machine a few addresses are recycled mid-way; those are cut and
+    // counted, the rest are complete.
+    let ready = std::path::Path::new("/sys/kernel/tracing/events/sock/sk_data_ready").exists();
+    let end = if ready { "sock_read" } else { "copy_to_user" };
     let complete: Vec<_> = out
         .timelines
         .iter()
@@ -482,8 +486,7 @@ fn passive_trace_follows_traffic_netpath_does_not_trace() {
                 .first()
                 .map(|p| (p.point, p.device.starts_with("eth0@")));
             let last = t.points.last().map(|p| p.point);
-            first == Some(("dev_queue", true))
-                && (last == Some("sk_data_ready") || last == Some("copy_to_user"))
+            first == Some(("dev_queue", true)) && last == Some(end)
         })
         .collect();
     assert!(
@@ -503,6 +506,19 @@ fn passive_trace_follows_traffic_netpath_does_not_trace() {
             hops.contains(&"bridge") && hops.contains(&"veth"),
             "{hops:?}"
         );
+        // Every device of the lab is known: no segment is unnamed.
+        assert!(!hops.contains(&"other"), "{hops:?}");
+        // The data waited in the socket until the harness's client or server read it: that
+        // time is its own hop, after the receiver's stack.
+        if ready {
+            let n = names.len();
+            assert_eq!(names[n - 2..], ["sk_data_ready", "sock_read"], "{names:?}");
+            assert_eq!(
+                hops[n - 2..],
+                ["receiver-stack", "socket-queue"],
+                "{hops:?}"
+            );
+        }
     }
 }
 

@@ -74,6 +74,48 @@ fn the_wakeup_splits_into_scheduler_parts() {
     }
 }
 
+/// Traffic netpath does not generate (`trace --container`): a journey starts at its first
+/// watched device and ends when the application's receive consumed its data. Its time in the
+/// socket is `socket-queue`, never `receiver-stack`; with every device's kind known (both
+/// containers' and the Docker host's), no segment is `other`.
+#[test]
+fn a_passive_journey_ends_at_the_applications_read() {
+    use DevKind::*;
+    use Point::*;
+    // A reply: the server's eth0 → its host end on the bridge → the client's host end → the
+    // client's eth0 → its socket → the client's read.
+    let path = [
+        (DevQueue, Veth),
+        (DevXmit, Veth),
+        (NetifRx, BridgePort),
+        (NetifReceive, BridgePort),
+        (DevQueue, BridgePort),
+        (DevXmit, BridgePort),
+        (NetifRx, Veth),
+        (NetifReceive, Veth),
+        (SockReady, Unknown),
+        (SockRead, Unknown),
+    ];
+    assert_eq!(
+        segments(&path),
+        [
+            Hop::Veth,
+            Hop::Veth,
+            Hop::Backlog,
+            Hop::Bridge,
+            Hop::Veth,
+            Hop::Veth,
+            Hop::Backlog,
+            Hop::ReceiverStack,
+            Hop::SocketQueue,
+        ]
+    );
+    // What a device of no known kind made of the client's veth crossing.
+    assert_eq!(h(DevQueue, Unknown, NetifRx, Unknown), Hop::Other);
+    assert_eq!(Hop::SocketQueue.name(), "socket-queue");
+    assert_eq!(Point::SockRead.name(), "sock_read");
+}
+
 #[test]
 fn loopback_path_has_no_veth_or_bridge() {
     let path = [paths::LOOPBACK, paths::END].concat();

@@ -4,7 +4,7 @@
 //! which push every syscall on the machine onto the slow path.
 use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
 
-use crate::{journey, own, path};
+use crate::{journey, own, path, sockq};
 
 const MSG_PEEK: u64 = 2;
 
@@ -39,5 +39,14 @@ pub fn sock_recv_length(ctx: RawTracePointContext) -> i32 {
         let ret = ctx.arg::<u64>(1) as i32 as i64;
         journey::on_recv_exit(ret, ctx.arg::<u64>(0))
     });
+    0
+}
+
+/// TP_PROTO(struct sock *sk): every TCP read path calls it once the reader consumed data
+/// (`copied_seq` moved). Attached only for traffic netpath does not generate, whose journeys
+/// wait at their socket for the application's read (`sockq.rs`).
+#[raw_tracepoint(tracepoint = "tcp_rcv_space_adjust")]
+pub fn tcp_rcv_space_adjust(ctx: RawTracePointContext) -> i32 {
+    own::run(|| sockq::on_read(ctx.arg::<u64>(0)));
     0
 }

@@ -393,6 +393,14 @@ fn parse_csv(text: &str) -> Result<(f64, f64)> {
 /// on stdin (no registry).
 fn build_image(o: &mut Objects) -> Result<String> {
     let tag = format!("np{}redis:bench", o.id);
+    o.image = Some(tag.clone());
+    redis_image(&tag)?;
+    Ok(tag)
+}
+
+/// Builds the image `tag` (label `netpath`): redis-server and redis-benchmark from the host's
+/// redis-tools, their libraries and the loader. The real-traffic tests use it too.
+pub fn redis_image(tag: &str) -> Result<()> {
     let bins = [redis_server()?, Path::new("/usr/bin/redis-benchmark")];
     let mut b = tar::Builder::new(Vec::new());
     add(
@@ -426,13 +434,12 @@ fn build_image(o: &mut Objects) -> Result<String> {
     }
     let ctx = b.into_inner()?;
     let mut child = Command::new("docker")
-        .args(["build", "-q", "--label", "netpath=1", "-t", &tag, "-"])
+        .args(["build", "-q", "--label", "netpath=1", "-t", tag, "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .context("cannot run docker build")?;
-    o.image = Some(tag.clone());
     child
         .stdin
         .take()
@@ -445,7 +452,7 @@ fn build_image(o: &mut Objects) -> Result<String> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    Ok(tag)
+    Ok(())
 }
 
 /// The redis server binary: redis-server's, or redis-tools' redis-check-rdb, the same

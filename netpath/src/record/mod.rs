@@ -299,7 +299,7 @@ pub struct ProgCost {
 }
 
 /// Every lost or unmatched event counter, as every result reports them.
-pub const LOST: [u32; 10] = [
+pub const LOST: [u32; 11] = [
     counter::RINGBUF_LOST,
     counter::SKB_MAP_FULL,
     counter::STALE,
@@ -310,6 +310,7 @@ pub const LOST: [u32; 10] = [
     counter::CONSUMED_EARLY,
     counter::DROPPED,
     counter::TRUNCATED,
+    counter::UNREAD,
 ];
 
 /// Every counter of a journey the kernel could not finish, or of a sample userspace missed,

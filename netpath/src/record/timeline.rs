@@ -102,7 +102,12 @@ pub fn timeline(s: &SkbState, devices: &[Device]) -> Timeline {
                     netpath_common::DevKind::from_u16(p.kind).name()
                 },
                 netns: p.netns,
-                hop: Hop::from_u32(p.hop as u32).name(),
+                // A journey's first point ends no segment (traffic netpath does not generate).
+                hop: if p.hop == netpath_common::NO_HOP {
+                    ""
+                } else {
+                    Hop::from_u32(p.hop as u32).name()
+                },
                 since_prev_us: d as f64 / 1000.0,
                 cpu: p.cpu,
             }

@@ -18,6 +18,7 @@
 
 pub mod cgroup;
 pub mod containerd;
+mod devices;
 mod docker;
 mod lookup;
 mod net;
@@ -28,6 +29,7 @@ pub mod select;
 
 use std::collections::BTreeMap;
 
+pub use devices::{node_devices, with_known};
 pub use lookup::{between, inspect};
 pub use net::net_of;
 pub use node::{Node, Resolved};

@@ -14,6 +14,7 @@ use netpath_common::counter;
 mod follow;
 mod http;
 
+use crate::path::Device;
 use crate::probe::backend::Backend;
 use crate::probe::tracer::{Tracer, TracerOptions};
 use crate::record;
@@ -49,9 +50,10 @@ pub fn run(backend: Backend, node: &mut Node, opts: &ServeOptions) -> Result<()>
             opts.listen
         )
     })?;
-    // No thread of its own is followed: journeys start on the devices and end at the socket's
-    // wakeup, and the programs only traced threads need stay detached. Its own time is not
-    // taken out of the series, so it is not measured.
+    // No thread of its own is followed: journeys start on the devices and end at the
+    // application's read (at the socket's wakeup when one cannot wait there), and the
+    // programs only traced threads need stay detached. Its own time is not taken out of the
+    // series, so it is not measured.
     let mut tracer = Tracer::load(
         backend,
         &TracerOptions {
@@ -85,8 +87,11 @@ pub fn run(backend: Backend, node: &mut Node, opts: &ServeOptions) -> Result<()>
             // A runtime restarting: keep what it had followed and try again.
             let now = keep_followed(&mut followed, now, &down);
             peers = Peers::read(&now);
+            // Every other device of the node, for the kinds of the hops a journey crosses
+            // beyond the followed containers (to a client in another container).
+            let known = crate::runtime::node_devices(node);
             let mut m = metrics.lock().unwrap_or_else(|e| e.into_inner());
-            follow(&mut tracer, &mut m, &mut followed, now)?;
+            follow(&mut tracer, &mut m, &mut followed, now, &known)?;
             ready.store(true, std::sync::atomic::Ordering::SeqCst);
         }
         let mut m = metrics.lock().unwrap_or_else(|e| e.into_inner());
@@ -100,14 +105,14 @@ pub fn run(backend: Backend, node: &mut Node, opts: &ServeOptions) -> Result<()>
 }
 
 /// The containers a scan found become the followed set: series of those gone are dropped,
-/// the programs follow the new device set.
+/// the programs follow the new device set and know the kinds of the node's other devices.
 fn follow(
     tracer: &mut Tracer,
     m: &mut Metrics,
     followed: &mut Vec<Followed>,
     now: Vec<Followed>,
+    known: &[Device],
 ) -> Result<()> {
-    let changed = device_set(&now) != device_set(followed);
     for gone in m.containers_with_series() {
         if !now.iter().any(|f| f.owner == gone) {
             m.forget_container(&gone);
@@ -115,11 +120,11 @@ fn follow(
     }
     *followed = now;
     let devices = device_set(followed);
-    if changed || !tracer.attached() {
-        tracer.set_devices_with_roles(&devices)?;
-        if !tracer.attached() {
-            tracer.attach()?;
-        }
+    tracer.set_devices_with_roles(&devices, known)?;
+    if !tracer.attached() {
+        tracer.attach()?;
+        // Journeys start only now, every program attached: none misses a point it crossed.
+        tracer.tids.arm(true)?;
     }
     m.containers.set(followed.len() as i64);
     m.devices.set(devices.len() as i64);

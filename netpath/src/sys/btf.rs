@@ -125,6 +125,8 @@ pub fn kernel_offsets(btf: &Btf) -> Result<KernelOffsets> {
         task_pid: o("task_struct", "pid")?,
         sk_rcv_saddr: o("sock_common", "skc_rcv_saddr")?,
         sk_num: o("sock_common", "skc_num")?,
+        tcp_rcv_nxt: o("tcp_sock", "rcv_nxt")?,
+        tcp_copied_seq: o("tcp_sock", "copied_seq")?,
     })
 }
 

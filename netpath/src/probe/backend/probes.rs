@@ -41,6 +41,9 @@ pub enum Role {
     SyscallSend,
     /// Timeline detail that never splits a hop: attached only when full timelines are wanted.
     Detail,
+    /// Only for traffic netpath does not generate (`trace --container`, `serve`): where a
+    /// journey that waited at its socket is read by the application.
+    Passive,
     /// An empty program on a hook the others use, attached only by `Tracer::attach_floor`.
     Floor,
     /// Per-device packet counts, attached per device by `Tracer::attach_tc_here`.
@@ -93,8 +96,8 @@ const fn p(
 use Kind::{Fentry, Kprobe, RawTracepoint as Raw, Tc, Tracepoint as Tp};
 use Point as P;
 use Role::{
-    Counter, Delay, Detail, Doctor, Floor, Function, Path, SockBound, SyscallBound, SyscallSend,
-    Wakeup,
+    Counter, Delay, Detail, Doctor, Floor, Function, Passive, Path, SockBound, SyscallBound,
+    SyscallSend, Wakeup,
 };
 
 /// Every probe, in load order. Rows of one kind used by `doctor` come first of that kind.
@@ -115,6 +118,7 @@ pub const PROBES: &[Probe] = &[
     p("sock_recv_length", Raw, "sock_recv_length", SockBound, &[P::RecvExit], ALL),
     p("floor_net_dev_queue", Raw, "net_dev_queue", Floor, &[], ALL),
     p("net_dev_start_xmit", Raw, "net_dev_start_xmit", Detail, &[P::DevXmit], ALL),
+    p("tcp_rcv_space_adjust", Raw, "tcp_rcv_space_adjust", Passive, &[P::SockRead], ALL),
     p("sys_enter_sendto", Tp, "syscalls:sys_enter_sendto", SyscallSend, &[P::SendEnter], ALL),
     p("sys_exit_sendto", Tp, "syscalls:sys_exit_sendto", SyscallBound, &[], ALL),
     p("sys_exit_recvfrom", Tp, "syscalls:sys_exit_recvfrom", SyscallBound, &[P::RecvExit], ALL),
@@ -152,9 +156,9 @@ impl Probe {
 }
 
 /// Whether a run that follows no thread of its own (`serve`: journeys start on devices and end
-/// at the socket's wakeup) needs probe `p`: not the wakeup, socket-bound or syscall probes,
-/// which only act for traced threads, nor the copy to user space where `sk_data_ready` ends
-/// such journeys (`ready`).
+/// at the application's read, `Passive`) needs probe `p`: not the wakeup, socket-bound or
+/// syscall probes, which only act for traced threads, nor the copy to user space where
+/// `sk_data_ready` parks such journeys (`ready`).
 pub fn passive_needs(p: &Probe, ready: bool) -> bool {
     match p.role {
         Role::Path => !(ready && p.points == [Point::Copy]),
@@ -199,11 +203,12 @@ pub fn functions(
         })
 }
 
-/// Every point some probe of `backend` stamps.
+/// Every point some probe of `backend` stamps on the harness's journeys (the `Passive` ones'
+/// only on traffic netpath does not generate).
 pub fn points(backend: Backend) -> impl Iterator<Item = Point> {
     PROBES
         .iter()
-        .filter(move |p| p.backends.contains(&backend))
+        .filter(move |p| p.backends.contains(&backend) && p.role != Role::Passive)
         .flat_map(|p| p.points.iter().copied())
 }
 
@@ -236,7 +241,12 @@ mod tests {
         let needed = |ready| -> Vec<&str> {
             of_kind(Kind::RawTracepoint)
                 .chain(of_kind(Kind::Tracepoint))
-                .filter(|p| matches!(p.role, Role::Path | Role::Wakeup | Role::SockBound))
+                .filter(|p| {
+                    matches!(
+                        p.role,
+                        Role::Path | Role::Wakeup | Role::SockBound | Role::Passive
+                    )
+                })
                 .filter(|p| passive_needs(p, ready))
                 .map(|p| p.prog)
                 .collect()
@@ -255,6 +265,8 @@ mod tests {
             "netif_receive_skb",
             "sk_data_ready",
             "kfree_skb",
+            // Where a journey parked at its socket is read by the application.
+            "tcp_rcv_space_adjust",
         ] {
             assert!(with_ready.contains(&kept), "{kept} not in {with_ready:?}");
         }

@@ -1,9 +1,10 @@
-//! The devices the programs watch (`DEVS`): each one's kind and, for `serve`, where it sits
-//! relative to a followed container (`netpath_common::devrole`), which decides where a journey
-//! starts and which way it goes.
+//! The devices the programs know (`DEVS`): the watched path, where passively traced journeys
+//! start, each with its kind and, for `serve`, where it sits relative to a followed container
+//! (`netpath_common::devrole`, which decides where a journey starts and which way it goes);
+//! and every other device a journey may cross, known for its kind alone.
 use anyhow::{Context as _, Result};
 use aya::maps::{HashMap, MapData};
-use netpath_common::{DEV_SLOTS, DevKey, DevSlot, devrole};
+use netpath_common::{DEV_SLOTS, DEV_WATCHED, DevKey, DevKind, DevSlot, devrole};
 
 use super::{Tracer, load::clear_array};
 use crate::path::Device;
@@ -11,24 +12,55 @@ use crate::path::Device;
 impl Tracer {
     /// Tells the programs which devices form the path and what each is.
     pub fn set_devices(&mut self, devices: &[Device]) -> Result<()> {
-        let any: Vec<(Device, u32)> = devices.iter().map(|d| (d.clone(), devrole::ANY)).collect();
-        self.set_devices_with_roles(&any)
+        self.set_devices_known(devices, &[])
     }
 
-    /// [`set_devices`](Self::set_devices) with each device's role (`devrole::*`).
-    pub fn set_devices_with_roles(&mut self, devices: &[(Device, u32)]) -> Result<()> {
+    /// `watched`, as [`set_devices`](Self::set_devices), and besides them the devices a
+    /// journey may cross beyond the watched path (the rest of the node's, in every namespace):
+    /// known only for their kind, so the hops they bound are named; no journey starts there.
+    pub fn set_devices_known(&mut self, watched: &[Device], known: &[Device]) -> Result<()> {
+        let any: Vec<(Device, u32)> = watched.iter().map(|d| (d.clone(), devrole::ANY)).collect();
+        self.set_devices_with_roles(&any, known)
+    }
+
+    /// [`set_devices_known`](Self::set_devices_known) with each watched device's role
+    /// (`devrole::*`). The map is changed entry by entry (programs keep running: a device of
+    /// both the old and the new set never goes missing), then the device cache is cleared if
+    /// any entry changed.
+    pub fn set_devices_with_roles(
+        &mut self,
+        watched: &[(Device, u32)],
+        known: &[Device],
+    ) -> Result<()> {
+        let mut want: std::collections::HashMap<(u32, u32), u32> = known
+            .iter()
+            .filter(|d| d.kind != DevKind::Unknown)
+            .map(|d| ((d.netns_inum, d.ifindex), d.kind as u32))
+            .collect();
+        for (d, role) in watched {
+            let v = d.kind as u32 | role << devrole::SHIFT | DEV_WATCHED;
+            want.insert((d.netns_inum, d.ifindex), v);
+        }
         let mut map: HashMap<&mut MapData, DevKey, u32> =
             HashMap::try_from(self.ebpf.map_mut("DEVS").context("DEVS map")?)?;
-        let old: Vec<DevKey> = map.keys().filter_map(|k| k.ok()).collect();
-        for k in old {
-            map.remove(&k)?;
+        let old: Vec<(DevKey, u32)> = map.iter().filter_map(|e| e.ok()).collect();
+        let mut changed = false;
+        for (k, _) in &old {
+            if !want.contains_key(&(k.netns, k.ifindex)) {
+                map.remove(k)?;
+                changed = true;
+            }
         }
-        for (d, role) in devices {
-            let key = DevKey {
-                netns: d.netns_inum,
-                ifindex: d.ifindex,
-            };
-            map.insert(key, d.kind as u32 | role << devrole::SHIFT, 0)?;
+        for ((netns, ifindex), v) in want {
+            let key = DevKey { netns, ifindex };
+            if !old.iter().any(|(k, o)| *k == key && *o == v) {
+                map.insert(key, v, 0)
+                    .with_context(|| format!("adding device {ifindex} of netns {netns}"))?;
+                changed = true;
+            }
+        }
+        if !changed {
+            return Ok(());
         }
         clear_array::<DevSlot>(
             self.ebpf.map_mut("DEVSLOTS").context("DEVSLOTS map")?,

@@ -80,7 +80,8 @@ pub(super) fn load_tracepoints(
     let mut sock_missing = Vec::new();
     let raw = probes::of_kind(Kind::RawTracepoint)
         .filter(|p| p.backends.contains(&backend))
-        .filter(|p| opts.detail || p.role != Role::Detail);
+        .filter(|p| opts.detail || p.role != Role::Detail)
+        .filter(|p| opts.trace_any || p.role != Role::Passive);
     for probe in raw {
         let p: &mut RawTracePoint = program(ebpf, probe.prog)?.try_into()?;
         p.load().map_err(|e| verifier_error(probe.prog, e))?;

@@ -74,6 +74,13 @@ impl TidControl {
         Ok(())
     }
 
+    /// Lets journeys of traffic netpath does not generate start and end (`run::ARMED`): on
+    /// once every program is attached, off before any is detached.
+    pub fn arm(&self, on: bool) -> Result<()> {
+        self.4.lock().unwrap().set(run::ARMED, on as u32, 0)?;
+        Ok(())
+    }
+
     /// Trace the relays' threads now (passive tracing has no measurement to start them).
     pub fn start_relays(&self) -> Result<()> {
         self.relays_on(!self.1.lock().unwrap().is_empty())?;

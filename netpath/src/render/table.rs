@@ -4,8 +4,11 @@ use comfy_table::{CellAlignment, Table, presets};
 
 /// A text table without borders, each line after `indent`: the columns in `left` are
 /// left-aligned (names), the others right-aligned (figures). An empty `header` draws none
-/// (a timeline's points say what they are).
+/// (a timeline's points say what they are). No rows, no table: a header alone says nothing.
 pub fn text(indent: &str, header: &[&str], rows: Vec<Vec<String>>, left: &[usize]) -> Vec<String> {
+    if rows.is_empty() {
+        return Vec::new();
+    }
     let mut t = Table::new();
     t.load_style(presets::NOTHING);
     if !header.is_empty() {
@@ -136,5 +139,6 @@ mod tests {
     fn text_without_header_draws_rows_only() {
         let lines = text("", &[], rows(&[&["a", "1"], &["bb", "22"]]), &[0]);
         assert_eq!(lines, ["a    1", "bb  22"]);
+        assert!(text("", &["a", "b"], Vec::new(), &[0]).is_empty());
     }
 }

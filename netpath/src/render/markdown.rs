@@ -263,7 +263,12 @@ One interleaved compare of the lab drivers ({} rounds × {} \
     let header = ["difference", "untraced", "compensated hops", "raw hops"];
     let _ = writeln!(s);
     s.push_str(&table::markdown(&header, rows));
-    let v = &p.validate;
+    validate(s, &p.validate);
+}
+
+/// `validate`'s cases: each delay held on the server and what the hop table recovered.
+fn validate(s: &mut String, v: &crate::validate::ValidateOutput) {
+    let signed = |v: f64| format!("{v:+.2} µs");
     let _ = writeln!(
         s,
         "

@@ -49,14 +49,12 @@ pub fn print(w: &mut dyn Write, r: &BenchReport) -> std::io::Result<()> {
         w,
         "latency, round trip in µs (sockperf prints one-way latency = RTT/2: doubled here)"
     )?;
-    writeln!(
-        w,
-        "{:<9} {:<34} {:>8} {:>8} {:>8}   {:>6} {:>6} {:>6}",
-        "driver", "", "p50", "p99", "mean", "p50", "p99", "mean"
-    )?;
-    for d in &r.drivers {
-        latency(w, d)?;
-    }
+    let rows = r.drivers.iter().flat_map(latency).collect();
+    let header = ["driver", "", "p50", "p99", "mean", "p50", "p99", "mean", ""];
+    super::table::write(w, "", &header, rows, &[0, 1, 8])?;
+    writeln!(w)?;
+    let rows = r.drivers.iter().flat_map(kernel_cost).collect();
+    super::table::write(w, "", &[], rows, &[0, 1, 2])?;
     writeln!(w)?;
     if r.drivers.iter().any(|d| d.throughput.is_some()) {
         throughput(w, r)?;
@@ -98,73 +96,55 @@ fn heading(w: &mut dyn Write, r: &BenchReport) -> std::io::Result<()> {
     Ok(())
 }
 
-/// One driver's latency rows: sockperf, netpath untraced and traced, naive bpftrace, the
-/// kernel cost of the programs.
-fn latency(w: &mut dyn Write, d: &DriverBench) -> std::io::Result<()> {
+/// One driver's latency rows: sockperf, netpath untraced and traced, naive bpftrace; each
+/// after the first with its ratios to the run it is compared with.
+fn latency(d: &DriverBench) -> Vec<Vec<String>> {
     let l = &d.latency;
-    let row = |w: &mut dyn Write,
-               name: &str,
-               v: &Rtt,
-               ratio: Option<(&Ratios, &str)>,
-               first: bool|
-     -> std::io::Result<()> {
-        let (a, b, c, what) = match ratio {
-            Some((q, w)) => (x(q.p50), x(q.p99), x(q.mean), w),
-            None => (String::new(), String::new(), String::new(), ""),
-        };
-        writeln!(
-            w,
-            "{:<9} {:<34} {:>8.1} {:>8.1} {:>8.1}   {:>6} {:>6} {:>6} {}",
-            if first { d.driver.name() } else { "" },
-            name,
-            v.p50_us,
-            v.p99_us,
-            v.mean_us,
-            a,
-            b,
-            c,
-            what
-        )
+    let row = |name: &str, v: &Rtt, ratio: Option<(&Ratios, &str)>| {
+        let mut r = vec![String::new(), name.to_string()];
+        r.extend([v.p50_us, v.p99_us, v.mean_us].map(|x| format!("{x:.1}")));
+        match ratio {
+            Some((q, what)) => r.extend([x(q.p50), x(q.p99), x(q.mean), what.to_string()]),
+            None => r.extend(std::iter::repeat_n(String::new(), 4)),
+        }
+        r
     };
     let sockperf = match d.proto {
         crate::harness::Proto::Tcp => "sockperf pp --tcp -m 1024",
         _ => "sockperf pp (udp) -m 1024",
     };
-    row(w, sockperf, &l.sockperf_median, None, true)?;
-    row(
-        w,
-        "netpath rr, untraced",
-        &l.untraced_median,
-        Some((&l.netpath_vs_sockperf, "vs sockperf")),
-        false,
-    )?;
-    row(
-        w,
-        "netpath rr, traced",
-        &l.traced_median,
-        Some((&l.traced_vs_untraced, "vs untraced")),
-        false,
-    )?;
-    match (&d.naive_tracer.median, &d.naive_tracer.vs_untraced) {
-        (Some(m), Some(q)) => row(
-            w,
-            "rr under naive bpftrace (4 tps)",
-            m,
-            Some((q, "vs untraced")),
-            false,
+    let naive = "rr under naive bpftrace (4 tps)";
+    let mut rows = vec![
+        row(sockperf, &l.sockperf_median, None),
+        row(
+            "netpath rr, untraced",
+            &l.untraced_median,
+            Some((&l.netpath_vs_sockperf, "vs sockperf")),
         ),
-        _ => writeln!(
-            w,
-            "{:<9} {:<34} {}",
-            "", "rr under naive bpftrace (4 tps)", d.naive_tracer.status
+        row(
+            "netpath rr, traced",
+            &l.traced_median,
+            Some((&l.traced_vs_untraced, "vs untraced")),
         ),
-    }?;
-    kernel_cost(w, d)?;
-    Ok(())
+    ];
+    rows.push(
+        match (&d.naive_tracer.median, &d.naive_tracer.vs_untraced) {
+            (Some(m), Some(q)) => row(naive, m, Some((q, "vs untraced"))),
+            // Not run: why, in the last column (its figures would be blank).
+            _ => {
+                let mut r = vec![String::new(); 9];
+                r[1] = naive.to_string();
+                r[8] = d.naive_tracer.status.clone();
+                r
+            }
+        },
+    );
+    rows[0][0] = d.driver.name().to_string();
+    rows
 }
 
-/// The kernel-cost run's lines under a driver's latency rows.
-fn kernel_cost(w: &mut dyn Write, d: &DriverBench) -> std::io::Result<()> {
+/// The kernel-cost run's rows of a driver: what it says, and its figures in words.
+fn kernel_cost(d: &DriverBench) -> Vec<Vec<String>> {
     let (l, k) = (&d.latency, &d.kernel_cost);
     let top: Vec<String> = k
         .programs
@@ -172,43 +152,48 @@ fn kernel_cost(w: &mut dyn Write, d: &DriverBench) -> std::io::Result<()> {
         .take(4)
         .map(|p| format!("{} {:.1}×{:.0}", p.program, p.runs_per_rtt, p.avg_ns))
         .collect();
-    writeln!(
-        w,
-        "{:<9} {:<34} {:.0} ns per RTT = {:.0}% of the untraced p50 (traced − untraced p50: {:.0} ns); {:.1} hop events per RTT",
-        "",
-        "kernel cost of the programs",
-        k.ns_per_rtt,
-        100.0 * k.share_of_untraced_p50,
-        1000.0 * l.traced_minus_untraced_p50_us,
-        l.hop_events_per_rtt,
-    )?;
-    writeln!(
-        w,
-        "{:<9} {:<34} {}",
-        "",
-        "  top programs, runs/RTT × ns",
-        top.join(", ")
-    )?;
-    writeln!(
-        w,
-        "{:<9} {:<34} {:.0} ns per run (an empty program on net_dev_queue, same run)",
-        "", "  floor", k.floor_ns
-    )?;
     let lost: u64 = k.losses.values().sum();
-    writeln!(
-        w,
-        "{:<9} {:<34} {} of {} round trips; journeys {} sent, {} completed, {} counted lost",
-        "", "  that run", k.round_trips, k.requests, k.journeys_sent, k.journeys_completed, lost
-    )?;
-    writeln!(
-        w,
-        "{:<9} {:<34} traced/untraced {}; untraced/sockperf {}",
-        "",
-        "  per-round p50 ratios",
-        list(l.traced_vs_untraced_rounds.iter().map(|q| q.p50)),
-        list(l.netpath_vs_sockperf_rounds.iter().map(|q| q.p50)),
-    )?;
-    Ok(())
+    let rows = [
+        (
+            "kernel cost of the programs",
+            format!(
+                "{:.0} ns per RTT = {:.0}% of the untraced p50 (traced − untraced p50: {:.0} ns); {:.1} hop events per RTT",
+                k.ns_per_rtt,
+                100.0 * k.share_of_untraced_p50,
+                1000.0 * l.traced_minus_untraced_p50_us,
+                l.hop_events_per_rtt,
+            ),
+        ),
+        ("  top programs, runs/RTT × ns", top.join(", ")),
+        (
+            "  floor",
+            format!(
+                "{:.0} ns per run (an empty program on net_dev_queue, same run)",
+                k.floor_ns
+            ),
+        ),
+        (
+            "  that run",
+            format!(
+                "{} of {} round trips; journeys {} sent, {} completed, {} counted lost",
+                k.round_trips, k.requests, k.journeys_sent, k.journeys_completed, lost
+            ),
+        ),
+        (
+            "  per-round p50 ratios",
+            format!(
+                "traced/untraced {}; untraced/sockperf {}",
+                list(l.traced_vs_untraced_rounds.iter().map(|q| q.p50)),
+                list(l.netpath_vs_sockperf_rounds.iter().map(|q| q.p50)),
+            ),
+        ),
+    ];
+    let mut rows: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|(what, figure)| vec![String::new(), what.to_string(), figure])
+        .collect();
+    rows[0][0] = d.driver.name().to_string();
+    rows
 }
 
 fn throughput(w: &mut dyn Write, r: &BenchReport) -> std::io::Result<()> {
@@ -221,51 +206,58 @@ fn throughput(w: &mut dyn Write, r: &BenchReport) -> std::io::Result<()> {
             .iter()
             .filter_map(|d| Some((d, d.throughput.as_ref()?)))
     };
-    for (i, (d, t)) in with().enumerate() {
-        if i == 0 {
-            writeln!(
-                w,
-                "{:<9} {:>8} {:>9} {:>9} {:>9}   {:>10} {:>10} {:>10}  {:>12}",
-                "driver",
-                "iperf3",
-                "untraced",
-                "attached",
-                "traced",
-                "np/iperf3",
-                "att/untr",
-                "trc/untr",
-                "traced hops"
-            )?;
-        }
-        writeln!(
-            w,
-            "{:<9} {:>8.2} {:>9.2} {:>9.2} {:>9.2}   {:>10} {:>10} {:>10}  {:>12.0}{}",
-            d.driver.name(),
-            t.iperf3_median_gbit,
-            t.untraced_median_gbit,
-            t.attached_median_gbit,
-            t.traced_median_gbit,
-            x(t.netpath_vs_iperf3),
-            x(t.attached_vs_untraced),
-            x(t.traced_vs_untraced),
-            t.traced_hop_events,
-            if t.traced_threads_found {
+    let rows = with()
+        .map(|(d, t)| {
+            let found = if t.traced_threads_found {
                 ""
             } else {
-                "  (bulk threads not found for tracing in some round)"
-            }
-        )?;
-    }
-    for (d, t) in with() {
-        writeln!(
-            w,
-            "{:<9} per round: np/iperf3 {}; att/untr {}; trc/untr {}",
-            d.driver.name(),
-            list(t.netpath_vs_iperf3_rounds.iter().copied()),
-            list(t.attached_vs_untraced_rounds.iter().copied()),
-            list(t.traced_vs_untraced_rounds.iter().copied()),
-        )?;
-    }
+                "(bulk threads not found for tracing in some round)"
+            };
+            let mut r = vec![d.driver.name().to_string()];
+            r.extend(
+                [
+                    t.iperf3_median_gbit,
+                    t.untraced_median_gbit,
+                    t.attached_median_gbit,
+                    t.traced_median_gbit,
+                ]
+                .map(|g| format!("{g:.2}")),
+            );
+            r.extend([
+                x(t.netpath_vs_iperf3),
+                x(t.attached_vs_untraced),
+                x(t.traced_vs_untraced),
+                format!("{:.0}", t.traced_hop_events),
+                found.to_string(),
+            ]);
+            r
+        })
+        .collect();
+    let header = [
+        "driver",
+        "iperf3",
+        "untraced",
+        "attached",
+        "traced",
+        "np/iperf3",
+        "att/untr",
+        "trc/untr",
+        "traced hops",
+        "",
+    ];
+    super::table::write(w, "", &header, rows, &[0, 9])?;
+    let rows = with()
+        .map(|(d, t)| {
+            vec![
+                d.driver.name().to_string(),
+                list(t.netpath_vs_iperf3_rounds.iter().copied()),
+                list(t.attached_vs_untraced_rounds.iter().copied()),
+                list(t.traced_vs_untraced_rounds.iter().copied()),
+            ]
+        })
+        .collect();
+    let header = ["per round", "np/iperf3", "att/untr", "trc/untr"];
+    super::table::write(w, "", &header, rows, &[0, 1, 2, 3])?;
     writeln!(
         w,
         "(attached: probes in, no thread traced, i.e. netpath's cost to traffic it does not follow; traced: the bulk threads traced too)"
@@ -311,35 +303,42 @@ fn stability(w: &mut dyn Write, r: &StabilityReport) -> std::io::Result<()> {
         "== stability: {} × compare -d host,bridge,overlay --rounds 3 (wait spin, cpus split)",
         crate::bench::stability::RUNS
     )?;
-    writeln!(
-        w,
-        "   {:<3} {:<20} {:>12} {:>15} {:>8} {:>9} {:>10}  machine",
-        "run", "load", "bridge/host", "overlay/bridge", "host µs", "bridge µs", "overlay µs"
-    )?;
     let x = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}×"));
-    for (i, run) in r.runs.iter().enumerate() {
-        let m = run
-            .machine
-            .as_ref()
-            .map(|m| {
-                format!(
-                    "busy {:.0}%, steal {:.1}%, load {}",
-                    m.busy_pct, m.steal_pct, m.loadavg
-                )
-            })
-            .unwrap_or_default();
-        writeln!(
-            w,
-            "   {:<3} {:<20} {:>12} {:>15} {:>8.1} {:>9.1} {:>10.1}  {m}",
-            i + 1,
-            run.load,
-            x(run.bridge_host_p50),
-            x(run.overlay_bridge_p50),
-            run.host_p50_us,
-            run.bridge_p50_us,
-            run.overlay_p50_us
-        )?;
-    }
+    let rows = (r.runs.iter().enumerate())
+        .map(|(i, run)| {
+            let m = run
+                .machine
+                .as_ref()
+                .map(|m| {
+                    format!(
+                        "busy {:.0}%, steal {:.1}%, load {}",
+                        m.busy_pct, m.steal_pct, m.loadavg
+                    )
+                })
+                .unwrap_or_default();
+            vec![
+                (i + 1).to_string(),
+                run.load.to_string(),
+                x(run.bridge_host_p50),
+                x(run.overlay_bridge_p50),
+                format!("{:.1}", run.host_p50_us),
+                format!("{:.1}", run.bridge_p50_us),
+                format!("{:.1}", run.overlay_p50_us),
+                m,
+            ]
+        })
+        .collect();
+    let header = [
+        "run",
+        "load",
+        "bridge/host",
+        "overlay/bridge",
+        "host µs",
+        "bridge µs",
+        "overlay µs",
+        "machine",
+    ];
+    super::table::write(w, "   ", &header, rows, &[0, 1, 7])?;
     writeln!(
         w,
         "   range over the runs (max − min over median): bridge/host {:.1}%, overlay/bridge {:.1}% (goal: ≤ 10%, i.e. ±5%)",
@@ -350,3 +349,6 @@ fn stability(w: &mut dyn Write, r: &StabilityReport) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,8 +1,6 @@
 //! A driver's block as people scan it: its mode, the round trip traced and untraced, the hops
 //! in path order with one per-packet time column (netpath's own time taken out), and what was
 //! lost only when something was. `--verbose` prints every line `compare::driver` has.
-use comfy_table::{CellAlignment, Table, presets};
-
 use super::answer::time;
 use crate::record::{DriverReport, RttSummary};
 
@@ -14,17 +12,7 @@ pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> Vec<String> {
 /// A table without borders, indented: the columns in `left` left-aligned (names), the
 /// others right-aligned (figures).
 pub fn table_left(header: &[&str], rows: Vec<Vec<String>>, left: &[usize]) -> Vec<String> {
-    let mut t = Table::new();
-    t.load_style(presets::NOTHING).set_header(header.to_vec());
-    for r in rows {
-        t.add_row(r);
-    }
-    for i in (0..header.len()).filter(|i| !left.contains(i)) {
-        if let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    t.lines().map(|l| format!("  {}", l.trim_end())).collect()
+    super::table::text("   ", header, rows, left)
 }
 
 fn rtt(label: &str, s: &RttSummary) -> String {

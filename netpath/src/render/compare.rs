@@ -101,9 +101,8 @@ pub fn driver(r: &DriverReport) {
         );
     }
     phases(r);
-    rtt("traced", &r.traced);
-    if let Some(u) = &r.untraced {
-        rtt("untraced", u);
+    rtts(r);
+    if r.untraced.is_some() {
         println!(
             "   probe effect: mean {:+.1}%  p50 {:+.1}%{}",
             r.probe_effect_mean_pct.unwrap_or(0.0),
@@ -120,11 +119,18 @@ pub fn driver(r: &DriverReport) {
     tail(r);
 }
 
-fn rtt(label: &str, s: &RttSummary) {
-    println!(
-        "   RTT {label:<9} n={:<7} mean {:>8.1} µs  p50 {:>8.1}  p95 {:>8.1}  p99 {:>8.1}  max {:>9.1}  {:>8.0} req/s",
-        s.count, s.mean_us, s.p50_us, s.p95_us, s.p99_us, s.max_us, s.req_per_s
-    )
+/// The traced and untraced round trips, a row each.
+fn rtts(r: &DriverReport) {
+    let row = |label: &str, s: &RttSummary| {
+        let mut v = vec![label.to_string(), s.count.to_string()];
+        v.extend([s.mean_us, s.p50_us, s.p95_us, s.p99_us, s.max_us].map(|x| format!("{x:.1}")));
+        v.push(format!("{:.0}", s.req_per_s));
+        v
+    };
+    let mut rows = vec![row("RTT traced", &r.traced)];
+    rows.extend(r.untraced.iter().map(|u| row("RTT untraced", u)));
+    let header = ["", "n", "mean µs", "p50", "p95", "p99", "max", "req/s"];
+    super::table::print("   ", &header, rows, &[0]);
 }
 
 /// The untraced phases over rounds (request/response, bulk, burst) and the run's context.
@@ -203,36 +209,61 @@ fn phases(r: &DriverReport) {
 /// The per-hop table (netpath's own time taken out, with a column for it), the one-way and
 /// turnaround distributions.
 fn hop_table(r: &DriverReport) {
-    println!(
-        "   {:<15} {:<9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>6}",
-        "hop", "dir", "crossings", "per-pkt", "netpath", "raw", "p50", "p99", "share"
+    let us = |x: f64| format!("{x:.2}µs");
+    let rows = r
+        .hops
+        .iter()
+        .map(|h| {
+            vec![
+                h.hop.to_string(),
+                h.dir.to_string(),
+                h.crossings.to_string(),
+                us(h.compensated_us),
+                us(h.own_us),
+                us(h.per_packet_us),
+                us(h.compensated_p50_us),
+                us(h.p99_us),
+                format!("{:.1}%", h.share_pct),
+            ]
+        })
+        .collect();
+    let header = [
+        "hop",
+        "dir",
+        "crossings",
+        "per-pkt",
+        "netpath",
+        "raw",
+        "p50",
+        "p99",
+        "share",
+    ];
+    super::table::print("   ", &header, rows, &[0, 1]);
+    // The one-way times and the server's turnaround, each a row.
+    let row = |name: String, d: &crate::record::Distribution| {
+        let mut v = vec![name, d.count.to_string()];
+        v.extend(
+            [
+                d.compensated_mean_us,
+                d.compensated_p50_us,
+                d.p99_us,
+                d.mean_us,
+                d.own_us,
+            ]
+            .map(|x| format!("{x:.2}")),
+        );
+        v
+    };
+    let mut rows: Vec<Vec<String>> = (r.one_way.iter())
+        .map(|(dir, d)| row(format!("one-way {dir}"), d))
+        .collect();
+    rows.extend(
+        r.turnaround
+            .iter()
+            .map(|t| row("server turnaround".into(), t)),
     );
-    for h in &r.hops {
-        println!(
-            "   {:<15} {:<9} {:>9} {:>7.2}µs {:>6.2}µs {:>7.2}µs {:>7.2}µs {:>7.2}µs {:>5.1}%",
-            h.hop,
-            h.dir,
-            h.crossings,
-            h.compensated_us,
-            h.own_us,
-            h.per_packet_us,
-            h.compensated_p50_us,
-            h.p99_us,
-            h.share_pct
-        );
-    }
-    for (dir, d) in &r.one_way {
-        println!(
-            "   one-way {dir:<9} n={:<7} mean {:>7.2} µs  p50 {:>7.2}  p99 {:>7.2}  (raw mean {:.2}, netpath {:.2})",
-            d.count, d.compensated_mean_us, d.compensated_p50_us, d.p99_us, d.mean_us, d.own_us
-        );
-    }
-    if let Some(t) = &r.turnaround {
-        println!(
-            "   server turnaround n={:<7} mean {:>7.2} µs  p50 {:>7.2}  p99 {:>7.2}  (raw mean {:.2}, netpath {:.2})",
-            t.count, t.compensated_mean_us, t.compensated_p50_us, t.p99_us, t.mean_us, t.own_us
-        );
-    }
+    let header = ["", "n", "mean µs", "p50", "p99", "raw mean", "netpath"];
+    super::table::print("   ", &header, rows, &[0]);
     if let Some(c) = &r.consistency {
         println!("   {}", consistency_line(c));
     }
@@ -290,11 +321,19 @@ fn tail(r: &DriverReport) {
             d.reason_name, d.hop, d.dir, d.last_point, d.device, d.count
         );
     }
-    for c in &r.prog_costs {
-        println!(
-            "   program {:<24} runs {:>9} ({:>5.1}/RTT)  avg {:>6.0} ns",
-            c.program, c.runs, c.runs_per_rtt, c.avg_ns
-        );
+    if !r.prog_costs.is_empty() {
+        let rows = (r.prog_costs.iter())
+            .map(|c| {
+                vec![
+                    c.program.clone(),
+                    c.runs.to_string(),
+                    format!("{:.1}", c.runs_per_rtt),
+                    format!("{:.0}", c.avg_ns),
+                ]
+            })
+            .collect();
+        let header = ["program", "runs", "runs/RTT", "avg ns"];
+        super::table::print("   ", &header, rows, &[0]);
     }
     let lost: Vec<String> = r.lost.iter().map(|(k, v)| format!("{k} {v}")).collect();
     println!("   events: {}", lost.join(", "));
@@ -333,66 +372,78 @@ fn table(reports: &[DriverReport]) {
         })
         .unwrap_or_default();
     println!("== summary ({mode}; untraced medians; traced figures are in each driver's block)");
-    // Docker rows with a protocol (`docker:host-egress udp`) are longer than a driver name.
-    let w = reports
-        .iter()
-        .map(|r| r.driver.len())
-        .max()
-        .unwrap_or(0)
-        .max(16);
-    println!(
-        "   {:<w$} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8} {:>6} {:>11}",
-        "driver", "req/s", "p50 µs", "p95 µs", "p99 µs", "Gbit/s", "retrans", "MTU", "attributed"
-    );
-    for r in reports {
-        let (rps, p50, p95, p99) =
-            r.rr.as_ref()
-                .map(|x| {
-                    (
-                        x.req_per_s.median,
-                        x.p50_us.median,
-                        x.p95_us.median,
-                        x.p99_us.median,
-                    )
-                })
-                .unwrap_or((
-                    r.traced.req_per_s,
-                    r.traced.p50_us,
-                    r.traced.p95_us,
-                    r.traced.p99_us,
-                ));
-        let (g, rt) = r
-            .bulk
-            .as_ref()
-            .map(|b| {
-                (
-                    format!("{:.2}", b.gbit_per_s.median),
-                    format!("{:.0}", b.retransmits.median),
-                )
-            })
-            .unwrap_or(("-".into(), "-".into()));
-        let mtu = r
-            .context
-            .as_ref()
-            .map(|c| c.client_mtu.to_string())
-            .unwrap_or("-".into());
-        println!(
-            "   {:<w$} {:>9.0} {:>8.1} {:>8.1} {:>8.1} {:>9} {:>8} {:>6} {:>10.1}%",
-            r.driver, rps, p50, p95, p99, g, rt, mtu, r.attributed_pct
-        );
-    }
-    for c in crate::record::claims(reports) {
-        println!(
-            "   {:<28} {:>6.2}×{}",
-            c.name,
-            c.ratio,
-            if c.noisy {
-                "   (spread of the per-round ratios exceeds the difference: not a result)"
+    let rows = reports.iter().map(summary_row).collect();
+    let header = [
+        "driver",
+        "req/s",
+        "p50 µs",
+        "p95 µs",
+        "p99 µs",
+        "Gbit/s",
+        "retrans",
+        "MTU",
+        "attributed",
+    ];
+    super::table::print("   ", &header, rows, &[0]);
+    let rows = crate::record::claims(reports)
+        .into_iter()
+        .map(|c| {
+            let noisy = if c.noisy {
+                "(spread of the per-round ratios exceeds the difference: not a result)"
             } else {
                 ""
-            }
-        );
-    }
+            };
+            vec![c.name, format!("{:.2}×", c.ratio), noisy.to_string()]
+        })
+        .collect();
+    super::table::print("   ", &["claim", "ratio", ""], rows, &[0, 2]);
+}
+
+/// A driver's row of the summary: untraced medians over rounds (traced figures without
+/// rounds), bulk, MTU, attributed share.
+fn summary_row(r: &DriverReport) -> Vec<String> {
+    let (rps, p50, p95, p99) =
+        r.rr.as_ref()
+            .map(|x| {
+                (
+                    x.req_per_s.median,
+                    x.p50_us.median,
+                    x.p95_us.median,
+                    x.p99_us.median,
+                )
+            })
+            .unwrap_or((
+                r.traced.req_per_s,
+                r.traced.p50_us,
+                r.traced.p95_us,
+                r.traced.p99_us,
+            ));
+    let (g, rt) = r
+        .bulk
+        .as_ref()
+        .map(|b| {
+            (
+                format!("{:.2}", b.gbit_per_s.median),
+                format!("{:.0}", b.retransmits.median),
+            )
+        })
+        .unwrap_or(("-".into(), "-".into()));
+    let mtu = r
+        .context
+        .as_ref()
+        .map(|c| c.client_mtu.to_string())
+        .unwrap_or("-".into());
+    vec![
+        r.driver.clone(),
+        format!("{rps:.0}"),
+        format!("{p50:.1}"),
+        format!("{p95:.1}"),
+        format!("{p99:.1}"),
+        g,
+        rt,
+        mtu,
+        format!("{:.1}%", r.attributed_pct),
+    ]
 }
 
 /// The lines of a driver's block on run mode, placement, machine, rounds and the block run.
@@ -444,38 +495,47 @@ fn pair_checks(reports: &[DriverReport]) {
         return;
     }
     println!("   differences, hops less netpath's own time vs untraced RTT means:");
-    for c in checks {
-        println!(
-            "   {:<28} {:+7.2} µs vs {:+7.2} µs untraced (raw hops {:+.2}){}",
-            format!("{} − {}", c.driver, c.reference),
-            c.compensated_delta_us,
-            c.untraced_delta_us,
-            c.raw_delta_us,
-            if c.within_tolerance {
+    let rows = checks
+        .into_iter()
+        .map(|c| {
+            let off = if c.within_tolerance {
                 ""
             } else {
-                "  (differs by more than 0.3 µs)"
-            }
-        );
-    }
+                "(differs by more than 0.3 µs)"
+            };
+            vec![
+                format!("{} − {}", c.driver, c.reference),
+                format!("{:+.2}", c.compensated_delta_us),
+                format!("{:+.2}", c.untraced_delta_us),
+                format!("{:+.2}", c.raw_delta_us),
+                off.to_string(),
+            ]
+        })
+        .collect();
+    let header = ["", "hops µs", "untraced µs", "raw hops µs", ""];
+    super::table::print("   ", &header, rows, &[0, 4]);
 }
 
 /// The per-round ratio lines of the summary.
 fn ratios(reports: &[DriverReport]) {
-    for c in crate::record::per_round::neighbour_ratios(reports) {
-        let rounds: Vec<String> = c.per_round.iter().map(|x| format!("{x:.2}")).collect();
-        println!(
-            "   {:<28} {:>6.2}× median, spread {:.2}–{:.2} over rounds [{}]{}",
-            c.name,
-            c.spread.median,
-            c.spread.min,
-            c.spread.max,
-            rounds.join(" "),
-            if c.mode_change {
-                "  (a round was a mode change of the machine)"
+    let rows = crate::record::per_round::neighbour_ratios(reports)
+        .into_iter()
+        .map(|c| {
+            let rounds: Vec<String> = c.per_round.iter().map(|x| format!("{x:.2}")).collect();
+            let mode = if c.mode_change {
+                "(a round was a mode change of the machine)"
             } else {
                 ""
-            }
-        );
-    }
+            };
+            vec![
+                c.name,
+                format!("{:.2}×", c.spread.median),
+                format!("{:.2}–{:.2}", c.spread.min, c.spread.max),
+                rounds.join(" "),
+                mode.to_string(),
+            ]
+        })
+        .collect();
+    let header = ["", "median", "spread", "per round", ""];
+    super::table::print("   ", &header, rows, &[0, 3, 4]);
 }

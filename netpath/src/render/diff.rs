@@ -41,37 +41,34 @@ fn table(w: &mut dyn Write, title: &str, rows: &[Delta], share: bool) -> std::io
         return Ok(());
     }
     writeln!(w, "{title}")?;
-    writeln!(
-        w,
-        "   {:<36} {:>10} {:>10} {:>9} {:>7} {:>6}  call",
-        "figure",
-        "A",
-        "B",
-        "delta",
-        "noise",
-        if share { "share" } else { "" }
-    )?;
-    for d in rows {
-        let sh = match (share, d.share_pct) {
-            (true, Some(p)) => format!("{p:.0}%"),
-            _ => String::new(),
-        };
-        let name = match &d.note {
-            Some(n) => format!("{} {n}", d.name),
-            None => d.name.clone(),
-        };
-        writeln!(
-            w,
-            "   {:<36} {:>10} {:>10} {:>+9.2} {:>7.2} {:>6}  {}",
-            name,
-            median(d, true),
-            median(d, false),
-            d.delta,
-            d.noise,
-            sh,
-            call(d)
-        )?;
+    let mut header = vec!["figure", "A", "B", "delta", "noise"];
+    if share {
+        header.push("share");
     }
+    header.push("call");
+    let rows = rows
+        .iter()
+        .map(|d| {
+            let name = match &d.note {
+                Some(n) => format!("{} {n}", d.name),
+                None => d.name.clone(),
+            };
+            let mut row = vec![
+                name,
+                median(d, true),
+                median(d, false),
+                format!("{:+.2}", d.delta),
+                format!("{:.2}", d.noise),
+            ];
+            if share {
+                row.push(d.share_pct.map(|p| format!("{p:.0}%")).unwrap_or_default());
+            }
+            row.push(call(d).to_string());
+            row
+        })
+        .collect();
+    // The call is words, left-aligned after the figures.
+    super::table::write(w, "   ", &header, rows, &[0, header.len() - 1])?;
     writeln!(w)?;
     Ok(())
 }

@@ -21,46 +21,51 @@ impl super::Render for DoctorOutput {
 }
 
 fn print(w: &mut dyn Write, c: &Capabilities, chosen: Option<Backend>) -> std::io::Result<()> {
-    writeln!(w, "kernel    {}", c.kernel)?;
-    writeln!(w, "lockdown  {}", c.lockdown)?;
-    writeln!(
+    let btf = if c.btf {
+        "yes (/sys/kernel/btf/vmlinux)"
+    } else {
+        "no"
+    };
+    let rows = [
+        ["kernel", &c.kernel],
+        ["lockdown", &c.lockdown],
+        ["BTF", btf],
+    ];
+    let rows = rows.map(|r| r.map(str::to_string).to_vec()).to_vec();
+    super::table::write(w, "", &[], rows, &[0, 1])?;
+    writeln!(w)?;
+    let yes = |ok: bool| if ok { "yes" } else { "no" }.to_string();
+    let mut rows: Vec<Vec<String>> = (c.checks.iter())
+        .map(|ch| vec![ch.name.to_string(), yes(ch.ok), ch.detail.clone()])
+        .collect();
+    rows.push(vec![
+        "docker".into(),
+        yes(c.docker.ok),
+        c.docker.detail.clone(),
+    ]);
+    super::table::write(
         w,
-        "BTF       {}",
-        if c.btf {
-            "yes (/sys/kernel/btf/vmlinux)"
-        } else {
-            "no"
-        }
+        "",
+        &["program type", "usable", "detail"],
+        rows,
+        &[0, 1, 2],
     )?;
     writeln!(w)?;
-    writeln!(w, "{:<16} {:<6} detail", "program type", "usable")?;
-    for ch in &c.checks {
-        writeln!(
-            w,
-            "{:<16} {:<6} {}",
-            ch.name,
-            if ch.ok { "yes" } else { "no" },
-            ch.detail
-        )?;
-    }
-    writeln!(
-        w,
-        "{:<16} {:<6} {}",
-        "docker",
-        if c.docker.ok { "yes" } else { "no" },
-        c.docker.detail
-    )?;
-    writeln!(w)?;
-    for b in [Backend::Fentry, Backend::Kprobe, Backend::Tracepoint] {
-        let state = if !c.usable(b) {
-            "kernel refuses"
-        } else if Backend::implemented().contains(&b) {
-            "usable"
-        } else {
-            "kernel allows; not in this build"
-        };
-        writeln!(w, "backend {:<11} {}", b.name(), state)?;
-    }
+    let rows = [Backend::Fentry, Backend::Kprobe, Backend::Tracepoint]
+        .into_iter()
+        .map(|b| {
+            let state = if !c.usable(b) {
+                "kernel refuses"
+            } else if Backend::implemented().contains(&b) {
+                "usable"
+            } else {
+                "kernel allows; not in this build"
+            };
+            vec![format!("backend {}", b.name()), state.to_string()]
+        })
+        .collect();
+    // No header: each row names itself (`backend tracepoint  usable`).
+    super::table::write(w, "", &[], rows, &[0, 1])?;
     if let Some(b) = chosen {
         let hops: Vec<&str> = b.visible_hops().iter().map(|h| h.name()).collect();
         writeln!(

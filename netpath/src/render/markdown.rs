@@ -3,8 +3,12 @@
 
 use std::fmt::Write as _;
 
+use super::table;
 use crate::bench::*;
 use crate::harness::Proto;
+
+mod serve_on;
+pub use serve_on::serve_on;
 
 /// A goal, its measured figure and whether it is met.
 struct Goal {
@@ -221,38 +225,50 @@ One interleaved compare of the lab drivers ({} rounds × {} \
 ",
         p.rounds, p.requests
     );
-    let _ = writeln!(
-        s,
-        "| driver | untraced RTT mean | raw hop sum | netpath's own | compensated | error | run cost |
-|---|---|---|---|---|---|---|"
-    );
-    for r in &p.sums {
-        let _ = writeln!(
-            s,
-            "| {} | {} µs | {} µs | {} µs | {} µs | {:+.1}% | {} ns |",
-            r.driver,
-            f(r.untraced_mean_us, 2),
-            f(r.raw_sum_us, 2),
-            f(r.own_us, 2),
-            f(r.compensated_sum_us, 2),
-            r.error_pct,
-            f(r.run_cost_ns, 0)
-        );
-    }
-    let _ = writeln!(
-        s,
-        "
-| difference | untraced | compensated hops | raw hops |
-|---|---|---|---|"
-    );
-    for c in &p.pairs {
-        let _ = writeln!(
-            s,
-            "| {} − {} | {:+.2} µs | {:+.2} µs | {:+.2} µs |",
-            c.driver, c.reference, c.untraced_delta_us, c.compensated_delta_us, c.raw_delta_us
-        );
-    }
-    let v = &p.validate;
+    let us = |v: f64, digits: usize| format!("{} µs", f(v, digits));
+    let rows = (p.sums.iter())
+        .map(|r| {
+            vec![
+                r.driver.clone(),
+                us(r.untraced_mean_us, 2),
+                us(r.raw_sum_us, 2),
+                us(r.own_us, 2),
+                us(r.compensated_sum_us, 2),
+                format!("{:+.1}%", r.error_pct),
+                format!("{} ns", f(r.run_cost_ns, 0)),
+            ]
+        })
+        .collect();
+    let header = [
+        "driver",
+        "untraced RTT mean",
+        "raw hop sum",
+        "netpath's own",
+        "compensated",
+        "error",
+        "run cost",
+    ];
+    s.push_str(&table::markdown(&header, rows));
+    let signed = |v: f64| format!("{v:+.2} µs");
+    let rows = (p.pairs.iter())
+        .map(|c| {
+            vec![
+                format!("{} − {}", c.driver, c.reference),
+                signed(c.untraced_delta_us),
+                signed(c.compensated_delta_us),
+                signed(c.raw_delta_us),
+            ]
+        })
+        .collect();
+    let header = ["difference", "untraced", "compensated hops", "raw hops"];
+    let _ = writeln!(s);
+    s.push_str(&table::markdown(&header, rows));
+    validate(s, &p.validate);
+}
+
+/// `validate`'s cases: each delay held on the server and what the hop table recovered.
+fn validate(s: &mut String, v: &crate::validate::ValidateOutput) {
+    let signed = |v: f64| format!("{v:+.2} µs");
     let _ = writeln!(
         s,
         "
@@ -262,25 +278,29 @@ One interleaved compare of the lab drivers ({} rounds × {} \
 ",
         v.rounds, v.requests
     );
-    let _ = writeln!(
-        s,
-        "| driver | D | held | recovered | error | largest other hop | untraced RTT p50 change |
-|---|---|---|---|---|---|---|"
-    );
-    for c in &v.cases {
-        let _ = writeln!(
-            s,
-            "| {} | {} µs | {} µs | {:+.2} µs | {:+.2} µs | {} {:+.2} µs | {:+.2} µs |",
-            c.driver,
-            c.injected_us,
-            f(c.held_us, 2),
-            c.recovered_us,
-            c.error_us,
-            c.largest_other_hop,
-            c.largest_other_us,
-            c.untraced_rtt_delta_us
-        );
-    }
+    let rows = (v.cases.iter())
+        .map(|c| {
+            vec![
+                c.driver.clone(),
+                format!("{} µs", c.injected_us),
+                format!("{} µs", f(c.held_us, 2)),
+                signed(c.recovered_us),
+                signed(c.error_us),
+                format!("{} {}", c.largest_other_hop, signed(c.largest_other_us)),
+                signed(c.untraced_rtt_delta_us),
+            ]
+        })
+        .collect();
+    let header = [
+        "driver",
+        "D",
+        "held",
+        "recovered",
+        "error",
+        "largest other hop",
+        "untraced RTT p50 change",
+    ];
+    s.push_str(&table::markdown(&header, rows));
     let _ = writeln!(s);
 }
 
@@ -406,10 +426,17 @@ pub fn goals_table(r: &BenchReport) -> String {
 
 fn goals(s: &mut String, r: &BenchReport) {
     let _ = writeln!(s, "## Goals\n");
-    let _ = writeln!(s, "| goal | measured | |\n|---|---|---|");
-    for g in goal_list(r) {
-        let _ = writeln!(s, "| {} | {} | {} |", g.what, g.figure, verdict(&g));
-    }
+    let rows = goal_list(r)
+        .into_iter()
+        .map(|g| {
+            vec![
+                g.what.to_string(),
+                g.figure.clone(),
+                verdict(&g).to_string(),
+            ]
+        })
+        .collect();
+    s.push_str(&table::markdown(&["goal", "measured", ""], rows));
     let _ = writeln!(s);
 }
 
@@ -417,20 +444,17 @@ fn rtt(r: &Rtt) -> String {
     format!("{} / {}", f(r.p50_us, 1), f(r.p99_us, 1))
 }
 
-fn mode(s: &mut String, m: &ModeLatency) {
-    let _ = writeln!(
-        s,
-        "| {:?}, cpus {} | {} | {} | {} | {} / {} | {} / {} |",
-        m.wait,
-        m.placement,
+/// A wait mode's row: RTTs untraced, traced and attached, and the two ratios to untraced.
+fn mode(m: &ModeLatency) -> Vec<String> {
+    let ratios = |q: &Ratios| format!("{} / {}", f(q.p50, 3), f(q.p99, 3));
+    vec![
+        format!("{:?}, cpus {}", m.wait, m.placement),
         rtt(&m.untraced_median),
         rtt(&m.traced_median),
         rtt(&m.attached_median),
-        f(m.traced_vs_untraced.p50, 3),
-        f(m.traced_vs_untraced.p99, 3),
-        f(m.attached_vs_untraced.p50, 3),
-        f(m.attached_vs_untraced.p99, 3),
-    );
+        ratios(&m.traced_vs_untraced),
+        ratios(&m.attached_vs_untraced),
+    ]
 }
 
 fn driver(s: &mut String, d: &DriverBench) {
@@ -443,12 +467,18 @@ fn driver(s: &mut String, d: &DriverBench) {
          medians of per-round ratios. *attached*: probes on, this pair not followed.\n",
         d.proto.name()
     );
-    let _ = writeln!(
-        s,
-        "| wait mode | untraced | traced | attached | traced/untraced p50 / p99 | attached/untraced p50 / p99 |\n|---|---|---|---|---|---|"
-    );
-    mode(s, &l.block);
-    mode(s, &l.spin);
+    let header = [
+        "wait mode",
+        "untraced",
+        "traced",
+        "attached",
+        "traced/untraced p50 / p99",
+        "attached/untraced p50 / p99",
+    ];
+    s.push_str(&table::markdown(
+        &header,
+        vec![mode(&l.block), mode(&l.spin)],
+    ));
     let _ = writeln!(
         s,
         "\nsockperf ping-pong ({}, blocking) {} µs p50 / p99; netpath untraced / sockperf p50 {}. \
@@ -488,20 +518,18 @@ fn driver(s: &mut String, d: &DriverBench) {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let _ = writeln!(
-        s,
-        "| program | runs per RTT | ns per run | ns per RTT |\n|---|---|---|---|"
-    );
-    for p in &k.programs {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} |",
-            p.program,
-            f(p.runs_per_rtt, 2),
-            f(p.avg_ns, 1),
-            f(p.avg_ns * p.runs_per_rtt, 0)
-        );
-    }
+    let rows = (k.programs.iter())
+        .map(|p| {
+            vec![
+                p.program.clone(),
+                f(p.runs_per_rtt, 2),
+                f(p.avg_ns, 1),
+                f(p.avg_ns * p.runs_per_rtt, 0),
+            ]
+        })
+        .collect();
+    let header = ["program", "runs per RTT", "ns per run", "ns per RTT"];
+    s.push_str(&table::markdown(&header, rows));
     let _ = writeln!(s);
 }
 
@@ -550,49 +578,9 @@ fn journey_run(s: &mut String, r: &BenchReport) {
         j.unaccounted(),
         j.journeys_unaccounted()
     );
-    let _ = writeln!(s, "| loss counter | count |\n|---|---|");
-    for (k, v) in &j.losses {
-        let _ = writeln!(s, "| {k} | {v} |");
-    }
-    let _ = writeln!(s);
-}
-
-/// The serve-left-on section: redis throughput and p50 per mode, against serve off.
-pub fn serve_on(s: &mut String, o: &crate::bench::serve_on::ServeOn) {
-    use crate::bench::serve_on::{CONNECTIONS, GOAL_P50, GOAL_THROUGHPUT};
-    let _ = writeln!(
-        s,
-        "## Serve left on\n\nredis-server in one container, redis-benchmark ({CONNECTIONS} \
-         connections, {} GETs per run) in another, on a Docker bridge network of their own; \
-         {} rounds, the three modes interleaved, medians; `serve` at its default --sample {}. \
-         Goals when following the server: throughput ≥ {GOAL_THROUGHPUT}×, p50 ≤ {GOAL_P50}× \
-         of serve off. CPU: the serve process's user+system time over the run, per core.\n",
-        o.requests, o.rounds, o.sample
-    );
-    let _ = writeln!(
-        s,
-        "| mode | requests/s | ×off | p50 | ×off | serve CPU per core | goal |\n|---|---|---|---|---|---|---|"
-    );
-    for r in &o.rows {
-        let goal = if r.mode.ends_with("the server") {
-            let t = r.rps_ratio >= GOAL_THROUGHPUT;
-            let p = r.p50_ratio <= GOAL_P50;
-            format!(
-                "throughput {}, p50 {}",
-                if t { "met" } else { "not met" },
-                if p { "met" } else { "not met" }
-            )
-        } else {
-            String::new()
-        };
-        let cpu = r
-            .serve_cpu_pct_per_core
-            .map_or("–".to_string(), |c| format!("{c:.1}%"));
-        let _ = writeln!(
-            s,
-            "| {} | {:.0} | {:.3} | {:.3} ms | {:.3} | {cpu} | {goal} |",
-            r.mode, r.rps, r.rps_ratio, r.p50_ms, r.p50_ratio
-        );
-    }
+    let rows = (j.losses.iter())
+        .map(|(k, v)| vec![k.to_string(), v.to_string()])
+        .collect();
+    s.push_str(&table::markdown(&["loss counter", "count"], rows));
     let _ = writeln!(s);
 }

@@ -20,6 +20,7 @@ pub mod prom;
 pub mod prom_hist;
 pub mod schema;
 pub mod svg;
+pub mod table;
 pub mod trace;
 pub mod tune;
 pub mod validate;

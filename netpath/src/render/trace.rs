@@ -28,25 +28,28 @@ pub fn print(w: &mut dyn Write, out: &TraceOutput) -> std::io::Result<()> {
         if let Some(x) = &t.translated {
             writeln!(w, "   NAT: {x}")?;
         }
+        // One row per point; no header: each cell carries its unit (µs, +, cpu) as before.
         let mut at = 0.0;
-        for p in &t.points {
-            at += p.since_prev_us;
-            writeln!(
-                w,
-                "   {:>9.3} µs  +{:>8.3}  {:<14} {:<30} {:<8} cpu{:<2} {}",
-                at,
-                p.since_prev_us,
-                p.point,
-                p.device,
-                p.kind,
-                p.cpu,
-                if p.point == "send" && p.hop != "proxy" {
+        let rows = (t.points.iter())
+            .map(|p| {
+                at += p.since_prev_us;
+                let hop = if p.point == "send" && p.hop != "proxy" {
                     ""
                 } else {
                     p.hop
-                }
-            )?;
-        }
+                };
+                vec![
+                    format!("{at:.3} µs"),
+                    format!("+{:.3}", p.since_prev_us),
+                    p.point.to_string(),
+                    p.device.to_string(),
+                    p.kind.to_string(),
+                    format!("cpu{}", p.cpu),
+                    hop.to_string(),
+                ]
+            })
+            .collect();
+        super::table::write(w, "   ", &[], rows, &[2, 3, 4, 5, 6])?;
     }
     let lost: Vec<String> = out.lost.iter().map(|(k, v)| format!("{k} {v}")).collect();
     writeln!(

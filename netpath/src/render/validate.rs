@@ -49,8 +49,5 @@ fn print(w: &mut dyn Write, v: &ValidateOutput) -> std::io::Result<()> {
         "largest other hop",
         "untraced Δ",
     ];
-    for line in super::block::table_left(&header, rows, &[0, 1, 7]) {
-        writeln!(w, " {line}")?;
-    }
-    Ok(())
+    super::table::write(w, "    ", &header, rows, &[0, 1, 7])
 }

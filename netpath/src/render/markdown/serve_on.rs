@@ -1,0 +1,57 @@
+//! `BENCHMARKS.md`'s "Serve left on" section (alone with `bench --only-serve-left-on`): redis
+//! throughput and p50 per serve mode against serve off, and the goals of following a server.
+use std::fmt::Write as _;
+
+use crate::render::table;
+
+/// The serve-left-on section: redis throughput and p50 per mode, against serve off.
+pub fn serve_on(s: &mut String, o: &crate::bench::serve_on::ServeOn) {
+    use crate::bench::serve_on::{CONNECTIONS, GOAL_P50, GOAL_THROUGHPUT};
+    let _ = writeln!(
+        s,
+        "## Serve left on\n\nredis-server in one container, redis-benchmark ({CONNECTIONS} \
+         connections, {} GETs per run) in another, on a Docker bridge network of their own; \
+         {} rounds, the three modes interleaved, medians; `serve` at its default --sample {}. \
+         Goals when following the server: throughput ≥ {GOAL_THROUGHPUT}×, p50 ≤ {GOAL_P50}× \
+         of serve off. CPU: the serve process's user+system time over the run, per core.\n",
+        o.requests, o.rounds, o.sample
+    );
+    let met = |ok: bool| if ok { "met" } else { "not met" };
+    let rows = (o.rows.iter())
+        .map(|r| {
+            // The goals are for following the server; serve off and serve idle are references.
+            let goal = if r.mode.ends_with("the server") {
+                format!(
+                    "throughput {}, p50 {}",
+                    met(r.rps_ratio >= GOAL_THROUGHPUT),
+                    met(r.p50_ratio <= GOAL_P50)
+                )
+            } else {
+                String::new()
+            };
+            let cpu = r
+                .serve_cpu_pct_per_core
+                .map_or("–".to_string(), |c| format!("{c:.1}%"));
+            vec![
+                r.mode.clone(),
+                format!("{:.0}", r.rps),
+                format!("{:.3}", r.rps_ratio),
+                format!("{:.3} ms", r.p50_ms),
+                format!("{:.3}", r.p50_ratio),
+                cpu,
+                goal,
+            ]
+        })
+        .collect();
+    let header = [
+        "mode",
+        "requests/s",
+        "×off",
+        "p50",
+        "×off",
+        "serve CPU per core",
+        "goal",
+    ];
+    s.push_str(&table::markdown(&header, rows));
+    let _ = writeln!(s);
+}

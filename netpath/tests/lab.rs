@@ -281,21 +281,7 @@ fn bridge_driver_builds_runs_and_tears_down() {
     lab.teardown().unwrap();
     assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
     for (n, fd) in &keep {
-        let fd = fd.as_fd().try_clone_to_owned().unwrap();
-        let left: Vec<String> = std::thread::scope(|s| {
-            s.spawn(|| {
-                nix::sched::setns(fd, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
-                netpath::sys::nl::Nl::new()
-                    .unwrap()
-                    .links()
-                    .unwrap()
-                    .into_iter()
-                    .map(|l| l.name)
-                    .collect()
-            })
-            .join()
-            .unwrap()
-        });
+        let left = common::link_names(Some(fd.as_fd().try_clone_to_owned().unwrap()));
         assert_eq!(left, vec!["lo".to_string()], "links left in {}", n.name);
     }
     drop(keep);

@@ -3,6 +3,7 @@
 
 pub mod dgram;
 pub mod schema;
+pub mod usernet;
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
@@ -82,6 +83,33 @@ pub fn one_traced_run(driver: Driver, requests: u64, warmup: u64) -> CompareOpti
     }
 }
 
+/// `program ARGS`, which must exit 0 (the command and its stderr in the failure); its stdout,
+/// trimmed.
+pub fn run_ok(program: &str, args: &[&str]) -> String {
+    let out = output_ok(Command::new(program).args(args));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Runs `cmd` to its end; it must exit 0 (the command and its stderr in the failure).
+pub fn output_ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `netpath ARGS`, which must fail with one line on stderr: that line.
+pub fn one_line_error(args: &[&str]) -> String {
+    let out = Command::new(NETPATH).args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert_eq!(err.lines().count(), 1, "one line, got: {err}");
+    err
+}
+
 /// `netpath ARGS`, which must succeed (its stderr in the failure), its stdout parsed as JSON.
 pub fn run_json(args: &[&str]) -> serde_json::Value {
     let out = Command::new(NETPATH).args(args).output().unwrap();
@@ -120,7 +148,16 @@ pub fn netns_files(run_id: &str) -> Vec<String> {
 /// Names of links in the root namespace (read via netlink from a fresh thread, which
 /// starts in the process's namespace).
 pub fn root_links() -> HashSet<String> {
+    link_names(None).into_iter().collect()
+}
+
+/// Names of the links in the namespace `netns` (the process's when `None`), read via netlink
+/// from a fresh thread that enters it.
+pub fn link_names(netns: Option<std::os::fd::OwnedFd>) -> Vec<String> {
     std::thread::spawn(|| {
+        if let Some(fd) = netns {
+            nix::sched::setns(fd, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+        }
         netpath::sys::nl::Nl::new()
             .unwrap()
             .links()

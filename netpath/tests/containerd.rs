@@ -247,12 +247,7 @@ fn compare_between_two_pods_and_inspect_one() {
         "{}",
         r["lost"]
     );
-    let hops: Vec<&str> = r["hops"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|h| h["hop"].as_str())
-        .collect();
+    let hops = common::json_hops(r, "hops");
     assert!(
         hops.contains(&"veth") && hops.contains(&"bridge"),
         "{hops:?}"

@@ -78,15 +78,11 @@ fn opts() -> DockerLabOptions {
     }
 }
 
+/// common's, with 30 s for an exchange (as since the first Docker tests) rather than 20.
 fn small_rr() -> RrConfig {
     RrConfig {
-        wait: netpath::harness::WaitMode::Block,
-        requests: 200,
-        warmup: 20,
-        req_size: 1024,
-        resp_size: 1024,
         timeout: Duration::from_secs(30),
-        ..Default::default()
+        ..common::small_rr()
     }
 }
 
@@ -343,12 +339,7 @@ fn host_lab_runs_rr() {
         let (cli, srv) = (format!("np{id}-cli"), format!("np{id}-srv"));
         let r = compare_between(&cli, &srv, 200).unwrap();
         assert_eq!(r["driver"], format!("{cli}→{srv} (host via host)"), "{r}");
-        let hops: Vec<&str> = r["hops"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| h["hop"].as_str().unwrap())
-            .collect();
+        let hops = common::json_hops(&r, "hops");
         assert!(
             hops.contains(&"loopback") && !hops.contains(&"veth"),
             "{hops:?}"
@@ -587,12 +578,7 @@ fn containers_started_with_the_docker_cli_are_resolved() {
         .collect();
     assert!(complete.len() >= 5, "{v}");
     for t in complete {
-        let hops: Vec<&str> = t["points"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p["hop"].as_str().unwrap())
-            .collect();
+        let hops = common::json_hops(t, "points");
         assert!(
             hops.contains(&"veth") && hops.contains(&"bridge"),
             "{hops:?}"
@@ -613,14 +599,7 @@ fn containers_started_with_the_docker_cli_are_resolved() {
     assert_eq!(r["traced"]["count"], n, "{r}");
     let completed = r["lost"]["completed"].as_u64().unwrap();
     assert!(completed * 100 >= 2 * n * 99, "{}", r["lost"]);
-    let crossings = |dir: &str, hop: &str| {
-        r["hops"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|h| h["dir"] == dir && h["hop"] == hop)
-            .map_or(0, |h| h["crossings"].as_u64().unwrap())
-    };
+    let crossings = |dir: &str, hop: &str| common::json_crossings(r, dir, hop);
     for dir in ["request", "response"] {
         // Container eth0 → host veth, then the bridge port → the other container's eth0.
         let done = r["one_way"][dir]["count"].as_u64().unwrap();
@@ -652,14 +631,7 @@ fn containers_started_with_the_docker_cli_are_resolved() {
             "{p}: {l}"
         );
         for dir in ["request", "response"] {
-            let c = |hop: &str| {
-                r["hops"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .find(|h| h["dir"] == dir && h["hop"] == hop)
-                    .map_or(0, |h| h["crossings"].as_u64().unwrap())
-            };
+            let c = |hop: &str| common::json_crossings(r, dir, hop);
             let done = r["one_way"][dir]["count"].as_u64().unwrap();
             assert!(
                 c("veth") >= 2 * done && c("bridge") >= done,
@@ -999,37 +971,14 @@ fn child_docker_labs_process() {
 #[test]
 fn cleanup_docker_removes_what_a_killed_run_left() {
     let (_g, engine) = setup();
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(exe)
-        .args([
-            "--exact",
-            "child_docker_labs_process",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(out).lines() {
-            let Ok(line) = line else { break };
-            if let Some((_, v)) = line.split_once("RUNIDS=") {
-                let _ = tx.send(v.trim().to_string());
-            }
-        }
-    });
-    let ids = rx.recv_timeout(Duration::from_secs(120));
-    let Ok(ids) = ids else {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("child printed no run ids");
-    };
+    let (mut child, ids) = common::spawn_test_child(
+        "child_docker_labs_process",
+        (CHILD_ENV, "1"),
+        Stdio::null(),
+        "RUNIDS=",
+        Duration::from_secs(120),
+    );
+    assert!(!ids.is_empty(), "child printed no run ids");
     let ids: Vec<String> = ids.split_whitespace().map(String::from).collect();
     assert_eq!(ids.len(), 3);
     // The egress run's uplink is in the host's namespace until cleanup removes it.
@@ -1043,8 +992,8 @@ fn cleanup_docker_removes_what_a_killed_run_left() {
         "{removed:?}"
     );
     assert!(!labelled("container", Some(&ids[0])).is_empty());
-    let _ = child.kill();
-    let _ = child.wait();
+    let _ = child.0.kill();
+    let _ = child.0.wait();
     // The second daemon outlives its parent (own process group) until cleanup stops it.
     let sock = format!("/run/netpath/dockerd-{}.sock", ids[1]);
     assert!(Path::new(&sock).exists());

@@ -193,12 +193,7 @@ fn trace_one(proto: &str) {
     let tl = v["timelines"].as_array().unwrap();
     assert_eq!(tl.len(), 6);
     for t in tl {
-        let hops: Vec<&str> = t["points"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p["hop"].as_str().unwrap())
-            .collect();
+        let hops = common::json_hops(t, "points");
         assert!(
             hops.contains(&"bridge") && hops.contains(&"veth"),
             "{hops:?}"

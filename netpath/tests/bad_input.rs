@@ -105,123 +105,128 @@ fn need_root() -> std::sync::MutexGuard<'static, ()> {
     common::need_root()
 }
 
+/// (arguments, what the one line names) of the cases run as root.
+const AS_ROOT: &[(&str, &str)] = &[
+    // The eight cases of issue 16.
+    (
+        "compare -d bridge --streams 100000 --burst 0 -n 100",
+        "--streams",
+    ),
+    ("compare -d bridge --req-size 100000000", "--req-size"),
+    ("compare -d bridge --burst 100000000", "--burst"),
+    (
+        "compare -d bridge --warmup 99999999999999 -n 10",
+        "--warmup",
+    ),
+    (
+        "compare -d bridge --bulk-secs 100000000000",
+        "--bulk <DURATION>",
+    ),
+    ("compare -d bridge -n 0", "--requests"),
+    ("compare -d bridge --rounds 0", "--rounds"),
+    ("trace --count 0", "--count"),
+    // More numbers out of range, not numbers, zero where it means nothing.
+    ("compare --burst-secs 0", "--burst-duration"),
+    ("compare --bulk-secs=-1", "--bulk <DURATION>"),
+    ("compare --bulk nan", "--bulk <DURATION>"),
+    ("compare --resp-size 0", "--resp-size"),
+    ("compare --sample-every 2000000", "--sample-every"),
+    ("compare --streams 0", "--streams"),
+    ("compare -n lots", "--requests"),
+    ("trace --duration 0", "--duration"),
+    ("trace --port 70000", "--port"),
+    ("trace --host 10.0.0.300", "--host"),
+    ("bench --rounds 0", "--rounds"),
+    ("bench --secs 0", "--duration"),
+    ("bench --proto icmp", "sockperf has no ICMP mode"),
+    ("bench --stability --proto udp", "has no --proto"),
+    ("compare --underlay-delay 5s", "at most 1s"),
+    ("compare --underlay-jitter 1ms", "--underlay-delay"),
+    ("compare -d bridge,nosuch", "possible values"),
+    ("compare --backend ebpf", "possible values"),
+    ("compare --between onlyone", "--between"),
+    ("frobnicate", "frobnicate"),
+    ("doctor --format xml", "possible values: text, json"),
+    ("trace -c 1 --json --format text", "cannot be used with"),
+    // Values only the run can check: refused before any lab is built.
+    ("trace --proto bogus -c 1", "unknown protocol"),
+    // Protocols a path cannot carry the way netpath measures them, said before any lab.
+    (
+        "compare -d published-proxy --proto udp -n 10",
+        "cannot be measured on published-proxy",
+    ),
+    (
+        "trace -d published-proxy --proto udp -c 1",
+        "cannot be measured on published-proxy",
+    ),
+    (
+        "compare -d bridge --proto udp --req-size 70000",
+        "does not fit one datagram",
+    ),
+    (
+        "compare --docker -d bridge --proto icmp --resp-size 64",
+        "echo reply carries",
+    ),
+    (
+        "compare -d published-proxy --proto icmp -n 10",
+        "cannot be measured on published-proxy",
+    ),
+    (
+        "compare -d published-nat --proto icmp -n 10",
+        "cannot be measured on published-nat",
+    ),
+    (
+        "compare -d bridge --proto icmp --resp-size 64",
+        "echo reply carries",
+    ),
+    ("compare -d bridge --proto sctp", "possible values"),
+    ("trace -d bridge --proto 47 -c 1", "protocol number"),
+    ("trace --netns nosuch -c 1", "no lab netns"),
+    ("trace --iface nosuch0 -c 1", "no lab device"),
+];
+
+/// …run as `nobody`: the environment lacks root.
+const UNPRIVILEGED: &[(&str, &str)] = &[
+    // The environment.
+    ("compare -d host -n 10", "needs root"),
+    ("trace -c 1", "needs root"),
+    ("cleanup", "needs root"),
+    ("diff -d overlay --vs bridge -n 10", "needs root"),
+];
+
+/// …run with no kernel BTF.
+const NO_BTF: &[(&str, &str)] = &[
+    (
+        "diff -d overlay --vs bridge -n 10 --burst 0",
+        "no kernel BTF",
+    ),
+    ("compare -d host -n 10 --burst 0", "no kernel BTF"),
+    ("trace -c 1", "no kernel BTF"),
+];
+
+/// …run with `DOCKER_HOST` at a dead socket.
+const DEAD_DOCKER: &[(&str, &str)] = &[
+    ("compare --docker -d bridge", "not reachable"),
+    ("compare --between a b", "not reachable"),
+    ("trace --container web", "not reachable"),
+    ("inspect web", "not reachable"),
+];
+
 /// The options and environments that never reach a daemon.
 #[test]
 fn bad_options_and_environments_answered_in_one_line() {
     let _g = need_root();
     use How::*;
-    let mut cases = vec![
-        // The eight cases of issue 16.
-        case(
-            "compare -d bridge --streams 100000 --burst 0 -n 100",
-            Root,
-            "--streams",
-        ),
-        case("compare -d bridge --req-size 100000000", Root, "--req-size"),
-        case("compare -d bridge --burst 100000000", Root, "--burst"),
-        case(
-            "compare -d bridge --warmup 99999999999999 -n 10",
-            Root,
-            "--warmup",
-        ),
-        case(
-            "compare -d bridge --bulk-secs 100000000000",
-            Root,
-            "--bulk <DURATION>",
-        ),
-        case("compare -d bridge -n 0", Root, "--requests"),
-        case("compare -d bridge --rounds 0", Root, "--rounds"),
-        case("trace --count 0", Root, "--count"),
-        // More numbers out of range, not numbers, zero where it means nothing.
-        case("compare --burst-secs 0", Root, "--burst-duration"),
-        case("compare --bulk-secs=-1", Root, "--bulk <DURATION>"),
-        case("compare --bulk nan", Root, "--bulk <DURATION>"),
-        case("compare --resp-size 0", Root, "--resp-size"),
-        case("compare --sample-every 2000000", Root, "--sample-every"),
-        case("compare --streams 0", Root, "--streams"),
-        case("compare -n lots", Root, "--requests"),
-        case("trace --duration 0", Root, "--duration"),
-        case("trace --port 70000", Root, "--port"),
-        case("trace --host 10.0.0.300", Root, "--host"),
-        case("bench --rounds 0", Root, "--rounds"),
-        case("bench --secs 0", Root, "--duration"),
-        case("bench --proto icmp", Root, "sockperf has no ICMP mode"),
-        case("bench --stability --proto udp", Root, "has no --proto"),
-        case("compare --underlay-delay 5s", Root, "at most 1s"),
-        case("compare --underlay-jitter 1ms", Root, "--underlay-delay"),
-        case("compare -d bridge,nosuch", Root, "possible values"),
-        case("compare --backend ebpf", Root, "possible values"),
-        case("compare --between onlyone", Root, "--between"),
-        case("frobnicate", Root, "frobnicate"),
-        case("doctor --format xml", Root, "possible values: text, json"),
-        case(
-            "trace -c 1 --json --format text",
-            Root,
-            "cannot be used with",
-        ),
-        // Values only the run can check: refused before any lab is built.
-        case("trace --proto bogus -c 1", Root, "unknown protocol"),
-        // Protocols a path cannot carry the way netpath measures them, said before any lab.
-        case(
-            "compare -d published-proxy --proto udp -n 10",
-            Root,
-            "cannot be measured on published-proxy",
-        ),
-        case(
-            "trace -d published-proxy --proto udp -c 1",
-            Root,
-            "cannot be measured on published-proxy",
-        ),
-        case(
-            "compare -d bridge --proto udp --req-size 70000",
-            Root,
-            "does not fit one datagram",
-        ),
-        case(
-            "compare --docker -d bridge --proto icmp --resp-size 64",
-            Root,
-            "echo reply carries",
-        ),
-        case(
-            "compare -d published-proxy --proto icmp -n 10",
-            Root,
-            "cannot be measured on published-proxy",
-        ),
-        case(
-            "compare -d published-nat --proto icmp -n 10",
-            Root,
-            "cannot be measured on published-nat",
-        ),
-        case(
-            "compare -d bridge --proto icmp --resp-size 64",
-            Root,
-            "echo reply carries",
-        ),
-        case("compare -d bridge --proto sctp", Root, "possible values"),
-        case("trace -d bridge --proto 47 -c 1", Root, "protocol number"),
-        case("trace --netns nosuch -c 1", Root, "no lab netns"),
-        case("trace --iface nosuch0 -c 1", Root, "no lab device"),
-        // The environment.
-        case("compare -d host -n 10", Unprivileged, "needs root"),
-        case("trace -c 1", Unprivileged, "needs root"),
-        case("cleanup", Unprivileged, "needs root"),
-        case(
-            "diff -d overlay --vs bridge -n 10",
-            Unprivileged,
-            "needs root",
-        ),
-        case(
-            "diff -d overlay --vs bridge -n 10 --burst 0",
-            NoBtf,
-            "no kernel BTF",
-        ),
-        case("compare -d host -n 10 --burst 0", NoBtf, "no kernel BTF"),
-        case("trace -c 1", NoBtf, "no kernel BTF"),
-        case("compare --docker -d bridge", DeadDocker, "not reachable"),
-        case("compare --between a b", DeadDocker, "not reachable"),
-        case("trace --container web", DeadDocker, "not reachable"),
-        case("inspect web", DeadDocker, "not reachable"),
+    let tables = [
+        (AS_ROOT, Root),
+        (UNPRIVILEGED, Unprivileged),
+        (NO_BTF, NoBtf),
+        (DEAD_DOCKER, DeadDocker),
     ];
+    let mut cases: Vec<Case> = tables
+        .into_iter()
+        .flat_map(|(t, how)| t.iter().map(move |(args, says)| case(args, how, says)))
+        .collect();
     // A backend the kernel refuses (which one depends on the kernel: doctor says).
     let doctor = Command::new(NETPATH).args(["doctor", "--json"]).output();
     let refused = doctor
@@ -263,15 +268,7 @@ fn bad_containers_answered_in_one_line() {
         true,
     )
     .expect("agent image");
-    let docker = |args: &[&str]| {
-        let o = Command::new("docker").args(args).output().unwrap();
-        assert!(
-            o.status.success(),
-            "docker {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).trim().to_string()
-    };
+    let docker = |args: &[&str]| common::run_ok("docker", args);
     let tag = format!("npt{}", std::process::id());
     let net = format!("{tag}-net");
     let (cli, srv, lone) = (
@@ -280,42 +277,22 @@ fn bad_containers_answered_in_one_line() {
         format!("{tag}-lone"),
     );
     docker(&["network", "create", "--label", "netpath-test", &net]);
-    docker(&[
-        "run",
-        "-d",
-        "--label",
-        "netpath-test",
-        "--name",
-        &cli,
-        "--network",
-        &net,
-        &image,
-        "hold",
-    ]);
-    docker(&[
-        "run",
-        "-d",
-        "--label",
-        "netpath-test",
-        "--name",
-        &srv,
-        "--network",
-        &net,
-        &image,
-        "hold",
-    ]);
-    docker(&[
-        "run",
-        "-d",
-        "--label",
-        "netpath-test",
-        "--name",
-        &lone,
-        "--network",
-        "none",
-        &image,
-        "hold",
-    ]);
+    let runs = [
+        (cli.as_str(), net.as_str()),
+        (srv.as_str(), net.as_str()),
+        (lone.as_str(), "none"),
+    ];
+    for (name, network) in runs {
+        let args = [
+            "--label",
+            "netpath-test",
+            "--name",
+            name,
+            "--network",
+            network,
+        ];
+        docker(&[&["run", "-d"][..], &args, &[&image, "hold"]].concat());
+    }
     std::thread::sleep(Duration::from_millis(300));
     use How::Root;
     let cases = vec![
@@ -377,14 +354,7 @@ fn bad_containers_answered_in_one_line() {
 fn name_clash_leaves_the_foreign_link(engine: &netpath::docker::Engine) {
     let id = format!("{:06x}", std::process::id() & 0xff_ffff);
     let clash = format!("np{id}up");
-    let ip = |args: &[&str]| {
-        let o = Command::new("ip").args(args).output().unwrap();
-        assert!(
-            o.status.success(),
-            "ip {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    };
+    let ip = |args: &[&str]| common::run_ok("ip", args);
     // A veth pair (the host kernel has no dummy driver); its peer's name clashes with nothing.
     ip(&[
         "link",
@@ -434,24 +404,19 @@ fn occupied_host_ports_do_not_matter() {
         .map(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).expect("port free on the host"))
         .collect();
     let before = snapshot();
-    let out = Command::new(NETPATH)
-        .args([
-            "compare",
-            "-d",
-            "published-proxy,host",
-            "-n",
-            "50",
-            "--warmup",
-            "10",
-        ])
-        .args(["--burst", "0", "--bulk-secs", "0"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::output_ok(
+        Command::new(NETPATH)
+            .args([
+                "compare",
+                "-d",
+                "published-proxy,host",
+                "-n",
+                "50",
+                "--warmup",
+                "10",
+            ])
+            .args(["--burst", "0", "--bulk-secs", "0"])
+            .stdin(Stdio::null()),
     );
     let ch = common::changes(&before, &snapshot());
     assert!(ch.is_empty(), "{ch:?}");

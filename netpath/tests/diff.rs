@@ -289,22 +289,17 @@ fn live_bad_input_is_one_line() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
     // Files need no privilege (like `report`): as nobody, with no capabilities.
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            NETPATH,
-            "diff",
-        ])
-        .args([data("compare-vm61.json"), data("compare-host.json")])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = common::output_ok(
+        Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                NETPATH,
+                "diff",
+            ])
+            .args([data("compare-vm61.json"), data("compare-host.json")]),
     );
     assert!(
         String::from_utf8_lossy(&out.stdout)

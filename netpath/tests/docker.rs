@@ -26,6 +26,7 @@ use netpath::sys::netns::Netns;
 use netpath_common::DevKind;
 
 mod common;
+use common::usernet::{UserNet, docker as docker_cli, exchange_until};
 use common::{ensure_daemon, root_links};
 #[path = "docker/realtraffic.rs"]
 mod realtraffic;
@@ -79,30 +80,12 @@ fn opts() -> DockerLabOptions {
     }
 }
 
+/// common's, with 30 s for an exchange (as since the first Docker tests) rather than 20.
 fn small_rr() -> RrConfig {
     RrConfig {
-        wait: netpath::harness::WaitMode::Block,
-        requests: 200,
-        warmup: 20,
-        req_size: 1024,
-        resp_size: 1024,
         timeout: Duration::from_secs(30),
-        ..Default::default()
+        ..common::small_rr()
     }
-}
-
-fn docker_cli(args: &[&str]) -> String {
-    let out = Command::new("docker")
-        .args(args)
-        .output()
-        .expect("docker CLI");
-    assert!(
-        out.status.success(),
-        "docker {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// Names of netpath-labelled containers and networks of run `id` (or of any run).
@@ -184,8 +167,24 @@ fn assert_kinds_agree_with_the_lab(driver: Driver, docker: &[Device]) {
     lab.teardown().unwrap();
 }
 
-/// Build, run 200 requests through the harness, tear down, check nothing is left.
-fn rr_on(engine: &Engine, driver: Driver, o: &DockerLabOptions) -> DockerLab {
+/// Build, run 200 requests through the harness, hand the lab and its run id to `check`, tear
+/// down, check nothing is left; returns what `check` did.
+fn rr_on<T>(
+    engine: &Engine,
+    driver: Driver,
+    o: &DockerLabOptions,
+    check: impl FnOnce(&DockerLab, &str) -> T,
+) -> T {
+    let dl = built_and_run(engine, driver, o);
+    let id = dl.path.run_id.clone();
+    let t = check(&dl, &id);
+    dl.teardown().unwrap();
+    assert_run_gone(&id);
+    t
+}
+
+/// The lab built, 200 requests run through the harness, its devices where it says.
+fn built_and_run(engine: &Engine, driver: Driver, o: &DockerLabOptions) -> DockerLab {
     let t0 = Instant::now();
     let dl = DockerLab::build(engine, driver, o)
         .unwrap_or_else(|e| panic!("building the Docker {driver} lab: {e:#}"));
@@ -272,26 +271,25 @@ fn agent_image_builds_and_bridge_container_is_inspected() {
 #[test]
 fn bridge_lab_runs_rr_and_cleans_up() {
     let (_g, engine) = setup();
-    let dl = rr_on(&engine, Driver::Bridge, &opts());
-    let id = dl.path.run_id.clone();
-    let br = format!("np{id}br");
-    assert!(
-        has(&dl.path.devices, DevKind::Bridge, &br),
-        "{:?}",
-        dl.path.devices
-    );
-    assert!(has(&dl.path.devices, DevKind::BridgePort, "veth"));
-    assert_eq!(
-        dl.path
-            .devices
-            .iter()
-            .filter(|d| d.kind == DevKind::Veth)
-            .count(),
-        2
-    );
-    assert!(root_links().contains(&br));
-    dl.teardown().unwrap();
-    assert_run_gone(&id);
+    let br = rr_on(&engine, Driver::Bridge, &opts(), |dl, id| {
+        let br = format!("np{id}br");
+        assert!(
+            has(&dl.path.devices, DevKind::Bridge, &br),
+            "{:?}",
+            dl.path.devices
+        );
+        assert!(has(&dl.path.devices, DevKind::BridgePort, "veth"));
+        assert_eq!(
+            dl.path
+                .devices
+                .iter()
+                .filter(|d| d.kind == DevKind::Veth)
+                .count(),
+            2
+        );
+        assert!(root_links().contains(&br));
+        br
+    });
     assert!(!root_links().contains(&br));
 }
 
@@ -334,68 +332,57 @@ fn compare_between_rows(
 #[test]
 fn host_lab_runs_rr() {
     let (_g, engine) = setup();
-    let dl = rr_on(&engine, Driver::Host, &opts());
-    let id = dl.path.run_id.clone();
-    assert_eq!(dl.path.client_ns.inum, dl.path.server_ns.inum);
-    assert_eq!(dl.path.server_bind.ip(), &Ipv4Addr::LOCALHOST);
-    assert_eq!(dl.path.devices.len(), 1);
-    assert_eq!(dl.path.devices[0].kind, DevKind::Loopback);
-    // Two --network host containers: --between measures over the host's loopback.
-    let (cli, srv) = (format!("np{id}-cli"), format!("np{id}-srv"));
-    let r = compare_between(&cli, &srv, 200).unwrap();
-    assert_eq!(r["driver"], format!("{cli}→{srv} (host via host)"), "{r}");
-    let hops: Vec<&str> = r["hops"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["hop"].as_str().unwrap())
-        .collect();
-    assert!(
-        hops.contains(&"loopback") && !hops.contains(&"veth"),
-        "{hops:?}"
-    );
-    dl.teardown().unwrap();
-    assert_run_gone(&id);
+    rr_on(&engine, Driver::Host, &opts(), |dl, id| {
+        assert_eq!(dl.path.client_ns.inum, dl.path.server_ns.inum);
+        assert_eq!(dl.path.server_bind.ip(), &Ipv4Addr::LOCALHOST);
+        assert_eq!(dl.path.devices.len(), 1);
+        assert_eq!(dl.path.devices[0].kind, DevKind::Loopback);
+        // Two --network host containers: --between measures over the host's loopback.
+        let (cli, srv) = (format!("np{id}-cli"), format!("np{id}-srv"));
+        let r = compare_between(&cli, &srv, 200).unwrap();
+        assert_eq!(r["driver"], format!("{cli}→{srv} (host via host)"), "{r}");
+        let hops = common::json_hops(&r, "hops");
+        assert!(
+            hops.contains(&"loopback") && !hops.contains(&"veth"),
+            "{hops:?}"
+        );
+    });
 }
 
 #[test]
 fn none_lab_runs_rr() {
     let (_g, engine) = setup();
-    let dl = rr_on(&engine, Driver::None, &opts());
-    let id = dl.path.run_id.clone();
-    assert_eq!(dl.path.client_ns.inum, dl.path.server_ns.inum);
-    // A --network none container shares no network with anyone: one clear line.
-    let srv = format!("np{id}-srv");
-    let err = compare_between(&srv, &srv, 10).unwrap_err();
-    assert!(
-        err.contains("share no Docker network") && err.trim().lines().count() == 1,
-        "{err}"
-    );
-    dl.teardown().unwrap();
-    assert_run_gone(&id);
+    rr_on(&engine, Driver::None, &opts(), |dl, id| {
+        assert_eq!(dl.path.client_ns.inum, dl.path.server_ns.inum);
+        // A --network none container shares no network with anyone: one clear line.
+        let srv = format!("np{id}-srv");
+        let err = compare_between(&srv, &srv, 10).unwrap_err();
+        assert!(
+            err.contains("share no Docker network") && err.trim().lines().count() == 1,
+            "{err}"
+        );
+    });
 }
 
 #[test]
 fn overlay_lab_runs_rr_and_inspect_reports_mtu_1450() {
     let (_g, engine) = setup();
     let (state_before, _) = engine.swarm_state().unwrap();
-    let dl = rr_on(&engine, Driver::Overlay, &opts());
-    let id = dl.path.run_id.clone();
-    assert!(
-        has(&dl.path.devices, DevKind::Vxlan, "vxlan"),
-        "{:?}",
-        dl.path.devices
-    );
-    assert!(has(&dl.path.devices, DevKind::Bridge, "br0"));
-    let rep = docker::inspect(&engine, &server_name(&dl)).unwrap();
-    eprintln!("{}", rep.render());
-    assert_eq!(rep.mtu, Some(1450));
-    let eth0 = rep.interfaces.iter().find(|i| i.name == "eth0").unwrap();
-    assert_eq!(eth0.bridge.as_deref(), Some("br0"));
-    assert!(!eth0.vxlans.is_empty());
-    assert!(eth0.peer.as_deref().unwrap().starts_with("1-"), "{eth0:?}");
-    dl.teardown().unwrap();
-    assert_run_gone(&id);
+    rr_on(&engine, Driver::Overlay, &opts(), |dl, _| {
+        assert!(
+            has(&dl.path.devices, DevKind::Vxlan, "vxlan"),
+            "{:?}",
+            dl.path.devices
+        );
+        assert!(has(&dl.path.devices, DevKind::Bridge, "br0"));
+        let rep = docker::inspect(&engine, &server_name(dl)).unwrap();
+        eprintln!("{}", rep.render());
+        assert_eq!(rep.mtu, Some(1450));
+        let eth0 = rep.interfaces.iter().find(|i| i.name == "eth0").unwrap();
+        assert_eq!(eth0.bridge.as_deref(), Some("br0"));
+        assert!(!eth0.vxlans.is_empty());
+        assert!(eth0.peer.as_deref().unwrap().starts_with("1-"), "{eth0:?}");
+    });
     // A swarm netpath initialised is gone again; one that was there stays.
     let (state_after, _) = engine.swarm_state().unwrap();
     assert_eq!(state_before, state_after);
@@ -404,78 +391,73 @@ fn overlay_lab_runs_rr_and_inspect_reports_mtu_1450() {
 #[test]
 fn macvlan_lab_runs_rr() {
     let (_g, engine) = setup();
-    let dl = rr_on(&engine, Driver::Macvlan, &opts());
-    let id = dl.path.run_id.clone();
-    assert_eq!(
-        dl.path
-            .devices
-            .iter()
-            .filter(|d| d.kind == DevKind::Macvlan)
-            .count(),
-        2,
-        "{:?}",
-        dl.path.devices
-    );
-    assert!(has(
-        &dl.path.devices,
-        DevKind::MacvlanParent,
-        &format!("np{id}mp")
-    ));
-    dl.teardown().unwrap();
-    assert_run_gone(&id);
+    rr_on(&engine, Driver::Macvlan, &opts(), |dl, id| {
+        assert_eq!(
+            dl.path
+                .devices
+                .iter()
+                .filter(|d| d.kind == DevKind::Macvlan)
+                .count(),
+            2,
+            "{:?}",
+            dl.path.devices
+        );
+        assert!(has(
+            &dl.path.devices,
+            DevKind::MacvlanParent,
+            &format!("np{id}mp")
+        ));
+    });
 }
 
 #[test]
 fn published_proxy_lab_goes_through_docker_proxy() {
     let (_g, engine) = setup();
-    let dl = rr_on(&engine, Driver::PublishedProxy, &opts());
-    let id = dl.path.run_id.clone();
-    let pid = dl.path.proxy_pid.expect("docker-proxy pid");
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
-    assert!(exe.to_string_lossy().contains("docker-proxy"), "{exe:?}");
-    let p = dl.path.published.unwrap();
-    assert_eq!(p.ip(), &Ipv4Addr::LOCALHOST);
-    let rep = docker::inspect(&engine, &server_name(&dl)).unwrap();
-    eprintln!("{}", rep.render());
-    assert!(
-        rep.proxies
-            .iter()
-            .any(|x| x.pid == pid && x.host_port == p.port())
-    );
-    assert!(rep.ports.iter().all(|m| m.host_ip == "127.0.0.1"));
-    dl.teardown().unwrap();
-    assert_run_gone(&id);
+    rr_on(&engine, Driver::PublishedProxy, &opts(), |dl, _| {
+        let pid = dl.path.proxy_pid.expect("docker-proxy pid");
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+        assert!(exe.to_string_lossy().contains("docker-proxy"), "{exe:?}");
+        let p = dl.path.published.unwrap();
+        assert_eq!(p.ip(), &Ipv4Addr::LOCALHOST);
+        let rep = docker::inspect(&engine, &server_name(dl)).unwrap();
+        eprintln!("{}", rep.render());
+        assert!(
+            rep.proxies
+                .iter()
+                .any(|x| x.pid == pid && x.host_port == p.port())
+        );
+        assert!(rep.ports.iter().all(|m| m.host_ip == "127.0.0.1"));
+    });
 }
 
 #[test]
 fn published_nat_lab_uses_a_second_daemon_in_its_own_netns() {
     let (_g, engine) = setup();
     let before = docker_cli(&["info", "-f", "{{.ContainersRunning}}"]);
-    let dl = rr_on(&engine, Driver::PublishedNat, &opts());
-    let id = dl.path.run_id.clone();
-    assert!(dl.path.proxy_pid.is_none());
-    assert_eq!(dl.path.client_ns.name, format!("np{id}-dkr"));
-    let sock = dl.daemon_socket.clone().unwrap();
-    assert!(sock.exists());
-    // The second daemon's NAT rule is in its own namespace, not the host's.
-    let e2 = Engine::connect_to(&format!("unix://{}", sock.display())).unwrap();
-    assert!(e2.api_version.starts_with("1."));
-    let host_nat = Command::new("iptables-save")
-        .args(["-t", "nat"])
-        .output()
-        .unwrap();
-    let p = dl.path.published.unwrap().port().to_string();
-    assert!(
-        !String::from_utf8_lossy(&host_nat.stdout).contains(&format!("--dport {p} ")),
-        "published-nat rule leaked into the host namespace"
-    );
-    // The main daemon did not see any of it.
-    assert_eq!(
-        docker_cli(&["info", "-f", "{{.ContainersRunning}}"]),
-        before
-    );
-    dl.teardown().unwrap();
-    assert_run_gone(&id);
+    let (id, sock) = rr_on(&engine, Driver::PublishedNat, &opts(), |dl, id| {
+        assert!(dl.path.proxy_pid.is_none());
+        assert_eq!(dl.path.client_ns.name, format!("np{id}-dkr"));
+        let sock = dl.daemon_socket.clone().unwrap();
+        assert!(sock.exists());
+        // The second daemon's NAT rule is in its own namespace, not the host's.
+        let e2 = Engine::connect_to(&format!("unix://{}", sock.display())).unwrap();
+        assert!(e2.api_version.starts_with("1."));
+        let host_nat = Command::new("iptables-save")
+            .args(["-t", "nat"])
+            .output()
+            .unwrap();
+        let p = dl.path.published.unwrap().port().to_string();
+        assert!(
+            !String::from_utf8_lossy(&host_nat.stdout).contains(&format!("--dport {p} ")),
+            "published-nat rule leaked into the host namespace"
+        );
+        // The main daemon did not see any of it.
+        assert_eq!(
+            docker_cli(&["info", "-f", "{{.ContainersRunning}}"]),
+            before
+        );
+        (id.to_string(), sock)
+    });
     assert!(!sock.exists());
     assert!(!Path::new(&format!("/var/lib/netpath-docker-{id}")).exists());
 }
@@ -484,52 +466,12 @@ fn published_nat_lab_uses_a_second_daemon_in_its_own_netns() {
 fn containers_started_with_the_docker_cli_are_resolved() {
     let (_g, engine) = setup();
     let tag = docker::image::ensure_agent_image_from(&engine, &agent_exe(), false).unwrap();
-    let id = lab::new_run_id().unwrap();
-    let k = u8::from_str_radix(&id[..2], 16).unwrap() % 254 + 1;
-    let net = format!("np-test-{id}-net");
-    let (srv, cli) = (format!("np-test-{id}-srv"), format!("np-test-{id}-cli"));
-    let srv_ip = format!("10.218.{k}.10");
-    docker_cli(&[
-        "network",
-        "create",
-        "--label",
-        "netpath",
-        "--subnet",
-        &format!("10.218.{k}.0/24"),
-        &net,
-    ]);
-    docker_cli(&[
-        "run",
-        "-d",
-        "--name",
-        &srv,
-        "--label",
-        "netpath",
-        "--network",
-        &net,
-        "--ip",
-        &srv_ip,
-        &tag,
-        "serve",
-        "--bind",
-        &format!("{srv_ip}:11111"),
-        "--req",
-        "64",
-        "--resp",
-        "32",
-    ]);
-    docker_cli(&[
-        "run",
-        "-d",
-        "--name",
-        &cli,
-        "--label",
-        "netpath",
-        "--network",
-        &net,
-        &tag,
-        "hold",
-    ]);
+    let un = UserNet::create(218);
+    let net = un.name.clone();
+    let srv_ip = un.ip(10);
+    let addr: SocketAddr = format!("{srv_ip}:11111").parse().unwrap();
+    let srv = un.serve("srv", addr, &[], &tag);
+    let cli = un.run("cli", None, &[], &tag, &["hold"]);
 
     let s = docker::resolve_container(&engine, &srv).unwrap();
     let c = docker::resolve_container(&engine, &cli).unwrap();
@@ -580,7 +522,6 @@ fn containers_started_with_the_docker_cli_are_resolved() {
 
     // The agent server in the foreign container answers a client in the other one.
     let ns = netns_of(&c);
-    let addr: SocketAddr = format!("{srv_ip}:11111").parse().unwrap();
     let n = ns
         .run(move || {
             let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
@@ -599,21 +540,8 @@ fn containers_started_with_the_docker_cli_are_resolved() {
     // agent traffic, from a container's eth0 across the host veth and Docker's bridge.
     let done = std::sync::atomic::AtomicBool::new(false);
     let out = std::thread::scope(|sc| {
-        let traffic = sc.spawn(|| {
-            ns.run(|| {
-                let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-                let mut resp = [0u8; 32];
-                let until = std::time::Instant::now() + Duration::from_secs(40);
-                while !done.load(std::sync::atomic::Ordering::Relaxed)
-                    && std::time::Instant::now() < until
-                {
-                    conn.write_all(&[7u8; 64])?;
-                    conn.read_exact(&mut resp)?;
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                Ok(())
-            })
-        });
+        let traffic =
+            sc.spawn(|| ns.run(|| Ok(exchange_until(addr, &done, Duration::from_millis(2))?)));
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_netpath"))
             .args([
                 "trace",
@@ -652,12 +580,7 @@ fn containers_started_with_the_docker_cli_are_resolved() {
         .collect();
     assert!(complete.len() >= 5, "{v}");
     for t in complete {
-        let hops: Vec<&str> = t["points"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p["hop"].as_str().unwrap())
-            .collect();
+        let hops = common::json_hops(t, "points");
         assert!(
             hops.contains(&"veth") && hops.contains(&"bridge"),
             "{hops:?}"
@@ -678,14 +601,7 @@ fn containers_started_with_the_docker_cli_are_resolved() {
     assert_eq!(r["traced"]["count"], n, "{r}");
     let completed = r["lost"]["completed"].as_u64().unwrap();
     assert!(completed * 100 >= 2 * n * 99, "{}", r["lost"]);
-    let crossings = |dir: &str, hop: &str| {
-        r["hops"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|h| h["dir"] == dir && h["hop"] == hop)
-            .map_or(0, |h| h["crossings"].as_u64().unwrap())
-    };
+    let crossings = |dir: &str, hop: &str| common::json_crossings(r, dir, hop);
     for dir in ["request", "response"] {
         // Container eth0 → host veth, then the bridge port → the other container's eth0.
         let done = r["one_way"][dir]["count"].as_u64().unwrap();
@@ -717,14 +633,7 @@ fn containers_started_with_the_docker_cli_are_resolved() {
             "{p}: {l}"
         );
         for dir in ["request", "response"] {
-            let c = |hop: &str| {
-                r["hops"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .find(|h| h["dir"] == dir && h["hop"] == hop)
-                    .map_or(0, |h| h["crossings"].as_u64().unwrap())
-            };
+            let c = |hop: &str| common::json_crossings(r, dir, hop);
             let done = r["one_way"][dir]["count"].as_u64().unwrap();
             assert!(
                 c("veth") >= 2 * done && c("bridge") >= done,
@@ -736,7 +645,7 @@ fn containers_started_with_the_docker_cli_are_resolved() {
     assert_eq!(labelled("network", None), nets);
     assert_eq!(lab::list_netpath_netns().unwrap(), before_ns);
     // One clear line for a container that does not exist, and a non-zero exit.
-    let err = compare_between(&cli, &format!("np-test-{id}-nosuch"), 10).unwrap_err();
+    let err = compare_between(&cli, &un.container_name("nosuch"), 10).unwrap_err();
     assert!(
         err.contains("nosuch") && err.trim().lines().count() == 1,
         "{err}"
@@ -964,54 +873,48 @@ fn egress_lab_on_docker0_goes_through_dockers_masquerade() {
         default_bridge: true,
         ..opts()
     };
-    let dl = rr_on(&engine, Driver::Egress, &o);
-    let id = dl.path.run_id.clone();
-    check_docker_uplink(&dl);
-    assert!(has(&dl.path.devices, DevKind::Bridge, "docker0"));
-    // netpath added no rule anywhere: Docker's own accept the path and masquerade it.
-    assert_eq!(firewall(), before, "netpath changed the host's rules");
-    traced_egress(
-        &dl,
-        [
-            "sender-stack veth backlog bridge forward uplink backlog receiver-stack recv-return",
-            "sender-stack uplink backlog forward bridge veth backlog receiver-stack recv-return",
-        ],
-    );
-    dl.teardown().unwrap();
-    assert_run_gone(&id);
+    rr_on(&engine, Driver::Egress, &o, |dl, _| {
+        check_docker_uplink(dl);
+        assert!(has(&dl.path.devices, DevKind::Bridge, "docker0"));
+        // netpath added no rule anywhere: Docker's own accept the path and masquerade it.
+        assert_eq!(firewall(), before, "netpath changed the host's rules");
+        traced_egress(
+            dl,
+            [
+                "sender-stack veth backlog bridge forward uplink backlog receiver-stack recv-return",
+                "sender-stack uplink backlog forward bridge veth backlog receiver-stack recv-return",
+            ],
+        );
+    });
     assert_eq!(firewall(), before);
 }
 
 #[test]
 fn egress_lab_on_a_user_defined_bridge() {
     let (_g, engine) = setup();
-    let dl = rr_on(&engine, Driver::Egress, &opts());
-    let id = dl.path.run_id.clone();
-    check_docker_uplink(&dl);
-    assert!(has(&dl.path.devices, DevKind::Bridge, &format!("np{id}br")));
-    dl.teardown().unwrap();
-    assert_run_gone(&id);
+    rr_on(&engine, Driver::Egress, &opts(), |dl, id| {
+        check_docker_uplink(dl);
+        assert!(has(&dl.path.devices, DevKind::Bridge, &format!("np{id}br")));
+    });
 }
 
 #[test]
 fn host_egress_lab_reaches_the_remote_from_the_hosts_stack() {
     let (_g, engine) = setup();
-    let dl = rr_on(&engine, Driver::HostEgress, &opts());
-    let id = dl.path.run_id.clone();
-    check_docker_uplink(&dl);
-    assert_eq!(dl.path.client_ns.name, "host");
-    assert!(
-        dl.path
-            .devices
-            .iter()
-            .all(|d| matches!(d.kind, DevKind::Loopback | DevKind::Uplink))
-    );
-    traced_egress(
-        &dl,
-        ["sender-stack uplink backlog receiver-stack recv-return"; 2],
-    );
-    dl.teardown().unwrap();
-    assert_run_gone(&id);
+    rr_on(&engine, Driver::HostEgress, &opts(), |dl, _| {
+        check_docker_uplink(dl);
+        assert_eq!(dl.path.client_ns.name, "host");
+        assert!(
+            dl.path
+                .devices
+                .iter()
+                .all(|d| matches!(d.kind, DevKind::Loopback | DevKind::Uplink))
+        );
+        traced_egress(
+            dl,
+            ["sender-stack uplink backlog receiver-stack recv-return"; 2],
+        );
+    });
 }
 
 #[test]
@@ -1021,27 +924,25 @@ fn gateway_lab_serves_on_docker0s_address() {
         default_bridge: true,
         ..opts()
     };
-    let dl = rr_on(&engine, Driver::Gateway, &o);
-    let id = dl.path.run_id.clone();
-    let docker0 = std::thread::spawn(|| {
-        netpath::sys::nl::Nl::new()
-            .unwrap()
-            .link("docker0")
-            .unwrap()
-            .expect("docker0")
-            .addrs
-    })
-    .join()
-    .unwrap();
-    assert_eq!(
-        docker0.first().map(|a| a.0),
-        Some(*dl.path.server_bind.ip())
-    );
-    assert_eq!(dl.path.server_ns.name, "host");
-    assert!(dl.path.uplinks().is_empty());
-    assert!(has(&dl.path.devices, DevKind::Bridge, "docker0"));
-    dl.teardown().unwrap();
-    assert_run_gone(&id);
+    rr_on(&engine, Driver::Gateway, &o, |dl, _| {
+        let docker0 = std::thread::spawn(|| {
+            netpath::sys::nl::Nl::new()
+                .unwrap()
+                .link("docker0")
+                .unwrap()
+                .expect("docker0")
+                .addrs
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            docker0.first().map(|a| a.0),
+            Some(*dl.path.server_bind.ip())
+        );
+        assert_eq!(dl.path.server_ns.name, "host");
+        assert!(dl.path.uplinks().is_empty());
+        assert!(has(&dl.path.devices, DevKind::Bridge, "docker0"));
+    });
 }
 
 const CHILD_ENV: &str = "NETPATH_DOCKER_TEST_CHILD";
@@ -1072,37 +973,14 @@ fn child_docker_labs_process() {
 #[test]
 fn cleanup_docker_removes_what_a_killed_run_left() {
     let (_g, engine) = setup();
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(exe)
-        .args([
-            "--exact",
-            "child_docker_labs_process",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(out).lines() {
-            let Ok(line) = line else { break };
-            if let Some((_, v)) = line.split_once("RUNIDS=") {
-                let _ = tx.send(v.trim().to_string());
-            }
-        }
-    });
-    let ids = rx.recv_timeout(Duration::from_secs(120));
-    let Ok(ids) = ids else {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("child printed no run ids");
-    };
+    let (mut child, ids) = common::spawn_test_child(
+        "child_docker_labs_process",
+        (CHILD_ENV, "1"),
+        Stdio::null(),
+        "RUNIDS=",
+        Duration::from_secs(120),
+    );
+    assert!(!ids.is_empty(), "child printed no run ids");
     let ids: Vec<String> = ids.split_whitespace().map(String::from).collect();
     assert_eq!(ids.len(), 3);
     // The egress run's uplink is in the host's namespace until cleanup removes it.
@@ -1116,8 +994,8 @@ fn cleanup_docker_removes_what_a_killed_run_left() {
         "{removed:?}"
     );
     assert!(!labelled("container", Some(&ids[0])).is_empty());
-    let _ = child.kill();
-    let _ = child.wait();
+    let _ = child.0.kill();
+    let _ = child.0.wait();
     // The second daemon outlives its parent (own process group) until cleanup stops it.
     let sock = format!("/run/netpath/dockerd-{}.sock", ids[1]);
     assert!(Path::new(&sock).exists());
@@ -1198,79 +1076,15 @@ fn zz_cleanup_docker_leaves_nothing() {
 fn published_port_trace_follows_host_loopback_and_docker_proxy() {
     let (_g, engine) = setup();
     let tag = docker::image::ensure_agent_image_from(&engine, &agent_exe(), false).unwrap();
-    let id = lab::new_run_id().unwrap();
-    let k = u8::from_str_radix(&id[..2], 16).unwrap() % 254 + 1;
-    let port = 20000 + u16::from_str_radix(&id[..3], 16).unwrap() % 10000;
-    let (net, web) = (format!("np-test-{id}-net"), format!("np-test-{id}-web"));
-    let subnet = format!("10.212.{k}.0/24");
-    docker_cli(&[
-        "network", "create", "--label", "netpath", "--subnet", &subnet, &net,
-    ]);
-    // Removed however the test ends.
-    struct Gone<'a>(&'a str, &'a str);
-    impl Drop for Gone<'_> {
-        fn drop(&mut self) {
-            let _ = Command::new("docker").args(["rm", "-f", self.0]).output();
-            let _ = Command::new("docker")
-                .args(["network", "rm", self.1])
-                .output();
-        }
-    }
-    let gone = Gone(&web, &net);
+    let un = UserNet::create(212);
+    let port = un.port;
     let publish = format!("127.0.0.1:{port}:8080");
-    let web_ip = format!("10.212.{k}.10");
-    docker_cli(&[
-        "run",
-        "-d",
-        "--name",
-        &web,
-        "--label",
-        "netpath",
-        "--network",
-        &net,
-        "--ip",
-        &web_ip,
-        "-p",
-        &publish,
-        &tag,
-        "serve",
-        "--bind",
-        &format!("{web_ip}:8080"),
-        "--req",
-        "64",
-        "--resp",
-        "32",
-    ]);
+    let bind = format!("{}:8080", un.ip(10)).parse().unwrap();
+    let web = un.serve("web", bind, &["-p", &publish], &tag);
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let done = std::sync::atomic::AtomicBool::new(false);
     let out = std::thread::scope(|sc| {
-        let traffic = sc.spawn(|| -> std::io::Result<u64> {
-            // docker-proxy accepts before the server in the container listens: until then
-            // each connection is reset; retry until one exchange goes through.
-            let exchange = |c: &mut TcpStream| -> std::io::Result<()> {
-                let mut resp = [0u8; 32];
-                c.write_all(&[7u8; 64])?;
-                c.read_exact(&mut resp)
-            };
-            let deadline = Instant::now() + Duration::from_secs(20);
-            let mut conn = loop {
-                let tried = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
-                    .and_then(|mut c| exchange(&mut c).map(|()| c));
-                match tried {
-                    Ok(c) => break c,
-                    Err(e) if Instant::now() > deadline => return Err(e),
-                    Err(_) => std::thread::sleep(Duration::from_millis(200)),
-                }
-            };
-            let mut n = 1;
-            let until = Instant::now() + Duration::from_secs(40);
-            while !done.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < until {
-                exchange(&mut conn)?;
-                n += 1;
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            Ok(n)
-        });
+        let traffic = sc.spawn(|| exchange_until(addr, &done, Duration::from_millis(2)));
         let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
             .args(["trace", "--container", &web, "--port", &port.to_string()])
             .args(["-c", "20", "--duration", "30"])
@@ -1281,7 +1095,7 @@ fn published_port_trace_follows_host_loopback_and_docker_proxy() {
         assert!(n > 0, "no request answered through the published port");
         out
     });
-    drop(gone);
+    drop(un);
     assert!(docker_cli(&["ps", "-aq", "--filter", &format!("name={web}")]).is_empty());
     let text = String::from_utf8_lossy(&out.stdout);
     // The counts and what did not attach first: a failure's excerpt keeps its head.
@@ -1330,108 +1144,25 @@ fn published_port_trace_follows_host_loopback_and_docker_proxy() {
 fn published_port_trace_leaves_other_clients_of_the_container_port_out() {
     let (_g, engine) = setup();
     let tag = docker::image::ensure_agent_image_from(&engine, &agent_exe(), false).unwrap();
-    let id = lab::new_run_id().unwrap();
-    let k = u8::from_str_radix(&id[..2], 16).unwrap() % 254 + 1;
-    let port = 20000 + u16::from_str_radix(&id[..3], 16).unwrap() % 10000;
-    let net = format!("np-test-{id}-net");
-    let (web, cli) = (format!("np-test-{id}-web"), format!("np-test-{id}-cli"));
-    docker_cli(&[
-        "network",
-        "create",
-        "--label",
-        "netpath",
-        "--subnet",
-        &format!("10.211.{k}.0/24"),
-        &net,
-    ]);
-    struct Gone(Vec<String>, String);
-    impl Drop for Gone {
-        fn drop(&mut self) {
-            for c in &self.0 {
-                let _ = Command::new("docker").args(["rm", "-f", c]).output();
-            }
-            let _ = Command::new("docker")
-                .args(["network", "rm", &self.1])
-                .output();
-        }
-    }
-    let gone = Gone(vec![web.clone(), cli.clone()], net.clone());
-    let (web_ip, cli_ip) = (format!("10.211.{k}.10"), format!("10.211.{k}.20"));
+    let un = UserNet::create(211);
+    let port = un.port;
+    let cli_ip = un.ip(20);
     let publish = format!("127.0.0.1:{port}:8080");
-    let bind = format!("{web_ip}:8080");
-    docker_cli(&[
-        "run",
-        "-d",
-        "--name",
-        &web,
-        "--label",
-        "netpath",
-        "--network",
-        &net,
-        "--ip",
-        &web_ip,
-        "-p",
-        &publish,
-        &tag,
-        "serve",
-        "--bind",
-        &bind,
-        "--req",
-        "64",
-        "--resp",
-        "32",
-    ]);
-    docker_cli(&[
-        "run",
-        "-d",
-        "--name",
-        &cli,
-        "--label",
-        "netpath",
-        "--network",
-        &net,
-        "--ip",
-        &cli_ip,
-        &tag,
-        "hold",
-    ]);
+    let direct: SocketAddr = format!("{}:8080", un.ip(10)).parse().unwrap();
+    let web = un.serve("web", direct, &["-p", &publish], &tag);
+    let cli = un.run("cli", Some(&cli_ip), &[], &tag, &["hold"]);
     let pid = docker_cli(&["inspect", "-f", "{{.State.Pid}}", &cli]);
     let cli_ns =
         netpath::sys::netns::Netns::at(&cli, Path::new(&format!("/proc/{}/ns/net", pid.trim())))
             .unwrap();
-    let exchange = |addr: SocketAddr, done: &std::sync::atomic::AtomicBool, gap_ms: u64| {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut conn = loop {
-            let tried =
-                TcpStream::connect_timeout(&addr, Duration::from_secs(2)).and_then(|mut c| {
-                    c.write_all(&[7u8; 64])?;
-                    c.read_exact(&mut [0u8; 32]).map(|()| c)
-                });
-            match tried {
-                Ok(c) => break c,
-                Err(e) if Instant::now() > deadline => return Err(e),
-                Err(_) => std::thread::sleep(Duration::from_millis(200)),
-            }
-        };
-        let mut n = 1u64;
-        let until = Instant::now() + Duration::from_secs(40);
-        while !done.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < until {
-            conn.write_all(&[7u8; 64])?;
-            conn.read_exact(&mut [0u8; 32])?;
-            n += 1;
-            std::thread::sleep(Duration::from_millis(gap_ms));
-        }
-        Ok(n)
-    };
     let done = std::sync::atomic::AtomicBool::new(false);
     let published: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let direct: SocketAddr = bind.parse().unwrap();
     let (out, n_pub, n_direct) = std::thread::scope(|sc| {
-        let via_port = sc.spawn(|| exchange(published, &done, 4));
+        let via_port = sc.spawn(|| exchange_until(published, &done, Duration::from_millis(4)));
         // The other client, inside its own container, five times as busy.
         let other = sc.spawn(|| {
             cli_ns
-                .run(|| exchange(direct, &done, 1).map_err(anyhow::Error::from))
+                .run(|| Ok(exchange_until(direct, &done, Duration::from_millis(1))?))
                 .unwrap()
         });
         let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
@@ -1444,7 +1175,7 @@ fn published_port_trace_leaves_other_clients_of_the_container_port_out() {
         let b = other.join().unwrap();
         (out, a, b)
     });
-    drop(gone);
+    drop(un);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "trace failed: {stderr}");
     assert!(

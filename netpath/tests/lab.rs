@@ -5,11 +5,10 @@
 //!
 //! Without root they fail with a message saying so (no silent skips).
 
-use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -21,7 +20,7 @@ use netpath::sys::nl::links_in;
 use netpath_common::DevKind;
 
 mod common;
-use common::{check_devices, need_root, netns_files, root_links, small_rr};
+use common::{KillOnDrop, check_devices, need_root, netns_files, root_links, small_rr};
 
 #[test]
 fn netns_create_enter_run_delete() {
@@ -281,21 +280,7 @@ fn bridge_driver_builds_runs_and_tears_down() {
     lab.teardown().unwrap();
     assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
     for (n, fd) in &keep {
-        let fd = fd.as_fd().try_clone_to_owned().unwrap();
-        let left: Vec<String> = std::thread::scope(|s| {
-            s.spawn(|| {
-                nix::sched::setns(fd, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
-                netpath::sys::nl::Nl::new()
-                    .unwrap()
-                    .links()
-                    .unwrap()
-                    .into_iter()
-                    .map(|l| l.name)
-                    .collect()
-            })
-            .join()
-            .unwrap()
-        });
+        let left = common::link_names(Some(fd.as_fd().try_clone_to_owned().unwrap()));
         assert_eq!(left, vec!["lo".to_string()], "links left in {}", n.name);
     }
     drop(keep);
@@ -543,46 +528,15 @@ fn child_lab_process() {
 }
 
 fn spawn_child(mode: &str) -> (KillOnDrop, String) {
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(exe)
-        .args([
-            "--exact",
-            "child_lab_process",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, mode)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    // Keep draining the child's stdout so it never writes into a closed pipe.
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines() {
-            let Ok(line) = line else { break };
-            // libtest prints "test NAME ... " without a newline before the output.
-            if let Some((_, v)) = line.split_once("RUNID=") {
-                let _ = tx.send(v.trim().to_string());
-            }
-        }
-    });
-    let id = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
-    let child = KillOnDrop(child);
+    let (child, id) = common::spawn_test_child(
+        "child_lab_process",
+        (CHILD_ENV, mode),
+        Stdio::piped(),
+        "RUNID=",
+        Duration::from_secs(30),
+    );
     assert!(lab::is_run_id(&id), "child printed no run id");
     (child, id)
-}
-
-/// Never leave a child behind when an assertion fails.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn check_signal(sig: nix::sys::signal::Signal, code: i32) {

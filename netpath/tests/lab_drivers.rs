@@ -7,10 +7,9 @@
 //!
 //! Without root they fail with a message saying so (no silent skips).
 
-use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use netpath::driver::Driver;
@@ -23,7 +22,7 @@ use netpath::sys::proxy::{DOCKER_PROXY, proxy_processes};
 use netpath_common::DevKind;
 
 mod common;
-use common::{need_root, netns_files, root_links, small_rr, tear_down_cleanly};
+use common::{KillOnDrop, need_root, netns_files, root_links, small_rr, tear_down_cleanly};
 
 fn ns_of(lab: &NetPath, name: &str) -> Netns {
     lab.namespaces()
@@ -559,43 +558,14 @@ fn child_published_proxy_process() {
     panic!("child was not signalled");
 }
 
-/// Never leave a child behind when an assertion fails.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn spawn_child() -> (KillOnDrop, String, u32) {
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(exe)
-        .args([
-            "--exact",
-            "child_published_proxy_process",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let child = KillOnDrop(child);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines() {
-            let Ok(line) = line else { break };
-            if let Some((_, v)) = line.split_once("RUNID=") {
-                let _ = tx.send(v.trim().to_string());
-            }
-        }
-    });
-    let v = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+    let (child, v) = common::spawn_test_child(
+        "child_published_proxy_process",
+        (CHILD_ENV, "1"),
+        Stdio::null(),
+        "RUNID=",
+        Duration::from_secs(30),
+    );
     let (id, pid) = v.split_once(" PID=").expect("child printed no run id");
     assert!(lab::is_run_id(id), "{v}");
     (child, id.to_string(), pid.parse().unwrap())

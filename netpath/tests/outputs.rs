@@ -110,32 +110,22 @@ fn compare_json_matches_its_schema() {
     let json = dir.join("run.json");
     std::fs::write(&json, v.to_string()).unwrap();
     let (html, svg) = (dir.join("run.html"), dir.join("run.svg"));
-    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
-        .arg("report")
-        .arg(&json)
-        .arg("-o")
-        .arg(&html)
-        .arg("--svg")
-        .arg(&svg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::output_ok(
+        Command::new(env!("CARGO_BIN_EXE_netpath"))
+            .arg("report")
+            .arg(&json)
+            .arg("-o")
+            .arg(&html)
+            .arg("--svg")
+            .arg(&svg),
     );
     // Two drivers of the saved run, diffed (paired: one interleaved run), per-hop deltas with
     // a spread from every round's traced run.
-    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
-        .arg("diff")
-        .arg(&json)
-        .args(["--driver", "bridge", "--vs", "host", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = common::output_ok(
+        Command::new(env!("CARGO_BIN_EXE_netpath"))
+            .arg("diff")
+            .arg(&json)
+            .args(["--driver", "bridge", "--vs", "host", "--json"]),
     );
     let d: Value = serde_json::from_slice(&out.stdout).unwrap();
     common::schema::validate("diff", &d);

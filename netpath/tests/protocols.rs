@@ -8,9 +8,9 @@ use std::sync::Mutex;
 
 use netpath::{
     driver::Driver,
-    harness::{Proto, RrConfig},
+    harness::Proto,
     lab,
-    measure::compare::{self, CompareOptions},
+    measure::compare,
     probe::backend::{self, BackendChoice},
     probe::doctor,
     probe::tracer::{Tracer, TracerOptions},
@@ -46,34 +46,16 @@ fn socket_bounds() -> bool {
 fn run(driver: Driver, proto: Proto) -> Option<DriverReport> {
     let caps = doctor::probe().expect("doctor");
     let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend");
-    let opts = CompareOptions {
-        drivers: vec![driver],
-        protos: vec![proto],
-        rr: RrConfig {
-            wait: netpath::harness::WaitMode::Block,
-            requests: N,
-            warmup: 50,
-            proto,
-            ..RrConfig::default()
-        },
-        untraced: false,
-        tracer: TracerOptions {
-            sample_every: 1,
-            detail: true,
-            proto,
-            ..TracerOptions::default()
-        },
-        tc_counters: false,
-        keep_timelines: usize::MAX,
-        rounds: 1,
-        bulk: None,
-        burst: None,
-        underlay: None,
-        mode: netpath::harness::runmode::RunMode {
-            wait: netpath::harness::WaitMode::Block,
-            ..Default::default()
-        },
+    let mut opts = common::one_traced_run(driver, N, 50);
+    opts.protos = vec![proto];
+    opts.rr.proto = proto;
+    opts.tracer = TracerOptions {
+        sample_every: 1,
+        detail: true,
+        proto,
+        ..TracerOptions::default()
     };
+    opts.keep_timelines = usize::MAX;
     netpath::sys::ensure_tracefs();
     let mut tracer = match Tracer::load(backend, &opts.tracer) {
         Ok(t) => t,
@@ -211,12 +193,7 @@ fn trace_one(proto: &str) {
     let tl = v["timelines"].as_array().unwrap();
     assert_eq!(tl.len(), 6);
     for t in tl {
-        let hops: Vec<&str> = t["points"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p["hop"].as_str().unwrap())
-            .collect();
+        let hops = common::json_hops(t, "points");
         assert!(
             hops.contains(&"bridge") && hops.contains(&"veth"),
             "{hops:?}"

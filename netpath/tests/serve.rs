@@ -5,55 +5,17 @@
 //! Docker (started if none answers), promtool and prometheus (`cargo xtask setup --tests`).
 //! Host only.
 mod common;
+#[path = "common/scrape.rs"]
+mod scrape;
 
-use std::io::{Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write as _;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use netpath::docker::{DockerLab, DockerLabOptions};
 use netpath::driver::Driver;
 use netpath::harness::{self, NoPhases};
-
-/// Kills and reaps a child this test started (by its pid) when the test ends, pass or fail.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// One HTTP GET on loopback: (status line, body).
-fn get(port: u16, path: &str) -> Option<(String, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).ok()?;
-    let (head, body) = buf.split_once("\r\n\r\n")?;
-    Some((head.lines().next()?.to_string(), body.to_string()))
-}
-
-fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    panic!("{what} did not happen within {secs} s");
-}
+use scrape::{Prometheus, Reaped, free_port, gauge, get, wait_for};
 
 /// Whether `s` holds an IPv4 address (a run of digits and dots that parses as one).
 fn has_ipv4(s: &str) -> bool {
@@ -67,78 +29,30 @@ fn an_address_is_found_in_a_label_set_and_a_value_is_not_one() {
     assert!(!has_ipv4("{le=\"1.28e-7\",hop=\"veth\"}"));
 }
 
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 fn traffic(dl: &DockerLab, rounds: usize) {
     for _ in 0..rounds {
         harness::run_rr(&dl.path, &common::small_rr(), &NoPhases).unwrap();
     }
 }
 
-/// A real Prometheus (Debian's) on loopback scraping 127.0.0.1:`target` every second:
-/// (the process, its port, its directory).
-fn start_prometheus(target: u16) -> (Reaped, u16, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("np-serve-prom-{target}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let cfg = dir.join("prometheus.yml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: netpath\n    static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
-        ),
-    )
-    .unwrap();
-    let prom_port = free_port();
-    let prom = Reaped(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", cfg.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
-            .spawn()
-            .expect("prometheus (Debian's package; `cargo xtask setup --tests`)"),
-    );
-    (prom, prom_port, dir)
-}
-
 /// Traffic on `dl` until Prometheus answers a hop quantile query of the bridge driver with
 /// numbers, for the veth and bridge hops at least.
-fn assert_hop_quantile(prom_port: u16, dl: &DockerLab) {
+fn assert_hop_quantile(prom: &Prometheus, dl: &DockerLab) {
     let q = "histogram_quantile(0.5, sum by (le, hop) (rate(netpath_hop_latency_seconds_bucket{driver=\"bridge\"}[20s])))";
-    let path = format!("/api/v1/query?query={}", urlencode(q));
-    let mut answer = String::new();
+    let mut answer = Vec::new();
     wait_for("a hop quantile from Prometheus", 90, || {
         traffic(dl, 1);
-        answer = get(prom_port, &path).map(|r| r.1).unwrap_or_default();
-        let v: serde_json::Value = serde_json::from_str(&answer).unwrap_or_default();
-        v["data"]["result"]
-            .as_array()
-            .is_some_and(|r| r.iter().any(|s| s["value"][1] != "NaN"))
+        answer = prom.query(q);
+        answer.iter().any(|s| s["value"][1] != "NaN")
     });
-    eprintln!("prometheus: {q} → {answer}");
-    let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
-    let hops: Vec<&str> = v["data"]["result"]
-        .as_array()
-        .unwrap()
+    eprintln!("prometheus: {q} → {answer:?}");
+    let hops: Vec<&str> = answer
         .iter()
         .filter_map(|s| s["metric"]["hop"].as_str())
         .collect();
     assert!(
         hops.contains(&"veth") && hops.contains(&"bridge"),
-        "{answer}"
+        "{answer:?}"
     );
 }
 
@@ -154,19 +68,11 @@ fn serve_exports_hop_histograms_that_prometheus_scrapes() {
     let dl = DockerLab::build(&engine, Driver::Bridge, &o).unwrap();
     let client = dl.client.as_ref().unwrap().name.clone();
     let server = dl.server.as_ref().unwrap().name.clone();
-    let port = free_port();
-    let serve = Reaped(
-        Command::new(env!("CARGO_BIN_EXE_netpath"))
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--container", &client, "--container", &server])
-            .args(["--rescan-secs", "0.5", "--sample", "1", "--program-stats"])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let ctrs = ["--container", &client, "--container", &server];
+    let (serve, port) = scrape::serve(
+        &[&ctrs[..], &["--sample", "1", "--program-stats"]].concat(),
+        &[],
     );
-    wait_for("serve /ready", 60, || {
-        get(port, "/ready").is_some_and(|(st, _)| st.contains(" 200 "))
-    });
     traffic(&dl, 3);
     let metrics = || get(port, "/metrics").unwrap().1;
     wait_for("hop histograms of the server container", 20, || {
@@ -229,8 +135,8 @@ fn serve_exports_hop_histograms_that_prometheus_scrapes() {
     assert!(out.status.success(), "promtool check metrics: {said}");
 
     // A real Prometheus scrapes it, and a hop quantile query answers.
-    let (_prom, prom_port, dir) = start_prometheus(port);
-    assert_hop_quantile(prom_port, &dl);
+    let prom = Prometheus::start(port);
+    assert_hop_quantile(&prom, &dl);
     // The containers stop: their series go at the next rescan.
     dl.teardown().unwrap();
     wait_for("the stopped containers' series to go", 20, || {
@@ -240,7 +146,6 @@ fn serve_exports_hop_histograms_that_prometheus_scrapes() {
             && m.contains("netpath_watched_containers 0")
     });
     drop(serve);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn docker(args: &[&str]) -> (bool, String) {
@@ -382,14 +287,9 @@ fn swarm_stack_follows_containers_and_prometheus_scrapes_it() {
             metrics().contains(&format!("container=\"{server}\""))
         },
     );
-    let (_prom, prom_port, pdir) = start_prometheus(port);
-    assert_hop_quantile(prom_port, &dl);
-    let watched = |m: &str| -> u64 {
-        m.lines()
-            .find_map(|l| l.strip_prefix("netpath_watched_containers "))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
-    };
+    let prom = Prometheus::start(port);
+    assert_hop_quantile(&prom, &dl);
+    let watched = |m: &str| gauge(m, "netpath_watched_containers").unwrap_or(0);
     let before = watched(&metrics());
     assert!(before >= 2, "{}", metrics());
     dl.teardown().unwrap();
@@ -399,7 +299,6 @@ fn swarm_stack_follows_containers_and_prometheus_scrapes_it() {
     });
     drop(stack);
     let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_dir_all(&pdir);
 }
 
 /// A Docker daemon of this test's own (socket, exec root and data root of its own, no default

@@ -346,26 +346,15 @@ fn doctor_matches_this_kernel() {
     }
 }
 
-fn one_line_error(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "{args:?} should fail");
-    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    assert_eq!(err.lines().count(), 1, "one line, got: {err}");
-    err
-}
-
 #[test]
 fn bad_input_gets_one_clear_line() {
     let _g = common::need_root();
     let before = lab::list_netpath_netns().unwrap();
-    let e = one_line_error(&["compare", "--driver", "nosuch"]);
+    let e = common::one_line_error(&["compare", "--driver", "nosuch"]);
     assert!(e.contains("nosuch"), "{e}");
     let caps = doctor::probe().unwrap();
     if !caps.checks.iter().find(|c| c.name == "kprobe").unwrap().ok {
-        let e = one_line_error(&["compare", "--backend", "kprobe", "-n", "10"]);
+        let e = common::one_line_error(&["compare", "--backend", "kprobe", "-n", "10"]);
         assert!(e.contains("kprobe"), "{e}");
     }
     assert_eq!(common::leftovers(&before), Vec::<String>::new());
@@ -789,23 +778,9 @@ fn assert_order(r: &DriverReport) {
     let Some(want) = expected_order(driver, fp) else {
         return;
     };
-    let mut odd = Vec::new();
-    for t in &r.timelines {
-        // The data path's order; the receiving thread's wakeup parts (present when it slept,
-        // and `wakeup` only where sk_data_ready exists) are checked in `assert_wakeup_parts`.
-        let mut hops: Vec<&str> = t
-            .points
-            .iter()
-            .skip(1)
-            .map(|p| p.hop)
-            .filter(|h| !WAKEUP_PARTS.contains(h))
-            .collect();
-        hops.dedup();
-        let i = usize::from(t.dir == "response");
-        if hops.join(" ") != want[i] {
-            odd.push((t.dir, hops));
-        }
-    }
+    // The data path's order; the receiving thread's wakeup parts (present when it slept, and
+    // `wakeup` only where sk_data_ready exists) are checked in `assert_wakeup_parts`.
+    let odd = common::dgram::out_of_order(r, &want, &WAKEUP_PARTS);
     let slack = if fp { r.timelines.len() / 100 } else { 0 };
     assert!(
         !r.timelines.is_empty() && odd.len() <= slack,
@@ -1029,7 +1004,8 @@ fn ipvlan_and_netkit_cross_their_hops_or_are_skipped() {
             eprintln!("{name} not on this kernel, checking its skip line: {why}");
             let kind = format!("cannot create {name} devices");
             assert!(why.contains(&kind), "{why}");
-            let err = one_line_error(&["compare", "-d", name, "-n", "10", "--bulk-secs", "0"]);
+            let err =
+                common::one_line_error(&["compare", "-d", name, "-n", "10", "--bulk-secs", "0"]);
             assert!(err.contains(&kind), "{err}");
             let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
                 .args(["compare", "-d", &format!("host,{name}"), "-n", "20"])

@@ -190,12 +190,7 @@ fn a_change_is_in_place_only_for_side_a_and_reverted_at_the_end() {
     let before = snapshot();
     let mut args = SMALL.to_vec();
     args.extend(["--apply", APPLY, "--revert", REVERT]);
-    let out = s.tune("server", 0, &args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = common::output_ok(&mut s.tune("server", 0, &args));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     // Two rounds, each side two runs (untraced and traced) of 300 requests.
     let applies = check_windows(&s.log(), Some(2 * 2 * 300));

@@ -234,17 +234,6 @@ fn netem_sits_on_both_underlay_ends_and_goes_with_the_lab() {
     assert_eq!(root_links(), links_before, "nothing in the root netns");
 }
 
-fn one_line_error(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "{args:?} should fail");
-    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    assert_eq!(err.lines().count(), 1, "one line, got: {err}");
-    err
-}
-
 /// With netem the command runs and the overlay row names its wire (the bridge row, one node,
 /// has none). Without netem it says so in one line, exits non-zero and leaves no namespace or
 /// link behind (it checks on a scratch namespace before building any lab).
@@ -253,23 +242,18 @@ fn underlay_delay_on_the_command_line() {
     let _g = common::need_root();
     let before = lab::list_netpath_netns().unwrap();
     if kernel_has_netem() {
-        let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
-            .args(["compare", "-d", "bridge,overlay", "--underlay-delay", "2ms"])
-            .args(["--underlay-jitter", "100us", "-n", "50", "--warmup", "5"])
-            .args([
-                "--bulk-secs",
-                "0",
-                "--burst",
-                "0",
-                "--no-untraced",
-                "--json",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = common::output_ok(
+            Command::new(env!("CARGO_BIN_EXE_netpath"))
+                .args(["compare", "-d", "bridge,overlay", "--underlay-delay", "2ms"])
+                .args(["--underlay-jitter", "100us", "-n", "50", "--warmup", "5"])
+                .args([
+                    "--bulk-secs",
+                    "0",
+                    "--burst",
+                    "0",
+                    "--no-untraced",
+                    "--json",
+                ]),
         );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let wire = |i: usize| {
@@ -284,7 +268,7 @@ fn underlay_delay_on_the_command_line() {
         return;
     }
     let links_before = root_links();
-    let e = one_line_error(&[
+    let e = common::one_line_error(&[
         "compare",
         "-d",
         "bridge,overlay",
@@ -302,13 +286,13 @@ fn underlay_delay_on_the_command_line() {
 fn bad_underlay_input_gets_one_clear_line() {
     let _g = common::need_root();
     let before = lab::list_netpath_netns().unwrap();
-    let e = one_line_error(&["compare", "-d", "overlay", "--underlay-delay", "fast"]);
+    let e = common::one_line_error(&["compare", "-d", "overlay", "--underlay-delay", "fast"]);
     assert!(e.contains("fast") && e.contains("50us"), "{e}");
-    let e = one_line_error(&["compare", "-d", "overlay", "--underlay-delay", "5s"]);
+    let e = common::one_line_error(&["compare", "-d", "overlay", "--underlay-delay", "5s"]);
     assert!(e.contains("at most"), "{e}");
-    let e = one_line_error(&["compare", "-d", "overlay", "--underlay-jitter", "1ms"]);
+    let e = common::one_line_error(&["compare", "-d", "overlay", "--underlay-jitter", "1ms"]);
     assert!(e.contains("--underlay-delay"), "{e}");
-    let e = one_line_error(&["compare", "-d", "bridge,host", "--underlay-delay", "1ms"]);
+    let e = common::one_line_error(&["compare", "-d", "bridge,host", "--underlay-delay", "1ms"]);
     assert!(
         e.contains("cross-node") && e.contains("bridge, host"),
         "{e}"

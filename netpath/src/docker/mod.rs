@@ -1,18 +1,14 @@
 //! Real Docker: the same data paths as the netns lab, built by a Docker engine.
 //!
-//! * [`Engine`]: a bollard connection (unix socket, `DOCKER_HOST` honoured, API version
-//!   negotiated: Debian's docker.io 20.10 speaks API 1.41) with one-line errors.
-//! * [`image::ensure_agent_image`]: the `netpath-agent:<version>` image, built `FROM
-//!   scratch` through the API from the running netpath binary and its shared libraries
-//!   (no registry needed).
-//! * [`agent::agent_main`]: what runs inside those containers (`serve`, `hold`).
-//! * [`DockerLab`] (`drivers/`, one file per [`Driver`](crate::driver::Driver) like
-//!   `lab/`): client and server containers on a real Docker network, and the
-//!   [`NetPath`](crate::path::NetPath) between them that the harness and the tracer take;
-//!   `resources` holds what it made, `swarm` the overlay's swarm.
-//! * [`resolve_container`] / [`inspect()`]: the network side of containers netpath did
-//!   not start; [`between()`]: the path between two of them (`compare --between A B`).
-//! * [`cleanup_docker`]: removes everything netpath made in Docker.
+//! [`Engine`] talks to the daemon; [`image::ensure_agent_image`] builds the
+//! `netpath-agent:<version>` image `FROM scratch` from the running netpath binary and its
+//! shared libraries (no registry), whose containers run [`agent::agent_main`] (`serve`,
+//! `hold`); [`DockerLab`] (`drivers/`, one file per [`Driver`](crate::driver::Driver) like
+//! `lab/`; `resources` holds what it made, `swarm` the overlay's swarm) builds the
+//! [`NetPath`](crate::path::NetPath) between client and server containers on a real Docker
+//! network. [`resolve_container`] / [`inspect()`] read the network side of containers netpath
+//! did not start, [`between()`] the path between two (`compare --between A B`);
+//! [`cleanup_docker`] removes everything netpath made in Docker.
 //!
 //! Everything netpath creates carries the label `netpath` and a name starting with
 //! `np<runid>-`. Published ports bind 127.0.0.1 only, a swarm netpath initialises

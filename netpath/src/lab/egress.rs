@@ -7,13 +7,11 @@
 //!  bridge 10.213.K.0/24                                   uplink 10.217.K.0/24
 //! ```
 //!
-//! The client is a container on the bridge network (its default route is the bridge's
-//! address); the node routes its packets out of its uplink, and Docker's outbound rule in
-//! netpath's nft table (`ip saddr <subnet> oifname != <bridge> masquerade`) rewrites their
-//! source to the node's uplink address. The `remote` namespace stands in for another host:
-//! it knows only its uplink subnet, so the replies reach the client through conntrack's
-//! de-NAT, as from any real host. The server listens on the remote's own address.
-//! [`uplink`] is also `host-egress`'s way out.
+//! The client is a container on the bridge network (default route: the bridge's address); the
+//! node routes its packets out of its uplink, and Docker's outbound rule in netpath's nft table
+//! (`ip saddr <subnet> oifname != <bridge> masquerade`) rewrites their source to the uplink's
+//! address. The `remote` namespace stands in for another host and knows only its uplink
+//! subnet, so replies reach the client through conntrack's de-NAT, as from any real host.
 
 use std::net::SocketAddrV4;
 
@@ -50,7 +48,8 @@ pub(super) struct Uplink {
 
 /// Creates `np<id>-rmt` and the veth pair `np<id>up` (in `node`, .1) ↔ `np<id>rm` (in the
 /// remote, .2) on 10.217.K.0/24, both up. No routes beyond the subnet's own: the remote
-/// reaches only the node's uplink address, like a host the node's containers talk to.
+/// reaches only the node's uplink address, like a host the node's containers talk to. The
+/// server listens on the remote's own address. Also `host-egress`'s way out.
 pub(super) fn uplink(nss: &mut LabNamespaces, node: &Netns, run_id: &str) -> Result<Uplink> {
     let remote = nss.create("rmt")?;
     super::lo_up(&[&remote])?;

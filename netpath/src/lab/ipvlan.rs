@@ -9,12 +9,9 @@
 //!  subnet 10.218.K.0/24
 //! ```
 //!
-//! Built like `macvlan` (see there: the parent is a link netpath creates, never a host
-//! interface). The children share the parent's MAC address; in L2 mode a frame from one
-//! child to another's address is handed straight to that child's backlog
-//! (`ipvlan_rcv_frame` → `dev_forward_skb`), so unicast never crosses the parent, only
-//! broadcasts (ARP) do. A kernel without ipvlan (CONFIG_IPVLAN unset) fails the build with
-//! [`UnknownLinkKind`](crate::sys::nl::UnknownLinkKind), which `compare` turns into a skipped row.
+//! Built like `macvlan` (see [`Children`]). The children share the parent's MAC address; in
+//! L2 mode a frame from one child to another's address is handed straight to that child's
+//! backlog (`ipvlan_rcv_frame` → `dev_forward_skb`): only broadcasts (ARP) cross the parent.
 
 use anyhow::Result;
 
@@ -22,6 +19,9 @@ use super::macvlan::Children;
 use crate::driver::Driver;
 use crate::path::NetPath;
 
+/// A kernel without ipvlan (CONFIG_IPVLAN unset) fails this with
+/// [`UnknownLinkKind`](crate::sys::nl::UnknownLinkKind), which `compare` turns into a skipped
+/// row.
 pub(super) fn build(run_id: &str) -> Result<NetPath> {
     let children = Children {
         driver: Driver::Ipvlan,

@@ -9,12 +9,9 @@
 //!  subnet 10.216.K.0/24
 //! ```
 //!
-//! The parent is a link netpath creates (one end of a veth pair whose peer sits, up, in
-//! a namespace netpath owns), never a host interface: macvlan sends broadcasts out of
-//! its parent, and the peer being up gives the parent (and so the children) carrier.
-//! In bridge mode the two children reach each other directly inside the macvlan
-//! driver; only broadcasts (ARP) also leave through the parent. No gateway: both
-//! containers are on-link.
+//! In bridge mode the two children reach each other directly inside the macvlan driver; only
+//! broadcasts (ARP) also leave through the parent, a link netpath makes (see [`Children`]).
+//! No gateway: both containers are on-link.
 
 use std::net::SocketAddrV4;
 use std::os::fd::BorrowedFd;
@@ -40,6 +37,10 @@ pub(super) fn build(run_id: &str) -> Result<NetPath> {
 
 /// Two children of one parent link netpath makes, each straight inside a container
 /// namespace as `eth0` (macvlan here, ipvlan in `ipvlan.rs`).
+///
+/// The parent is one end of a veth pair whose peer sits, up, in a namespace netpath owns,
+/// never a host interface: macvlan sends broadcasts out of its parent, and the peer being up
+/// gives the parent (and so the children) carrier.
 pub(super) struct Children {
     pub driver: Driver,
     /// Role of the namespace holding the parent's peer.

@@ -5,22 +5,8 @@
 //! network namespace. Where a driver needs a Docker host, a "node" namespace stands in
 //! for it and carries the bridge, the host ends of the veths, netpath's nft table and
 //! (published-proxy) the docker-proxy process. One file per driver builds its
-//! [`NetPath`]; `namespaces.rs` owns the namespaces and removes them.
-//!
-//! | driver            | namespaces                  | client → server                          |
-//! |-------------------|-----------------------------|------------------------------------------|
-//! | `host`            | host                        | lo                                       |
-//! | `none`            | ctr                         | lo                                       |
-//! | `bridge`          | node, cli, srv              | veth → bridge → veth                     |
-//! | `overlay`         | node1, node2, cli, srv      | veth → bridge → vxlan ~underlay~ vxlan → bridge → veth |
-//! | `macvlan`         | node, mvp, cli, srv         | macvlan → macvlan (bridge mode)          |
-//! | `published-proxy` | node, srv                   | lo → docker-proxy → bridge → veth        |
-//! | `published-nat`   | node, srv                   | OUTPUT DNAT → bridge → veth              |
-//! | `egress`          | node, cli, rmt              | veth → bridge → route + MASQUERADE → uplink |
-//! | `host-egress`     | node, rmt                   | uplink                                   |
-//! | `gateway`         | node, cli                   | veth → bridge → node's stack             |
-//! | `ipvlan`          | node, ivp, cli, srv         | ipvlan → ipvlan (L2 mode)                |
-//! | `netkit`          | cli, srv                    | netkit → netkit (L3 mode pair)           |
+//! [`NetPath`]; `namespaces.rs` owns the namespaces and removes them. docs/drivers.md
+//! ("The lab's drivers") lists each driver's namespaces and path.
 
 pub(crate) mod cleanup;
 mod namespaces;

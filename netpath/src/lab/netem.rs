@@ -3,17 +3,9 @@
 //! The overlay lab joins its two nodes with one veth pair (`np<id>u1` ⇄ `np<id>u2`), which
 //! stands for the network between two Docker hosts. Between real hosts that network adds
 //! propagation and switching time that a veth does not; `compare --underlay-delay` adds it
-//! back so that "same node vs cross node" can be measured. netem is the root qdisc of each
-//! end and delays what that node sends (requests leave through u1, responses through u2),
-//! so each one-way journey crosses the delay exactly once, inside its `underlay` hop: the
-//! qdisc holds the packet between `dev_queue` on the underlay device (`net:net_dev_queue`
-//! fires before the qdisc) and `netif_rx` on its peer.
-//!
-//! The egress drivers' uplink (`np<id>up` ⇄ `np<id>rm`, node to `remote`) is such a wire
-//! too: requests leave the node through `up`, responses leave the remote through `rm`, so
-//! each journey crosses the delay once, inside its `uplink` hop.
-//!
-//! The qdiscs live on links inside the lab's namespaces, so they go with the lab.
+//! back so that "same node vs cross node" can be measured. The egress drivers' uplink
+//! (`np<id>up` ⇄ `np<id>rm`, node to `remote`) is such a wire too. The qdiscs live on links
+//! inside the lab's namespaces, so they go with the lab.
 
 use std::time::Duration;
 
@@ -95,6 +87,12 @@ pub fn wire_links(path: &NetPath) -> Vec<&Device> {
 
 /// Puts netem with `w` on every wire link of `path`; returns what was done, for the run's
 /// context (`None` for a path without such links: a same-node driver).
+///
+/// netem is the root qdisc of each end and delays what that end sends (requests leave
+/// through u1 or `up`, responses through u2 or `rm`), so each one-way journey crosses the
+/// delay exactly once, inside its `underlay` (`uplink`) hop: the qdisc holds the packet
+/// between `dev_queue` on the device (`net:net_dev_queue` fires before the qdisc) and
+/// `netif_rx` on its peer.
 pub fn delay_wire(path: &NetPath, w: &WireDelay) -> Result<Option<String>> {
     let links = wire_links(path);
     if links.is_empty() {

@@ -1,22 +1,5 @@
-//! netpath's own nftables table in the node namespace, shaped like Docker's bridge NAT.
-//!
-//! The rules Docker installs for a bridge network, in a table of netpath's:
-//!
-//! ```text
-//! table ip netpath_<id> {
-//!   chain postrouting { type nat hook postrouting priority srcnat;
-//!     ip saddr <subnet> oifname != "<bridge>" masquerade                 # outbound NAT
-//!     ip saddr <srv> ip daddr <srv> tcp dport <port> masquerade }        # hairpin (*)
-//!   chain prerouting  { type nat hook prerouting priority dstnat;
-//!     fib daddr type local jump np-docker }
-//!   chain output      { type nat hook output priority dstnat;
-//!     ip daddr != 127.0.0.0/8 fib daddr type local jump np-docker }
-//!   chain np-docker   { iifname != "<bridge>" tcp dport <pub> dnat to <srv>:<port>    (*)
-//!                       iifname != "<bridge>" udp dport <pub> dnat to <srv>:<port> }  (*)
-//! }
-//! ```
-//!
-//! (*) only with a server container to publish (not for egress or gateway).
+//! netpath's own nftables table in the node namespace, shaped like Docker's bridge NAT
+//! (the rules are on [`NatSpec::ruleset`]).
 //!
 //! Applied with the `nftables` crate (`nft -j -f -`) from a thread inside the node
 //! namespace: the `nft` child inherits that thread's namespace.
@@ -56,7 +39,24 @@ impl NatSpec {
         format!("netpath_{}", self.run_id)
     }
 
-    /// The ruleset as an nftables JSON document.
+    /// The ruleset as an nftables JSON document: the rules Docker installs for a bridge
+    /// network, in a table of netpath's:
+    ///
+    /// ```text
+    /// table ip netpath_<id> {
+    ///   chain postrouting { type nat hook postrouting priority srcnat;
+    ///     ip saddr <subnet> oifname != "<bridge>" masquerade                 # outbound NAT
+    ///     ip saddr <srv> ip daddr <srv> tcp dport <port> masquerade }        # hairpin (*)
+    ///   chain prerouting  { type nat hook prerouting priority dstnat;
+    ///     fib daddr type local jump np-docker }
+    ///   chain output      { type nat hook output priority dstnat;
+    ///     ip daddr != 127.0.0.0/8 fib daddr type local jump np-docker }
+    ///   chain np-docker   { iifname != "<bridge>" tcp dport <pub> dnat to <srv>:<port>    (*)
+    ///                       iifname != "<bridge>" udp dport <pub> dnat to <srv>:<port> }  (*)
+    /// }
+    /// ```
+    ///
+    /// (*) only with a server container to publish (not for egress or gateway).
     pub fn ruleset(&self) -> Nftables<'static> {
         let table: Cow<'static, str> = self.table_name().into();
         let mut b = Batch::new();

@@ -9,15 +9,10 @@
 //!  overlay 10.215.K.0/24                   underlay 10.214.K.0/24
 //! ```
 //!
-//! Each node has a Linux bridge and a VXLAN device enslaved to it (VNI [`OVERLAY_VNI`],
-//! UDP port [`VXLAN_PORT`], `local` its own underlay address, unicast `remote` the other
-//! node's, `dev` the underlay link, learning off, MTU 1450), as Docker's overlay driver
-//! sets up in its per-network namespace. The unicast `remote` makes the kernel install
-//! the all-zeros default FDB entry pointing at the other node, which is what Docker's
-//! `bridge fdb append 00:00:00:00:00:00 dst <peer>` does; with one peer, nothing is ever
-//! flooded anywhere else. The containers' eth0 MTU is 1450 like Docker sets it. Docker's
-//! second container interface (eth1 on docker_gwbridge, for traffic leaving the
-//! overlay) is not modelled: the path measured is container to container.
+//! Each node has a bridge and a VXLAN device on it, as Docker's overlay driver sets up in its
+//! per-network namespace (details on [`Node::bridge_and_vxlan`]). Docker's eth1 on
+//! docker_gwbridge (traffic leaving the overlay) is not modelled: the path is container to
+//! container.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::BorrowedFd;
@@ -88,6 +83,13 @@ impl Node {
     }
 
     /// Bridge, VXLAN port towards the node at `remote`, veth port to its container.
+    ///
+    /// The VXLAN device: VNI [`OVERLAY_VNI`], UDP port [`VXLAN_PORT`], `local` this node's
+    /// underlay address, unicast `remote` the other node's, `dev` the underlay link, learning
+    /// off, MTU 1450. The unicast `remote` makes the kernel install the all-zeros default FDB
+    /// entry pointing at the other node, which is what Docker's `bridge fdb append
+    /// 00:00:00:00:00:00 dst <peer>` does; with one peer, nothing is ever flooded anywhere
+    /// else. The containers' eth0 MTU is 1450 like Docker sets it.
     fn bridge_and_vxlan(&self, remote: Ipv4Addr, ctr_fd: BorrowedFd<'_>) -> Result<()> {
         self.ns
             .run(|| {

@@ -1,20 +1,17 @@
 //! `published-proxy` driver: `docker run -p` through Docker's docker-proxy, used from the node.
 //!
 //! dockerd's default `--userland-proxy=true`, reached from the Docker host the way users hit
-//! it: the client runs in the node namespace (the "host"), the server in the container, on
-//! the bridge network without a client container.
+//! it: the client in the node namespace (the "host"), the server in the container, on the
+//! bridge network without a client container.
 //!
 //! ```text
 //!  np<id>-node                                                         np<id>-srv
 //!  client ─lo─ 127.0.0.1:18080 docker-proxy ── np<id>br .1 ─ np<id>s ─veth─ eth0 .3:11111
 //! ```
 //!
-//! Docker's real `/usr/sbin/docker-proxy`, started inside the node namespace and
-//! listening on 127.0.0.1 there only, relays each connection to the container. Its pid
-//! is `NetPath::proxy_pid`; it is stopped and reaped on teardown, drop and signal/panic
-//! cleanup, and `cleanup_leftovers` kills the ones killed runs leave behind. Docker's
-//! OUTPUT DNAT skips 127.0.0.0/8, and so does netpath's table, so loopback traffic really
-//! goes through the proxy, as with Docker.
+//! Docker's real `/usr/sbin/docker-proxy` ([`spawn_proxy`]) relays each connection to the
+//! container. Docker's OUTPUT DNAT skips 127.0.0.0/8, and so does netpath's table, so
+//! loopback traffic really goes through the proxy, as with Docker.
 
 use std::fs::File;
 use std::io::Read;
@@ -71,6 +68,10 @@ pub(super) fn build(run_id: &str) -> Result<NetPath> {
 /// Start `docker-proxy -proto tcp -host-ip … -host-port … -container-ip …
 /// -container-port …` inside `node`, as dockerd does: it reports "0\n" (listening) or
 /// "1\n<error>" on fd 3. Returns the child and the read end of that pipe.
+///
+/// It listens on 127.0.0.1 inside the node namespace only. Its pid is
+/// `NetPath::proxy_pid`; it is stopped and reaped on teardown, drop and signal/panic cleanup,
+/// and `cleanup_leftovers` kills the ones killed runs leave behind.
 fn spawn_proxy(node: &Netns, listen: SocketAddrV4, target: SocketAddrV4) -> Result<(Child, File)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: fds is valid for two ints.

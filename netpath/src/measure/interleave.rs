@@ -302,7 +302,7 @@ fn pin_relay(path: &NetPath, rr: &RrConfig) -> Result<()> {
 
 /// The hops between the socket being woken and the receive returning: `wakeup` and, where
 /// the scheduler's tracepoints split it, its parts.
-const WAKEUP_PARTS: [&str; 5] = [
+pub const WAKEUP_PARTS: [&str; 5] = [
     "wakeup",
     "idle-exit",
     "runqueue",

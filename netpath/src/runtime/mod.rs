@@ -1,15 +1,12 @@
 //! Containers and pods on this node, whatever runs them.
 //!
-//! `/proc` is the ground truth: each task's cgroup path names its container (Docker's
-//! `docker-<id>.scope` or `/docker/<id>`, the CRI's `cri-containerd-<id>.scope` under a
-//! `kubepods…pod<UID>` level that also gives the pod's UID and QoS class, `ctr`'s
-//! `/<namespace>/<id>`; see [`cgroup`]) and its `ns/net` the network namespace. Names come from
-//! whichever runtime answers: Docker's API (bollard, [`docker`]), containerd's
-//! ([`containerd`]: containers with their labels, tasks with their pids), else the cgroup alone,
-//! said so ([`Runtime::Cgroup`]). Pod identity follows Kubernetes' conventions: the labels
-//! a kubelet's runtime puts on every container (`io.kubernetes.pod.namespace`,
-//! `io.kubernetes.pod.name`, `io.kubernetes.container.name`, `io.kubernetes.pod.uid`), so a
-//! container is named by its id, its name, or `namespace/pod[/container]`.
+//! `/proc` is the ground truth: each task's cgroup path names its container (the layouts per
+//! runtime are in [`cgroup`]; a CRI container's `kubepods…pod<UID>` level also gives the pod's
+//! UID and QoS class) and its `ns/net` the network namespace. Names come from whichever
+//! runtime answers: Docker's API (bollard, [`docker`]), containerd's ([`containerd`]:
+//! containers with their labels, tasks with their pids), else the cgroup alone, said so
+//! ([`Runtime::Cgroup`]). Pods are named by the labels in [`k8s`], so a container is named by
+//! its id, its name, or `namespace/pod[/container]`.
 //!
 //! [`Node`] holds the runtime clients; [`Node::scan`] lists every container once;
 //! [`Node::resolve`] turns a name into the network view the tracer takes
@@ -45,7 +42,8 @@ pub fn short_id(id: &str) -> &str {
     }
 }
 
-/// Label keys a kubelet's runtime sets on every container of a pod.
+/// Label keys a kubelet's runtime sets on every container of a pod: pod identity follows
+/// Kubernetes' conventions.
 pub mod k8s {
     pub const POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
     pub const POD_NAME: &str = "io.kubernetes.pod.name";

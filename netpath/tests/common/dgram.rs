@@ -1,6 +1,7 @@
 //! What every UDP and ICMP run must show, lab or Docker: journeys accounted for and hops in
 //! their order.
 use netpath::harness::Proto;
+use netpath::measure::interleave::WAKEUP_PARTS;
 use netpath::record::DriverReport;
 
 /// ≥ 99% of the 2n journeys completed, and every one that did not is a loss the kernel
@@ -52,17 +53,6 @@ pub fn assert_accounted(r: &DriverReport, n: u64) {
     );
 }
 
-/// The receiving thread's wakeup parts after the socket, left out of the order: a datagram's
-/// copy is not always seen, so its journey ends in the wakeup, or in receiver-stack when a
-/// spinning receiver took it before the wakeup was traced.
-const WAKEUP_PARTS: [&str; 5] = [
-    "wakeup",
-    "idle-exit",
-    "runqueue",
-    "recv-copy",
-    "recv-return",
-];
-
 /// Every sampled timeline's data-path hops are `want` (request, response), space-separated;
 /// UDP timelines are datagrams to or from `port`. The order is the tracepoint backend's
 /// (function probes add points inside hops: nat, ip_rcv).
@@ -70,21 +60,10 @@ pub fn assert_order(r: &DriverReport, name: &str, want: [&str; 2], port: u16) {
     if r.backend != "tracepoint" {
         return;
     }
-    let mut odd = Vec::new();
-    for t in &r.timelines {
-        let mut hops: Vec<&str> = t
-            .points
-            .iter()
-            .skip(1)
-            .map(|p| p.hop)
-            .filter(|h| !WAKEUP_PARTS.contains(h))
-            .collect();
-        hops.dedup();
-        let i = usize::from(t.dir == "response");
-        if hops.join(" ") != want[i] {
-            odd.push((t.dir, hops));
-        }
-    }
+    // The receiving thread's wakeup parts are left out: a datagram's copy is not always seen,
+    // so its journey ends in the wakeup, or in receiver-stack when a spinning receiver took it
+    // before the wakeup was traced.
+    let odd = out_of_order(r, &want, &WAKEUP_PARTS);
     assert!(
         !r.timelines.is_empty() && odd.is_empty(),
         "{name}: {} of {} timelines out of order, want {want:?}: {:?}",
@@ -98,4 +77,29 @@ pub fn assert_order(r: &DriverReport, name: &str, want: [&str; 2], port: u16) {
         "{:?}",
         r.timelines.iter().map(|t| &t.tuple).collect::<Vec<_>>()
     );
+}
+
+/// The timelines whose data-path hops (after the first point, those in `skip` left out,
+/// repeats merged) are not `want` (request, response, space-separated): direction and hops.
+pub fn out_of_order(
+    r: &DriverReport,
+    want: &[&str; 2],
+    skip: &[&str],
+) -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut odd = Vec::new();
+    for t in &r.timelines {
+        let mut hops: Vec<&str> = t
+            .points
+            .iter()
+            .skip(1)
+            .map(|p| p.hop)
+            .filter(|h| !skip.contains(h))
+            .collect();
+        hops.dedup();
+        let i = usize::from(t.dir == "response");
+        if hops.join(" ") != want[i] {
+            odd.push((t.dir, hops));
+        }
+    }
+    odd
 }

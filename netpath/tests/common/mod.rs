@@ -3,6 +3,7 @@
 
 pub mod dgram;
 pub mod schema;
+pub mod usernet;
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
@@ -82,6 +83,106 @@ pub fn one_traced_run(driver: Driver, requests: u64, warmup: u64) -> CompareOpti
     }
 }
 
+/// `program ARGS`, which must exit 0 (the command and its stderr in the failure); its stdout,
+/// trimmed.
+pub fn run_ok(program: &str, args: &[&str]) -> String {
+    let out = output_ok(Command::new(program).args(args));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Runs `cmd` to its end; it must exit 0 (the command and its stderr in the failure).
+pub fn output_ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `netpath ARGS`, which must fail with one line on stderr: that line.
+pub fn one_line_error(args: &[&str]) -> String {
+    let out = Command::new(NETPATH).args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert_eq!(err.lines().count(), 1, "one line, got: {err}");
+    err
+}
+
+/// The `hop` of every element of the JSON array `v[key]` (a timeline's `points`, a report's
+/// `hops`), in order; each must name one.
+pub fn json_hops<'a>(v: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
+    let items = v[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key} array in {v}"));
+    items
+        .iter()
+        .map(|e| e["hop"].as_str().unwrap_or_else(|| panic!("no hop in {e}")))
+        .collect()
+}
+
+/// Crossings of `hop` in direction `dir` in a report's JSON `hops` (0 when it has no row).
+pub fn json_crossings(r: &serde_json::Value, dir: &str, hop: &str) -> u64 {
+    r["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["dir"] == dir && h["hop"] == hop)
+        .map_or(0, |h| h["crossings"].as_u64().unwrap())
+}
+
+/// Kills and reaps a child process when dropped: no child is left behind when an assertion
+/// fails.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// This test binary again, running only its ignored test `test` with `env` set: the child and
+/// what follows `marker` on the first stdout line that has it ("" when none came within
+/// `wait`). Its stdout is drained for its whole life, so it never writes into a closed pipe.
+pub fn spawn_test_child(
+    test: &str,
+    env: (&str, &str),
+    stderr: Stdio,
+    marker: &'static str,
+    wait: Duration,
+) -> (KillOnDrop, String) {
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(exe)
+        .args([
+            "--exact",
+            test,
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(env.0, env.1)
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let child = KillOnDrop(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            // libtest prints "test NAME ... " without a newline before the output.
+            if let Some((_, v)) = line.split_once(marker) {
+                let _ = tx.send(v.trim().to_string());
+            }
+        }
+    });
+    (child, rx.recv_timeout(wait).unwrap_or_default())
+}
+
 /// `netpath ARGS`, which must succeed (its stderr in the failure), its stdout parsed as JSON.
 pub fn run_json(args: &[&str]) -> serde_json::Value {
     let out = Command::new(NETPATH).args(args).output().unwrap();
@@ -120,7 +221,16 @@ pub fn netns_files(run_id: &str) -> Vec<String> {
 /// Names of links in the root namespace (read via netlink from a fresh thread, which
 /// starts in the process's namespace).
 pub fn root_links() -> HashSet<String> {
+    link_names(None).into_iter().collect()
+}
+
+/// Names of the links in the namespace `netns` (the process's when `None`), read via netlink
+/// from a fresh thread that enters it.
+pub fn link_names(netns: Option<std::os::fd::OwnedFd>) -> Vec<String> {
     std::thread::spawn(|| {
+        if let Some(fd) = netns {
+            nix::sched::setns(fd, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+        }
         netpath::sys::nl::Nl::new()
             .unwrap()
             .links()

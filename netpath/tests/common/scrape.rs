@@ -1,5 +1,6 @@
 //! `netpath serve` as a child process, HTTP on loopback, and a real Prometheus (Debian's)
 //! scraping it.
+#![allow(dead_code)] // each test binary uses its own subset
 
 use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};

@@ -1,28 +1,14 @@
 //! `cargo xtask vm-test`: netpath's privileged integration tests on other kernels.
 //!
-//! The host kernel has no kprobes and refuses fentry, so the tests also run under qemu with
-//! software emulation (single-threaded TCG, see [`ACCEL`]; KVM hangs on these machines) on
-//! two Debian cloud kernels (see [`kernels`]): 6.1 (kprobes, fentry, module BTF; no
-//! `sk_data_ready` or socket-level send/receive tracepoints) and the newest 6.12 of the
-//! backports (all of those, plus netkit, ipvlan and netem). The steps:
-//!
-//! 1. `setup --vm` (the 6.1 cloud kernel, busybox-static, cpio, kmod, qemu's libraries; the
-//!    6.12 kernel and qemu 10 fetched from backports and unpacked into `target/vm`, see
-//!    [`backports`]: Debian 12's qemu 7.2 cannot run 6.12 under TCG);
-//! 2. the kernels to boot (`--kernel 6.1`, `--kernel 6.12`, a vmlinuz path; default both);
-//! 3. netpath's integration test binaries and the `netpath` bin, linked statically
-//!    (`+crt-static`) in their own target dir (`target/vm`), the eBPF object embedded by
-//!    build.rs as usual; built once for every kernel;
-//! 4. per kernel, an initramfs (`target/vm/initramfs-<release>.cpio.gz`, see [`initramfs`])
-//!    with that kernel's modules, the test binaries and an `/init` that runs every test
-//!    binary with `--test-threads=1` once per backend in [`BACKENDS`], prints
-//!    `NETPATH-VM-RESULT rc=<n>` and powers off;
-//! 5. per kernel, qemu with no network device (the tests only use namespaces inside the VM),
-//!    the serial console streamed to stdout and to `target/vm/console-<release>.log`, under
-//!    an overall timeout (see [`console`]).
-//!
-//! The result of each VM is the `rc` of that line and the libtest `test result:` counts; a
-//! missing result line (crash, panic, timeout) is a failure.
+//! The host kernel has no kprobes and refuses fentry, so the tests also run under qemu
+//! (single-threaded TCG, see [`ACCEL`]) on two Debian cloud kernels (see [`kernels`]): 6.1
+//! (kprobes, fentry, module BTF; no `sk_data_ready` or socket-level send/receive
+//! tracepoints) and the newest 6.12 of the backports (all of those, plus netkit, ipvlan and
+//! netem). Per kernel: the test binaries and the `netpath` bin linked statically once
+//! ([`build_static`]), an initramfs with that kernel's modules (see [`initramfs`]), and one
+//! boot per backend in [`BACKENDS`] (see [`console`]). docs/kernels.md ("How `vm-test`
+//! runs") walks through the steps. A VM's result is the `rc` of its `NETPATH-VM-RESULT`
+//! line and the libtest `test result:` counts; a missing line (crash, panic, timeout) fails.
 
 pub mod backports;
 mod console;

@@ -7,15 +7,11 @@
 //!                                                           10.217.K.0/24 (free on the host)
 //! ```
 //!
-//! The remote is a namespace of netpath's, standing in for another host, behind a veth
-//! netpath adds to the Docker host's namespace ([`HostVeth`]) with an address from a /24 of
-//! 10.217.0.0/16 that no address or route of the host overlaps (checked first; no traffic
-//! leaves the machine). The uplink's connected route is all netpath adds; nothing goes into
-//! Docker's chains or any other rule: Docker accepts what leaves its bridges (`FORWARD -i
-//! docker0 ! -o docker0 -j ACCEPT`) and the replies (`-o docker0 -m conntrack --ctstate
-//! RELATED,ESTABLISHED -j ACCEPT`), and its `POSTROUTING -s <subnet> ! -o docker0 -j
-//! MASQUERADE` rewrites the source to the uplink's address. The remote knows only its
-//! uplink subnet, so the replies come back through conntrack's de-NAT.
+//! The remote is a namespace of netpath's standing in for another host, behind a veth netpath
+//! adds to the Docker host's namespace ([`HostVeth`]) on a /24 no address or route of the host
+//! overlaps. That link's connected route is all netpath adds: Docker's own FORWARD accepts and
+//! MASQUERADE do the rest (docs/drivers.md, "egress on Docker", lists them). The remote knows
+//! only its uplink subnet, so the replies come back through conntrack's de-NAT.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 

@@ -1,27 +1,13 @@
 //! Docker's data paths built by a real engine, one file per driver mirroring `lab/`.
 //!
 //! Each driver makes its networks and containers and returns the [`NetPath`] between them,
-//! which owns (and on teardown removes) what the driver made.
-//!
-//! | driver            | Docker objects                                   | client → server |
-//! |-------------------|--------------------------------------------------|-----------------|
-//! | `bridge`          | network `np<id>-net` (bridge `np<id>br`), or docker0 | cli eth0 → veth → bridge → veth → srv eth0 |
-//! | `host`            | two `--network host` containers                  | host lo         |
-//! | `none`            | one `--network none` container                   | its lo          |
-//! | `overlay`         | swarm (initialised on 127.0.0.1 if none), attachable overlay `np<id>-net` | eth0 → veth → br0 (overlay netns, with vxlan0) → veth → eth0 |
-//! | `macvlan`         | parent veth `np<id>mp` (peer in netns `np<id>-mvp`), macvlan network | macvlan → macvlan |
-//! | `published-proxy` | srv with `-p 127.0.0.1:P:11111` on `np<id>-net`  | host lo → docker-proxy → bridge → veth → eth0 |
-//! | `published-nat`   | a second dockerd (`--userland-proxy=false`) in netns `np<id>-dkr`, srv with `-p 127.0.0.1:P:11111` | dkr lo → OUTPUT DNAT → bridge → veth → eth0 |
-//! | `egress`          | cli on `np<id>-net` (or docker0); uplink `np<id>up` in the host's netns, peer in netns `np<id>-rmt` (the remote host, not Docker's) | eth0 → veth → bridge → route + Docker's MASQUERADE → uplink → remote |
-//! | `host-egress`     | a `--network host` cli; the same uplink and remote | host stack → uplink → remote |
-//! | `gateway`         | cli on `np<id>-net` (or docker0); the server on the host, on the bridge's address | eth0 → veth → bridge → host stack |
-//!
-//! The containers run the agent image: `hold` keeps each one (and its namespace) alive.
-//! The request/response server is the harness's own thread, which enters the server
-//! container's namespace and listens on the container's IP:11111: the packets take the
-//! same path as to a server process inside the container, and the tracer knows the
-//! server thread (it correlates by thread id). `netpath agent serve` exists for
-//! containers the harness does not drive.
+//! which owns (and on teardown removes) what the driver made; docs/drivers.md ("On real
+//! Docker") lists each driver's Docker objects and path. The containers run the agent
+//! image: `hold` keeps each one (and its namespace) alive. The request/response server is
+//! the harness's own thread, which enters the server container's namespace and listens on
+//! the container's IP:11111: the packets take the same path as to a server process inside
+//! the container, and the tracer knows the server thread (it correlates by thread id).
+//! `netpath agent serve` exists for containers the harness does not drive.
 
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::path::PathBuf;

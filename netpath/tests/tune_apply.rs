@@ -3,7 +3,7 @@
 //! turns hit A's rule, none of B's could), reverted at the end, after a failing --apply and
 //! on SIGINT (a scratch namespace's rule set equals the one before), with nothing of netpath's
 //! left; bad input in one line. (`--between` shares the whole path with this: only the
-//! path it is handed differs, and `compare --between` is tested in docker.rs.)
+//! path it is handed differs, and `compare --between` is tested in docker/resolve.rs.)
 //!
 //!     sudo -E cargo test -p netpath --test tune_apply -- --test-threads=1
 

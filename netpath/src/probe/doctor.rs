@@ -194,8 +194,14 @@ fn check_tc(ebpf: &mut aya::Ebpf, tc: &Probe) -> Result<String> {
     } else {
         TcAttachType::Ingress
     };
-    // Attach on the loopback of a namespace of our own, never on a host device.
-    let ns = crate::sys::netns::Netns::create(&format!("np{}-doctor", crate::lab::new_run_id()?))?;
+    // Attach on the loopback of a namespace of our own, never on a host device; registered
+    // like a lab's, so a signal during the check removes it (a SIGTERM here left it).
+    let run_id = crate::lab::new_run_id()?;
+    let ns = crate::lab::cleanup::create_registered(
+        &run_id,
+        || crate::sys::netns::Netns::create(&format!("np{run_id}-doctor")),
+        |ns| &ns.name,
+    )?;
     let r = ns.run(|| {
         crate::probe::tracer::add_clsact("lo")?;
         let id = p.attach("lo", ty)?;
@@ -203,6 +209,7 @@ fn check_tc(ebpf: &mut aya::Ebpf, tc: &Probe) -> Result<String> {
         Ok(())
     });
     let _ = ns.delete();
+    crate::lab::cleanup::unregister(&run_id);
     r?;
     Ok(format!("clsact {} on a netpath netns loopback", tc.target))
 }

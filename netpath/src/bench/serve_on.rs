@@ -317,31 +317,28 @@ fn clk_tck() -> f64 {
 fn start_redis(o: &mut Objects, image: &str, net: &str, role: &str, ip: &str) -> Result<String> {
     let name = format!("np{}{role}", o.id);
     o.containers.push(name.clone());
-    docker(&[
-        "run",
-        "-d",
-        "--name",
-        &name,
-        "--label",
-        "netpath=1",
-        "--network",
-        net,
-        "--ip",
-        ip,
-        image,
+    let mut args = vec!["run", "-d", "--name", &name, "--label", "netpath=1"];
+    args.extend(["--network", net, "--ip", ip, image]);
+    args.extend(redis_server_cmd(ip));
+    docker(&args)?;
+    Ok(name)
+}
+
+/// The command that runs the image's redis-server on `ip` alone, nothing saved. Without a
+/// password redis answers only loopback clients: the client is another container, and the
+/// address is on netpath's own network, so protected mode is off.
+pub fn redis_server_cmd(ip: &str) -> [&str; 9] {
+    [
         "/usr/bin/redis-server",
         "--bind",
         ip,
-        // Without a password redis answers only loopback clients; the client is the other
-        // container, and the address is on netpath's own network.
         "--protected-mode",
         "no",
         "--save",
         "",
         "--appendonly",
         "no",
-    ])?;
-    Ok(name)
+    ]
 }
 
 /// One redis-benchmark run in its own container: (requests/s, p50 ms) of its GET test.

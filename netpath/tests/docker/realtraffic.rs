@@ -51,17 +51,7 @@ fn trace_container_names_every_device_of_real_traffic() {
     run(
         &srv,
         Some(&srv_ip),
-        &[
-            "/usr/bin/redis-server",
-            "--bind",
-            &srv_ip,
-            "--protected-mode",
-            "no",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
+        &netpath::bench::serve_on::redis_server_cmd(&srv_ip),
     );
     // One connection, one request at a time, looping until removed.
     run(

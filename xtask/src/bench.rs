@@ -26,7 +26,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         return run::run(&with_bench_tools(netpath_args(args)));
     }
     // The serve-left-on section runs containers: a daemon for it (stopped again after, if
-    // started here); without one the section says it was skipped.
+    // started here); without one the section says it was skipped. Setup first: on a fresh
+    // machine the daemon is among what it installs (the build's setup is then quick).
+    setup::run(&with_bench_tools(Vec::new()).setup)?;
     let _docker = crate::dockerd::ensure_dockerd()
         .inspect_err(|e| eprintln!("bench: no Docker daemon for the serve-left-on section: {e:#}"))
         .ok();

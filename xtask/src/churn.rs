@@ -6,7 +6,10 @@
 //! the batch is removed while scrapes are in flight. Prints the exporter's RSS, open fds,
 //! series count and what it follows once a minute, and fails if a scrape failed, or if the
 //! series, the followed set or the fds did not come back down once the churn stopped. RSS is
-//! reported, not judged: the machine is shared. `--seconds` runs a short version.
+//! reported, not judged: the machine is shared. `--seconds` runs a short version. When the
+//! churn started the Docker daemon itself, it restarts it every third of the run (at most
+//! every 15 minutes), between batches, and fails if a scrape failed meanwhile or if the next
+//! batch makes no series; a daemon that was already running is someone else's and is left be.
 
 use std::{
     io::{Read as _, Write as _},
@@ -51,7 +54,7 @@ pub fn run(args: &ChurnArgs) -> anyhow::Result<()> {
         Some(p) => p.clone(),
         None => paths::release_netpath()?,
     };
-    let _dockerd = dockerd::ensure_dockerd()?;
+    let mut dockerd = dockerd::ensure_dockerd()?;
     // The containers carry this run's id and its lock is held while they churn, so a
     // `netpath cleanup` (a test's, or a user's) running meanwhile leaves them alone.
     let lock = RunLock::acquire()?;
@@ -80,8 +83,26 @@ pub fn run(args: &ChurnArgs) -> anyhow::Result<()> {
     let (mut started, mut peak) = (0u64, start);
     // After the first batch, whatever the exporter opens once (runtime connections) is open.
     let mut warm: Option<Snap> = None;
+    let every = restart_every(secs);
+    let mut next_restart = Instant::now() + every;
+    let mut restarts = 0u32;
+    if !dockerd.owns_daemon() {
+        println!(
+            "no daemon restarts: the Docker daemon was running before the churn (not ours to restart)"
+        );
+    }
     while Instant::now() < end {
+        if dockerd.owns_daemon() && Instant::now() >= next_restart {
+            restart_daemon(&mut dockerd, pid, port, start)?;
+            restarts += 1;
+            next_restart += every;
+        }
         let alive = batch(&image, &lock.label, &net, port, || snapshot(pid, port))?;
+        if alive.series <= start.series {
+            bail!(
+                "a batch's containers made no series ({alive}; start {start}, {restarts} daemon restarts before it)"
+            );
+        }
         started += 3;
         let s = snapshot(pid, port);
         warm.get_or_insert(s);
@@ -95,7 +116,7 @@ pub fn run(args: &ChurnArgs) -> anyhow::Result<()> {
     std::thread::sleep(Duration::from_secs(3));
     let last = snapshot(pid, port);
     println!(
-        "after {secs} s, {started} containers: {last}; peak RSS {} KiB, peak {} series (start {start})",
+        "after {secs} s, {started} containers, {restarts} daemon restarts: {last}; peak RSS {} KiB, peak {} series (start {start})",
         peak.rss_kib, peak.series
     );
     if peak.series <= start.series {
@@ -111,6 +132,57 @@ pub fn run(args: &ChurnArgs) -> anyhow::Result<()> {
             "the exporter's open fds grew: {} after the first batch, {} at the end",
             w.fds,
             last.fds
+        );
+    }
+    Ok(())
+}
+
+/// How often the churn restarts a daemon of its own: twice in a short run, every 15 minutes in
+/// a long one.
+fn restart_every(secs: u64) -> Duration {
+    Duration::from_secs((secs / 3).clamp(2, 900))
+}
+
+/// Restarts the churn's own Docker daemon between batches while the exporter on `port` is
+/// scraped: every `/ready` and `/metrics` answers meanwhile, and the exporter still follows
+/// no more than it did at the start (the daemon's restart stopped nothing it follows).
+fn restart_daemon(
+    dockerd: &mut dockerd::Guard,
+    pid: u32,
+    port: u16,
+    start: Snap,
+) -> anyhow::Result<()> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let scrapes = std::thread::spawn(move || {
+        let (mut n, mut failed) = (0u32, 0u32);
+        while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+            for path in ["/ready", "/metrics"] {
+                n += 1;
+                if !get(port, path).is_some_and(|r| r.contains(" 200 ")) {
+                    failed += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        (n, failed)
+    });
+    let t = Instant::now();
+    let restarted = dockerd.restart();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (n, failed) = scrapes.join().unwrap_or((0, 1));
+    restarted?;
+    println!(
+        "daemon restarted in {:.1} s; {n} scrapes meanwhile, {failed} failed",
+        t.elapsed().as_secs_f64()
+    );
+    if failed > 0 {
+        bail!("{failed} of {n} scrapes of the exporter failed while the Docker daemon restarted");
+    }
+    let s = snapshot(pid, port);
+    if s.containers > start.containers {
+        bail!(
+            "after the daemon's restart the exporter still follows containers that are gone ({s})"
         );
     }
     Ok(())

@@ -23,24 +23,14 @@ pub struct Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        let Some(mut c) = self.child.take() else {
+        let Some(c) = self.child.take() else {
             return;
         };
         println!(
             "stopping the dockerd started for the tests (pid {})",
             c.id()
         );
-        // SAFETY: our own unreaped child.
-        unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = c.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
+        stop(c);
     }
 }
 
@@ -54,6 +44,46 @@ pub fn ensure_dockerd() -> anyhow::Result<Guard> {
     if answers() {
         return Ok(Guard { child: None });
     }
+    Ok(Guard {
+        child: Some(start()?),
+    })
+}
+
+impl Guard {
+    /// Whether this guard started the daemon (and so may stop or restart it).
+    pub fn owns_daemon(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Stops the daemon this guard started and starts it again; `Ok(false)` when the daemon
+    /// was running before (someone else's: never restarted).
+    pub fn restart(&mut self) -> anyhow::Result<bool> {
+        let Some(c) = self.child.take() else {
+            return Ok(false);
+        };
+        stop(c);
+        self.child = Some(start()?);
+        Ok(true)
+    }
+}
+
+/// SIGTERM, then SIGKILL after [`STOP_TIMEOUT`].
+fn stop(mut c: Child) {
+    // SAFETY: our own unreaped child.
+    unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = c.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+/// Starts `dockerd` in the background and waits until it answers.
+fn start() -> anyhow::Result<Child> {
     // In the workspace's target directory, not at a predictable name in the world-writable
     // temp directory (xtask runs as root; File::create there would follow a planted link).
     let log_path = crate::paths::target_dir(&crate::paths::workspace_root())?
@@ -72,7 +102,7 @@ pub fn ensure_dockerd() -> anyhow::Result<Guard> {
             bail!("dockerd exited with {st}{}", tail(&log_path));
         }
         if answers() {
-            return Ok(Guard { child: Some(child) });
+            return Ok(child);
         }
         if Instant::now() >= deadline {
             let _ = child.kill();

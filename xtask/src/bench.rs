@@ -33,7 +33,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         .inspect_err(|e| eprintln!("bench: no Docker daemon for the serve-left-on section: {e:#}"))
         .ok();
     run::run_and_wait(&with_bench_tools(netpath_args(args)))?;
-    run::run(&with_bench_tools(stability_args(args)))
+    // Waited for, not exec'd: the daemon's guard stops a daemon started here on return.
+    run::run_and_wait(&with_bench_tools(stability_args(args)))
 }
 
 /// `netpath <args>` after a setup that also installs the bench's tools (sockperf, iperf3).

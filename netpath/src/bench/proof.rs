@@ -41,6 +41,9 @@ pub struct SumRow {
     pub compensated_sum_us: f64,
     /// (compensated − untraced) / untraced, %.
     pub error_pct: f64,
+    /// The untraced RTT mean's own range over the rounds (max − min over median), %: how far
+    /// the untraced figure the error is taken against moved between rounds of the same run.
+    pub untraced_range_pct: f64,
     /// ns charged per program run.
     pub run_cost_ns: f64,
 }
@@ -97,6 +100,7 @@ pub fn run(backend: Backend, rounds: usize, requests: u64) -> Result<Proof> {
                 own_us: c.own_us,
                 compensated_sum_us: c.compensated_sum_us,
                 error_pct: c.error_mean_pct,
+                untraced_range_pct: r.rr.as_ref().map_or(0.0, |rr| rr.mean_us.rel() * 100.0),
                 run_cost_ns: c.run_cost_ns,
             })
         })

@@ -311,8 +311,9 @@ impl DriverReport {
             self.probe_effect_p50_pct = Some(pct(self.traced.p50_us, u.p50_us));
             self.untraced = Some(u);
         }
-        self.consistency = own::consistency(self, self.run_cost.ns);
+        // The rounds' spread first: the check reads the noise of the untraced mean from it.
         self.rr = RrRounds::of(&rounds);
+        self.consistency = own::consistency(self, self.run_cost.ns);
         self.probe_effect_below_noise = self
             .rr
             .as_ref()

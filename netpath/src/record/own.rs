@@ -36,6 +36,9 @@ pub struct Consistency {
     pub error_p50_pct: f64,
     /// The mean is within ±`TOLERANCE_PCT` (or ±`TOLERANCE_US`) of the untraced mean.
     pub within_tolerance: bool,
+    /// How far the untraced mean itself moved between the rounds (max − min over median), %:
+    /// the noise the error is read against (0 with one round).
+    pub untraced_range_pct: f64,
 }
 
 /// How far the compensated sum may sit from the untraced RTT mean and still agree with it.
@@ -69,6 +72,7 @@ pub fn consistency(r: &DriverReport, run_cost_ns: f64) -> Option<Consistency> {
         error_mean_pct: pct(comp, u.mean_us),
         error_p50_pct: pct(p50, u.p50_us),
         within_tolerance: err.abs() <= (u.mean_us * TOLERANCE_PCT / 100.0).max(TOLERANCE_US),
+        untraced_range_pct: r.rr.as_ref().map_or(0.0, |rr| rr.mean_us.rel() * 100.0),
     })
 }
 
@@ -95,6 +99,9 @@ pub struct PairCheck {
     /// Raw hop sums' difference, µs.
     pub raw_delta_us: f64,
     pub within_tolerance: bool,
+    /// The untraced difference's range over the rounds (max − min of each round's
+    /// difference), µs: how far the figure checked against moved by itself.
+    pub untraced_delta_range_us: f64,
 }
 
 /// How far a compensated difference may sit from the untraced one.
@@ -118,7 +125,17 @@ pub fn pair_checks(reports: &[DriverReport]) -> Vec<PairCheck> {
                 compensated_delta_us: comp,
                 raw_delta_us: ca.raw_sum_us - cb.raw_sum_us,
                 within_tolerance: (comp - untraced).abs() <= PAIR_TOLERANCE_US,
+                untraced_delta_range_us: delta_range(r, b),
             })
         })
         .collect()
+}
+
+/// Max − min over the rounds of `a`'s untraced RTT mean less `b`'s in the same round.
+fn delta_range(a: &DriverReport, b: &DriverReport) -> f64 {
+    let d: Vec<f64> = (a.rounds.iter().zip(&b.rounds))
+        .map(|(x, y)| x.mean_us - y.mean_us)
+        .collect();
+    let s = super::Spread::of(d);
+    s.max - s.min
 }

@@ -104,9 +104,12 @@ fn hops(r: &DriverReport) {
             time(c.untraced_mean_us),
             c.error_mean_pct,
             if c.within_tolerance {
-                ""
+                String::new()
             } else {
-                ": OUT OF TOLERANCE, these hop figures do not add up to the path"
+                format!(
+                    ": OUT OF TOLERANCE, these hop figures do not add up to the path (untraced moved {:.1}% between rounds)",
+                    c.untraced_range_pct
+                )
             }
         );
     }

@@ -285,9 +285,10 @@ pub fn consistency_line(c: &crate::record::own::Consistency) -> String {
             String::new()
         } else {
             format!(
-                "  OUT OF TOLERANCE (±{}% or ±{} µs): these hop figures do not add up to the untraced path",
+                "  OUT OF TOLERANCE (±{}% or ±{} µs): these hop figures do not add up to the untraced path (the untraced mean itself moved {:.1}% between rounds)",
                 crate::record::own::TOLERANCE_PCT,
-                crate::record::own::TOLERANCE_US
+                crate::record::own::TOLERANCE_US,
+                c.untraced_range_pct
             )
         }
     )
@@ -507,12 +508,20 @@ fn pair_checks(reports: &[DriverReport]) {
                 format!("{} − {}", c.driver, c.reference),
                 format!("{:+.2}", c.compensated_delta_us),
                 format!("{:+.2}", c.untraced_delta_us),
+                format!("{:.2}", c.untraced_delta_range_us),
                 format!("{:+.2}", c.raw_delta_us),
                 off.to_string(),
             ]
         })
         .collect();
-    let header = ["", "hops µs", "untraced µs", "raw hops µs", ""];
+    let header = [
+        "",
+        "hops µs",
+        "untraced µs",
+        "its range µs",
+        "raw hops µs",
+        "",
+    ];
     super::table::print("   ", &header, rows, &[0, 4]);
 }
 

@@ -221,7 +221,9 @@ fn proof(s: &mut String, p: &crate::bench::proof::Proof) {
 One interleaved compare of the lab drivers ({} rounds × {} \
          requests, spin, client and server on two CPUs): per driver the untraced RTT mean, \
          the hops' sum (one-way request + response + turnaround, means), netpath's own time \
-         in it (measured tails and runs at the calibrated cost of a run), and what is left.
+         in it (measured tails and runs at the calibrated cost of a run), and what is left. \
+         *untraced range*: how far the untraced mean itself moved between rounds (max − min \
+         over median), the noise an error is read against.
 ",
         p.rounds, p.requests
     );
@@ -235,6 +237,7 @@ One interleaved compare of the lab drivers ({} rounds × {} \
                 us(r.own_us, 2),
                 us(r.compensated_sum_us, 2),
                 format!("{:+.1}%", r.error_pct),
+                format!("{:.1}%", r.untraced_range_pct),
                 format!("{} ns", f(r.run_cost_ns, 0)),
             ]
         })
@@ -246,6 +249,7 @@ One interleaved compare of the lab drivers ({} rounds × {} \
         "netpath's own",
         "compensated",
         "error",
+        "untraced range",
         "run cost",
     ];
     s.push_str(&table::markdown(&header, rows));
@@ -255,12 +259,19 @@ One interleaved compare of the lab drivers ({} rounds × {} \
             vec![
                 format!("{} − {}", c.driver, c.reference),
                 signed(c.untraced_delta_us),
+                format!("{} µs", f(c.untraced_delta_range_us, 2)),
                 signed(c.compensated_delta_us),
                 signed(c.raw_delta_us),
             ]
         })
         .collect();
-    let header = ["difference", "untraced", "compensated hops", "raw hops"];
+    let header = [
+        "difference",
+        "untraced",
+        "its range over rounds",
+        "compensated hops",
+        "raw hops",
+    ];
     let _ = writeln!(s);
     s.push_str(&table::markdown(&header, rows));
     validate(s, &p.validate);

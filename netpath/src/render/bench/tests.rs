@@ -144,6 +144,7 @@ fn proof() -> Proof {
             own_us: 3.2,
             compensated_sum_us: 11.8,
             error_pct: -1.7,
+            untraced_range_pct: 4.2,
             run_cost_ns: 130.0,
         }],
         pairs: vec![PairCheck {
@@ -153,6 +154,7 @@ fn proof() -> Proof {
             compensated_delta_us: 2.8,
             raw_delta_us: 4.0,
             within_tolerance: true,
+            untraced_delta_range_us: 0.4,
         }],
         validate: ValidateOutput {
             at: At::Server,

@@ -67,7 +67,9 @@ pub fn run(args: &ChurnArgs) -> anyhow::Result<()> {
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let serve = Serve(
         Command::new(&exe)
-            .args(["serve", "--all", "--rescan-secs", "0.5"])
+            // Every journey followed: each container's 20 round trips make its series (at
+            // the default one in 64 a batch often makes none).
+            .args(["serve", "--all", "--rescan-secs", "0.5", "--sample", "1"])
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .stdout(Stdio::null())
             .spawn()

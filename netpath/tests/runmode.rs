@@ -82,13 +82,7 @@ fn cpus_split_puts_client_and_server_on_two() {
 fn assert_matched(r: &DriverReport, what: &str) {
     let completed = r.lost["completed"];
     let missing = 2 * N - completed.min(2 * N);
-    let counted = r.lost["consumed_early"]
-        + r.lost["stale"]
-        + r.lost["reused"]
-        + r.lost["dropped"]
-        + r.lost["relay_unmatched"]
-        + r.lost["recv_unmatched"]
-        + r.lost["probe_misses"];
+    let counted = common::counted_losses(&r.lost);
     assert!(
         missing <= counted,
         "{what}: {missing} missing, uncounted: {:?}",

@@ -56,12 +56,7 @@ fn assert_accounted(r: &DriverReport) -> BTreeMap<&'static str, u64> {
     // A relay (docker-proxy) starts each journey's second leg: two starts per journey.
     let legs = if r.driver == "published-proxy" { 2 } else { 1 };
     let completed = r.lost["completed"];
-    let counted = r.lost["consumed_early"]
-        + r.lost["stale"]
-        + r.lost["reused"]
-        + r.lost["dropped"]
-        + r.lost["relay_unmatched"]
-        + r.lost["probe_misses"];
+    let counted = common::counted_losses(&r.lost);
     assert!(
         r.lost["started"] <= 2 * N * legs && r.lost["started"] + counted >= 2 * N * legs,
         "{:?}",

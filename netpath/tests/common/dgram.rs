@@ -24,17 +24,7 @@ pub fn assert_accounted(r: &DriverReport, n: u64) {
         r.drops
     );
     let completed = r.lost["completed"];
-    let counted: u64 = [
-        "consumed_early",
-        "stale",
-        "reused",
-        "dropped",
-        "recv_unmatched",
-        "probe_misses",
-    ]
-    .iter()
-    .map(|k| r.lost[*k])
-    .sum();
+    let counted = super::counted_losses(&r.lost);
     assert!(r.lost["started"] <= 2 * n, "{:?}", r.lost);
     assert!(2 * n - completed <= counted, "uncounted loss: {:?}", r.lost);
     assert!(

@@ -21,6 +21,35 @@ use netpath::probe::backend::{self, BackendChoice};
 use netpath::probe::tracer::{Tracer, TracerOptions};
 use netpath::sys::netns::Netns;
 
+/// The counters under which the kernel counts a journey it could not finish (`LOST` less
+/// the ring's and the flight map's, which lose samples and starts, not journeys): with the
+/// completed ones they cover every journey sent, or a loss went uncounted.
+pub const JOURNEY_LOSSES: [&str; 7] = [
+    "consumed_early",
+    "stale",
+    "reused",
+    "dropped",
+    "recv_unmatched",
+    "relay_unmatched",
+    "probe_misses",
+];
+
+/// The journeys `lost` (a run record's `lost`) counts as not finished.
+pub fn counted_losses(lost: &std::collections::BTreeMap<&str, u64>) -> u64 {
+    JOURNEY_LOSSES
+        .iter()
+        .map(|k| lost.get(k).copied().unwrap_or(0))
+        .sum()
+}
+
+/// The same from a record's JSON `lost` object.
+pub fn counted_losses_json(lost: &serde_json::Value) -> u64 {
+    JOURNEY_LOSSES
+        .iter()
+        .map(|k| lost[*k].as_u64().unwrap_or(0))
+        .sum()
+}
+
 /// The `netpath` bin of this build.
 pub const NETPATH: &str = env!("CARGO_BIN_EXE_netpath");
 

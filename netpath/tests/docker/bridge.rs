@@ -108,7 +108,7 @@ fn traced_run_on_a_docker_bridge() {
     // Every journey completes, or the kernel counted why not (an skb merged or freed early).
     let l = &r.lost;
     assert_eq!(l["ringbuf_lost"] + l["skb_map_full"], 0, "{l:?}");
-    let counted = l["consumed_early"] + l["stale"] + l["reused"] + l["dropped"];
+    let counted = common::counted_losses(l);
     for dir in ["request", "response"] {
         let done = r.one_way[dir].count;
         assert!(

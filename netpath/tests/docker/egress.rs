@@ -75,7 +75,7 @@ fn traced_egress(dl: &DockerLab, hops: [&str; 2]) {
     let r = compare::measure(&mut tracer, &dl.path, &o).unwrap();
     let l = &r.lost;
     assert_eq!(l["ringbuf_lost"] + l["skb_map_full"], 0, "{l:?}");
-    let counted = l["consumed_early"] + l["stale"] + l["reused"] + l["dropped"];
+    let counted = common::counted_losses(l);
     let uplink = dl.path.server_bind.ip().octets();
     let uplink = format!("10.217.{}.1:", uplink[2]);
     let client_ip = dl

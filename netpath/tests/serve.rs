@@ -359,17 +359,7 @@ impl OwnDockerd {
         let mut cmd = Command::new("dockerd");
         // Its network namespace only (`ip netns exec` would also hide the cgroup mounts
         // under a fresh /sys, which dockerd refuses to start without).
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.ns_file);
-        // SAFETY: only setns (async-signal-safe) between fork and exec.
-        unsafe {
-            use std::os::unix::process::CommandExt as _;
-            cmd.pre_exec(move || {
-                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        netpath::sys::netns::spawn_in(&mut cmd, std::os::fd::AsRawFd::as_raw_fd(&self.ns_file));
         let child = cmd
             .args(["--host", &self.host()])
             .arg(format!("--exec-root={}/exec", self.run_dir.display()))

@@ -124,16 +124,7 @@ impl SecondDaemon {
             .stderr(log)
             // Its own process group: a Ctrl-C at the terminal is netpath's to handle.
             .process_group(0);
-        let fd = self.ns_fd.as_raw_fd();
-        // SAFETY: only setns (async-signal-safe) between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        crate::sys::netns::spawn_in(&mut cmd, self.ns_fd.as_raw_fd());
         let child = cmd
             .spawn()
             .with_context(|| format!("cannot run {}", dockerd.display()))?;

@@ -134,7 +134,9 @@ pub fn build_context(exe: &Path) -> Result<Vec<u8>> {
     b.into_inner().context("finishing the build context")
 }
 
-fn append(b: &mut tar::Builder<Vec<u8>>, path: &str, data: &[u8], mode: u32) -> Result<()> {
+/// Adds a regular file to a tar archive, owned by root and dated 0 (so the same content
+/// makes the same archive).
+pub fn append(b: &mut tar::Builder<Vec<u8>>, path: &str, data: &[u8], mode: u32) -> Result<()> {
     let mut h = tar::Header::new_gnu();
     h.set_entry_type(tar::EntryType::Regular);
     h.set_size(data.len() as u64);

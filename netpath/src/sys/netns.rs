@@ -19,6 +19,25 @@ use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, setns, unshare};
 
+/// Makes the child `cmd` spawns join the network namespace open at `fd`, between fork and
+/// exec, and nothing else of the parent's namespaces (`ip netns exec` would also remount
+/// /sys). `fd` must stay open until `spawn` returns.
+pub fn spawn_in(
+    cmd: &mut std::process::Command,
+    fd: std::os::fd::RawFd,
+) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: only setns(2), async-signal-safe, runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
 /// Where named network namespaces live (same place as iproute2 uses).
 pub const NETNS_RUN_DIR: &str = "/run/netns";
 

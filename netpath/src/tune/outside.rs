@@ -175,17 +175,8 @@ fn run(cmd: &str, flag: &str, st: &Active) -> Result<Duration> {
         None => None,
     };
     if let Some(f) = &ns {
-        let fd = f.as_raw_fd();
-        // SAFETY: setns(2) is async-signal-safe; the fd stays open in the parent until spawn
-        // returns, so the child has it.
-        unsafe {
-            c.pre_exec(move || {
-                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        // The fd stays open in the parent until spawn returns, so the child has it.
+        crate::sys::netns::spawn_in(&mut c, f.as_raw_fd());
     }
     let t0 = Instant::now();
     let child = c

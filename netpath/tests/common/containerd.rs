@@ -503,14 +503,7 @@ pub fn agent_archive(exe: &Path, reference: &str) -> Vec<u8> {
 }
 
 fn append(b: &mut tar::Builder<Vec<u8>>, path: &str, data: &[u8], mode: u32) {
-    let mut h = tar::Header::new_gnu();
-    h.set_entry_type(tar::EntryType::Regular);
-    h.set_size(data.len() as u64);
-    h.set_mode(mode);
-    h.set_uid(0);
-    h.set_gid(0);
-    h.set_mtime(0);
-    b.append_data(&mut h, path, data).unwrap();
+    netpath::docker::image::append(b, path, data, mode).unwrap();
 }
 
 fn hex(b: &[u8]) -> String {

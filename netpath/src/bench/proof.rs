@@ -41,6 +41,8 @@ pub struct SumRow {
     pub compensated_sum_us: f64,
     /// (compensated − untraced) / untraced, %.
     pub error_pct: f64,
+    /// The same error in every round, median over the rounds (`Consistency`).
+    pub error_rounds_median_pct: Option<f64>,
     /// The untraced RTT mean's own range over the rounds (max − min over median), %: how far
     /// the untraced figure the error is taken against moved between rounds of the same run.
     pub untraced_range_pct: f64,
@@ -100,6 +102,7 @@ pub fn run(backend: Backend, rounds: usize, requests: u64) -> Result<Proof> {
                 own_us: c.own_us,
                 compensated_sum_us: c.compensated_sum_us,
                 error_pct: c.error_mean_pct,
+                error_rounds_median_pct: c.error_rounds_median_pct,
                 untraced_range_pct: r.rr.as_ref().map_or(0.0, |rr| rr.mean_us.rel() * 100.0),
                 run_cost_ns: c.run_cost_ns,
             })

@@ -397,6 +397,10 @@ fn round_rows(
                 hops: round_hops(t),
                 passes: passes_per_packet(t),
                 bulk_gbit_per_s: bulk.get(i).map(|b| b.gbit_per_s),
+                consistency_error_pct: untraced.get(i).and_then(|u| {
+                    let mean = record::RttSummary::from_rr(u).mean_us;
+                    record::own::round_error_pct(t, mean)
+                }),
             }
         })
         .collect();
@@ -437,6 +441,10 @@ fn finish(tracer: &mut Tracer, s: &Side, mut acc: Acc, t0: CpuTimes) -> Result<D
     let pick = by_p50[by_p50.len() / 2];
     let mut rep = acc.traced[pick].clone();
     rep.set_rounds(&acc.untraced, pick);
+    if let Some(c) = rep.consistency.as_mut() {
+        c.error_rounds_median_pct =
+            crate::sys::stats::median(rows.iter().filter_map(|r| r.consistency_error_pct));
+    }
     rep.round_detail = rows;
     rep.bulk = record::bulk_rounds(&acc.bulk);
     tracer.detach()?;
@@ -557,6 +565,7 @@ mod tests {
             hops: Vec::new(),
             passes: Vec::new(),
             bulk_gbit_per_s: None,
+            consistency_error_pct: None,
         }
     }
 

@@ -39,6 +39,10 @@ pub struct Consistency {
     /// How far the untraced mean itself moved between the rounds (max − min over median), %:
     /// the noise the error is read against (0 with one round).
     pub untraced_range_pct: f64,
+    /// The same error taken in every round (each round's traced run against its own untraced
+    /// run), median over the rounds: less at the mercy of one round than `error_mean_pct`,
+    /// which is the picked round's. None before the rounds are known.
+    pub error_rounds_median_pct: Option<f64>,
 }
 
 /// How far the compensated sum may sit from the untraced RTT mean and still agree with it.
@@ -52,13 +56,7 @@ fn pct(a: f64, b: f64) -> f64 {
 /// The check of one driver's record (needs its untraced run of the same round).
 pub fn consistency(r: &DriverReport, run_cost_ns: f64) -> Option<Consistency> {
     let u = r.untraced.as_ref()?;
-    let dists = r.one_way.values().chain(r.turnaround.as_ref());
-    let (mut raw, mut own, mut p50) = (0.0, 0.0, 0.0);
-    for d in dists {
-        raw += d.mean_us;
-        own += d.own_us;
-        p50 += d.compensated_p50_us;
-    }
+    let (raw, own, p50) = sums(r);
     let comp = raw - own;
     let err = comp - u.mean_us;
     Some(Consistency {
@@ -73,7 +71,26 @@ pub fn consistency(r: &DriverReport, run_cost_ns: f64) -> Option<Consistency> {
         error_p50_pct: pct(p50, u.p50_us),
         within_tolerance: err.abs() <= (u.mean_us * TOLERANCE_PCT / 100.0).max(TOLERANCE_US),
         untraced_range_pct: r.rr.as_ref().map_or(0.0, |rr| rr.mean_us.rel() * 100.0),
+        error_rounds_median_pct: None,
     })
+}
+
+/// A traced run's mean one-way request + response + turnaround, netpath's own time in them,
+/// and the compensated p50s' sum.
+fn sums(r: &DriverReport) -> (f64, f64, f64) {
+    let (mut raw, mut own, mut p50) = (0.0, 0.0, 0.0);
+    for d in r.one_way.values().chain(r.turnaround.as_ref()) {
+        raw += d.mean_us;
+        own += d.own_us;
+        p50 += d.compensated_p50_us;
+    }
+    (raw, own, p50)
+}
+
+/// One round's error: its traced run's compensated sum against its untraced RTT mean, %.
+pub fn round_error_pct(traced: &DriverReport, untraced_mean_us: f64) -> Option<f64> {
+    let (raw, own, _) = sums(traced);
+    (raw > 0.0 && untraced_mean_us > 0.0).then(|| pct(raw - own, untraced_mean_us))
 }
 
 /// The driver a driver is measured against: host for bridge, bridge for every other driver

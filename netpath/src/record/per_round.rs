@@ -28,6 +28,9 @@ pub struct RoundRow {
     pub passes: Vec<RoundPasses>,
     /// The round's bulk throughput (all streams), when bulk ran.
     pub bulk_gbit_per_s: Option<f64>,
+    /// The round's hop sum, netpath's own time taken out, against its untraced RTT mean, %
+    /// (`Consistency`).
+    pub consistency_error_pct: Option<f64>,
 }
 
 /// One hop of one round's traced run: what `report::HopRow` says, without the shares.

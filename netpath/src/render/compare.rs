@@ -272,12 +272,15 @@ fn hop_table(r: &DriverReport) {
 /// Whether the hops, netpath's own time taken out, add up to the untraced round trip.
 pub fn consistency_line(c: &crate::record::own::Consistency) -> String {
     format!(
-        "check: hops less netpath's own time ({:.2} µs, a program run {:.0} ns) = {:.2} µs vs untraced RTT mean {:.2} µs ({:+.1}%), p50 {:.2} vs {:.2} µs ({:+.1}%){}",
+        "check: hops less netpath's own time ({:.2} µs, a program run {:.0} ns) = {:.2} µs vs untraced RTT mean {:.2} µs ({:+.1}%{}), p50 {:.2} vs {:.2} µs ({:+.1}%){}",
         c.own_us,
         c.run_cost_ns,
         c.compensated_sum_us,
         c.untraced_mean_us,
         c.error_mean_pct,
+        c.error_rounds_median_pct.map_or(String::new(), |e| format!(
+            "; every round's, median {e:+.1}%"
+        )),
         c.compensated_p50_sum_us,
         c.untraced_p50_us,
         c.error_p50_pct,

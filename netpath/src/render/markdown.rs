@@ -222,8 +222,10 @@ One interleaved compare of the lab drivers ({} rounds × {} \
          requests, spin, client and server on two CPUs): per driver the untraced RTT mean, \
          the hops' sum (one-way request + response + turnaround, means), netpath's own time \
          in it (measured tails and runs at the calibrated cost of a run), and what is left. \
-         *untraced range*: how far the untraced mean itself moved between rounds (max − min \
-         over median), the noise an error is read against.
+         *error* is the picked round's (the tables' round); *median of rounds* takes it in \
+         every round, each traced run against the untraced run of its own round. *untraced \
+         range*: how far the untraced mean itself moved between rounds (max − min over \
+         median), the noise an error is read against.
 ",
         p.rounds, p.requests
     );
@@ -237,6 +239,8 @@ One interleaved compare of the lab drivers ({} rounds × {} \
                 us(r.own_us, 2),
                 us(r.compensated_sum_us, 2),
                 format!("{:+.1}%", r.error_pct),
+                r.error_rounds_median_pct
+                    .map_or("–".to_string(), |e| format!("{e:+.1}%")),
                 format!("{:.1}%", r.untraced_range_pct),
                 format!("{} ns", f(r.run_cost_ns, 0)),
             ]
@@ -249,6 +253,7 @@ One interleaved compare of the lab drivers ({} rounds × {} \
         "netpath's own",
         "compensated",
         "error",
+        "error, median of rounds",
         "untraced range",
         "run cost",
     ];

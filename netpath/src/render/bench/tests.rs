@@ -144,6 +144,7 @@ fn proof() -> Proof {
             own_us: 3.2,
             compensated_sum_us: 11.8,
             error_pct: -1.7,
+            error_rounds_median_pct: Some(-0.9),
             untraced_range_pct: 4.2,
             run_cost_ns: 130.0,
         }],

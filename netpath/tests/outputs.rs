@@ -202,6 +202,38 @@ fn own_time_taken_out(d: &Value) {
         let ow = &d["one_way"][dir];
         assert!(f(&ow["compensated_mean_us"]) < f(&ow["mean_us"]), "{ow}");
     }
+    rounds_check(d, c);
+}
+
+/// The check taken in every round: one error per round, the picked round's among them, their
+/// median reported; and the untraced mean's range over the rounds as the rounds say it.
+fn rounds_check(d: &Value, c: &Value) {
+    let f = |v: &Value| v.as_f64().unwrap();
+    let mut errs: Vec<f64> = (d["round_detail"].as_array().unwrap().iter())
+        .map(|r| f(&r["consistency_error_pct"]))
+        .collect();
+    assert_eq!(errs.len(), 2, "{}", d["round_detail"]);
+    assert!(
+        errs.iter()
+            .any(|e| (e - f(&c["error_mean_pct"])).abs() < 1e-6),
+        "the picked round's error {} is not among the rounds' {errs:?}",
+        c["error_mean_pct"]
+    );
+    errs.sort_by(f64::total_cmp);
+    let median = (errs[0] + errs[1]) / 2.0;
+    assert!(
+        (f(&c["error_rounds_median_pct"]) - median).abs() < 1e-6,
+        "{c} vs {errs:?}"
+    );
+    let mut means: Vec<f64> = (d["rounds"].as_array().unwrap().iter())
+        .map(|r| f(&r["mean_us"]))
+        .collect();
+    means.sort_by(f64::total_cmp);
+    let range = (means[1] - means[0]) / ((means[0] + means[1]) / 2.0) * 100.0;
+    assert!(
+        (f(&c["untraced_range_pct"]) - range).abs() < 1e-6,
+        "{c} vs {means:?}"
+    );
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Developer tasks for netpath: `cargo xtask setup | test | vm-test | run -- <netpath args> |
-//! bench | soak | churn | fuzz | screenshot | image | schemas | circles`.
+//! bench | profile | soak | churn | fuzz | screenshot | image | schemas | circles`.
 //!
 //! Everything here runs plain commands with `std::process::Command` and prints each one
 //! before it runs, so a failing step can be repeated by hand.
@@ -13,6 +13,7 @@ mod dockerd;
 mod fuzz;
 mod image;
 mod paths;
+mod profile;
 mod run;
 mod schemas;
 mod screenshot;
@@ -56,6 +57,9 @@ enum Command {
     Image,
     /// Render netpath's HTML report to a PNG with headless chromium (to look at it).
     Screenshot(screenshot::ScreenshotArgs),
+    /// Where netpath's kernel programs spend their time: a perf profile of one traced run,
+    /// split per program into dispatch, code, clock and kernel reads.
+    Profile(profile::ProfileArgs),
     /// Write schemas/*.json from netpath's output types (after changing one).
     Schemas,
     /// List the source files of netpath and xtask that import each other in a loop; fail if any.
@@ -76,6 +80,7 @@ fn main() -> ExitCode {
         Command::Fuzz(args) => fuzz::run(&args),
         Command::Screenshot(args) => screenshot::run(&args),
         Command::Image => image::run(),
+        Command::Profile(args) => profile::run(&args),
         Command::Schemas => schemas::run(),
         Command::Circles => circles::run(),
     };

@@ -43,6 +43,8 @@ const APT_TEST: &[&str] = &[
 ];
 /// `xtask soak` counts BPF programs, maps and links with bpftool between runs.
 const APT_SOAK: &[&str] = &["bpftool"];
+/// `xtask profile` samples the machine with perf.
+const APT_PROFILE: &[&str] = &["linux-perf"];
 /// Headless chromium, for `xtask screenshot` of the HTML report.
 const APT_SCREENSHOT: &[&str] = &["chromium"];
 /// A second kernel (with kprobes and fentry) under qemu, and what the initramfs needs
@@ -79,6 +81,9 @@ pub struct SetupArgs {
     /// Also install what `cargo xtask screenshot` needs: chromium.
     #[arg(long)]
     pub screenshot: bool,
+    /// Also install what `cargo xtask profile` needs: perf.
+    #[arg(long)]
+    pub profile: bool,
     /// Also install qemu and Debian's cloud kernel, and fetch the 6.12 cloud kernel from
     /// backports into target/vm/kernels (the host's apt sources untouched), for the VM tests.
     #[arg(long)]
@@ -97,6 +102,7 @@ impl SetupArgs {
             (self.bench, APT_BENCH),
             (self.soak, APT_SOAK),
             (self.screenshot, APT_SCREENSHOT),
+            (self.profile, APT_PROFILE),
             (self.vm, APT_VM),
         ];
         let mut pkgs: Vec<&'static str> = Vec::new();
@@ -361,6 +367,7 @@ mod tests {
             bench: true,
             soak: true,
             screenshot: true,
+            profile: true,
             vm: true,
             ..Default::default()
         }

@@ -511,7 +511,10 @@ pub fn on_free(skb: u64, location: u64, reason: u32, dropped: bool) -> Done {
             last_kind: f.last_kind,
             hop: f.cur_hop as u32,
         };
-        if DROPS.output::<DropRecord>(&rec, 0).is_err() {
+        if DROPS
+            .output::<DropRecord>(&rec, aya_ebpf::bindings::BPF_RB_NO_WAKEUP as u64)
+            .is_err()
+        {
             bump(counter::RINGBUF_LOST);
         }
     } else {

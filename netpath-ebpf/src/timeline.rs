@@ -127,7 +127,10 @@ pub fn emit_timeline(skb: u64, f: &Flight, t: u64) {
         s.last_ts = t;
         s.rx_passes = f.rx_passes;
         s.softirqs = f.softirqs;
-        if SAMPLES.output::<netpath_common::SkbState>(&*s, 0).is_ok() {
+        if SAMPLES
+            .output::<netpath_common::SkbState>(&*s, samples_flags())
+            .is_ok()
+        {
             bump(counter::SAMPLES);
         } else {
             bump(counter::RINGBUF_LOST);

@@ -1,8 +1,10 @@
 //! Sampled timelines, drained from the kernel's ring buffer while the run goes: the ring holds
 //! about 1,200 timelines, so a run longer than that would otherwise lose all later ones. A
-//! thread sleeps in poll(2) on the ring and moves every record it gets into memory; what the
-//! ring still cannot take is counted by the kernel (`ringbuf_lost`), what memory will not keep
-//! (beyond [`MAX_KEPT`]) is counted here and added to it.
+//! thread sleeps in poll(2) on the ring, woken once a quarter of it is used (the kernel wakes
+//! no reader for each record: `samples_flags` in netpath-ebpf) or after 100 ms, and moves every
+//! record it gets into memory; what the ring still cannot take is counted by the kernel
+//! (`ringbuf_lost`), what memory will not keep (beyond [`MAX_KEPT`]) is counted here and added
+//! to it.
 use std::os::fd::{AsFd as _, AsRawFd as _};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -4,10 +4,13 @@
 //! dispatch split by its innermost frame into the dispatch itself, the programs' own code,
 //! clock reads, kernel memory reads, map helpers and the rest, per program.
 //!
-//! The scheduler programs run with interrupts off, where a cpu-clock sample cannot land: they
-//! are missing here (their cost is in bench's kernel cost).
+//! Then the source lines the programs' own code spent it on (`lines.rs`). The scheduler
+//! programs run with interrupts off, where a cpu-clock sample cannot land: they are missing
+//! here (their cost is in bench's kernel cost).
 
-use std::{collections::BTreeMap, path::Path, process::Command};
+mod lines;
+
+use std::{collections::BTreeMap, path::Path, process::Command, time::Duration};
 
 use anyhow::Context as _;
 use clap::Args;
@@ -28,6 +31,9 @@ pub struct ProfileArgs {
     /// Samples per second and CPU.
     #[arg(long, default_value_t = 10_000)]
     pub freq: u64,
+    /// Source lines of the programs' code to list, the busiest first.
+    #[arg(long, default_value_t = 30)]
+    pub lines: usize,
 }
 
 /// Where a sample inside a tracepoint's BPF dispatch was, by its innermost frame.
@@ -98,6 +104,8 @@ impl Part {
 pub struct Profile {
     pub samples: u64,
     pub by_prog: BTreeMap<String, BTreeMap<Part, u64>>,
+    /// The address of every sample in a program's own code.
+    pub code_ips: Vec<u64>,
 }
 
 impl Profile {
@@ -106,11 +114,15 @@ impl Profile {
     pub fn parse(script: &str) -> Profile {
         let mut p = Profile::default();
         for sample in script.split("\n\n") {
-            let frames: Vec<&str> = sample
+            let lines: Vec<Vec<&str>> = sample
                 .trim()
                 .lines()
                 .skip(1)
-                .filter_map(|l| l.split_whitespace().nth(1))
+                .map(|l| l.split_whitespace().collect())
+                .collect();
+            let frames: Vec<&str> = lines
+                .iter()
+                .filter_map(|l| l.get(1))
                 .map(|s| s.split('+').next().unwrap_or(s))
                 .collect();
             if frames.is_empty() {
@@ -126,11 +138,15 @@ impl Profile {
                 .rev()
                 .find(|f| f.starts_with("bpf_prog_"))
                 .map_or("(dispatch)".to_string(), |f| prog_name(f));
-            *p.by_prog
-                .entry(prog)
-                .or_default()
-                .entry(Part::of(frames[0]))
-                .or_default() += 1;
+            let part = Part::of(frames[0]);
+            *p.by_prog.entry(prog).or_default().entry(part).or_default() += 1;
+            if part == Part::Code
+                && let Some(ip) = lines[0]
+                    .first()
+                    .and_then(|a| u64::from_str_radix(a, 16).ok())
+            {
+                p.code_ips.push(ip);
+            }
         }
         p
     }
@@ -170,10 +186,50 @@ pub fn run(args: &ProfileArgs) -> anyhow::Result<()> {
         .args(["--bulk", "0", "--burst", "0", "--wait", &args.wait])
         // A given run cost skips the calibration, whose attached runs would land in the profile.
         .env("NETPATH_RUN_COST", "50");
-    cmd::run(&mut record)?;
+    println!("$ {}", cmd::display(&record));
+    let mut child = record.spawn().context("running perf record")?;
+    // The programs' line tables, taken while they are loaded.
+    let mut lines = lines::Lines::default();
+    while child.try_wait()?.is_none() {
+        lines.add_loaded();
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let status = child.wait()?;
+    anyhow::ensure!(status.success(), "perf record failed: {status}");
+    lines.seal();
     let profile = Profile::parse(&script(&data)?);
     print!("{}", report(&profile, args));
+    print!("{}", line_report(&profile, &lines, args.lines));
     Ok(())
+}
+
+/// The source lines the programs' own code samples fell on, the busiest first.
+fn line_report(p: &Profile, lines: &lines::Lines, top: usize) -> String {
+    let mut by_line: BTreeMap<&lines::Line, u64> = BTreeMap::new();
+    let mut unknown = 0;
+    for ip in &p.code_ips {
+        match lines.at(*ip) {
+            Some(l) => *by_line.entry(l).or_default() += 1,
+            None => unknown += 1,
+        }
+    }
+    let total = p.code_ips.len().max(1) as f64;
+    let mut rows: Vec<_> = by_line.into_iter().collect();
+    rows.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    let mut t = table(&["line", "source", "samples", "share"], 2);
+    for (l, n) in rows.into_iter().take(top) {
+        t.add_row(vec![
+            format!("{}:{}", l.file, l.number),
+            l.text.chars().take(80).collect(),
+            n.to_string(),
+            format!("{:.1}%", 100.0 * n as f64 / total),
+        ]);
+    }
+    format!(
+        "\nprogram code by source line ({} samples, {unknown} at no known line):\n{}\n",
+        p.code_ips.len(),
+        trimmed(&t)
+    )
 }
 
 fn script(data: &Path) -> anyhow::Result<String> {
@@ -200,7 +256,7 @@ pub fn report(p: &Profile, args: &ProfileArgs) -> String {
         args.driver,
         args.wait
     );
-    let mut t = table(&["part", "samples", "share", "ns/RT"]);
+    let mut t = table(&["part", "samples", "share", "ns/RT"], 1);
     for part in PARTS {
         let s = p.part_total(part);
         t.add_row(vec![
@@ -210,10 +266,10 @@ pub fn report(p: &Profile, args: &ProfileArgs) -> String {
             format!("{:.0}", ns(s)),
         ]);
     }
-    out += &format!("{t}\n\n");
+    out += &format!("{}\n\n", trimmed(&t));
     let mut header = vec!["program", "samples", "ns/RT"];
     header.extend(PARTS.iter().map(|p| p.name()));
-    let mut t = table(&header);
+    let mut t = table(&header, 1);
     let mut progs: Vec<_> = p.by_prog.iter().collect();
     progs.sort_by_key(|(_, m)| std::cmp::Reverse(m.values().sum::<u64>()));
     for (name, parts) in progs {
@@ -226,18 +282,26 @@ pub fn report(p: &Profile, args: &ProfileArgs) -> String {
         );
         t.add_row(row);
     }
-    out += &format!("{t}\n");
+    out += &format!("{}\n", trimmed(&t));
     out += "(the scheduler programs run with interrupts off, where cpu-clock cannot sample: see \
             `netpath bench`'s kernel cost for them)\n";
     out
 }
 
-/// A borderless table, figures right-aligned.
-fn table(header: &[&str]) -> comfy_table::Table {
+/// The table's lines without trailing blanks.
+fn trimmed(t: &comfy_table::Table) -> String {
+    t.lines()
+        .map(|l| l.trim_end().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A borderless table: the first `left` columns (names) left-aligned, figures right-aligned.
+fn table(header: &[&str], left: usize) -> comfy_table::Table {
     let mut t = comfy_table::Table::new();
     t.load_style(comfy_table::presets::NOTHING)
         .set_header(header.to_vec());
-    for i in 1..header.len() {
+    for i in left..header.len() {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(comfy_table::CellAlignment::Right);
         }
@@ -281,6 +345,8 @@ swapper 0 [001] 1.3: cpu-clock:
         assert_eq!(q.get(&Part::Code), Some(&1));
         assert_eq!(p.by_prog["(dispatch)"].get(&Part::Dispatch), Some(&1));
         assert_eq!(p.part_total(Part::KernelRead), 0);
+        // The one sample in a program's own code, by its address.
+        assert_eq!(p.code_ips, [0xffff3]);
     }
 
     #[test]
@@ -291,6 +357,7 @@ swapper 0 [001] 1.3: cpu-clock:
             requests: 1000,
             wait: "block".into(),
             freq: 10_000,
+            lines: 10,
         };
         // 3 samples at 10 kHz = 300 µs over 1000 round trips = 300 ns each.
         let r = report(&p, &args);

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use netpath::docker::Engine;
+use netpath::docker::{DockerLab, DockerLabOptions, Engine};
 
 use netpath::driver::Driver;
 use netpath::harness::RrConfig;
@@ -310,6 +310,24 @@ fn wait_for_exiting_dockerd() {
             return;
         }
         std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A bridge Docker lab on `engine` whose containers run this build's netpath (the agent
+/// image reused when it is there).
+pub fn bridge_lab(engine: &Engine) -> DockerLab {
+    let o = DockerLabOptions {
+        exe: Some(env!("CARGO_BIN_EXE_netpath").into()),
+        reuse_image: true,
+        ..Default::default()
+    };
+    DockerLab::build(engine, Driver::Bridge, &o).unwrap()
+}
+
+/// `rounds` small request/response runs over `dl`'s path.
+pub fn traffic(dl: &DockerLab, rounds: usize) {
+    for _ in 0..rounds {
+        netpath::harness::run_rr(&dl.path, &small_rr(), &netpath::harness::NoPhases).unwrap();
     }
 }
 

@@ -76,12 +76,16 @@ pub fn leftovers(before: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// The programs, loaded under the backend `NETPATH_BACKEND` names (each VM pass sets it) or
-/// the one netpath picks on this kernel.
-pub fn load_tracer(opts: &TracerOptions) -> Tracer {
+/// The backend `NETPATH_BACKEND` names (each VM pass sets it) or the one netpath picks on
+/// this kernel.
+pub fn backend() -> backend::Backend {
     let caps = netpath::probe::doctor::probe().expect("doctor");
-    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend");
-    Tracer::load(backend, opts).expect("load programs")
+    backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend")
+}
+
+/// The programs, loaded under [`backend`].
+pub fn load_tracer(opts: &TracerOptions) -> Tracer {
+    Tracer::load(backend(), opts).expect("load programs")
 }
 
 /// compare's options for one traced request/response run of `driver` (`requests` after

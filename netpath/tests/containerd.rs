@@ -258,12 +258,7 @@ fn compare_between_two_pods_and_inspect_one() {
     assert_eq!(v["record"]["runtime"], "containerd", "{v}");
     assert_eq!(v["record"]["pod"]["name"], a.name.as_str(), "{v}");
     assert_eq!(v["network_mode"], format!("netns:{}", a.netns), "{v}");
-    let eth0 = v["interfaces"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["name"] == "eth0")
-        .unwrap_or_else(|| panic!("no eth0: {v}"));
+    let eth0 = eth0_of(&v);
     assert_eq!(eth0["bridge"], node.bridge().as_str(), "{eth0}");
     assert_eq!(eth0["addrs"][0], format!("{}/24", a.ip), "{eth0}");
 }
@@ -319,6 +314,16 @@ fn inspect(name: &str, env: &[(&str, &str)]) -> serde_json::Value {
     v
 }
 
+/// The `eth0` of `inspect`'s interfaces.
+fn eth0_of(v: &serde_json::Value) -> &serde_json::Value {
+    v["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "eth0")
+        .unwrap_or_else(|| panic!("no eth0: {v}"))
+}
+
 /// A container no runtime answers for is found by its cgroup and network namespace alone,
 /// and said so: a pod's container where a kubelet's cgroupfs driver puts a Burstable pod's,
 /// inspected by its pod UID without the address of the containerd that runs it; with it,
@@ -335,12 +340,7 @@ fn cgroup_alone_finds_a_pod_no_runtime_names() {
     assert_eq!(r["name"], &c.ids[1][..12], "{r}");
     assert_eq!(r["pod"]["uid"], c.uid.as_str(), "{r}");
     assert_eq!(r["pod"]["qos"], "Burstable", "{r}");
-    let eth0 = v["interfaces"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["name"] == "eth0")
-        .unwrap_or_else(|| panic!("no eth0: {v}"));
+    let eth0 = eth0_of(&v);
     assert_eq!(eth0["bridge"], node.bridge().as_str(), "{eth0}");
 
     let env = node.env();

@@ -13,26 +13,7 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use netpath::docker::{DockerLab, DockerLabOptions};
-use netpath::driver::Driver;
-use netpath::harness::{self, NoPhases};
 use scrape::{Prometheus, gauge, metrics, wait_for};
-
-fn bridge_lab() -> DockerLab {
-    let engine = common::ensure_daemon();
-    let o = DockerLabOptions {
-        exe: Some(env!("CARGO_BIN_EXE_netpath").into()),
-        reuse_image: true,
-        ..Default::default()
-    };
-    DockerLab::build(&engine, Driver::Bridge, &o).unwrap()
-}
-
-fn traffic(dl: &DockerLab, rounds: usize) {
-    for _ in 0..rounds {
-        harness::run_rr(&dl.path, &common::small_rr(), &NoPhases).unwrap();
-    }
-}
 
 /// A counter's value in a scrape (`netpath_journeys_total{name="…"}`).
 fn journeys(m: &str, name: &str) -> u64 {
@@ -63,7 +44,7 @@ fn raw_tracepoints_of(pid: u32) -> Vec<String> {
 #[test]
 fn serve_samples_journeys_by_direction_and_peer_without_thread_probes() {
     let _g = common::need_root();
-    let dl = bridge_lab();
+    let dl = common::bridge_lab(&common::ensure_daemon());
     let server = dl.server.as_ref().unwrap().name.clone();
     let (serve, port) = scrape::serve(&["--container", &server, "--sample", "8"], &[]);
     wait_for("serve to follow the server", 30, || {
@@ -98,7 +79,7 @@ fn serve_samples_journeys_by_direction_and_peer_without_thread_probes() {
         })
     };
     wait_for("requests in and responses out of the server", 90, || {
-        traffic(&dl, 2);
+        common::traffic(&dl, 2);
         let m = metrics(port);
         series(&m, "in") && series(&m, "out")
     });
@@ -155,7 +136,7 @@ fn median(v: &mut [f64]) -> f64 {
 #[test]
 fn prometheus_hop_quantiles_match_the_cli() {
     let _g = common::need_root();
-    let dl = bridge_lab();
+    let dl = common::bridge_lab(&common::ensure_daemon());
     let client = dl.client.as_ref().unwrap().name.clone();
     let server = dl.server.as_ref().unwrap().name.clone();
     let (serve, port) = scrape::serve(
@@ -196,7 +177,7 @@ fn prometheus_hop_quantiles_match_the_cli() {
     std::thread::sleep(Duration::from_secs(1));
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(6) {
-        traffic(&dl, 1);
+        common::traffic(&dl, 1);
     }
     assert!(trace.wait().unwrap().success(), "netpath trace failed");
     let cli: serde_json::Value = serde_json::from_slice(&reader.join().unwrap()).unwrap();
@@ -304,13 +285,13 @@ fn open_fds(pid: u32) -> Vec<String> {
 #[test]
 fn a_container_killed_mid_scrape_leaves_no_series_and_no_fds() {
     let _g = common::need_root();
-    let dl = bridge_lab();
+    let dl = common::bridge_lab(&common::ensure_daemon());
     let server = dl.server.as_ref().unwrap().name.clone();
     let (serve, port) = scrape::serve(&["--container", &server, "--sample", "1"], &[]);
     let pid = serve.0.id();
     let has_series = |m: &str| m.contains(&format!("container=\"{server}\""));
     wait_for("the server's series", 60, || {
-        traffic(&dl, 1);
+        common::traffic(&dl, 1);
         has_series(&metrics(port))
     });
     let before = open_fds(pid);

@@ -414,20 +414,22 @@ fn comm(tid: u32) -> String {
         .to_string()
 }
 
-impl Phases for Recorder {
-    fn measure_start(&self, c: u32, s: u32) -> anyhow::Result<()> {
+impl Recorder {
+    fn record(&self, which: &'static str, c: u32, s: u32) -> anyhow::Result<()> {
         self.calls
             .lock()
             .unwrap()
-            .push(("start", c, s, comm(c), comm(s)));
+            .push((which, c, s, comm(c), comm(s)));
         Ok(())
     }
+}
+
+impl Phases for Recorder {
+    fn measure_start(&self, c: u32, s: u32) -> anyhow::Result<()> {
+        self.record("start", c, s)
+    }
     fn measure_end(&self, c: u32, s: u32) -> anyhow::Result<()> {
-        self.calls
-            .lock()
-            .unwrap()
-            .push(("end", c, s, comm(c), comm(s)));
-        Ok(())
+        self.record("end", c, s)
     }
 }
 

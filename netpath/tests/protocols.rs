@@ -11,8 +11,6 @@ use netpath::{
     harness::Proto,
     lab,
     measure::compare,
-    probe::backend::{self, BackendChoice},
-    probe::doctor,
     probe::tracer::{Tracer, TracerOptions},
     record::DriverReport,
 };
@@ -44,8 +42,7 @@ fn socket_bounds() -> bool {
 /// The run's report; `None` where the kernel cannot measure `proto` (refused in one line,
 /// checked here).
 fn run(driver: Driver, proto: Proto) -> Option<DriverReport> {
-    let caps = doctor::probe().expect("doctor");
-    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend");
+    let backend = common::backend();
     let mut opts = common::one_traced_run(driver, N, 50);
     opts.protos = vec![proto];
     opts.rr.proto = proto;

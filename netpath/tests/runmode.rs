@@ -44,6 +44,15 @@ fn cpus_of(m: &std::collections::BTreeMap<u16, u64>) -> BTreeSet<u16> {
     m.keys().copied().collect()
 }
 
+/// Whether this process may use fewer than two CPUs; if so, says why the test skips.
+fn skipped_without_two_cpus(why: &str) -> bool {
+    let short = netpath::harness::runmode::allowed_cpus().unwrap().len() < 2;
+    if short {
+        eprintln!("skipped: {why}");
+    }
+    short
+}
+
 #[test]
 fn cpus_same_puts_client_server_and_softirq_on_one_cpu() {
     let _g = common::need_root();
@@ -63,8 +72,7 @@ fn cpus_same_puts_client_server_and_softirq_on_one_cpu() {
 #[test]
 fn cpus_split_puts_client_and_server_on_two() {
     let _g = common::need_root();
-    if netpath::harness::runmode::allowed_cpus().unwrap().len() < 2 {
-        eprintln!("skipped: this process may use one CPU only, split needs two");
+    if skipped_without_two_cpus("this process may use one CPU only, split needs two") {
         return;
     }
     let mut t = tracer();
@@ -221,8 +229,7 @@ fn json_carries_wait_mode_placement_and_machine_state() {
 #[test]
 fn default_mode_is_spin_split_with_a_block_line() {
     let _g = common::need_root();
-    if netpath::harness::runmode::allowed_cpus().unwrap().len() < 2 {
-        eprintln!("skipped: the default split placement needs two CPUs");
+    if skipped_without_two_cpus("the default split placement needs two CPUs") {
         return;
     }
     let out = netpath(&[

@@ -12,9 +12,7 @@ use std::io::Write as _;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use netpath::docker::{DockerLab, DockerLabOptions};
-use netpath::driver::Driver;
-use netpath::harness::{self, NoPhases};
+use netpath::docker::DockerLab;
 use scrape::{Prometheus, Reaped, free_port, gauge, get, wait_for};
 
 /// Whether `s` holds an IPv4 address (a run of digits and dots that parses as one).
@@ -29,19 +27,13 @@ fn an_address_is_found_in_a_label_set_and_a_value_is_not_one() {
     assert!(!has_ipv4("{le=\"1.28e-7\",hop=\"veth\"}"));
 }
 
-fn traffic(dl: &DockerLab, rounds: usize) {
-    for _ in 0..rounds {
-        harness::run_rr(&dl.path, &common::small_rr(), &NoPhases).unwrap();
-    }
-}
-
 /// Traffic on `dl` until Prometheus answers a hop quantile query of the bridge driver with
 /// numbers, for the veth and bridge hops at least.
 fn assert_hop_quantile(prom: &Prometheus, dl: &DockerLab) {
     let q = "histogram_quantile(0.5, sum by (le, hop) (rate(netpath_hop_latency_seconds_bucket{driver=\"bridge\"}[20s])))";
     let mut answer = Vec::new();
     wait_for("a hop quantile from Prometheus", 90, || {
-        traffic(dl, 1);
+        common::traffic(dl, 1);
         answer = prom.query(q);
         answer.iter().any(|s| s["value"][1] != "NaN")
     });
@@ -59,13 +51,7 @@ fn assert_hop_quantile(prom: &Prometheus, dl: &DockerLab) {
 #[test]
 fn serve_exports_hop_histograms_that_prometheus_scrapes() {
     let _g = common::need_root();
-    let engine = common::ensure_daemon();
-    let o = DockerLabOptions {
-        exe: Some(env!("CARGO_BIN_EXE_netpath").into()),
-        reuse_image: true,
-        ..Default::default()
-    };
-    let dl = DockerLab::build(&engine, Driver::Bridge, &o).unwrap();
+    let dl = common::bridge_lab(&common::ensure_daemon());
     let client = dl.client.as_ref().unwrap().name.clone();
     let server = dl.server.as_ref().unwrap().name.clone();
     let ctrs = ["--container", &client, "--container", &server];
@@ -73,7 +59,7 @@ fn serve_exports_hop_histograms_that_prometheus_scrapes() {
         &[&ctrs[..], &["--sample", "1", "--program-stats"]].concat(),
         &[],
     );
-    traffic(&dl, 3);
+    common::traffic(&dl, 3);
     let metrics = || get(port, "/metrics").unwrap().1;
     wait_for("hop histograms of the server container", 20, || {
         metrics().contains(&format!("container=\"{server}\""))
@@ -271,19 +257,14 @@ fn swarm_stack_follows_containers_and_prometheus_scrapes_it() {
         get(port, "/ready").is_some_and(|(st, _)| st.contains(" 200 "))
     });
 
-    let o = DockerLabOptions {
-        exe: Some(env!("CARGO_BIN_EXE_netpath").into()),
-        reuse_image: true,
-        ..Default::default()
-    };
-    let dl = DockerLab::build(&engine, Driver::Bridge, &o).unwrap();
+    let dl = common::bridge_lab(&engine);
     let server = dl.server.as_ref().unwrap().name.clone();
     let metrics = || get(port, "/metrics").map(|r| r.1).unwrap_or_default();
     wait_for(
         "the service to follow the lab's server container",
         30,
         || {
-            traffic(&dl, 1);
+            common::traffic(&dl, 1);
             metrics().contains(&format!("container=\"{server}\""))
         },
     );

@@ -91,6 +91,14 @@ fn assert_counts(r: &DriverReport) -> BTreeMap<&'static str, u64> {
     done
 }
 
+/// The crossings of `hop` in direction `dir` in the report's hop table; 0 where it has none.
+fn crossings(r: &DriverReport, dir: &str, hop: &str) -> u64 {
+    r.hops
+        .iter()
+        .find(|h| h.dir == dir && h.hop == hop)
+        .map_or(0, |h| h.crossings)
+}
+
 /// Exactly these hops, each crossed `k` times per journey: between k × completed journeys and
 /// k × started ones (a journey counted as lost may have crossed its first hops).
 ///
@@ -127,12 +135,7 @@ fn assert_crossings(r: &DriverReport, done: &BTreeMap<&str, u64>, want: &[(&str,
             &odd[..odd.len().min(3)]
         );
     }
-    let other = |d: &str| {
-        r.hops
-            .iter()
-            .find(|h| h.dir == d && h.hop == "other")
-            .map_or(0, |h| h.crossings)
-    };
+    let other = |d: &str| crossings(r, d, "other");
     assert!(
         other("request") + other("response") <= slack,
         "{} ({}): unnamed segments; timelines: {:#?}",

@@ -13,20 +13,12 @@ use netpath::{
     harness::{self, Phases as _, RrConfig},
     lab,
     path::NetPath,
-    probe::backend::{self, BackendChoice},
-    probe::doctor,
     probe::tracer::{Snapshot, Tracer, TracerOptions},
 };
 use netpath_common::{SkbState, counter};
 
 /// Port of the second request/response pair, beside the harness's `LAB_PORT`.
 const SIDE_PORT: u16 = lab::LAB_PORT + 7;
-
-fn load(opts: TracerOptions) -> Tracer {
-    let caps = doctor::probe().expect("doctor");
-    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend");
-    Tracer::load(backend, &opts).expect("load programs")
-}
 
 fn rr(requests: u64) -> RrConfig {
     RrConfig {
@@ -140,7 +132,7 @@ fn c(snap: &Snapshot, k: u32) -> u64 {
 #[test]
 fn only_the_traced_pair_starts_journeys() {
     let _g = common::need_root();
-    let mut tracer = load(TracerOptions {
+    let mut tracer = common::load_tracer(&TracerOptions {
         sample_every: 1,
         ..TracerOptions::default()
     });
@@ -175,7 +167,7 @@ fn only_the_traced_pair_starts_journeys() {
 #[test]
 fn a_long_run_delivers_timelines_from_its_whole_length() {
     let _g = common::need_root();
-    let mut tracer = load(TracerOptions {
+    let mut tracer = common::load_tracer(&TracerOptions {
         sample_every: 1,
         ..TracerOptions::default()
     });
@@ -212,7 +204,7 @@ fn a_long_run_delivers_timelines_from_its_whole_length() {
 fn a_tiny_flight_table_counts_its_collisions() {
     let _g = common::need_root();
     // One slot: two traced pairs' packets in flight at once collide.
-    let mut tracer = load(TracerOptions {
+    let mut tracer = common::load_tracer(&TracerOptions {
         flight_slots: 1,
         ..TracerOptions::default()
     });
@@ -242,8 +234,7 @@ fn a_tiny_flight_table_counts_its_collisions() {
     );
     eprintln!("one-slot table: {started} started, {done} completed, {collisions} collisions");
     // Bad sizes are refused with one line.
-    let caps = doctor::probe().unwrap();
-    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).unwrap();
+    let backend = common::backend();
     let e = Tracer::load(
         backend,
         &TracerOptions {
@@ -262,7 +253,7 @@ fn a_tiny_flight_table_counts_its_collisions() {
 fn the_delay_program_holds_data_packets_for_the_time_asked() {
     let _g = common::need_root();
     let lab = lab::build(Driver::Bridge).unwrap();
-    let mut tracer = load(TracerOptions::default());
+    let mut tracer = common::load_tracer(&TracerOptions::default());
     let dev = netpath::validate::At::Server
         .device(&lab)
         .cloned()

@@ -125,11 +125,7 @@ impl BulkRounds {
         bulk: &BulkConfig,
         round: usize,
     ) -> Result<()> {
-        let order: [u8; 3] = match round % 3 {
-            0 => [0, 1, 2],
-            1 => [2, 0, 1],
-            _ => [1, 2, 0],
-        };
+        let order = modes::rotated(round);
         let mut got: [Option<Bulk>; 3] = [None; 3];
         for k in order {
             got[k as usize] = Some(match k {

@@ -4,6 +4,16 @@
 
 use super::*;
 
+/// The order of a round's three runs (0, 1, 2 as the caller numbers them), rotated by
+/// `round` so that each run goes first, second and last in turn.
+pub(super) fn rotated(round: usize) -> [u8; 3] {
+    match round % 3 {
+        0 => [0, 1, 2],
+        1 => [2, 0, 1],
+        _ => [1, 2, 0],
+    }
+}
+
 /// One wait mode's runs and their ratios.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ModeLatency {
@@ -68,11 +78,7 @@ impl ModeLatency {
         round: usize,
     ) -> Result<()> {
         let rr = self.config(base)?;
-        let order: [u8; 3] = match round % 3 {
-            0 => [0, 1, 2],
-            1 => [2, 0, 1],
-            _ => [1, 2, 0],
-        };
+        let order = rotated(round);
         let mut got: [Option<Rtt>; 3] = [None; 3];
         for k in order {
             got[k as usize] = Some(match k {

@@ -324,30 +324,41 @@ fn validate(s: &mut String, v: &crate::validate::ValidateOutput) {
 /// its floor.
 fn cost_goals(d: &DriverBench, out: &mut Vec<Goal>) {
     let k = &d.kernel_cost;
-    let over = k.hot_ns_per_event - k.floor_ns;
-    out.push(Goal {
-        what: "hot programs: ≤ floor + 30 ns mean per tracked hop event",
+    out.push(over_floor_goal(
+        "hot programs: ≤ floor + 30 ns mean per tracked hop event",
+        d.driver,
+        k.hot_ns_per_event,
+        k.floor_ns,
+        30.0,
+    ));
+    out.push(over_floor_goal(
+        "untracked traffic: ≤ floor + 10 ns per run",
+        d.driver,
+        k.untracked_ns_per_run,
+        k.untracked_floor_ns,
+        10.0,
+    ));
+}
+
+/// A kernel-cost goal: `ns` less its `floor` must be at most `limit` ns.
+fn over_floor_goal(
+    what: &'static str,
+    driver: crate::driver::Driver,
+    ns: f64,
+    floor: f64,
+    limit: f64,
+) -> Goal {
+    let over = ns - floor;
+    Goal {
+        what,
         figure: format!(
-            "{}: {} ns − floor {} ns = {} ns",
-            d.driver,
-            f(k.hot_ns_per_event, 1),
-            f(k.floor_ns, 1),
+            "{driver}: {} ns − floor {} ns = {} ns",
+            f(ns, 1),
+            f(floor, 1),
             f(over, 1)
         ),
-        met: over.is_finite().then_some(over <= 30.0),
-    });
-    let over = k.untracked_ns_per_run - k.untracked_floor_ns;
-    out.push(Goal {
-        what: "untracked traffic: ≤ floor + 10 ns per run",
-        figure: format!(
-            "{}: {} ns − floor {} ns = {} ns",
-            d.driver,
-            f(k.untracked_ns_per_run, 1),
-            f(k.untracked_floor_ns, 1),
-            f(over, 1)
-        ),
-        met: over.is_finite().then_some(over <= 10.0),
-    });
+        met: over.is_finite().then_some(over <= limit),
+    }
 }
 
 /// A driver's probe-effect goals: traced and attached-but-not-following against untraced,

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use netpath::docker::Engine;
+use netpath::docker::{DockerLab, DockerLabOptions, Engine};
 
 use netpath::driver::Driver;
 use netpath::harness::RrConfig;
@@ -76,12 +76,16 @@ pub fn leftovers(before: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// The programs, loaded under the backend `NETPATH_BACKEND` names (each VM pass sets it) or
-/// the one netpath picks on this kernel.
-pub fn load_tracer(opts: &TracerOptions) -> Tracer {
+/// The backend `NETPATH_BACKEND` names (each VM pass sets it) or the one netpath picks on
+/// this kernel.
+pub fn backend() -> backend::Backend {
     let caps = netpath::probe::doctor::probe().expect("doctor");
-    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend");
-    Tracer::load(backend, opts).expect("load programs")
+    backend::select(BackendChoice::from_env().unwrap(), &caps).expect("a backend")
+}
+
+/// The programs, loaded under [`backend`].
+pub fn load_tracer(opts: &TracerOptions) -> Tracer {
+    Tracer::load(backend(), opts).expect("load programs")
 }
 
 /// compare's options for one traced request/response run of `driver` (`requests` after
@@ -310,6 +314,24 @@ fn wait_for_exiting_dockerd() {
             return;
         }
         std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A bridge Docker lab on `engine` whose containers run this build's netpath (the agent
+/// image reused when it is there).
+pub fn bridge_lab(engine: &Engine) -> DockerLab {
+    let o = DockerLabOptions {
+        exe: Some(env!("CARGO_BIN_EXE_netpath").into()),
+        reuse_image: true,
+        ..Default::default()
+    };
+    DockerLab::build(engine, Driver::Bridge, &o).unwrap()
+}
+
+/// `rounds` small request/response runs over `dl`'s path.
+pub fn traffic(dl: &DockerLab, rounds: usize) {
+    for _ in 0..rounds {
+        netpath::harness::run_rr(&dl.path, &small_rr(), &netpath::harness::NoPhases).unwrap();
     }
 }
 

@@ -19,11 +19,7 @@ fn dropping_a_published_proxy_lab_stops_the_proxy() {
     let (id, pid) = (lab.run_id.clone(), lab.proxy_pid.unwrap());
     assert!(!exited(pid));
     drop(lab);
-    assert!(
-        !Path::new(&format!("/proc/{pid}")).exists(),
-        "docker-proxy {pid} survived drop"
-    );
-    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
+    assert_proxy_and_netns_gone(pid, &id, "drop");
 }
 
 #[test]
@@ -40,11 +36,17 @@ fn cleanup_leftovers_kills_a_dead_runs_docker_proxy() {
         assert!(removed.contains(n), "{n} not removed: {removed:?}");
     }
     // The proxy was our child: killed and reaped, so its pid is gone altogether.
+    assert_proxy_and_netns_gone(pid, &id, "cleanup");
+}
+
+/// The docker-proxy `pid`, our child, reaped (its pid gone altogether) and run `id`'s
+/// namespaces removed, after `what`.
+fn assert_proxy_and_netns_gone(pid: u32, id: &str, what: &str) {
     assert!(
         !Path::new(&format!("/proc/{pid}")).exists(),
-        "docker-proxy {pid} survived cleanup"
+        "docker-proxy {pid} survived {what}"
     );
-    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
+    assert!(netns_files(id).is_empty(), "{:?}", netns_files(id));
 }
 
 fn wait_exited(pid: u32) -> bool {
@@ -87,11 +89,7 @@ fn sigterm_stops_the_docker_proxy() {
     .unwrap();
     let st = child.0.wait().unwrap();
     assert_eq!(st.code(), Some(143), "{st:?}");
-    assert!(
-        !Path::new(&format!("/proc/{pid}")).exists(),
-        "docker-proxy {pid} survived SIGTERM"
-    );
-    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
+    assert_proxy_and_netns_gone(pid, &id, "SIGTERM");
 }
 
 #[test]

@@ -7,8 +7,6 @@ use netpath::{
     driver::Driver,
     lab,
     measure::compare::{self},
-    probe::backend::{self, BackendChoice},
-    probe::doctor,
     probe::tracer::Tracer,
 };
 
@@ -17,8 +15,7 @@ use super::common;
 #[test]
 fn a_dropped_packet_is_reported_with_reason_and_hop() {
     let _g = common::need_root();
-    let caps = doctor::probe().unwrap();
-    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).unwrap();
+    let backend = common::backend();
     let lab = lab::build(Driver::Bridge).unwrap();
     // Drop every 4th request segment in the node's bridge forward hook (nft bridge family):
     // TCP retransmits it, so the run completes, and each drop is one kfree_skb with a reason.

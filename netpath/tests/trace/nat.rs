@@ -1,12 +1,7 @@
 //! NAT in the timelines: published-nat's DNAT to the server and its reply's rewrite back,
 //! and egress's MASQUERADE to the uplink address and de-NAT back, for TCP and ICMP echo.
 
-use netpath::{
-    driver::Driver,
-    lab,
-    probe::backend::{self, BackendChoice},
-    probe::doctor,
-};
+use netpath::{driver::Driver, lab};
 
 use super::common;
 
@@ -14,8 +9,7 @@ use super::common;
 fn nat_rewrite_shows_in_trace() {
     let _g = common::need_root();
     let before = lab::list_netpath_netns().unwrap();
-    let caps = doctor::probe().unwrap();
-    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).unwrap();
+    let backend = common::backend();
     let out = netpath::trace::run(
         backend,
         &netpath::trace::TraceOptions {
@@ -71,8 +65,7 @@ fn egress_masquerade_shows_in_trace() {
 }
 
 fn egress_masquerade(proto: &str) {
-    let caps = doctor::probe().unwrap();
-    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).unwrap();
+    let backend = common::backend();
     let out = netpath::trace::run(
         backend,
         &netpath::trace::TraceOptions {

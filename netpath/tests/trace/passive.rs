@@ -1,21 +1,14 @@
 //! Passive tracing: traffic from threads netpath knows nothing about, followed from the
 //! client's eth0 across veth and bridge to where the application read it (socket-queue).
 
-use netpath::{
-    driver::Driver,
-    harness::RrConfig,
-    lab,
-    probe::backend::{self, BackendChoice},
-    probe::doctor,
-};
+use netpath::{driver::Driver, harness::RrConfig, lab};
 
 use super::common;
 
 #[test]
 fn passive_trace_follows_traffic_netpath_does_not_trace() {
     let _g = common::need_root();
-    let caps = doctor::probe().unwrap();
-    let backend = backend::select(BackendChoice::from_env().unwrap(), &caps).unwrap();
+    let backend = common::backend();
     let lab = lab::build(Driver::Bridge).unwrap();
     let port = lab.server_bind.port();
     // Traffic from threads the tracer knows nothing about, repeated until the tracer has what

@@ -5,7 +5,7 @@
 use netpath::{driver::Driver, lab};
 
 use super::expected::{assert_order, assert_wakeup_parts, expected};
-use super::{N, assert_counts, assert_crossings, common, run};
+use super::{N, assert_counts, assert_crossings, common, crossings, run};
 
 #[test]
 fn bridge_path_hops_and_counts() {
@@ -170,12 +170,7 @@ fn every_driver_crosses_its_hops() {
                 joined("request"),
                 joined("response"),
             );
-            let proxy = |d: &str| {
-                r.hops
-                    .iter()
-                    .find(|h| h.dir == d && h.hop == "proxy")
-                    .map_or(0, |h| h.crossings)
-            };
+            let proxy = |d: &str| crossings(&r, d, "proxy");
             // Every joined journey continued a relay send, and each relay send records one
             // proxy crossing. The direction comes from the hold the send took, which can be the
             // other direction's (holds are per relay process; a loaded 6.1 run had response

@@ -222,12 +222,12 @@ pub struct HopStat {
     pub own_count: u64,
 }
 
-/// Value of the per-CPU `HOPS` map, one per (direction, hop) slot: exact count and sums (means
-/// are exact) and the log-linear histogram (percentiles within ±5%). One lookup per record.
+/// Value of the per-CPU `HOPS` map, one per (direction, hop) slot: exact sums (means are
+/// exact) and the log-linear histogram (percentiles within ±5%), whose buckets add up to the
+/// exact count (no count of its own: one atomic add less per record). One lookup per record.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct HopHist {
-    pub count: u64,
     pub sum_ns: u64,
     pub own_ns: u64,
     pub own_runs: u64,
@@ -589,7 +589,7 @@ mod tests {
         assert_eq!(size_of::<TidSlot>(), 8 + size_of::<TidState>());
         assert_eq!(size_of::<DevSlot>(), 8 + size_of::<DevInfo>());
         assert_eq!(size_of::<RelayHold>(), 32);
-        assert_eq!(size_of::<HopHist>(), 40 + 8 * hist::HIST_SLOTS);
+        assert_eq!(size_of::<HopHist>(), 32 + 8 * hist::HIST_SLOTS);
         assert_eq!(size_of::<Parked>(), size_of::<Flight>() + 8);
         assert_eq!(
             size_of::<SockSlot>(),

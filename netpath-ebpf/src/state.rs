@@ -19,9 +19,10 @@ pub fn current_tid() -> u32 {
 }
 
 /// Adds one crossing of `d` ns to the (direction, hop) slot, with netpath's own time inside it
-/// (measured ns, runs) when it was measured. Count, sum and bucket atomically: a program nested
-/// on this CPU (softirq over a process-context program) may record into the same slot. The own
-/// sums are estimates to begin with; plain adds keep them cheap.
+/// (measured ns, runs) when it was measured. Sum and bucket atomically: a program nested on
+/// this CPU (softirq over a process-context program) may record into the same slot; the
+/// buckets' sum is the count. The own sums are estimates to begin with; plain adds keep them
+/// cheap.
 #[inline(always)]
 pub fn record(dir: u32, hop: u32, d: u64, own: Option<(u32, u16)>) {
     if hop >= netpath_common::NHOPS as u32 || dir >= netpath_common::NDIRS as u32 {
@@ -30,7 +31,6 @@ pub fn record(dir: u32, hop: u32, d: u64, own: Option<(u32, u16)>) {
     if let Some(h) = HOPS.get_ptr_mut(hop::slot(dir, hop)) {
         let b = hist::bucket(d) as usize & (hist::HIST_SLOTS - 1);
         unsafe {
-            atomic::add(&raw mut (*h).count, 1);
             atomic::add(&raw mut (*h).sum_ns, d);
             atomic::add(&raw mut (*h).buckets[b], 1);
             if let Some((ns, runs)) = own {

@@ -409,7 +409,6 @@ impl Tracer {
             let mut hops: PerCpuArray<&mut MapData, HopHist> =
                 PerCpuArray::try_from(self.ebpf.map_mut("HOPS").unwrap())?;
             let zero = HopHist {
-                count: 0,
                 sum_ns: 0,
                 own_ns: 0,
                 own_runs: 0,
@@ -473,7 +472,6 @@ impl Tracer {
             let mut st = HopStat::default();
             let mut h = vec![0u64; NBUCKETS];
             for v in per_cpu.iter() {
-                st.count += v.count;
                 st.sum_ns += v.sum_ns;
                 st.own_ns += v.own_ns;
                 st.own_runs += v.own_runs;
@@ -482,6 +480,8 @@ impl Tracer {
                     *a += b;
                 }
             }
+            // Every record adds to one bucket: their sum is the count.
+            st.count = h.iter().sum();
             if st.count > 0 {
                 *slot_hist = h;
             }

@@ -4,7 +4,7 @@
 //! taken while it runs (`add_loaded`, repeatedly: a program already taken is skipped).
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     mem,
     os::fd::{AsFd as _, AsRawFd as _},
 };
@@ -25,6 +25,8 @@ pub struct Lines {
     /// (JIT address where the line's code starts, line), sorted by address once `seal`ed.
     starts: Vec<(u64, Line)>,
     taken: HashSet<u32>,
+    /// String sections by BTF id: the programs of one object share their BTF.
+    strings: HashMap<u32, Vec<u8>>,
 }
 
 impl Lines {
@@ -36,7 +38,7 @@ impl Lines {
             }
             let Ok(fd) = info.fd() else { continue };
             // A program without line info (not netpath's, or gone meanwhile) adds nothing.
-            if let Ok(lines) = table(fd.as_fd().as_raw_fd()) {
+            if let Ok(lines) = table(fd.as_fd().as_raw_fd(), &mut self.strings) {
                 self.starts.extend(lines);
             }
         }
@@ -62,6 +64,7 @@ impl Lines {
         let mut l = Lines {
             starts,
             taken: HashSet::new(),
+            strings: HashMap::new(),
         };
         l.seal();
         l
@@ -94,8 +97,9 @@ fn info_by_fd<T>(fd: i32, info: &mut T) -> anyhow::Result<()> {
     sys_bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr).map(drop)
 }
 
-/// The program's lines, each with the JIT address its code starts at.
-fn table(fd: i32) -> anyhow::Result<Vec<(u64, Line)>> {
+/// The program's lines, each with the JIT address its code starts at; its BTF's strings read
+/// once per BTF object into `strings`.
+fn table(fd: i32, strings: &mut HashMap<u32, Vec<u8>>) -> anyhow::Result<Vec<(u64, Line)>> {
     // SAFETY: zeroed is a valid bpf_prog_info.
     let mut info: bpf_prog_info = unsafe { mem::zeroed() };
     info_by_fd(fd, &mut info)?;
@@ -116,7 +120,10 @@ fn table(fd: i32) -> anyhow::Result<Vec<(u64, Line)>> {
     want.jited_line_info_rec_size = 8;
     want.jited_line_info = jited.as_mut_ptr() as u64;
     info_by_fd(fd, &mut want)?;
-    let strings = btf_strings(btf_id)?;
+    let strings = match strings.entry(btf_id) {
+        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::hash_map::Entry::Vacant(e) => e.insert(btf_strings(btf_id)?),
+    };
     let at = |off: u32| -> String {
         let s = strings.get(off as usize..).unwrap_or_default();
         let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());

@@ -203,6 +203,12 @@ impl Dir {
     }
 }
 
+/// The slot of the client's gap: its receive's return point → its next send's point (in
+/// `Dir::Turnaround`, whose other hops are unused). Only netpath's own time in it is read: the
+/// client's syscall edges, outside every hop but inside the round trip its harness times, are
+/// in that gap, and the check of the compensated hops takes that time out of them.
+pub const CLIENT_GAP: (Dir, Hop) = (Dir::Turnaround, Hop::RecvReturn);
+
 /// Named hops. Slot `OneWay` holds the whole journey; `Turnaround` sits in `Dir::Turnaround`.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

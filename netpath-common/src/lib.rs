@@ -14,7 +14,7 @@ pub mod hop;
 mod sockq;
 
 pub use config::{FilterConfig, LoadConfig};
-pub use hop::{DevKind, Dir, Hop, Point};
+pub use hop::{CLIENT_GAP, DevKind, Dir, Hop, Point};
 pub use sockq::{Parked, SOCK_DEPTH, SOCK_SLOTS, SockSlot, parked_key};
 
 /// Most points one sampled packet timeline keeps: overlay with function probes crosses 30 on

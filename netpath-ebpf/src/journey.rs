@@ -2,7 +2,8 @@
 //! the server's turnaround, or continues a relayed journey) and the receive that completes it.
 use aya_ebpf::helpers::bpf_get_current_pid_tgid;
 use netpath_common::{
-    DevKey, Hop, OwnSnap, Point, ROLE_RELAY, ROLE_SERVER, RelayHold, TidState, counter,
+    CLIENT_GAP, DevKey, Dir, Hop, OwnSnap, Point, ROLE_RELAY, ROLE_SERVER, RelayHold, TidState,
+    counter,
 };
 
 use crate::{
@@ -67,9 +68,14 @@ fn send_enter(count_unmatched: bool, sk: u64) -> Done {
     }
     if ts.turn_ts != 0 {
         let own = ts.turn_snap.until(&st.own);
+        let (dir, hop) = if ts.role == ROLE_SERVER {
+            (Dir::Turnaround, Hop::OneWay)
+        } else {
+            CLIENT_GAP
+        };
         record(
-            2,
-            Hop::OneWay as u32,
+            dir as u32,
+            hop as u32,
             st.t.wrapping_sub(ts.turn_ts),
             Some(own),
         );
@@ -203,10 +209,17 @@ pub fn on_recv_exit(ret: i64, sk: u64) -> Done {
         flights::release(skb);
         return Ok(Some(t0));
     }
+    let own = f.own();
     complete(skb, f, t);
     if ts.role != ROLE_SERVER {
-        // The client's receive ends its round trip: its tail is in no hop.
-        return Ok(None);
+        // The client's receive ends its round trip: its tail is in no hop but in the client's
+        // gap (`CLIENT_GAP`), kept on the journeys whose own time is measured.
+        if !own {
+            return Ok(None);
+        }
+        ts.turn_ts = t;
+        ts.turn_snap = st.own;
+        return Ok(Some(t0));
     }
     ts.turn_ts = t;
     ts.turn_snap = st.own;

@@ -38,6 +38,10 @@ pub struct SumRow {
     pub untraced_mean_us: f64,
     pub raw_sum_us: f64,
     pub own_us: f64,
+    /// The round trip outside the hops (the client's syscall edges) and netpath's own time in
+    /// it (`Consistency`); the compensated sum includes the difference.
+    pub edges_us: Option<f64>,
+    pub edges_own_us: Option<f64>,
     pub compensated_sum_us: f64,
     /// (compensated − untraced) / untraced, %.
     pub error_pct: f64,
@@ -100,6 +104,8 @@ pub fn run(backend: Backend, rounds: usize, requests: u64) -> Result<Proof> {
                 untraced_mean_us: c.untraced_mean_us,
                 raw_sum_us: c.raw_sum_us,
                 own_us: c.own_us,
+                edges_us: c.edges_us,
+                edges_own_us: c.edges_own_us,
                 compensated_sum_us: c.compensated_sum_us,
                 error_pct: c.error_mean_pct,
                 error_rounds_median_pct: c.error_rounds_median_pct,

@@ -106,6 +106,13 @@ fn distribution(s: &Snapshot, dir: Dir, hop: Hop, run_ns: f64) -> Option<Distrib
     })
 }
 
+/// netpath's own µs per round trip in the client's gap, where its own time was measured.
+fn edges_own_us(s: &Snapshot, run_ns: f64) -> Option<f64> {
+    let (dir, hop) = netpath_common::CLIENT_GAP;
+    let st = s.stats[slot(dir as u32, hop as u32) as usize];
+    (st.own_count > 0).then(|| own::own_per_crossing_ns(&st, run_ns) / 1000.0)
+}
+
 /// Per direction: the one-way distribution and each hop's row, in path order.
 fn hop_rows(snap: &Snapshot, run_ns: f64) -> (BTreeMap<&'static str, Distribution>, Vec<HopRow>) {
     let mut one_way = BTreeMap::new();
@@ -264,6 +271,7 @@ pub fn build(t: &TracedRun) -> DriverReport {
         probe_effect_below_noise: false,
         rtt_mean_us: traced_s.mean_us,
         unattributed_us: traced_s.mean_us - attributed,
+        edges_own_us: edges_own_us(snap, run_cost.ns),
         attributed_pct: if traced_s.mean_us > 0.0 {
             attributed / traced_s.mean_us * 100.0
         } else {

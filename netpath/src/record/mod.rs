@@ -156,6 +156,10 @@ pub struct DriverReport {
     pub attributed_us: f64,
     pub rtt_mean_us: f64,
     pub unattributed_us: f64,
+    /// netpath's own time in the client's gap (`netpath_common::CLIENT_GAP`), µs per round
+    /// trip: the part of `unattributed_us` that is netpath's (the client's syscall edges lie
+    /// outside every hop). None where it was not measured (ICMP; no journey's own time).
+    pub edges_own_us: Option<f64>,
     pub attributed_pct: f64,
     /// The cost of one program run the own times are charged with (`tracer::RunCost`).
     pub run_cost: crate::probe::tracer::RunCost,

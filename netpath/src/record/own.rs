@@ -2,7 +2,9 @@
 //! untraced round trip. A hop's own time is what the kernel side counted inside it: the
 //! measured tails of the programs that stamped points, and the program runs, each charged the
 //! calibrated cost of a run (`tracer::RunCost`). The compensated figures are the raw ones less
-//! that; `Consistency` puts their sum beside the untraced RTT of the same round.
+//! that; `Consistency` puts their sum beside the untraced RTT of the same round, with the
+//! round trip's edges the hops do not cover (the client's syscall entry before its send's
+//! point and exit after its receive's), less netpath's own time in them.
 use netpath_common::HopStat;
 use serde::Serialize;
 
@@ -26,6 +28,12 @@ pub struct Consistency {
     pub raw_sum_us: f64,
     /// netpath's own time in those.
     pub own_us: f64,
+    /// The round trip outside every hop (traced RTT mean less the hops' sum: the client's
+    /// syscall edges) and netpath's own time in it; None where that was not measured, and
+    /// then the sum is the hops' alone.
+    pub edges_us: Option<f64>,
+    pub edges_own_us: Option<f64>,
+    /// Hops and edges, netpath's own time taken out of both.
     pub compensated_sum_us: f64,
     /// The same from p50s: compensated one-way p50s + turnaround p50.
     pub compensated_p50_sum_us: f64,
@@ -57,14 +65,17 @@ fn pct(a: f64, b: f64) -> f64 {
 pub fn consistency(r: &DriverReport, run_cost_ns: f64) -> Option<Consistency> {
     let u = r.untraced.as_ref()?;
     let (raw, own, p50) = sums(r);
-    let comp = raw - own;
+    let edges = edges_compensated(r);
+    let comp = raw - own + edges.unwrap_or(0.0);
     let err = comp - u.mean_us;
     Some(Consistency {
         run_cost_ns,
         raw_sum_us: raw,
         own_us: own,
+        edges_us: r.edges_own_us.map(|_| r.unattributed_us),
+        edges_own_us: r.edges_own_us,
         compensated_sum_us: comp,
-        compensated_p50_sum_us: p50,
+        compensated_p50_sum_us: p50 + edges.unwrap_or(0.0),
         untraced_mean_us: u.mean_us,
         untraced_p50_us: u.p50_us,
         error_mean_pct: pct(comp, u.mean_us),
@@ -87,10 +98,17 @@ fn sums(r: &DriverReport) -> (f64, f64, f64) {
     (raw, own, p50)
 }
 
+/// The round trip's edges outside every hop, netpath's own time taken out (never below 0),
+/// where that time was measured.
+fn edges_compensated(r: &DriverReport) -> Option<f64> {
+    r.edges_own_us.map(|own| (r.unattributed_us - own).max(0.0))
+}
+
 /// One round's error: its traced run's compensated sum against its untraced RTT mean, %.
 pub fn round_error_pct(traced: &DriverReport, untraced_mean_us: f64) -> Option<f64> {
     let (raw, own, _) = sums(traced);
-    (raw > 0.0 && untraced_mean_us > 0.0).then(|| pct(raw - own, untraced_mean_us))
+    let comp = raw - own + edges_compensated(traced).unwrap_or(0.0);
+    (raw > 0.0 && untraced_mean_us > 0.0).then(|| pct(comp, untraced_mean_us))
 }
 
 /// The driver a driver is measured against: host for bridge, bridge for every other driver

@@ -99,7 +99,12 @@ fn hops(r: &DriverReport) {
     }
     if let Some(c) = &r.consistency {
         println!(
-            "   hops add up to {} vs untraced RTT mean {} ({:+.1}%){}",
+            "   hops{} add up to {} vs untraced RTT mean {} ({:+.1}%){}",
+            if c.edges_us.is_some() {
+                " and the client's syscall edges"
+            } else {
+                ""
+            },
             time(c.compensated_sum_us),
             time(c.untraced_mean_us),
             c.error_mean_pct,

@@ -272,9 +272,15 @@ fn hop_table(r: &DriverReport) {
 /// Whether the hops, netpath's own time taken out, add up to the untraced round trip.
 pub fn consistency_line(c: &crate::record::own::Consistency) -> String {
     format!(
-        "check: hops less netpath's own time ({:.2} µs, a program run {:.0} ns) = {:.2} µs vs untraced RTT mean {:.2} µs ({:+.1}%{}), p50 {:.2} vs {:.2} µs ({:+.1}%){}",
+        "check: hops less netpath's own time ({:.2} µs, a program run {:.0} ns){} = {:.2} µs vs untraced RTT mean {:.2} µs ({:+.1}%{}), p50 {:.2} vs {:.2} µs ({:+.1}%){}",
         c.own_us,
         c.run_cost_ns,
+        match (c.edges_us, c.edges_own_us) {
+            (Some(e), Some(o)) => format!(
+                " + the client's syscall edges outside the hops {e:.2} µs less its own {o:.2}"
+            ),
+            _ => String::new(),
+        },
         c.compensated_sum_us,
         c.untraced_mean_us,
         c.error_mean_pct,

@@ -221,7 +221,9 @@ fn proof(s: &mut String, p: &crate::bench::proof::Proof) {
 One interleaved compare of the lab drivers ({} rounds × {} \
          requests, spin, client and server on two CPUs): per driver the untraced RTT mean, \
          the hops' sum (one-way request + response + turnaround, means), netpath's own time \
-         in it (measured tails and runs at the calibrated cost of a run), and what is left. \
+         in it (measured tails and runs at the calibrated cost of a run), the round trip's \
+         edges outside every hop (the client's syscall entry and exit: traced RTT mean less \
+         the hops' sum) with netpath's own time in them, and what is left of both. \
          *error* is the picked round's (the tables' round); *median of rounds* takes it in \
          every round, each traced run against the untraced run of its own round. *untraced \
          range*: how far the untraced mean itself moved between rounds (max − min over \
@@ -237,6 +239,8 @@ One interleaved compare of the lab drivers ({} rounds × {} \
                 us(r.untraced_mean_us, 2),
                 us(r.raw_sum_us, 2),
                 us(r.own_us, 2),
+                r.edges_us.map_or("–".to_string(), |e| us(e, 2)),
+                r.edges_own_us.map_or("–".to_string(), |e| us(e, 2)),
                 us(r.compensated_sum_us, 2),
                 format!("{:+.1}%", r.error_pct),
                 r.error_rounds_median_pct
@@ -251,6 +255,8 @@ One interleaved compare of the lab drivers ({} rounds × {} \
         "untraced RTT mean",
         "raw hop sum",
         "netpath's own",
+        "edges",
+        "own in edges",
         "compensated",
         "error",
         "error, median of rounds",

@@ -200,7 +200,10 @@ fn own_time_taken_out(d: &Value) {
     let (edges, edges_own) = (f(&c["edges_us"]), f(&c["edges_own_us"]));
     assert!(edges_own > 0.0 && edges_own <= edges, "{c}");
     let hops_comp = f(&c["raw_sum_us"]) - f(&c["own_us"]);
-    assert!(hops_comp < f(&c["raw_sum_us"]) && f(&c["own_us"]) > 0.0, "{c}");
+    assert!(
+        hops_comp < f(&c["raw_sum_us"]) && f(&c["own_us"]) > 0.0,
+        "{c}"
+    );
     assert!(
         (f(&c["compensated_sum_us"]) - (hops_comp + edges - edges_own)).abs() < 1e-6,
         "{c}"

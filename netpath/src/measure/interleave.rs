@@ -383,6 +383,10 @@ fn round_rows(
         .map(|(i, t)| {
             let w = wakeup_p50(t, "request");
             let ow = t.one_way.get("request").map(|d| d.p50_us);
+            let comp = record::own::compensated_sum(t);
+            let untraced_mean = untraced
+                .get(i)
+                .map(|u| record::RttSummary::from_rr(u).mean_us);
             RoundRow {
                 round: i + 1,
                 untraced_p50_us: untraced
@@ -397,10 +401,9 @@ fn round_rows(
                 hops: round_hops(t),
                 passes: passes_per_packet(t),
                 bulk_gbit_per_s: bulk.get(i).map(|b| b.gbit_per_s),
-                consistency_error_pct: untraced.get(i).and_then(|u| {
-                    let mean = record::RttSummary::from_rr(u).mean_us;
-                    record::own::round_error_pct(t, mean)
-                }),
+                consistency_error_pct: record::own::round_error_pct(comp, untraced_mean),
+                compensated_sum_us: comp,
+                untraced_mean_us: untraced_mean,
             }
         })
         .collect();
@@ -566,6 +569,8 @@ mod tests {
             passes: Vec::new(),
             bulk_gbit_per_s: None,
             consistency_error_pct: None,
+            compensated_sum_us: None,
+            untraced_mean_us: None,
         }
     }
 

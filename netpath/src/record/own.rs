@@ -104,11 +104,16 @@ fn edges_compensated(r: &DriverReport) -> Option<f64> {
     r.edges_own_us.map(|own| (r.unattributed_us - own).max(0.0))
 }
 
-/// One round's error: its traced run's compensated sum against its untraced RTT mean, %.
-pub fn round_error_pct(traced: &DriverReport, untraced_mean_us: f64) -> Option<f64> {
+/// A traced run's compensated sum (hops and edges, as in `Consistency`), if it has hops.
+pub fn compensated_sum(traced: &DriverReport) -> Option<f64> {
     let (raw, own, _) = sums(traced);
-    let comp = raw - own + edges_compensated(traced).unwrap_or(0.0);
-    (raw > 0.0 && untraced_mean_us > 0.0).then(|| pct(comp, untraced_mean_us))
+    (raw > 0.0).then(|| raw - own + edges_compensated(traced).unwrap_or(0.0))
+}
+
+/// One round's error: its compensated sum against its untraced RTT mean, %.
+pub fn round_error_pct(compensated: Option<f64>, untraced_mean_us: Option<f64>) -> Option<f64> {
+    let (c, u) = (compensated?, untraced_mean_us?);
+    (u > 0.0).then(|| pct(c, u))
 }
 
 /// The driver a driver is measured against: host for bridge, bridge for every other driver
@@ -137,6 +142,10 @@ pub struct PairCheck {
     /// The untraced difference's range over the rounds (max − min of each round's
     /// difference), µs: how far the figure checked against moved by itself.
     pub untraced_delta_range_us: f64,
+    /// (compensated − untraced difference) taken in every round, each from that round's own
+    /// traced and untraced runs, median over the rounds, µs: less at the mercy of one round
+    /// than the picked round's. None without rounds.
+    pub error_rounds_median_us: Option<f64>,
 }
 
 /// How far a compensated difference may sit from the untraced one.
@@ -161,9 +170,20 @@ pub fn pair_checks(reports: &[DriverReport]) -> Vec<PairCheck> {
                 raw_delta_us: ca.raw_sum_us - cb.raw_sum_us,
                 within_tolerance: (comp - untraced).abs() <= PAIR_TOLERANCE_US,
                 untraced_delta_range_us: delta_range(r, b),
+                error_rounds_median_us: rounds_delta_error(r, b),
             })
         })
         .collect()
+}
+
+/// Median over the rounds of (compensated difference − untraced difference), each round's
+/// from its own runs.
+fn rounds_delta_error(a: &DriverReport, b: &DriverReport) -> Option<f64> {
+    let per_round = (a.round_detail.iter().zip(&b.round_detail)).filter_map(|(x, y)| {
+        let comp = x.compensated_sum_us? - y.compensated_sum_us?;
+        Some(comp - (x.untraced_mean_us? - y.untraced_mean_us?))
+    });
+    crate::sys::stats::median(per_round)
 }
 
 /// Max − min over the rounds of `a`'s untraced RTT mean less `b`'s in the same round.

@@ -29,8 +29,10 @@ pub struct RoundRow {
     /// The round's bulk throughput (all streams), when bulk ran.
     pub bulk_gbit_per_s: Option<f64>,
     /// The round's hop sum, netpath's own time taken out, against its untraced RTT mean, %
-    /// (`Consistency`).
+    /// (`Consistency`), and the two figures.
     pub consistency_error_pct: Option<f64>,
+    pub compensated_sum_us: Option<f64>,
+    pub untraced_mean_us: Option<f64>,
 }
 
 /// One hop of one round's traced run: what `report::HopRow` says, without the shares.

@@ -519,6 +519,8 @@ fn pair_checks(reports: &[DriverReport]) {
                 format!("{:+.2}", c.untraced_delta_us),
                 format!("{:.2}", c.untraced_delta_range_us),
                 format!("{:+.2}", c.raw_delta_us),
+                c.error_rounds_median_us
+                    .map_or("–".to_string(), |e| format!("{e:+.2}")),
                 off.to_string(),
             ]
         })
@@ -529,9 +531,10 @@ fn pair_checks(reports: &[DriverReport]) {
         "untraced µs",
         "its range µs",
         "raw hops µs",
+        "error µs, median of rounds",
         "",
     ];
-    super::table::print("   ", &header, rows, &[0, 4]);
+    super::table::print("   ", &header, rows, &[0, 6]);
 }
 
 /// The per-round ratio lines of the summary.

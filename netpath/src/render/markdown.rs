@@ -154,8 +154,14 @@ fn proof_goals(r: &BenchReport, p: &crate::bench::proof::Proof, out: &mut Vec<Go
         out.push(Goal {
             what: "compensated difference within ±0.3 µs of the untraced difference",
             figure: format!(
-                "{} − {}: {:+.2} vs {:+.2} µs ({:+.2})",
-                c.driver, c.reference, c.compensated_delta_us, c.untraced_delta_us, off
+                "{} − {}: {:+.2} vs {:+.2} µs ({:+.2}; median of rounds {})",
+                c.driver,
+                c.reference,
+                c.compensated_delta_us,
+                c.untraced_delta_us,
+                off,
+                c.error_rounds_median_us
+                    .map_or("–".to_string(), |e| format!("{e:+.2}"))
             ),
             met: Some(off.abs() <= 0.3),
         });
@@ -273,6 +279,7 @@ One interleaved compare of the lab drivers ({} rounds × {} \
                 format!("{} µs", f(c.untraced_delta_range_us, 2)),
                 signed(c.compensated_delta_us),
                 signed(c.raw_delta_us),
+                c.error_rounds_median_us.map_or("–".to_string(), signed),
             ]
         })
         .collect();
@@ -282,6 +289,7 @@ One interleaved compare of the lab drivers ({} rounds × {} \
         "its range over rounds",
         "compensated hops",
         "raw hops",
+        "error, median of rounds",
     ];
     let _ = writeln!(s);
     s.push_str(&table::markdown(&header, rows));

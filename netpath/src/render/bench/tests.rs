@@ -158,6 +158,7 @@ fn proof() -> Proof {
             raw_delta_us: 4.0,
             within_tolerance: true,
             untraced_delta_range_us: 0.4,
+            error_rounds_median_us: Some(-0.1),
         }],
         validate: ValidateOutput {
             at: At::Server,

@@ -20,7 +20,7 @@ pub(super) fn rr_traced(
     let r = harness::run_rr(lab, cfg, phases.as_ref());
     tracer.detach()?;
     let r = r.context("traced run")?;
-    let events = tracer.snapshot()?.stats.iter().map(|s| s.count).sum();
+    let events = tracer.snapshot()?.hop_events();
     Ok((r, events))
 }
 
@@ -86,7 +86,7 @@ pub(super) fn bulk_traced(
     let _ = tids.measure_end(0, 0);
     tracer.detach()?;
     let r = r.context("traced bulk")?;
-    let events = tracer.snapshot()?.stats.iter().map(|s| s.count).sum();
+    let events = tracer.snapshot()?.hop_events();
     Ok((bulk_of(&r), found, events))
 }
 

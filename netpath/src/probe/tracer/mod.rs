@@ -193,6 +193,19 @@ pub struct Snapshot {
     pub tc: Vec<((u32, bool), (u64, u64))>,
 }
 
+impl Snapshot {
+    /// Hop records of every slot but the client's gap (`CLIENT_GAP`), which only carries
+    /// netpath's own time for the check.
+    pub fn hop_events(&self) -> u64 {
+        let (dir, hop) = netpath_common::CLIENT_GAP;
+        let gap = netpath_common::hop::slot(dir as u32, hop as u32) as usize;
+        (self.stats.iter().enumerate())
+            .filter(|(i, _)| *i != gap)
+            .map(|(_, s)| s.count)
+            .sum()
+    }
+}
+
 impl Tracer {
     pub fn load(backend: Backend, opts: &TracerOptions) -> Result<Tracer> {
         crate::sys::ensure_tracefs();

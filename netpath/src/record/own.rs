@@ -66,7 +66,7 @@ pub fn consistency(r: &DriverReport, run_cost_ns: f64) -> Option<Consistency> {
     let u = r.untraced.as_ref()?;
     let (raw, own, p50) = sums(r);
     let edges = edges_compensated(r);
-    let comp = raw - own + edges.unwrap_or(0.0);
+    let comp = raw - own + edges;
     let err = comp - u.mean_us;
     Some(Consistency {
         run_cost_ns,
@@ -75,7 +75,7 @@ pub fn consistency(r: &DriverReport, run_cost_ns: f64) -> Option<Consistency> {
         edges_us: r.edges_own_us.map(|_| r.unattributed_us),
         edges_own_us: r.edges_own_us,
         compensated_sum_us: comp,
-        compensated_p50_sum_us: p50 + edges.unwrap_or(0.0),
+        compensated_p50_sum_us: p50 + edges,
         untraced_mean_us: u.mean_us,
         untraced_p50_us: u.p50_us,
         error_mean_pct: pct(comp, u.mean_us),
@@ -98,16 +98,17 @@ fn sums(r: &DriverReport) -> (f64, f64, f64) {
     (raw, own, p50)
 }
 
-/// The round trip's edges outside every hop, netpath's own time taken out (never below 0),
-/// where that time was measured.
-fn edges_compensated(r: &DriverReport) -> Option<f64> {
-    r.edges_own_us.map(|own| (r.unattributed_us - own).max(0.0))
+/// The round trip's edges outside every hop, netpath's own time taken out (never below 0);
+/// 0 where that time was not measured (the sum is then the hops' alone).
+fn edges_compensated(r: &DriverReport) -> f64 {
+    r.edges_own_us
+        .map_or(0.0, |own| (r.unattributed_us - own).max(0.0))
 }
 
 /// A traced run's compensated sum (hops and edges, as in `Consistency`), if it has hops.
 pub fn compensated_sum(traced: &DriverReport) -> Option<f64> {
     let (raw, own, _) = sums(traced);
-    (raw > 0.0).then(|| raw - own + edges_compensated(traced).unwrap_or(0.0))
+    (raw > 0.0).then(|| raw - own + edges_compensated(traced))
 }
 
 /// One round's error: its compensated sum against its untraced RTT mean, %.

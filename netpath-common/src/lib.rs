@@ -414,6 +414,8 @@ pub const FLIGHT_SLOTS: u32 = 16384;
 pub const DEV_SLOTS: u32 = 256;
 /// Words of the traced-thread and relay-process bitmaps (64 ids each; ids alias above 4M).
 pub const ID_WORDS: u32 = 1 << 16;
+/// Words of the woken-task bitmap (`TASK_BITS`, 64 task pointers' hashes each).
+pub const TASK_WORDS: u32 = 512;
 
 /// Slot of a pointer (skb, net_device) in a direct-mapped table of `mask + 1` entries:
 /// Fibonacci hashing, so slab-aligned addresses spread over the whole table.

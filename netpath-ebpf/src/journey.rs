@@ -35,7 +35,9 @@ pub fn on_send_enter() -> Done {
 /// splice(2) entries, most of which are not sends (the socket → pipe half, EAGAIN retries).
 #[inline(always)]
 fn send_enter(count_unmatched: bool, sk: u64) -> Done {
-    let tid = current_tid();
+    // One helper call for both ids: the relay check below wants the process's.
+    let id = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    let tid = id as u32;
     let (ts, st) = if maybe_traced(tid) {
         // The point's clock before the hash lookup: what follows is netpath's own time.
         let st = stamp();
@@ -44,7 +46,7 @@ fn send_enter(count_unmatched: bool, sk: u64) -> Done {
             None => return Ok(None),
         }
     } else {
-        match adopt_relay_thread(tid) {
+        match adopt_relay_thread(tid, (id >> 32) as u32) {
             Some(ts) => (ts, stamp()),
             None => return Ok(None),
         }

@@ -6,7 +6,7 @@ use aya_ebpf::{
 };
 use netpath_common::{
     DEV_SLOTS, DevKey, DevSlot, FLIGHT_SLOTS, FlightSlot, HopHist, ID_WORDS, NSLOTS, OwnCpu,
-    RelayHold, SOCK_SLOTS, SkbState, SockSlot, TID_SLOTS, TidSlot, counter, delay, run,
+    RelayHold, SOCK_SLOTS, SkbState, SockSlot, TASK_WORDS, TID_SLOTS, TidSlot, counter, delay, run,
 };
 
 /// In-flight packets: the direct-mapped, tagged slot table of `flights.rs`. Entries carry their
@@ -16,6 +16,10 @@ pub static FLIGHTS: Array<FlightSlot> = Array::with_max_entries(FLIGHT_SLOTS, 0)
 /// Traced thread ids, one bit each: the cheap first filter in front of `TIDS`.
 #[map]
 pub static TID_BITS: Array<u64> = Array::with_max_entries(ID_WORDS, 0);
+/// Traced tasks a followed journey has woken, one bit per hash of the `task_struct` pointer:
+/// `sched_switch`'s first filter, so switching to any other task reads nothing of it.
+#[map]
+pub static TASK_BITS: Array<u64> = Array::with_max_entries(TASK_WORDS, 0);
 /// Relay process ids (tgid), one bit each: the first filter in front of `RELAY_PIDS`.
 #[map]
 pub static RELAY_BITS: Array<u64> = Array::with_max_entries(ID_WORDS, 0);

@@ -4,13 +4,14 @@
 //! run-queue wait; on another CPU than the waker's or not) → data copied → receive returns.
 //!
 //! Both tracepoints fire for every thread on the machine. An untraced waking costs a per-CPU
-//! array lookup (is a journey waking anything on this CPU?); a switch, one kernel read and a
-//! bitmap test. (A global count of woken traced threads would spare the read, but its cache
-//! line would cross CPUs with every wakeup.) Relays (docker-proxy's Go runtime wakes another
+//! array lookup (is a journey waking anything on this CPU?); a switch, a bitmap test on the
+//! next task's pointer (`TASK_BITS`, set by the waking of a traced thread), so switching to
+//! any other task reads nothing of it. (A global count of woken traced threads would do as
+//! well, but its cache line would cross CPUs with every wakeup.) Relays (docker-proxy's Go runtime wakes another
 //! thread through epoll) keep their unsplit wakeup.
 use aya_ebpf::helpers::bpf_get_smp_processor_id;
 use netpath_common::{
-    DevKey, Point, ROLE_RELAY,
+    DevKey, Point, ROLE_RELAY, TASK_WORDS,
     hop::{SCHED_CROSS, SCHED_IDLE},
 };
 
@@ -46,6 +47,8 @@ pub fn on_waking(task: u64) -> Done {
         _ => return Ok(None),
     };
     unsafe { (*w)[0] = 0 };
+    // Before the task can run: its switch must find the bit.
+    mark_woken(task);
     let f = match flights::get(skb) {
         Some(f) if unsafe { (*f).first_ts } == generation => f,
         _ => return Ok(None),
@@ -61,9 +64,39 @@ pub fn on_waking(task: u64) -> Done {
     Ok(tail(unsafe { &*f }, st.t))
 }
 
+/// `TASK_BITS` word and bit of a task pointer (pointers alias: a false positive only costs
+/// the switch the pid read it would have made anyway).
+#[inline(always)]
+fn task_bit(task: u64) -> (u32, u64) {
+    let i = netpath_common::ptr_slot(task, TASK_WORDS * 64 - 1);
+    (i >> 6, 1u64 << (i & 63))
+}
+
+/// Lets `sched_switch` look at `task`. Bits stay set until the loader's reset: a traced
+/// thread is woken again and again, so after its first wakeup this is a read.
+#[inline(always)]
+fn mark_woken(task: u64) {
+    let (w, bit) = task_bit(task);
+    if let Some(p) = TASK_BITS.get_ptr_mut(w)
+        && unsafe { *p } & bit == 0
+    {
+        // Other CPUs set bits of the same word.
+        crate::atomic::or(p, bit);
+    }
+}
+
+#[inline(always)]
+fn maybe_woken(task: u64) -> bool {
+    let (w, bit) = task_bit(task);
+    TASK_BITS.get(w).is_some_and(|v| *v & bit != 0)
+}
+
 /// `sched:sched_switch(preempt, prev, next)`: `next` runs on this CPU.
 #[inline(always)]
 pub fn on_switch(prev: u64, next: u64) -> Done {
+    if !maybe_woken(next) {
+        return Ok(None);
+    }
     let tid = kernel::task_pid(next);
     if !maybe_traced(tid) {
         return Ok(None);

@@ -1,7 +1,6 @@
 //! Which threads netpath follows. Every socket syscall on the machine (AF_UNIX included) asks;
 //! the answer for the untraced ones comes from a bitmap (an inlined array lookup and a bit
 //! test); only the traced threads reach the `TIDS` table behind it.
-use aya_ebpf::helpers::bpf_get_current_pid_tgid;
 use netpath_common::{ID_WORDS, ROLE_RELAY, TidState, tid_slots};
 
 use crate::{atomic, maps::*};
@@ -46,8 +45,7 @@ pub fn traced(tid: u32) -> Option<&'static mut TidState> {
 /// A thread of a relay process that was not there when tracing started (the Go runtime adds
 /// threads under load): traced from its first send on.
 #[inline(always)]
-pub fn adopt_relay_thread(tid: u32) -> Option<&'static mut TidState> {
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+pub fn adopt_relay_thread(tid: u32, tgid: u32) -> Option<&'static mut TidState> {
     if !in_bitmap(&RELAY_BITS, tgid) {
         return None;
     }

@@ -7,3 +7,15 @@ use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
 pub fn floor_net_dev_queue(_ctx: RawTracePointContext) -> i32 {
     0
 }
+
+/// The scheduler's hooks fire in colder code than the network's: their own floors tell a
+/// program's cost there from the hook's.
+#[raw_tracepoint(tracepoint = "sched_waking")]
+pub fn floor_sched_waking(_ctx: RawTracePointContext) -> i32 {
+    0
+}
+
+#[raw_tracepoint(tracepoint = "sched_switch")]
+pub fn floor_sched_switch(_ctx: RawTracePointContext) -> i32 {
+    0
+}

@@ -201,13 +201,13 @@ pub(super) fn kernel_cost(
     drop(stats);
     let (costed, _) = costed?;
     let counters = tracer.snapshot()?.counters;
-    let (floor, programs): (Vec<ProgCost>, Vec<ProgCost>) =
-        prog_costs(&before, &after, costed.count)
-            .into_iter()
-            .partition(|p| p.program.starts_with("floor_"));
-    let floor_ns = floor.first().map_or(0.0, |p| p.avg_ns);
+    let costs = split_floors(prog_costs(&before, &after, costed.count));
+    let floor_ns = costs.floor_ns();
+    let programs = &costs.programs;
     let ns_per_rtt: f64 = programs.iter().map(|p| p.avg_ns * p.runs_per_rtt).sum();
-    let hot_ns_per_event = weighted_ns(programs.iter().filter(|p| p.runs_per_rtt >= 1.0));
+    let hot = || programs.iter().filter(|p| p.runs_per_rtt >= 1.0);
+    let hot_ns_per_event = weighted_ns(hot());
+    let hot_over_floors_ns = costs.over_floors_ns(hot());
     progress(
         opts,
         &format!("{}: program costs on traffic not followed", lab.driver),
@@ -224,10 +224,14 @@ pub(super) fn kernel_cost(
         share_of_untraced_mean: ns_per_rtt / 1000.0 / latency.untraced_median.mean_us,
         ns_per_rtt,
         floor_ns,
-        programs,
         hot_ns_per_event,
-        untracked_ns_per_run: untracked.0,
-        untracked_floor_ns: untracked.1,
-        untracked_programs: untracked.2,
+        hot_over_floors_ns,
+        untracked_ns_per_run: weighted_ns(untracked.programs.iter()),
+        untracked_floor_ns: untracked.floor_ns(),
+        untracked_over_floors_ns: untracked.over_floors_ns(untracked.programs.iter()),
+        programs: costs.programs,
+        floors: costs.floors,
+        untracked_programs: untracked.programs,
+        untracked_floors: untracked.floors,
     })
 }

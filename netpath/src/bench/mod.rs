@@ -300,11 +300,20 @@ pub struct KernelCost {
     /// Mean ns per run over the hot programs (those running at least once per round trip),
     /// weighted by their runs: the cost of one tracked hop event.
     pub hot_ns_per_event: f64,
+    /// The same, each program less the floor of its own hook (`floors`).
+    pub hot_over_floors_ns: f64,
+    /// Empty programs beside the others in the same run, one per hook measured
+    /// (`floor_<hook>`): a program's cost on a hook is read against its hook's floor, or
+    /// `net_dev_queue`'s where its hook has none.
+    pub floors: Vec<ProgCost>,
     /// A run with the probes attached and nothing followed (stats on, floor attached): mean ns
     /// per program run, and the floor of that same run.
     pub untracked_ns_per_run: f64,
     pub untracked_floor_ns: f64,
+    /// Mean ns per run of that run's programs less each one's hook floor.
+    pub untracked_over_floors_ns: f64,
     pub untracked_programs: Vec<ProgCost>,
+    pub untracked_floors: Vec<ProgCost>,
     /// The same as a share of the untraced RTT (median over rounds of its p50, and of its mean;
     /// the mean of a busy machine carries its preemptions).
     pub share_of_untraced_p50: f64,

@@ -145,13 +145,8 @@ pub(super) fn weighted_ns<'a>(progs: impl Iterator<Item = &'a ProgCost>) -> f64 
 }
 
 /// What the programs cost traffic netpath does not follow: one request/response run with the
-/// probes (and the floor) attached, nothing followed, BPF run-time statistics on. Returns the
-/// mean ns per program run (the floor excluded), the floor's, and the programs that ran.
-pub(super) fn untracked_costs(
-    tracer: &mut Tracer,
-    lab: &NetPath,
-    rr: &RrConfig,
-) -> Result<(f64, f64, Vec<ProgCost>)> {
+/// probes (and the floors) attached, nothing followed, BPF run-time statistics on.
+pub(super) fn untracked_costs(tracer: &mut Tracer, lab: &NetPath, rr: &RrConfig) -> Result<Costs> {
     let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
         .context("enabling BPF run-time statistics")?;
     let before = tracer.prog_costs();
@@ -163,11 +158,59 @@ pub(super) fn untracked_costs(
     let after = tracer.prog_costs();
     drop(stats);
     let r = r.context("untracked run with statistics")?;
-    let (floor, programs): (Vec<ProgCost>, Vec<ProgCost>) = prog_costs(&before, &after, r.count)
+    Ok(split_floors(prog_costs(&before, &after, r.count)))
+}
+
+/// The programs' costs, and the empty programs' (`floor_<hook>`) apart from them.
+pub(super) fn split_floors(costs: Vec<ProgCost>) -> Costs {
+    let (floors, programs): (Vec<ProgCost>, Vec<ProgCost>) = costs
         .into_iter()
         .partition(|p| p.program.starts_with("floor_"));
-    let floor_ns = floor.first().map_or(f64::NAN, |p| p.avg_ns);
-    Ok((weighted_ns(programs.iter()), floor_ns, programs))
+    Costs { programs, floors }
+}
+
+/// One run's program costs, floors apart.
+pub(super) struct Costs {
+    pub programs: Vec<ProgCost>,
+    pub floors: Vec<ProgCost>,
+}
+
+impl Costs {
+    /// The floor on `net_dev_queue`: what any program costs on a network hook.
+    pub fn floor_ns(&self) -> f64 {
+        self.floors
+            .iter()
+            .find(|f| f.program == "floor_net_dev_queue")
+            .map_or(f64::NAN, |f| f.avg_ns)
+    }
+
+    /// The floor of the hook `program` runs on: its own where one was attached beside it, else
+    /// `net_dev_queue`'s.
+    pub fn floor_of(&self, program: &str) -> f64 {
+        let hook = crate::probe::backend::probes::PROBES
+            .iter()
+            .find(|p| p.prog == program)
+            .map(|p| p.target);
+        hook.and_then(|h| {
+            self.floors
+                .iter()
+                .find(|f| f.program.strip_prefix("floor_") == Some(h))
+        })
+        .map_or_else(|| self.floor_ns(), |f| f.avg_ns)
+    }
+
+    /// Mean ns per run over the programs less each one's floor, weighted by their runs.
+    pub fn over_floors_ns<'a>(&self, progs: impl Iterator<Item = &'a ProgCost>) -> f64 {
+        let (ns, runs) = progs.fold((0.0, 0u64), |(ns, runs), p| {
+            let over = p.avg_ns - self.floor_of(&p.program);
+            (ns + over * p.runs as f64, runs + p.runs)
+        });
+        if runs == 0 {
+            f64::NAN
+        } else {
+            ns / runs as f64
+        }
+    }
 }
 
 /// The `n` busiest processes by CPU share (`ps`), as "pcpu% command" lines.

@@ -166,10 +166,15 @@ fn kernel_cost(d: &DriverBench) -> Vec<Vec<String>> {
         ),
         ("  top programs, runs/RTT × ns", top.join(", ")),
         (
-            "  floor",
+            "  floors",
             format!(
-                "{:.0} ns per run (an empty program on net_dev_queue, same run)",
-                k.floor_ns
+                "{:.0} ns per run on net_dev_queue (empty programs, same run: {}); hot programs {:.0} ns over their hooks' floors",
+                k.floor_ns,
+                (k.floors.iter())
+                    .map(|p| format!("{} {:.0}", p.program, p.avg_ns))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                k.hot_over_floors_ns
             ),
         ),
         (

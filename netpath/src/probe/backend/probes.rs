@@ -117,6 +117,8 @@ pub const PROBES: &[Probe] = &[
     p("sock_send_length", Raw, "sock_send_length", SockBound, &[], ALL),
     p("sock_recv_length", Raw, "sock_recv_length", SockBound, &[P::RecvExit], ALL),
     p("floor_net_dev_queue", Raw, "net_dev_queue", Floor, &[], ALL),
+    p("floor_sched_waking", Raw, "sched_waking", Floor, &[], ALL),
+    p("floor_sched_switch", Raw, "sched_switch", Floor, &[], ALL),
     p("net_dev_start_xmit", Raw, "net_dev_start_xmit", Detail, &[P::DevXmit], ALL),
     p("tcp_rcv_space_adjust", Raw, "tcp_rcv_space_adjust", Passive, &[P::SockRead], ALL),
     p("sys_enter_sendto", Tp, "syscalls:sys_enter_sendto", SyscallSend, &[P::SendEnter], ALL),

@@ -32,7 +32,7 @@ use aya::{
 };
 use netpath_common::{
     DEV_SLOTS, DevSlot, DropRecord, FLIGHT_SLOTS, FlightSlot, HopHist, HopStat, KernelOffsets,
-    NSLOTS, SOCK_SLOTS, SkbState, SockSlot, counter, hist::NBUCKETS,
+    NSLOTS, SOCK_SLOTS, SkbState, SockSlot, TASK_WORDS, counter, hist::NBUCKETS,
 };
 
 use crate::probe::backend::{
@@ -444,6 +444,7 @@ impl Tracer {
             clear_u64_keys::<SkbState>(self.ebpf.map_mut("TIMELINES").unwrap())?;
             clear_array::<DevSlot>(self.ebpf.map_mut("DEVSLOTS").unwrap(), DEV_SLOTS)?;
             clear_array::<SockSlot>(self.ebpf.map_mut("SOCKQ").unwrap(), SOCK_SLOTS)?;
+            clear_array::<u64>(self.ebpf.map_mut("TASK_BITS").unwrap(), TASK_WORDS)?;
         }
         {
             let mut tc: PerCpuHashMap<&mut MapData, u64, [u64; 2]> =

@@ -526,9 +526,12 @@ fn serve_section(opts: &BenchOptions) -> Option<serve_on::ServeOn> {
         return None;
     }
     progress(opts, "serve left on: redis in two containers");
-    serve_on::run(opts.rounds.max(1), opts.requests.max(1000))
-        .inspect_err(|e| eprintln!("bench: serve left on skipped: {e:#}"))
-        .ok()
+    serve_on::run(
+        opts.rounds.max(1),
+        opts.requests.max(1000) * serve_on::GETS_PER_REQUEST,
+    )
+    .inspect_err(|e| eprintln!("bench: serve left on skipped: {e:#}"))
+    .ok()
 }
 
 fn progress(opts: &BenchOptions, msg: &str) {

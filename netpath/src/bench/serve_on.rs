@@ -22,14 +22,23 @@ pub const CONNECTIONS: u32 = 20;
 pub const GOAL_THROUGHPUT: f64 = 0.97;
 pub const GOAL_P50: f64 = 1.05;
 
+/// GETs per redis-benchmark run, per `--requests`: a GET costs the server a fraction of a
+/// harness round trip, and a run under a second moved by 10% between rounds here.
+pub const GETS_PER_REQUEST: u64 = 5;
+
 /// One mode's medians over rounds and their ratios against serve off.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ModeRow {
     pub mode: String,
     pub rps: f64,
     pub p50_ms: f64,
+    /// Median over rounds of this mode's figure over serve off's in the same round (the modes
+    /// of a round run back to back, so the machine's drift between rounds cancels).
     pub rps_ratio: f64,
     pub p50_ratio: f64,
+    /// Those ratios round by round: their spread is the noise a ratio is read against.
+    pub rps_ratio_rounds: Vec<f64>,
+    pub p50_ratio_rounds: Vec<f64>,
     /// serve's CPU time over the run's wall time, per core, % (None when serve was off).
     pub serve_cpu_pct_per_core: Option<f64>,
 }
@@ -144,13 +153,13 @@ pub fn run(rounds: usize, requests: u64) -> Result<ServeOn> {
         std::thread::sleep(Duration::from_millis(200));
     }
     let modes = [Mode::Off, Mode::Other, Mode::Server];
-    let mut all: Vec<(Mode, Sample)> = Vec::new();
+    let mut all: Vec<(usize, Mode, Sample)> = Vec::new();
     for r in 0..rounds.max(1) {
         for k in 0..modes.len() {
             let m = modes[(r + k) % modes.len()];
             eprintln!("bench: serve left on, round {}: {}", r + 1, m.name());
             let s = measure(&o, &image, &net, &srv_ip, requests, m, &srv, &oth)?;
-            all.push((m, s));
+            all.push((r, m, s));
         }
     }
     Ok(ServeOn {
@@ -167,30 +176,49 @@ fn nanos() -> u32 {
         .map_or(0, |d| d.subsec_nanos())
 }
 
-fn rows(all: &[(Mode, Sample)]) -> Vec<ModeRow> {
-    let med = |m: Mode, f: &dyn Fn(&Sample) -> Option<f64>| {
-        let mut v: Vec<f64> = all
-            .iter()
-            .filter(|(k, _)| *k == m)
-            .filter_map(|(_, s)| f(s))
-            .collect();
+fn rows(all: &[(usize, Mode, Sample)]) -> Vec<ModeRow> {
+    let med = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
-        (!v.is_empty()).then(|| v[v.len() / 2])
+        if v.is_empty() {
+            f64::NAN
+        } else {
+            v[v.len() / 2]
+        }
     };
-    let off_rps = med(Mode::Off, &|s| Some(s.rps)).unwrap_or(f64::NAN);
-    let off_p50 = med(Mode::Off, &|s| Some(s.p50_ms)).unwrap_or(f64::NAN);
+    let of = |m: Mode, f: fn(&Sample) -> f64| -> Vec<f64> {
+        (all.iter())
+            .filter(|(_, k, _)| *k == m)
+            .map(|(_, _, s)| f(s))
+            .collect()
+    };
+    // Per round: this mode's figure over serve off's of the same round.
+    let ratios = |m: Mode, f: fn(&Sample) -> f64| -> Vec<f64> {
+        (all.iter())
+            .filter(|(_, k, _)| *k == m)
+            .filter_map(|(r, _, s)| {
+                let off = all.iter().find(|(r2, k, _)| r2 == r && *k == Mode::Off)?;
+                Some(f(s) / f(&off.2))
+            })
+            .collect()
+    };
     [Mode::Off, Mode::Other, Mode::Server]
         .into_iter()
         .map(|m| {
-            let rps = med(m, &|s| Some(s.rps)).unwrap_or(f64::NAN);
-            let p50 = med(m, &|s| Some(s.p50_ms)).unwrap_or(f64::NAN);
+            let rps_rounds = ratios(m, |s| s.rps);
+            let p50_rounds = ratios(m, |s| s.p50_ms);
+            let cpu: Vec<f64> = (all.iter())
+                .filter(|(_, k, _)| *k == m)
+                .filter_map(|(_, _, s)| s.cpu)
+                .collect();
             ModeRow {
                 mode: m.name().to_string(),
-                rps,
-                p50_ms: p50,
-                rps_ratio: rps / off_rps,
-                p50_ratio: p50 / off_p50,
-                serve_cpu_pct_per_core: med(m, &|s| s.cpu),
+                rps: med(of(m, |s| s.rps)),
+                p50_ms: med(of(m, |s| s.p50_ms)),
+                rps_ratio: med(rps_rounds.clone()),
+                p50_ratio: med(p50_rounds.clone()),
+                rps_ratio_rounds: rps_rounds,
+                p50_ratio_rounds: p50_rounds,
+                serve_cpu_pct_per_core: (!cpu.is_empty()).then(|| med(cpu)),
             }
         })
         .collect()

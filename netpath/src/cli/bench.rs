@@ -50,7 +50,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub proof: bool,
     /// Also the "serve left on" section: redis-server and redis-benchmark in two containers,
-    /// throughput and p50 with serve off, following another container, following the server.
+    /// throughput and p50 with serve off, following another container, following the server;
+    /// 5 × --requests GETs per run.
     #[arg(long)]
     pub serve_left_on: bool,
     /// Instead: only the "serve left on" section (its Markdown on stdout and to --markdown).
@@ -85,7 +86,8 @@ impl super::Command for BenchArgs {
             return render::bench::emit_stability(a.output.format(), &r);
         }
         if a.only_serve_left_on {
-            let o = crate::bench::serve_on::run(a.rounds, a.requests)?;
+            let gets = a.requests * crate::bench::serve_on::GETS_PER_REQUEST;
+            let o = crate::bench::serve_on::run(a.rounds, gets)?;
             let mut s = String::new();
             render::markdown::serve_on(&mut s, &o);
             if let Some(path) = &a.markdown {

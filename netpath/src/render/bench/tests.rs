@@ -181,6 +181,8 @@ fn report() -> BenchReport {
         p50_ms: 0.311,
         rps_ratio: 0.98,
         p50_ratio: 1.02,
+        rps_ratio_rounds: vec![0.97, 0.98, 0.99],
+        p50_ratio_rounds: vec![1.01, 1.02, 1.03],
         serve_cpu_pct_per_core: cpu,
     };
     BenchReport {

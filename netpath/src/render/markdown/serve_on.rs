@@ -11,9 +11,11 @@ pub fn serve_on(s: &mut String, o: &crate::bench::serve_on::ServeOn) {
         s,
         "## Serve left on\n\nredis-server in one container, redis-benchmark ({CONNECTIONS} \
          connections, {} GETs per run) in another, on a Docker bridge network of their own; \
-         {} rounds, the three modes interleaved, medians; `serve` at its default --sample {}. \
-         Goals when following the server: throughput ≥ {GOAL_THROUGHPUT}×, p50 ≤ {GOAL_P50}× \
-         of serve off. CPU: the serve process's user+system time over the run, per core.\n",
+         {} rounds, the three modes interleaved, medians; ×off is the median of each round's \
+         ratio to that round's serve off (the ratios of every round beside it); `serve` at its \
+         default --sample {}. Goals when following the server: throughput ≥ {GOAL_THROUGHPUT}×, \
+         p50 ≤ {GOAL_P50}× of serve off. CPU: the serve process's user+system time over the \
+         run, per core.\n",
         o.requests, o.rounds, o.sample
     );
     let met = |ok: bool| if ok { "met" } else { "not met" };
@@ -32,12 +34,18 @@ pub fn serve_on(s: &mut String, o: &crate::bench::serve_on::ServeOn) {
             let cpu = r
                 .serve_cpu_pct_per_core
                 .map_or("–".to_string(), |c| format!("{c:.1}%"));
+            let rounds = |v: &[f64]| {
+                let each: Vec<String> = v.iter().map(|x| format!("{x:.3}")).collect();
+                each.join(" ")
+            };
             vec![
                 r.mode.clone(),
                 format!("{:.0}", r.rps),
                 format!("{:.3}", r.rps_ratio),
+                rounds(&r.rps_ratio_rounds),
                 format!("{:.3} ms", r.p50_ms),
                 format!("{:.3}", r.p50_ratio),
+                rounds(&r.p50_ratio_rounds),
                 cpu,
                 goal,
             ]
@@ -47,8 +55,10 @@ pub fn serve_on(s: &mut String, o: &crate::bench::serve_on::ServeOn) {
         "mode",
         "requests/s",
         "×off",
+        "per round",
         "p50",
         "×off",
+        "per round",
         "serve CPU per core",
         "goal",
     ];

@@ -15,6 +15,7 @@ use std::{
     io::{BufRead as _, BufReader},
     path::{Path, PathBuf},
     process::{Command, Stdio},
+    time::Instant,
 };
 
 use anyhow::Context as _;
@@ -36,12 +37,14 @@ pub struct TestArgs {
 }
 
 pub fn run(args: &TestArgs) -> anyhow::Result<()> {
+    let start = Instant::now();
     step("setup");
     setup::run(&setup::SetupArgs {
         tests: true,
         vm: !args.no_vm,
         ..Default::default()
     })?;
+    let setup_time = secs(start);
 
     let root = workspace_root();
     let cargo = |args: &[&str]| {
@@ -57,6 +60,9 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
         c
     };
     let mut report = Report::default();
+    report
+        .steps
+        .push(format!("{:<7} setup ({setup_time})", "ok"));
 
     if report.check("build", &mut host("build", &["--all-targets"])) {
         // Clippy's wrapper gives netpath's build script a new hash; without the skip it would
@@ -106,6 +112,7 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
     }
 
     report.print_summary();
+    println!("in {}", secs(start));
     if report.failed > 0 {
         std::process::exit(1);
     }
@@ -114,6 +121,11 @@ pub fn run(args: &TestArgs) -> anyhow::Result<()> {
 
 fn step(name: &str) {
     println!("\n==> {name}");
+}
+
+/// A step's wall time for the summary: CI allows 90 minutes and these show where they go.
+fn secs(t0: Instant) -> String {
+    format!("{:.0} s", t0.elapsed().as_secs_f64())
 }
 
 #[derive(Default)]
@@ -129,6 +141,7 @@ impl Report {
     /// Runs a step whose only result is its exit status.
     fn check(&mut self, name: &str, cmd: &mut Command) -> bool {
         step(name);
+        let t0 = Instant::now();
         let ok = cmd::status(cmd).unwrap_or_else(|e| {
             eprintln!("{e:#}");
             false
@@ -136,8 +149,11 @@ impl Report {
         if !ok {
             self.failed += 1;
         }
-        self.steps
-            .push(format!("{:<7} {name}", if ok { "ok" } else { "FAILED" }));
+        self.steps.push(format!(
+            "{:<7} {name} ({})",
+            if ok { "ok" } else { "FAILED" },
+            secs(t0)
+        ));
         ok
     }
 
@@ -145,6 +161,7 @@ impl Report {
     /// counting its `test result:` lines.
     fn tests(&mut self, name: &str, cmd: &mut Command) -> bool {
         step(name);
+        let t0 = Instant::now();
         let (ok, counts) = run_counting(cmd).unwrap_or_else(|e| {
             eprintln!("{e:#}");
             (false, Counts::default())
@@ -156,7 +173,7 @@ impl Report {
             self.failed += 1;
         }
         self.steps.push(format!(
-            "{:<7} {name}: {} passed, {} failed{}",
+            "{:<7} {name}: {} passed, {} failed{} ({})",
             if ok { "ok" } else { "FAILED" },
             counts.passed,
             counts.failed,
@@ -165,6 +182,7 @@ impl Report {
             } else {
                 " (and the run itself failed)"
             },
+            secs(t0),
         ));
         ok
     }
@@ -173,8 +191,13 @@ impl Report {
     /// `package`'s as root with `--test-threads=1`.
     fn privileged_tests(&mut self, root: &Path, mut no_run: Command, package: &str) {
         step(&format!("build {package} test binaries"));
+        let t0 = Instant::now();
         let binaries = match test_binaries(root, &mut no_run, package) {
-            Ok(b) => b,
+            Ok(b) => {
+                let line = format!("{:<7} build {package} test binaries ({})", "ok", secs(t0));
+                self.steps.push(line);
+                b
+            }
             Err(e) => {
                 eprintln!("{e:#}");
                 self.failed += 1;

@@ -261,6 +261,17 @@ fn bench_json_matches_its_schema() {
         "bench", "-d", "host", "--rounds", "1", "--secs", "1", "-n", "500", "--json",
     ]);
     common::schema::validate("bench", &v);
+    // Each wait mode ran its four runs, the empty programs' among them (an attach failure on
+    // any hook would have ended the bench).
+    let l = &v["drivers"][0]["latency"];
+    for mode in ["block", "spin"] {
+        for run in ["untraced", "traced", "attached", "empty"] {
+            let runs = l[mode][run].as_array().unwrap();
+            assert_eq!(runs.len(), 1, "{mode} {run}: {runs:?}");
+            assert!(runs[0]["p50_us"].as_f64().unwrap() > 0.0, "{mode} {run}");
+        }
+        assert!(l[mode]["empty_vs_untraced"]["p50"].as_f64().unwrap() > 0.0);
+    }
 }
 
 /// `--proto udp`: sockperf's UDP ping-pong beside netpath's UDP request/response, the TCP-only

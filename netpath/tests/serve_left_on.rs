@@ -1,6 +1,7 @@
 //! The bench's "serve left on" section, short: redis-server and redis-benchmark (redis-tools)
 //! in two containers of a network of the run's own, with serve off, following the other
-//! container and following the server. Every mode answers, and the image, containers and
+//! container, following the server, and with empty programs on serve's hooks. Every mode
+//! answers, and the image, containers and
 //! network are gone after. Needs root, Docker (started if none answers) and redis-tools
 //! (`cargo xtask setup --tests`). Host only. Figures are not judged here: that is the bench's.
 mod common;
@@ -54,7 +55,8 @@ fn serve_left_on_measures_three_modes_and_leaves_nothing() {
         [
             "serve off",
             "serve following another container",
-            "serve following the server"
+            "serve following the server",
+            "empty programs on serve's hooks"
         ],
         "{v}"
     );

@@ -125,7 +125,7 @@ impl BulkRounds {
         bulk: &BulkConfig,
         round: usize,
     ) -> Result<()> {
-        let order = modes::rotated(round);
+        let order = modes::rotated::<3>(round);
         let mut got: [Option<Bulk>; 3] = [None; 3];
         for k in order {
             got[k as usize] = Some(match k {

@@ -1,17 +1,14 @@
-//! Request/response per wait mode: untraced, traced, and attached-but-not-following (probes on,
-//! no thread of this pair followed: what netpath costs traffic it does not trace), in an order
-//! rotated per round so drift spreads over all three.
+//! Request/response per wait mode: untraced, traced, attached-but-not-following (probes on,
+//! no thread of this pair followed: what netpath costs traffic it does not trace), and one
+//! empty program on each of those hooks instead (what any program there costs), in an order
+//! rotated per round so drift spreads over all four.
 
 use super::*;
 
-/// The order of a round's three runs (0, 1, 2 as the caller numbers them), rotated by
-/// `round` so that each run goes first, second and last in turn.
-pub(super) fn rotated(round: usize) -> [u8; 3] {
-    match round % 3 {
-        0 => [0, 1, 2],
-        1 => [2, 0, 1],
-        _ => [1, 2, 0],
-    }
+/// The order of a round's `N` runs (0..N as the caller numbers them), rotated by `round` so
+/// that each run takes every place in turn.
+pub(super) fn rotated<const N: usize>(round: usize) -> [u8; N] {
+    std::array::from_fn(|i| ((i + N - round % N) % N) as u8)
 }
 
 /// One wait mode's runs and their ratios.
@@ -25,14 +22,20 @@ pub struct ModeLatency {
     pub untraced: Vec<Rtt>,
     pub traced: Vec<Rtt>,
     pub attached: Vec<Rtt>,
+    /// One empty program on each hook `attached` uses, instead of netpath's: the hooks'
+    /// dispatch alone, the least any program there would cost.
+    pub empty: Vec<Rtt>,
     pub untraced_median: Rtt,
     pub traced_median: Rtt,
     pub attached_median: Rtt,
+    pub empty_median: Rtt,
     /// Medians of the per-round ratios.
     pub traced_vs_untraced: Ratios,
     pub attached_vs_untraced: Ratios,
+    pub empty_vs_untraced: Ratios,
     pub traced_vs_untraced_rounds: Vec<Ratios>,
     pub attached_vs_untraced_rounds: Vec<Ratios>,
+    pub empty_vs_untraced_rounds: Vec<Ratios>,
     /// Hop events the kernel recorded per traced round trip (median).
     pub hop_events_per_rtt: f64,
     #[serde(skip)]
@@ -48,13 +51,17 @@ impl ModeLatency {
             untraced: Vec::new(),
             traced: Vec::new(),
             attached: Vec::new(),
+            empty: Vec::new(),
             untraced_median: Rtt::default(),
             traced_median: Rtt::default(),
             attached_median: Rtt::default(),
+            empty_median: Rtt::default(),
             traced_vs_untraced: Ratios::default(),
             attached_vs_untraced: Ratios::default(),
+            empty_vs_untraced: Ratios::default(),
             traced_vs_untraced_rounds: Vec::new(),
             attached_vs_untraced_rounds: Vec::new(),
+            empty_vs_untraced_rounds: Vec::new(),
             hop_events_per_rtt: f64::NAN,
             hop_events: Vec::new(),
         }
@@ -69,7 +76,7 @@ impl ModeLatency {
         })
     }
 
-    /// One round: the three runs, in an order rotated by `round`.
+    /// One round: the four runs, in an order rotated by `round`.
     pub fn round(
         &mut self,
         tracer: &mut Tracer,
@@ -78,8 +85,8 @@ impl ModeLatency {
         round: usize,
     ) -> Result<()> {
         let rr = self.config(base)?;
-        let order = rotated(round);
-        let mut got: [Option<Rtt>; 3] = [None; 3];
+        let order = rotated::<4>(round);
+        let mut got: [Option<Rtt>; 4] = [None; 4];
         for k in order {
             got[k as usize] = Some(match k {
                 0 => Rtt::of(&harness::run_rr(lab, &rr, &NoPhases).context("untraced run")?),
@@ -88,12 +95,14 @@ impl ModeLatency {
                     self.hop_events.push(ev as f64 / t.count.max(1) as f64);
                     Rtt::of(&t)
                 }
-                _ => Rtt::of(&rr_attached(tracer, lab, &rr)?),
+                2 => Rtt::of(&rr_attached(tracer, lab, &rr)?),
+                _ => Rtt::of(&rr_empty(tracer, lab, &rr)?),
             });
         }
         self.untraced.push(got[0].unwrap());
         self.traced.push(got[1].unwrap());
         self.attached.push(got[2].unwrap());
+        self.empty.push(got[3].unwrap());
         Ok(())
     }
 
@@ -102,13 +111,16 @@ impl ModeLatency {
         self.untraced_median = Rtt::median(&self.untraced);
         self.traced_median = Rtt::median(&self.traced);
         self.attached_median = Rtt::median(&self.attached);
+        self.empty_median = Rtt::median(&self.empty);
         let vs = |a: &[Rtt], b: &[Rtt]| -> Vec<Ratios> {
             a.iter().zip(b).map(|(a, b)| Ratios::of(a, b)).collect()
         };
         self.traced_vs_untraced_rounds = vs(&self.traced, &self.untraced);
         self.attached_vs_untraced_rounds = vs(&self.attached, &self.untraced);
+        self.empty_vs_untraced_rounds = vs(&self.empty, &self.untraced);
         self.traced_vs_untraced = Ratios::median(&self.traced_vs_untraced_rounds);
         self.attached_vs_untraced = Ratios::median(&self.attached_vs_untraced_rounds);
+        self.empty_vs_untraced = Ratios::median(&self.empty_vs_untraced_rounds);
         self.hop_events_per_rtt = median(self.hop_events.iter().copied());
     }
 }
@@ -120,4 +132,37 @@ pub fn rr_attached(tracer: &mut Tracer, lab: &NetPath, rr: &RrConfig) -> Result<
     let r = harness::run_rr(lab, rr, &NoPhases);
     tracer.detach()?;
     r.context("run with probes attached, not followed")
+}
+
+/// A request/response run with an empty program on each hook `rr_attached` uses.
+fn rr_empty(tracer: &mut Tracer, lab: &NetPath, rr: &RrConfig) -> Result<RrResult> {
+    tracer.attach_empty()?;
+    let r = harness::run_rr(lab, rr, &NoPhases);
+    tracer.detach()?;
+    r.context("run with empty programs on netpath's hooks")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rotated;
+
+    #[test]
+    fn every_run_takes_every_place() {
+        for n in [3usize, 4] {
+            let orders: Vec<Vec<u8>> = (0..n)
+                .map(|r| match n {
+                    3 => rotated::<3>(r).to_vec(),
+                    _ => rotated::<4>(r).to_vec(),
+                })
+                .collect();
+            for place in 0..n {
+                let mut at: Vec<u8> = orders.iter().map(|o| o[place]).collect();
+                at.sort();
+                assert_eq!(at, (0..n as u8).collect::<Vec<_>>(), "{orders:?}");
+            }
+            assert_eq!(orders[0], (0..n as u8).collect::<Vec<_>>());
+        }
+        // The three-run order the bulk rounds have always used.
+        assert_eq!(rotated::<3>(1), [2, 0, 1]);
+    }
 }

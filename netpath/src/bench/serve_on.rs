@@ -2,10 +2,10 @@
 //!
 //! Debian's redis-server in one container and redis-benchmark (GETs, 20 connections) in
 //! another, on a Docker bridge network of their own, from an image built locally (`FROM
-//! scratch`, the two binaries and their shared libraries; no registry). Three modes,
+//! scratch`, the two binaries and their shared libraries; no registry). Four modes,
 //! interleaved round by round with the order rotated: serve off, `serve` following an idle
 //! third container only, `serve` following the server container (both at serve's default
-//! `--sample`). netpath's CPU share per core comes from /proc of the serve process over the
+//! `--sample`), and `serve` with an empty program on each of its hooks instead of its own. netpath's CPU share per core comes from /proc of the serve process over the
 //! benchmark run. Every object is named `np<run>…` and labelled `netpath`, and removed on the
 //! way out.
 use std::io::Write as _;
@@ -56,7 +56,13 @@ enum Mode {
     Off,
     Other,
     Server,
+    /// serve following the server with one empty program on each of its hooks instead of
+    /// its own: the least any program on those hooks costs the application.
+    Empty,
 }
+
+/// In the order of round 1 (each round starts one further on).
+const MODES: [Mode; 4] = [Mode::Off, Mode::Other, Mode::Server, Mode::Empty];
 
 impl Mode {
     fn name(self) -> &'static str {
@@ -64,6 +70,7 @@ impl Mode {
             Mode::Off => "serve off",
             Mode::Other => "serve following another container",
             Mode::Server => "serve following the server",
+            Mode::Empty => "empty programs on serve's hooks",
         }
     }
 }
@@ -152,7 +159,7 @@ pub fn run(rounds: usize, requests: u64) -> Result<ServeOn> {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    let modes = [Mode::Off, Mode::Other, Mode::Server];
+    let modes = MODES;
     let mut all: Vec<(usize, Mode, Sample)> = Vec::new();
     for r in 0..rounds.max(1) {
         for k in 0..modes.len() {
@@ -201,7 +208,7 @@ fn rows(all: &[(usize, Mode, Sample)]) -> Vec<ModeRow> {
             })
             .collect()
     };
-    [Mode::Off, Mode::Other, Mode::Server]
+    MODES
         .into_iter()
         .map(|m| {
             let rps_rounds = ratios(m, |s| s.rps);
@@ -239,9 +246,11 @@ fn measure(
     let follow = match mode {
         Mode::Off => None,
         Mode::Other => Some(oth),
-        Mode::Server => Some(srv),
+        Mode::Server | Mode::Empty => Some(srv),
     };
-    let mut serve = follow.map(start_serve).transpose()?;
+    let mut serve = follow
+        .map(|c| start_serve(c, mode == Mode::Empty))
+        .transpose()?;
     let t0 = Instant::now();
     let cpu0 = serve.as_ref().map(|s| cpu_ticks(s.0.id()));
     let res = bench_once(o, image, net, ip, requests);
@@ -281,11 +290,16 @@ impl Drop for Serve {
 }
 
 /// `netpath serve --container name` on a loopback port; ready once its /metrics answers.
-fn start_serve(container: &str) -> Result<Serve> {
+/// `empty`: its hooks get an empty program instead of its own (`Tracer::attach_empty`).
+fn start_serve(container: &str, empty: bool) -> Result<Serve> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").context("picking a port for serve")?;
     let addr = l.local_addr()?;
     drop(l);
-    let child = Command::new("/proc/self/exe")
+    let mut cmd = Command::new("/proc/self/exe");
+    if empty {
+        cmd.env(crate::probe::EMPTY_PROGRAMS_ENV, "1");
+    }
+    let child = cmd
         .args(["serve", "--container", container, "--listen"])
         .arg(addr.to_string())
         .stdin(Stdio::null())

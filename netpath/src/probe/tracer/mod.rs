@@ -5,6 +5,7 @@ use std::sync::Mutex;
 
 mod delay;
 mod devices;
+mod floor;
 mod load;
 mod own;
 mod proto;
@@ -292,22 +293,19 @@ impl Tracer {
         if self.attached() {
             return Ok(());
         }
+        if std::env::var_os(crate::probe::EMPTY_PROGRAMS_ENV).is_some() {
+            return self.attach_empty();
+        }
         // Diagnostic for probe-effect work: NETPATH_SKIP=prog1,prog2 leaves programs detached.
         let skip = std::env::var("NETPATH_SKIP").unwrap_or_default();
         let skipped = |p: &str| skip.split(',').any(|s| s == p);
         // A TCP run on a kernel without `tcp_sendmsg_locked` is bounded by syscalls at both
         // ends: the socket points would end its journeys twice.
         let tcp_syscalls = self.syscall_bounds && !self.dgram;
-        for p in self.raw_plan.clone() {
-            // The floor program is attached only when asked for (`attach_floor`).
-            if skipped(p.prog)
-                || p.role == Role::Floor
-                || (tcp_syscalls && p.role == Role::SockBound)
-                || (!self.threads && !probes::passive_needs(p, self.ready))
-            {
-                continue;
+        for p in self.raw_attach_plan() {
+            if !skipped(p.prog) {
+                self.attach_raw(p)?;
             }
-            self.attach_raw(p)?;
         }
         for p in probes::of_kind(Kind::Tracepoint) {
             let bound = matches!(p.role, Role::SyscallBound | Role::SyscallSend);
@@ -550,21 +548,6 @@ impl Tracer {
     /// goes, see `samples.rs`).
     pub fn drain_samples(&mut self) -> Vec<SkbState> {
         self.samples.take()
-    }
-
-    /// Attaches the floor program (an empty program on `net_dev_queue`) beside the others, so
-    /// a cost measurement has the kernel's own per-run cost on that hook from the same run.
-    pub fn attach_floor(&mut self) -> Result<()> {
-        let floor: Vec<&'static Probe> = self
-            .raw_plan
-            .iter()
-            .copied()
-            .filter(|p| p.role == Role::Floor)
-            .collect();
-        for p in floor {
-            self.attach_raw(p)?;
-        }
-        Ok(())
     }
 
     fn attach_raw(&mut self, p: &'static Probe) -> Result<()> {

@@ -33,8 +33,10 @@ fn mode(wait: WaitMode, cpus: Cpus) -> ModeLatency {
     m.untraced_median = rtt(10.0);
     m.traced_median = rtt(11.0);
     m.attached_median = rtt(10.2);
+    m.empty_median = rtt(10.1);
     m.traced_vs_untraced = ratios(1.1);
     m.attached_vs_untraced = ratios(1.02);
+    m.empty_vs_untraced = ratios(1.01);
     m
 }
 
@@ -273,6 +275,12 @@ fn markdown_tables_are_well_formed() {
     assert_eq!(tables, 1 + 2 * 2 + 3 + 1 + 1, "{md}");
     assert!(md.contains("| program "), "{md}");
     assert!(md.contains("| following the server "), "{md}");
+    // The empty programs' runs: a column of each wait mode's table, and the spin goal's bound.
+    assert!(md.contains("| empty/untraced p50 / p99 |"), "{md}");
+    assert!(
+        md.contains("empty programs on the same hooks alone: 1.010"),
+        "{md}"
+    );
 }
 
 #[test]

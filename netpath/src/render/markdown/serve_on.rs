@@ -11,9 +11,11 @@ pub fn serve_on(s: &mut String, o: &crate::bench::serve_on::ServeOn) {
         s,
         "## Serve left on\n\nredis-server in one container, redis-benchmark ({CONNECTIONS} \
          connections, {} GETs per run) in another, on a Docker bridge network of their own; \
-         {} rounds, the three modes interleaved, medians; ×off is the median of each round's \
+         {} rounds, the four modes interleaved, medians; ×off is the median of each round's \
          ratio to that round's serve off (the ratios of every round beside it); `serve` at its \
-         default --sample {}. Goals when following the server: throughput ≥ {GOAL_THROUGHPUT}×, \
+         default --sample {}. *Empty programs on serve's hooks*: `serve` following the server \
+         with one empty program on each of its hooks instead of its own, the least any program \
+         there costs. Goals when following the server: throughput ≥ {GOAL_THROUGHPUT}×, \
          p50 ≤ {GOAL_P50}× of serve off. CPU: the serve process's user+system time over the \
          run, per core.\n",
         o.requests, o.rounds, o.sample
@@ -21,7 +23,7 @@ pub fn serve_on(s: &mut String, o: &crate::bench::serve_on::ServeOn) {
     let met = |ok: bool| if ok { "met" } else { "not met" };
     let rows = (o.rows.iter())
         .map(|r| {
-            // The goals are for following the server; serve off and serve idle are references.
+            // The goals are for following the server; the other modes are references.
             let goal = if r.mode.ends_with("the server") {
                 format!(
                     "throughput {}, p50 {}",

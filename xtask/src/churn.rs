@@ -100,7 +100,9 @@ pub fn run(args: &ChurnArgs) -> anyhow::Result<()> {
             restarts += 1;
             next_restart += every;
         }
-        let alive = batch(&image, &lock.label, &net, port, || snapshot(pid, port))?;
+        let alive = batch(&image, &lock.label, &net, port, start.containers, || {
+            snapshot(pid, port)
+        })?;
         if alive.container_series <= start.container_series {
             bail!(
                 "a batch's containers made no series ({alive}; start {start}, {restarts} daemon restarts before it)"
@@ -212,8 +214,12 @@ fn batch(
     run_label: &str,
     net: &Network,
     port: u16,
+    baseline: u64,
     alive: impl Fn() -> Snap,
 ) -> anyhow::Result<Snap> {
+    // The last batch's containers first let go (one 0.5 s listing after their removal), so
+    // the count below is this batch's.
+    followed_within("let the last batch go", &alive, |n| n <= baseline)?;
     let mut ids = Vec::new();
     let addrs: Vec<String> = (10..13).map(|h| net.host(h)).collect();
     for ip in &addrs {
@@ -236,6 +242,11 @@ fn batch(
         ]))?;
         ids.push(out.trim().to_string());
     }
+    // Traffic before the exporter's listing names a container is not its to measure: wait
+    // for the batch to be followed. Failing here means it stopped following new containers.
+    followed_within("follow a new batch", &alive, |n| {
+        n >= baseline + addrs.len() as u64
+    })?;
     for ip in &addrs {
         round_trips(ip, 20)?;
     }
@@ -256,6 +267,25 @@ fn batch(
         bail!("{failed} of 10 scrapes failed while a batch was removed");
     }
     Ok(snap)
+}
+
+/// Waits up to 10 s for the number of containers the exporter follows to satisfy `ok`.
+fn followed_within(
+    what: &str,
+    alive: &impl Fn() -> Snap,
+    ok: impl Fn(u64) -> bool,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = alive();
+        if ok(s.containers) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!("the exporter did not {what} within 10 s ({s})");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// `n` request/response exchanges (1 KiB each way, the agent's defaults) with the agent

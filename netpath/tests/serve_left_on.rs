@@ -29,7 +29,7 @@ fn netpath_images() -> Vec<String> {
 }
 
 #[test]
-fn serve_left_on_measures_three_modes_and_leaves_nothing() {
+fn serve_left_on_measures_four_modes_and_leaves_nothing() {
     let _g = common::need_root();
     let _daemon = common::ensure_daemon();
     let (before, images) = (common::snapshot(), netpath_images());

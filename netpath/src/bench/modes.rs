@@ -128,16 +128,15 @@ impl ModeLatency {
 /// A request/response run with the probes attached and no thread followed.
 pub fn rr_attached(tracer: &mut Tracer, lab: &NetPath, rr: &RrConfig) -> Result<RrResult> {
     tracer.reset()?;
-    tracer.attach()?;
-    let r = harness::run_rr(lab, rr, &NoPhases);
+    // Detached also when attaching failed part-way: the next run starts from none.
+    let r = (tracer.attach()).and_then(|()| harness::run_rr(lab, rr, &NoPhases));
     tracer.detach()?;
     r.context("run with probes attached, not followed")
 }
 
 /// A request/response run with an empty program on each hook `rr_attached` uses.
 fn rr_empty(tracer: &mut Tracer, lab: &NetPath, rr: &RrConfig) -> Result<RrResult> {
-    tracer.attach_empty()?;
-    let r = harness::run_rr(lab, rr, &NoPhases);
+    let r = (tracer.attach_empty()).and_then(|()| harness::run_rr(lab, rr, &NoPhases));
     tracer.detach()?;
     r.context("run with empty programs on netpath's hooks")
 }

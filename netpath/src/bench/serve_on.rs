@@ -5,8 +5,8 @@
 //! scratch`, the two binaries and their shared libraries; no registry). Four modes,
 //! interleaved round by round with the order rotated: serve off, `serve` following an idle
 //! third container only, `serve` following the server container (both at serve's default
-//! `--sample`), and `serve` with an empty program on each of its hooks instead of its own. netpath's CPU share per core comes from /proc of the serve process over the
-//! benchmark run. Every object is named `np<run>…` and labelled `netpath`, and removed on the
+//! `--sample`), and `serve` with an empty program on each of its hooks instead of its own.
+//! netpath's CPU share per core comes from /proc of the serve process over the benchmark run. Every object is named `np<run>…` and labelled `netpath`, and removed on the
 //! way out.
 use std::io::Write as _;
 use std::path::Path;
@@ -159,11 +159,10 @@ pub fn run(rounds: usize, requests: u64) -> Result<ServeOn> {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    let modes = MODES;
     let mut all: Vec<(usize, Mode, Sample)> = Vec::new();
     for r in 0..rounds.max(1) {
-        for k in 0..modes.len() {
-            let m = modes[(r + k) % modes.len()];
+        for k in 0..MODES.len() {
+            let m = MODES[(r + k) % MODES.len()];
             eprintln!("bench: serve left on, round {}: {}", r + 1, m.name());
             let s = measure(&o, &image, &net, &srv_ip, requests, m, &srv, &oth)?;
             all.push((r, m, s));

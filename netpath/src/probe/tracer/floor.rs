@@ -16,7 +16,7 @@ impl Tracer {
     /// The raw tracepoints `attach` attaches, in table order: not the floors, not the socket
     /// bounds where syscalls bound a TCP run, and in a passive run only what it needs.
     pub(super) fn raw_attach_plan(&self) -> Vec<&'static Probe> {
-        let tcp_syscalls = self.syscall_bounds && !self.dgram;
+        let tcp_syscalls = self.tcp_syscalls();
         self.raw_plan
             .iter()
             .copied()
@@ -26,6 +26,12 @@ impl Tracer {
                     && (self.threads || probes::passive_needs(p, self.ready))
             })
             .collect()
+    }
+
+    /// A TCP run on a kernel without `tcp_sendmsg_locked` is bounded by syscalls at both
+    /// ends: the socket points would end its journeys twice, so they stay detached.
+    pub(super) fn tcp_syscalls(&self) -> bool {
+        self.syscall_bounds && !self.dgram
     }
 
     /// Attaches the floor programs (empty programs on `net_dev_queue`, `sched_waking` and

@@ -299,9 +299,7 @@ impl Tracer {
         // Diagnostic for probe-effect work: NETPATH_SKIP=prog1,prog2 leaves programs detached.
         let skip = std::env::var("NETPATH_SKIP").unwrap_or_default();
         let skipped = |p: &str| skip.split(',').any(|s| s == p);
-        // A TCP run on a kernel without `tcp_sendmsg_locked` is bounded by syscalls at both
-        // ends: the socket points would end its journeys twice.
-        let tcp_syscalls = self.syscall_bounds && !self.dgram;
+        let tcp_syscalls = self.tcp_syscalls();
         for p in self.raw_attach_plan() {
             if !skipped(p.prog) {
                 self.attach_raw(p)?;

@@ -266,11 +266,18 @@ fn bench_json_matches_its_schema() {
     let l = &v["drivers"][0]["latency"];
     for mode in ["block", "spin"] {
         for run in ["untraced", "traced", "attached", "empty"] {
-            let runs = l[mode][run].as_array().unwrap();
+            let runs = l[mode][run]["rounds"].as_array().unwrap();
             assert_eq!(runs.len(), 1, "{mode} {run}: {runs:?}");
             assert!(runs[0]["p50_us"].as_f64().unwrap() > 0.0, "{mode} {run}");
+            // One round: its median is that round.
+            assert_eq!(l[mode][run]["median"], runs[0], "{mode} {run}");
         }
-        assert!(l[mode]["empty_vs_untraced"]["p50"].as_f64().unwrap() > 0.0);
+        assert!(
+            l[mode]["empty_vs_untraced"]["median"]["p50"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
     }
 }
 
@@ -318,20 +325,24 @@ fn bench_udp_json_matches_its_schema() {
     assert!(d.get("throughput").is_none(), "{}", d["throughput"]);
     // sockperf's UDP ping-pong ran and measured round trips.
     let l = &d["latency"];
-    for r in l["sockperf"].as_array().unwrap() {
+    for r in l["sockperf"]["rounds"].as_array().unwrap() {
         assert!(r["p50_us"].as_f64().unwrap() > 0.0, "{r}");
     }
-    assert!(l["netpath_vs_sockperf"]["p50"].as_f64().unwrap() > 0.0);
+    assert!(l["netpath_vs_sockperf"]["median"]["p50"].as_f64().unwrap() > 0.0);
     // netpath's UDP runs answered every request, traced and untraced.
-    for r in l["untraced"]
+    let b = &l["block"];
+    for r in b["untraced"]["rounds"]
         .as_array()
         .unwrap()
         .iter()
-        .chain(l["traced"].as_array().unwrap())
+        .chain(b["traced"]["rounds"].as_array().unwrap())
     {
         assert!(r["p50_us"].as_f64().unwrap() > 0.0, "{r}");
     }
-    assert!(l["hop_events_per_rtt"].as_f64().unwrap() > 0.0, "{l}");
+    assert!(
+        b["hop_events_per_rtt"]["median"].as_f64().unwrap() > 0.0,
+        "{l}"
+    );
     // The costed traced run: every request answered, every journey completed or counted lost.
     let k = &d["kernel_cost"];
     assert_eq!(k["requests"].as_u64().unwrap(), n);

@@ -9,8 +9,9 @@ use super::*;
 pub(super) struct LatencyRounds {
     bpftrace: Option<PathBuf>,
     naive: NaiveTracer,
-    naive_ratios: Vec<Ratios>,
-    pub(super) sockperf: Vec<Rtt>,
+    naive_runs: Rounds<Rtt>,
+    naive_ratios: Rounds<Ratios>,
+    pub(super) sockperf: Rounds<Rtt>,
     block: ModeLatency,
     spin: ModeLatency,
 }
@@ -25,13 +26,13 @@ impl LatencyRounds {
                     "not installed".into()
                 },
                 script: NAIVE_SCRIPT.trim().to_string(),
-                runs: Vec::new(),
-                median: None,
+                runs: None,
                 vs_untraced: None,
             },
             bpftrace,
-            naive_ratios: Vec::new(),
-            sockperf: Vec::new(),
+            naive_runs: Rounds::default(),
+            naive_ratios: Rounds::default(),
+            sockperf: Rounds::default(),
             block: ModeLatency::new(WaitMode::Block, Cpus::Auto),
             spin: ModeLatency::new(WaitMode::Spin, Cpus::Split),
         }
@@ -54,7 +55,7 @@ impl LatencyRounds {
                     let r = Rtt::of(&r);
                     self.naive_ratios
                         .push(Ratios::of(&r, self.block.untraced.last().unwrap()));
-                    self.naive.runs.push(r);
+                    self.naive_runs.push(r);
                 }
                 Err(e) => self.naive.status = format!("failed: {e:#}"),
             }
@@ -62,42 +63,30 @@ impl LatencyRounds {
         Ok(())
     }
 
-    /// Medians and per-round ratios over the rounds.
+    /// The per-round ratios over the rounds.
     pub(super) fn finish(self) -> (Latency, NaiveTracer) {
         let Self {
             mut naive,
+            naive_runs,
             naive_ratios,
-            sockperf: sp,
+            sockperf,
             mut block,
             mut spin,
             ..
         } = self;
         block.finish();
         spin.finish();
-        let (un, tr) = (block.untraced.clone(), block.traced.clone());
-        let med = |v: &[Rtt]| Rtt::median(v);
-        let vs_sp: Vec<Ratios> = un.iter().zip(&sp).map(|(u, s)| Ratios::of(u, s)).collect();
-        let vs_un: Vec<Ratios> = tr.iter().zip(&un).map(|(t, u)| Ratios::of(t, u)).collect();
-        if !naive.runs.is_empty() {
-            naive.median = Some(med(&naive.runs));
-            naive.vs_untraced = Some(Ratios::median(&naive_ratios));
+        if !naive_runs.rounds.is_empty() {
+            naive.runs = Some(naive_runs);
+            naive.vs_untraced = Some(naive_ratios);
         }
-        let diff = median(tr.iter().zip(&un).map(|(t, u)| t.p50_us - u.p50_us));
+        let diff = Rounds::pairwise(&block.traced, &block.untraced, |t, u| t.p50_us - u.p50_us);
         let latency = Latency {
-            traced_minus_untraced_p50_us: diff,
-            netpath_vs_sockperf_rounds: vs_sp.clone(),
-            traced_vs_untraced_rounds: vs_un.clone(),
-            sockperf_median: med(&sp),
-            untraced_median: med(&un),
-            traced_median: med(&tr),
-            netpath_vs_sockperf: Ratios::median(&vs_sp),
-            traced_vs_untraced: Ratios::median(&vs_un),
-            hop_events_per_rtt: block.hop_events_per_rtt,
+            traced_minus_untraced_p50_us: diff.median,
+            netpath_vs_sockperf: block.untraced.vs(&sockperf),
+            sockperf,
             block,
             spin,
-            sockperf: sp,
-            untraced: un,
-            traced: tr,
         };
         (latency, naive)
     }
@@ -107,13 +96,13 @@ impl LatencyRounds {
 /// probes attached, and traced.
 #[derive(Default)]
 pub(super) struct BulkRounds {
-    pub(super) iperf3: Vec<Bulk>,
-    untraced: Vec<Bulk>,
-    attached: Vec<Bulk>,
-    traced: Vec<Bulk>,
+    pub(super) iperf3: Rounds<Bulk>,
+    untraced: Rounds<Bulk>,
+    attached: Rounds<Bulk>,
+    traced: Rounds<Bulk>,
     /// Whether every traced run found its threads (false once one did not).
     threads_missed: bool,
-    events: Vec<u64>,
+    events: Rounds<f64>,
 }
 
 impl BulkRounds {
@@ -140,7 +129,7 @@ impl BulkRounds {
                 _ => {
                     let (r, found, ev) = bulk_traced(tracer, lab, bulk)?;
                     self.threads_missed |= !found;
-                    self.events.push(ev);
+                    self.events.push(ev as f64);
                     r
                 }
             });
@@ -152,29 +141,12 @@ impl BulkRounds {
     }
 
     pub(super) fn finish(self) -> Throughput {
-        let gbit = |v: &[Bulk]| median(v.iter().map(|b| b.gbit_per_s));
-        let ratios = |a: &[Bulk], b: &[Bulk]| -> Vec<f64> {
-            a.iter()
-                .zip(b)
-                .map(|(a, b)| a.gbit_per_s / b.gbit_per_s)
-                .collect()
-        };
-        let ratio = |a: &[Bulk], b: &[Bulk]| median(ratios(a, b).into_iter());
-        let (ip, bu, ba, bt) = (&self.iperf3, &self.untraced, &self.attached, &self.traced);
         Throughput {
-            iperf3_median_gbit: gbit(ip),
-            untraced_median_gbit: gbit(bu),
-            attached_median_gbit: gbit(ba),
-            traced_median_gbit: gbit(bt),
-            netpath_vs_iperf3: ratio(bu, ip),
-            attached_vs_untraced: ratio(ba, bu),
-            traced_vs_untraced: ratio(bt, bu),
-            netpath_vs_iperf3_rounds: ratios(bu, ip),
-            attached_vs_untraced_rounds: ratios(ba, bu),
-            traced_vs_untraced_rounds: ratios(bt, bu),
+            netpath_vs_iperf3: self.untraced.vs(&self.iperf3),
+            attached_vs_untraced: self.attached.vs(&self.untraced),
+            traced_vs_untraced: self.traced.vs(&self.untraced),
             traced_threads_found: !self.threads_missed,
-            traced_hop_events: median(self.events.iter().map(|&e| e as f64)),
-            traced_hop_events_rounds: self.events,
+            traced_hop_events: self.events,
             iperf3: self.iperf3,
             untraced: self.untraced,
             attached: self.attached,
@@ -220,8 +192,8 @@ pub(super) fn kernel_cost(
         journeys_sent: 2 * costed.count,
         journeys_completed: counters[netpath_common::counter::COMPLETED as usize],
         losses: crate::record::losses(&counters),
-        share_of_untraced_p50: ns_per_rtt / 1000.0 / latency.untraced_median.p50_us,
-        share_of_untraced_mean: ns_per_rtt / 1000.0 / latency.untraced_median.mean_us,
+        share_of_untraced_p50: ns_per_rtt / 1000.0 / latency.block.untraced.median.p50_us,
+        share_of_untraced_mean: ns_per_rtt / 1000.0 / latency.block.untraced.median.mean_us,
         ns_per_rtt,
         floor_ns,
         hot_ns_per_event,

@@ -26,10 +26,11 @@ use crate::{
     path::NetPath,
     probe::backend::{self, Backend, BackendChoice},
     probe::tracer::{Tracer, TracerOptions},
-    record::{ProgCost, RttSummary},
+    record::ProgCost,
     sys::netns::Netns,
 };
 
+mod figures;
 mod gather;
 mod journeys;
 mod memory;
@@ -41,6 +42,7 @@ mod tools;
 mod traced;
 
 use crate::sys::machine::loadavg;
+pub use figures::{Bulk, Median, Ratios, Rounds, Rtt};
 use gather::{BulkRounds, LatencyRounds, kernel_cost};
 pub use journeys::JourneyRun;
 use memory::*;
@@ -149,84 +151,20 @@ pub struct DriverBench {
     pub kernel_cost: KernelCost,
 }
 
-/// Round-trip figures of one run, µs.
-#[derive(Clone, Copy, Debug, Default, Serialize, schemars::JsonSchema)]
-pub struct Rtt {
-    pub p50_us: f64,
-    pub p99_us: f64,
-    pub mean_us: f64,
-}
-
-impl Rtt {
-    fn median(v: &[Rtt]) -> Rtt {
-        Rtt {
-            p50_us: median(v.iter().map(|r| r.p50_us)),
-            p99_us: median(v.iter().map(|r| r.p99_us)),
-            mean_us: median(v.iter().map(|r| r.mean_us)),
-        }
-    }
-
-    fn of(r: &RrResult) -> Rtt {
-        let s = RttSummary::from_rr(r);
-        Rtt {
-            p50_us: s.p50_us,
-            p99_us: s.p99_us,
-            mean_us: s.mean_us,
-        }
-    }
-}
-
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Latency {
     /// sockperf ping-pong per round, as round trips: sockperf reports one-way latency, i.e.
     /// RTT/2, so its figures are doubled here.
-    pub sockperf: Vec<Rtt>,
-    pub untraced: Vec<Rtt>,
-    pub traced: Vec<Rtt>,
-    /// Medians over rounds.
-    pub sockperf_median: Rtt,
-    pub untraced_median: Rtt,
-    pub traced_median: Rtt,
-    /// netpath untraced / sockperf, median of the per-round ratios.
-    pub netpath_vs_sockperf: Ratios,
-    /// netpath traced / untraced, median of the per-round ratios.
-    pub traced_vs_untraced: Ratios,
-    /// The per-round ratios behind the medians (their spread shows the noise).
-    pub netpath_vs_sockperf_rounds: Vec<Ratios>,
-    pub traced_vs_untraced_rounds: Vec<Ratios>,
-    /// Traced p50 − untraced p50, µs, median over rounds (compare with the kernel cost).
+    pub sockperf: Rounds<Rtt>,
+    /// netpath untraced (`block.untraced`, blocking like sockperf) / sockperf, per round.
+    pub netpath_vs_sockperf: Rounds<Ratios>,
+    /// `block`'s traced p50 − untraced p50, µs, median over rounds (compare with the kernel
+    /// cost).
     pub traced_minus_untraced_p50_us: f64,
-    /// Hop events the kernel recorded per traced round trip (shows tracing was live).
-    pub hop_events_per_rtt: f64,
-    /// Per wait mode: blocking (placement left to the scheduler; `untraced`/`traced` above are
-    /// its runs) and spinning (client and server on different CPUs, both kept busy).
+    /// Per wait mode: blocking (placement left to the scheduler, as sockperf's runs) and
+    /// spinning (client and server on different CPUs, both kept busy).
     pub block: ModeLatency,
     pub spin: ModeLatency,
-}
-
-#[derive(Clone, Copy, Debug, Default, Serialize, schemars::JsonSchema)]
-pub struct Ratios {
-    pub p50: f64,
-    pub p99: f64,
-    pub mean: f64,
-}
-
-impl Ratios {
-    fn of(num: &Rtt, den: &Rtt) -> Ratios {
-        Ratios {
-            p50: num.p50_us / den.p50_us,
-            p99: num.p99_us / den.p99_us,
-            mean: num.mean_us / den.mean_us,
-        }
-    }
-
-    fn median(all: &[Ratios]) -> Ratios {
-        Ratios {
-            p50: median(all.iter().map(|r| r.p50)),
-            p99: median(all.iter().map(|r| r.p99)),
-            mean: median(all.iter().map(|r| r.mean)),
-        }
-    }
 }
 
 /// A naive tracer for reference: bpftrace, hash map keyed by skb address on four net
@@ -236,44 +174,29 @@ pub struct NaiveTracer {
     /// "ran", "not installed", or why it failed.
     pub status: String,
     pub script: String,
-    pub runs: Vec<Rtt>,
-    pub median: Option<Rtt>,
-    /// bpftrace-running / untraced, median of the per-round ratios (untraced of the same round).
-    pub vs_untraced: Option<Ratios>,
-}
-
-#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema)]
-pub struct Bulk {
-    pub gbit_per_s: f64,
-    pub retransmits: u64,
+    /// Its runs, when it ran.
+    pub runs: Option<Rounds<Rtt>>,
+    /// bpftrace-running / untraced, each against the blocking untraced run of its round.
+    pub vs_untraced: Option<Rounds<Ratios>>,
 }
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Throughput {
     /// iperf3 sender figure (end.sum_sent) per round.
-    pub iperf3: Vec<Bulk>,
-    pub untraced: Vec<Bulk>,
+    pub iperf3: Rounds<Bulk>,
+    pub untraced: Rounds<Bulk>,
     /// Probes attached, no thread traced: what netpath costs traffic it does not follow.
-    pub attached: Vec<Bulk>,
+    pub attached: Rounds<Bulk>,
     /// Probes attached and both bulk threads traced.
-    pub traced: Vec<Bulk>,
+    pub traced: Rounds<Bulk>,
+    /// Rates against each other, each round's runs against the same round's.
+    pub netpath_vs_iperf3: Rounds<f64>,
+    pub attached_vs_untraced: Rounds<f64>,
+    pub traced_vs_untraced: Rounds<f64>,
     /// Whether the bulk threads were found and traced in every traced round.
     pub traced_threads_found: bool,
-    /// Hop events the kernel recorded per traced bulk run (median; shows tracing was live).
-    pub traced_hop_events: f64,
-    pub traced_hop_events_rounds: Vec<u64>,
-    pub iperf3_median_gbit: f64,
-    pub untraced_median_gbit: f64,
-    pub attached_median_gbit: f64,
-    pub traced_median_gbit: f64,
-    /// Medians of the per-round ratios.
-    pub netpath_vs_iperf3: f64,
-    pub attached_vs_untraced: f64,
-    pub traced_vs_untraced: f64,
-    /// The per-round ratios behind the medians.
-    pub netpath_vs_iperf3_rounds: Vec<f64>,
-    pub attached_vs_untraced_rounds: Vec<f64>,
-    pub traced_vs_untraced_rounds: Vec<f64>,
+    /// Hop events the kernel recorded per traced bulk run (shows tracing was live).
+    pub traced_hop_events: Rounds<f64>,
 }
 
 /// Kernel run time of the programs during one traced request/response run with BPF run-time

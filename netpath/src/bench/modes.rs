@@ -12,34 +12,25 @@ pub(super) fn rotated<const N: usize>(round: usize) -> [u8; N] {
 }
 
 /// One wait mode's runs and their ratios.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct ModeLatency {
     pub wait: WaitMode,
     #[serde(skip)]
     pub cpus: Cpus,
     /// CPU placement, as given to `--cpus`.
     pub placement: String,
-    pub untraced: Vec<Rtt>,
-    pub traced: Vec<Rtt>,
-    pub attached: Vec<Rtt>,
+    pub untraced: Rounds<Rtt>,
+    pub traced: Rounds<Rtt>,
+    pub attached: Rounds<Rtt>,
     /// One empty program on each hook `attached` uses, instead of netpath's: the hooks'
     /// dispatch alone, the least any program there would cost.
-    pub empty: Vec<Rtt>,
-    pub untraced_median: Rtt,
-    pub traced_median: Rtt,
-    pub attached_median: Rtt,
-    pub empty_median: Rtt,
-    /// Medians of the per-round ratios.
-    pub traced_vs_untraced: Ratios,
-    pub attached_vs_untraced: Ratios,
-    pub empty_vs_untraced: Ratios,
-    pub traced_vs_untraced_rounds: Vec<Ratios>,
-    pub attached_vs_untraced_rounds: Vec<Ratios>,
-    pub empty_vs_untraced_rounds: Vec<Ratios>,
-    /// Hop events the kernel recorded per traced round trip (median).
-    pub hop_events_per_rtt: f64,
-    #[serde(skip)]
-    hop_events: Vec<f64>,
+    pub empty: Rounds<Rtt>,
+    /// Each run against the untraced run of its own round.
+    pub traced_vs_untraced: Rounds<Ratios>,
+    pub attached_vs_untraced: Rounds<Ratios>,
+    pub empty_vs_untraced: Rounds<Ratios>,
+    /// Hop events the kernel recorded per traced round trip.
+    pub hop_events_per_rtt: Rounds<f64>,
 }
 
 impl ModeLatency {
@@ -48,22 +39,7 @@ impl ModeLatency {
             wait,
             cpus,
             placement: format!("{cpus:?}").to_lowercase(),
-            untraced: Vec::new(),
-            traced: Vec::new(),
-            attached: Vec::new(),
-            empty: Vec::new(),
-            untraced_median: Rtt::default(),
-            traced_median: Rtt::default(),
-            attached_median: Rtt::default(),
-            empty_median: Rtt::default(),
-            traced_vs_untraced: Ratios::default(),
-            attached_vs_untraced: Ratios::default(),
-            empty_vs_untraced: Ratios::default(),
-            traced_vs_untraced_rounds: Vec::new(),
-            attached_vs_untraced_rounds: Vec::new(),
-            empty_vs_untraced_rounds: Vec::new(),
-            hop_events_per_rtt: f64::NAN,
-            hop_events: Vec::new(),
+            ..Default::default()
         }
     }
 
@@ -92,7 +68,8 @@ impl ModeLatency {
                 0 => Rtt::of(&harness::run_rr(lab, &rr, &NoPhases).context("untraced run")?),
                 1 => {
                     let (t, ev) = rr_traced(tracer, lab, &rr, false)?;
-                    self.hop_events.push(ev as f64 / t.count.max(1) as f64);
+                    self.hop_events_per_rtt
+                        .push(ev as f64 / t.count.max(1) as f64);
                     Rtt::of(&t)
                 }
                 2 => Rtt::of(&rr_attached(tracer, lab, &rr)?),
@@ -106,22 +83,11 @@ impl ModeLatency {
         Ok(())
     }
 
-    /// Medians and ratios once all rounds ran.
+    /// The ratios once all rounds ran.
     pub fn finish(&mut self) {
-        self.untraced_median = Rtt::median(&self.untraced);
-        self.traced_median = Rtt::median(&self.traced);
-        self.attached_median = Rtt::median(&self.attached);
-        self.empty_median = Rtt::median(&self.empty);
-        let vs = |a: &[Rtt], b: &[Rtt]| -> Vec<Ratios> {
-            a.iter().zip(b).map(|(a, b)| Ratios::of(a, b)).collect()
-        };
-        self.traced_vs_untraced_rounds = vs(&self.traced, &self.untraced);
-        self.attached_vs_untraced_rounds = vs(&self.attached, &self.untraced);
-        self.empty_vs_untraced_rounds = vs(&self.empty, &self.untraced);
-        self.traced_vs_untraced = Ratios::median(&self.traced_vs_untraced_rounds);
-        self.attached_vs_untraced = Ratios::median(&self.attached_vs_untraced_rounds);
-        self.empty_vs_untraced = Ratios::median(&self.empty_vs_untraced_rounds);
-        self.hop_events_per_rtt = median(self.hop_events.iter().copied());
+        self.traced_vs_untraced = self.traced.vs(&self.untraced);
+        self.attached_vs_untraced = self.attached.vs(&self.untraced);
+        self.empty_vs_untraced = self.empty.vs(&self.untraced);
     }
 }
 

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use serde::Serialize;
 
+use super::Rounds;
+
 /// Benchmark connections (redis-benchmark -c).
 pub const CONNECTIONS: u32 = 20;
 /// Goals: throughput at least this fraction of serve off, p50 at most this multiple.
@@ -26,19 +28,17 @@ pub const GOAL_P50: f64 = 1.05;
 /// harness round trip, and a run under a second moved by 10% between rounds here.
 pub const GETS_PER_REQUEST: u64 = 5;
 
-/// One mode's medians over rounds and their ratios against serve off.
+/// One mode's figures per round and their ratios against serve off.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ModeRow {
     pub mode: String,
-    pub rps: f64,
-    pub p50_ms: f64,
-    /// Median over rounds of this mode's figure over serve off's in the same round (the modes
-    /// of a round run back to back, so the machine's drift between rounds cancels).
-    pub rps_ratio: f64,
-    pub p50_ratio: f64,
-    /// Those ratios round by round: their spread is the noise a ratio is read against.
-    pub rps_ratio_rounds: Vec<f64>,
-    pub p50_ratio_rounds: Vec<f64>,
+    pub rps: Rounds<f64>,
+    pub p50_ms: Rounds<f64>,
+    /// This mode's figure over serve off's in the same round (the modes of a round run back to
+    /// back, so the machine's drift between rounds cancels); the rounds' spread is the noise a
+    /// ratio is read against.
+    pub rps_ratio: Rounds<f64>,
+    pub p50_ratio: Rounds<f64>,
     /// serve's CPU time over the run's wall time, per core, % (None when serve was off).
     pub serve_cpu_pct_per_core: Option<f64>,
 }
@@ -183,48 +183,40 @@ fn nanos() -> u32 {
 }
 
 fn rows(all: &[(usize, Mode, Sample)]) -> Vec<ModeRow> {
-    let med = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        if v.is_empty() {
-            f64::NAN
-        } else {
-            v[v.len() / 2]
-        }
-    };
-    let of = |m: Mode, f: fn(&Sample) -> f64| -> Vec<f64> {
-        (all.iter())
-            .filter(|(_, k, _)| *k == m)
-            .map(|(_, _, s)| f(s))
-            .collect()
+    let of = |m: Mode, f: fn(&Sample) -> f64| -> Rounds<f64> {
+        Rounds::of(
+            (all.iter())
+                .filter(|(_, k, _)| *k == m)
+                .map(|(_, _, s)| f(s))
+                .collect(),
+        )
     };
     // Per round: this mode's figure over serve off's of the same round.
-    let ratios = |m: Mode, f: fn(&Sample) -> f64| -> Vec<f64> {
-        (all.iter())
-            .filter(|(_, k, _)| *k == m)
-            .filter_map(|(r, _, s)| {
-                let off = all.iter().find(|(r2, k, _)| r2 == r && *k == Mode::Off)?;
-                Some(f(s) / f(&off.2))
-            })
-            .collect()
+    let ratios = |m: Mode, f: fn(&Sample) -> f64| -> Rounds<f64> {
+        Rounds::of(
+            (all.iter())
+                .filter(|(_, k, _)| *k == m)
+                .filter_map(|(r, _, s)| {
+                    let off = all.iter().find(|(r2, k, _)| r2 == r && *k == Mode::Off)?;
+                    Some(f(s) / f(&off.2))
+                })
+                .collect(),
+        )
     };
     MODES
         .into_iter()
         .map(|m| {
-            let rps_rounds = ratios(m, |s| s.rps);
-            let p50_rounds = ratios(m, |s| s.p50_ms);
             let cpu: Vec<f64> = (all.iter())
                 .filter(|(_, k, _)| *k == m)
                 .filter_map(|(_, _, s)| s.cpu)
                 .collect();
             ModeRow {
                 mode: m.name().to_string(),
-                rps: med(of(m, |s| s.rps)),
-                p50_ms: med(of(m, |s| s.p50_ms)),
-                rps_ratio: med(rps_rounds.clone()),
-                p50_ratio: med(p50_rounds.clone()),
-                rps_ratio_rounds: rps_rounds,
-                p50_ratio_rounds: p50_rounds,
-                serve_cpu_pct_per_core: (!cpu.is_empty()).then(|| med(cpu)),
+                rps: of(m, |s| s.rps),
+                p50_ms: of(m, |s| s.p50_ms),
+                rps_ratio: ratios(m, |s| s.rps),
+                p50_ratio: ratios(m, |s| s.p50_ms),
+                serve_cpu_pct_per_core: crate::sys::stats::median(cpu),
             }
         })
         .collect()

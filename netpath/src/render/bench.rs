@@ -99,7 +99,7 @@ fn heading(w: &mut dyn Write, r: &BenchReport) -> std::io::Result<()> {
 /// One driver's latency rows: sockperf, netpath untraced and traced, naive bpftrace; each
 /// after the first with its ratios to the run it is compared with.
 fn latency(d: &DriverBench) -> Vec<Vec<String>> {
-    let l = &d.latency;
+    let (l, b) = (&d.latency, &d.latency.block);
     let row = |name: &str, v: &Rtt, ratio: Option<(&Ratios, &str)>| {
         let mut r = vec![String::new(), name.to_string()];
         r.extend([v.p50_us, v.p99_us, v.mean_us].map(|x| format!("{x:.1}")));
@@ -115,30 +115,28 @@ fn latency(d: &DriverBench) -> Vec<Vec<String>> {
     };
     let naive = "rr under naive bpftrace (4 tps)";
     let mut rows = vec![
-        row(sockperf, &l.sockperf_median, None),
+        row(sockperf, &l.sockperf.median, None),
         row(
             "netpath rr, untraced",
-            &l.untraced_median,
-            Some((&l.netpath_vs_sockperf, "vs sockperf")),
+            &b.untraced.median,
+            Some((&l.netpath_vs_sockperf.median, "vs sockperf")),
         ),
         row(
             "netpath rr, traced",
-            &l.traced_median,
-            Some((&l.traced_vs_untraced, "vs untraced")),
+            &b.traced.median,
+            Some((&b.traced_vs_untraced.median, "vs untraced")),
         ),
     ];
-    rows.push(
-        match (&d.naive_tracer.median, &d.naive_tracer.vs_untraced) {
-            (Some(m), Some(q)) => row(naive, m, Some((q, "vs untraced"))),
-            // Not run: why, in the last column (its figures would be blank).
-            _ => {
-                let mut r = vec![String::new(); 9];
-                r[1] = naive.to_string();
-                r[8] = d.naive_tracer.status.clone();
-                r
-            }
-        },
-    );
+    rows.push(match (&d.naive_tracer.runs, &d.naive_tracer.vs_untraced) {
+        (Some(m), Some(q)) => row(naive, &m.median, Some((&q.median, "vs untraced"))),
+        // Not run: why, in the last column (its figures would be blank).
+        _ => {
+            let mut r = vec![String::new(); 9];
+            r[1] = naive.to_string();
+            r[8] = d.naive_tracer.status.clone();
+            r
+        }
+    });
     rows[0][0] = d.driver.name().to_string();
     rows
 }
@@ -161,7 +159,7 @@ fn kernel_cost(d: &DriverBench) -> Vec<Vec<String>> {
                 k.ns_per_rtt,
                 100.0 * k.share_of_untraced_p50,
                 1000.0 * l.traced_minus_untraced_p50_us,
-                l.hop_events_per_rtt,
+                l.block.hop_events_per_rtt.median,
             ),
         ),
         ("  top programs, runs/RTT × ns", top.join(", ")),
@@ -188,8 +186,8 @@ fn kernel_cost(d: &DriverBench) -> Vec<Vec<String>> {
             "  per-round p50 ratios",
             format!(
                 "traced/untraced {}; untraced/sockperf {}",
-                list(l.traced_vs_untraced_rounds.iter().map(|q| q.p50)),
-                list(l.netpath_vs_sockperf_rounds.iter().map(|q| q.p50)),
+                list(l.block.traced_vs_untraced.rounds.iter().map(|q| q.p50)),
+                list(l.netpath_vs_sockperf.rounds.iter().map(|q| q.p50)),
             ),
         ),
     ];
@@ -220,19 +218,14 @@ fn throughput(w: &mut dyn Write, r: &BenchReport) -> std::io::Result<()> {
             };
             let mut r = vec![d.driver.name().to_string()];
             r.extend(
-                [
-                    t.iperf3_median_gbit,
-                    t.untraced_median_gbit,
-                    t.attached_median_gbit,
-                    t.traced_median_gbit,
-                ]
-                .map(|g| format!("{g:.2}")),
+                [&t.iperf3, &t.untraced, &t.attached, &t.traced]
+                    .map(|g| format!("{:.2}", g.median.gbit_per_s)),
             );
             r.extend([
-                x(t.netpath_vs_iperf3),
-                x(t.attached_vs_untraced),
-                x(t.traced_vs_untraced),
-                format!("{:.0}", t.traced_hop_events),
+                x(t.netpath_vs_iperf3.median),
+                x(t.attached_vs_untraced.median),
+                x(t.traced_vs_untraced.median),
+                format!("{:.0}", t.traced_hop_events.median),
                 found.to_string(),
             ]);
             r
@@ -255,9 +248,9 @@ fn throughput(w: &mut dyn Write, r: &BenchReport) -> std::io::Result<()> {
         .map(|(d, t)| {
             vec![
                 d.driver.name().to_string(),
-                list(t.netpath_vs_iperf3_rounds.iter().copied()),
-                list(t.attached_vs_untraced_rounds.iter().copied()),
-                list(t.traced_vs_untraced_rounds.iter().copied()),
+                list(t.netpath_vs_iperf3.rounds.iter().copied()),
+                list(t.attached_vs_untraced.rounds.iter().copied()),
+                list(t.traced_vs_untraced.rounds.iter().copied()),
             ]
         })
         .collect();

@@ -209,13 +209,13 @@ fn proof_goals(r: &BenchReport, p: &crate::bench::proof::Proof, out: &mut Vec<Go
             ),
             met: k.ns_per_rtt.is_finite().then_some(k.ns_per_rtt <= 3000.0),
         });
-        let spin = d.latency.spin.traced_vs_untraced.p50;
+        let spin = d.latency.spin.traced_vs_untraced.median.p50;
         out.push(Goal {
             what: "traced/untraced RR p50 ≤ 1.15 in spin mode (bridge)",
             figure: format!(
                 "{} (empty programs on the same hooks alone: {})",
                 f(spin, 3),
-                f(d.latency.spin.empty_vs_untraced.p50, 3)
+                f(d.latency.spin.empty_vs_untraced.median.p50, 3)
             ),
             met: spin.is_finite().then_some(spin <= 1.15),
         });
@@ -394,30 +394,29 @@ fn floor_list(floors: &[crate::record::ProgCost]) -> String {
 /// request/response and bulk.
 fn overhead_goals(d: &DriverBench, out: &mut Vec<Goal>) {
     let l = &d.latency;
-    let spin = l.spin.traced_vs_untraced.p50;
+    let spin = l.spin.traced_vs_untraced.median.p50;
     out.push(Goal {
         what: "traced/untraced RR p50 ≤ 1.03, CPUs kept busy (spin, split)",
         figure: format!(
             "{}: {} (block: {})",
             d.driver,
             f(spin, 3),
-            f(l.block.traced_vs_untraced.p50, 3)
+            f(l.block.traced_vs_untraced.median.p50, 3)
         ),
         met: spin.is_finite().then_some(spin <= 1.03),
     });
     if let Some(t) = &d.throughput {
         out.push(Goal {
             what: "bulk traced/untraced ≥ 0.97",
-            figure: format!("{}: {}", d.driver, f(t.traced_vs_untraced, 3)),
-            met: t
-                .traced_vs_untraced
+            figure: format!("{}: {}", d.driver, f(t.traced_vs_untraced.median, 3)),
+            met: (t.traced_vs_untraced.median)
                 .is_finite()
-                .then_some(t.traced_vs_untraced >= 0.97),
+                .then_some(t.traced_vs_untraced.median >= 0.97),
         });
     }
     let (rr_b, rr_s) = (
-        l.block.attached_vs_untraced.p50,
-        l.spin.attached_vs_untraced.p50,
+        l.block.attached_vs_untraced.median.p50,
+        l.spin.attached_vs_untraced.median.p50,
     );
     // A ratio of RTTs: attached/untraced ≤ 1/0.99 is the same goal as a rate ≥ 0.99.
     let rr_ok = rr_b <= 1.0 / 0.99 && rr_s <= 1.0 / 0.99;
@@ -429,8 +428,12 @@ fn overhead_goals(d: &DriverBench, out: &mut Vec<Goal>) {
     let (what, figure, met) = match &d.throughput {
         Some(t) => (
             "attached-but-not-following ≥ 0.99 (bulk rate; RR p50 as untraced/attached)",
-            format!("{}: bulk {}, {rr}", d.driver, f(t.attached_vs_untraced, 3)),
-            t.attached_vs_untraced >= 0.99 && rr_ok,
+            format!(
+                "{}: bulk {}, {rr}",
+                d.driver,
+                f(t.attached_vs_untraced.median, 3)
+            ),
+            t.attached_vs_untraced.median >= 0.99 && rr_ok,
         ),
         None => (
             "attached-but-not-following ≥ 0.99 (RR p50 as untraced/attached)",
@@ -506,13 +509,13 @@ fn mode(m: &ModeLatency) -> Vec<String> {
     let ratios = |q: &Ratios| format!("{} / {}", f(q.p50, 3), f(q.p99, 3));
     vec![
         format!("{:?}, cpus {}", m.wait, m.placement),
-        rtt(&m.untraced_median),
-        rtt(&m.traced_median),
-        rtt(&m.attached_median),
-        rtt(&m.empty_median),
-        ratios(&m.traced_vs_untraced),
-        ratios(&m.attached_vs_untraced),
-        ratios(&m.empty_vs_untraced),
+        rtt(&m.untraced.median),
+        rtt(&m.traced.median),
+        rtt(&m.attached.median),
+        rtt(&m.empty.median),
+        ratios(&m.traced_vs_untraced.median),
+        ratios(&m.attached_vs_untraced.median),
+        ratios(&m.empty_vs_untraced.median),
     ]
 }
 
@@ -547,10 +550,10 @@ fn driver(s: &mut String, d: &DriverBench) {
         "\nsockperf ping-pong ({}, blocking) {} µs p50 / p99; netpath untraced / sockperf p50 {}. \
          Hop events per traced round trip: {} (block), {} (spin).\n",
         d.proto.name(),
-        rtt(&l.sockperf_median),
-        f(l.netpath_vs_sockperf.p50, 2),
-        f(l.block.hop_events_per_rtt, 1),
-        f(l.spin.hop_events_per_rtt, 1)
+        rtt(&l.sockperf.median),
+        f(l.netpath_vs_sockperf.median.p50, 2),
+        f(l.block.hop_events_per_rtt.median, 1),
+        f(l.spin.hop_events_per_rtt.median, 1)
     );
     if let Some(t) = &d.throughput {
         bulk(s, t);
@@ -601,25 +604,20 @@ fn driver(s: &mut String, d: &DriverBench) {
 
 /// The bulk paragraph (TCP benches only).
 fn bulk(s: &mut String, t: &Throughput) {
+    let each = |v: &[f64]| v.iter().map(|v| f(*v, 3)).collect::<Vec<_>>();
     let _ = writeln!(
         s,
         "Bulk, one stream, 128 KiB writes, Gbit/s: iperf3 {}, untraced {}, attached (not \
      followed) {}, traced {}; traced/untraced {}, attached/untraced {} (per round: {:?}, \
      {:?}).\n",
-        f(t.iperf3_median_gbit, 2),
-        f(t.untraced_median_gbit, 2),
-        f(t.attached_median_gbit, 2),
-        f(t.traced_median_gbit, 2),
-        f(t.traced_vs_untraced, 3),
-        f(t.attached_vs_untraced, 3),
-        t.traced_vs_untraced_rounds
-            .iter()
-            .map(|v| f(*v, 3))
-            .collect::<Vec<_>>(),
-        t.attached_vs_untraced_rounds
-            .iter()
-            .map(|v| f(*v, 3))
-            .collect::<Vec<_>>()
+        f(t.iperf3.median.gbit_per_s, 2),
+        f(t.untraced.median.gbit_per_s, 2),
+        f(t.attached.median.gbit_per_s, 2),
+        f(t.traced.median.gbit_per_s, 2),
+        f(t.traced_vs_untraced.median, 3),
+        f(t.attached_vs_untraced.median, 3),
+        each(&t.traced_vs_untraced.rounds),
+        each(&t.attached_vs_untraced.rounds)
     );
 }
 

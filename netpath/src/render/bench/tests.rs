@@ -28,34 +28,36 @@ fn ratios(r: f64) -> Ratios {
     }
 }
 
+/// Two rounds: the median is halfway between them.
+fn two<T: Median + Default>(lo: T, hi: T) -> Rounds<T> {
+    Rounds::of(vec![lo, hi])
+}
+
 fn mode(wait: WaitMode, cpus: Cpus) -> ModeLatency {
     let mut m = ModeLatency::new(wait, cpus);
-    m.untraced_median = rtt(10.0);
-    m.traced_median = rtt(11.0);
-    m.attached_median = rtt(10.2);
-    m.empty_median = rtt(10.1);
-    m.traced_vs_untraced = ratios(1.1);
-    m.attached_vs_untraced = ratios(1.02);
-    m.empty_vs_untraced = ratios(1.01);
+    m.untraced = two(rtt(9.5), rtt(10.5));
+    m.traced = two(rtt(10.5), rtt(11.5));
+    m.attached = two(rtt(10.1), rtt(10.3));
+    m.empty = two(rtt(10.0), rtt(10.2));
+    m.traced_vs_untraced = m.traced.vs(&m.untraced);
+    m.attached_vs_untraced = m.attached.vs(&m.untraced);
+    m.empty_vs_untraced = m.empty.vs(&m.untraced);
+    m.hop_events_per_rtt = two(23.0, 25.0);
     m
 }
 
 fn driver(driver: Driver, naive: bool) -> DriverBench {
+    let (block, spin) = (
+        mode(WaitMode::Block, Cpus::Auto),
+        mode(WaitMode::Spin, Cpus::Split),
+    );
+    let sockperf = two(rtt(8.5), rtt(9.5));
     let latency = Latency {
-        sockperf: vec![rtt(9.0)],
-        untraced: vec![rtt(10.0)],
-        traced: vec![rtt(11.0)],
-        sockperf_median: rtt(9.0),
-        untraced_median: rtt(10.0),
-        traced_median: rtt(11.0),
-        netpath_vs_sockperf: ratios(1.11),
-        traced_vs_untraced: ratios(1.1),
-        netpath_vs_sockperf_rounds: vec![ratios(1.1), ratios(1.12)],
-        traced_vs_untraced_rounds: vec![ratios(1.09), ratios(1.11)],
+        netpath_vs_sockperf: block.untraced.vs(&sockperf),
+        sockperf,
         traced_minus_untraced_p50_us: 1.0,
-        hop_events_per_rtt: 24.0,
-        block: mode(WaitMode::Block, Cpus::Auto),
-        spin: mode(WaitMode::Spin, Cpus::Split),
+        block,
+        spin,
     };
     let programs = ["sock_recv_length", "net_dev_queue"].map(|p| ProgCost {
         program: p.to_string(),
@@ -63,24 +65,22 @@ fn driver(driver: Driver, naive: bool) -> DriverBench {
         avg_ns: 120.0,
         runs_per_rtt: 3.0,
     });
+    let gbit = |gbit_per_s| Bulk {
+        gbit_per_s,
+        retransmits: 0,
+    };
+    let (iperf3, untraced) = (two(gbit(19.0), gbit(21.0)), two(gbit(19.0), gbit(20.0)));
+    let (attached, traced) = (two(gbit(19.2), gbit(19.6)), two(gbit(17.5), gbit(18.5)));
     let throughput = Throughput {
-        iperf3: vec![],
-        untraced: vec![],
-        attached: vec![],
-        traced: vec![],
+        netpath_vs_iperf3: untraced.vs(&iperf3),
+        attached_vs_untraced: attached.vs(&untraced),
+        traced_vs_untraced: traced.vs(&untraced),
+        iperf3,
+        untraced,
+        attached,
+        traced,
         traced_threads_found: naive,
-        traced_hop_events: 12345.0,
-        traced_hop_events_rounds: vec![],
-        iperf3_median_gbit: 20.0,
-        untraced_median_gbit: 19.5,
-        attached_median_gbit: 19.4,
-        traced_median_gbit: 18.0,
-        netpath_vs_iperf3: 0.97,
-        attached_vs_untraced: 0.99,
-        traced_vs_untraced: 0.92,
-        netpath_vs_iperf3_rounds: vec![0.96, 0.98],
-        attached_vs_untraced_rounds: vec![0.99, 1.0],
-        traced_vs_untraced_rounds: vec![0.91, 0.93],
+        traced_hop_events: two(12000.0, 12690.0),
     };
     DriverBench {
         driver,
@@ -91,9 +91,8 @@ fn driver(driver: Driver, naive: bool) -> DriverBench {
         naive_tracer: NaiveTracer {
             status: if naive { "ran" } else { "not installed" }.into(),
             script: String::new(),
-            runs: vec![],
-            median: naive.then(|| rtt(14.0)),
-            vs_untraced: naive.then(|| ratios(1.4)),
+            runs: naive.then(|| two(rtt(13.5), rtt(14.5))),
+            vs_untraced: naive.then(|| two(ratios(1.3), ratios(1.5))),
         },
         throughput: Some(throughput),
         kernel_cost: KernelCost {
@@ -179,12 +178,10 @@ fn proof() -> Proof {
 fn report() -> BenchReport {
     let serve = |mode: &str, cpu: Option<f64>| ModeRow {
         mode: mode.into(),
-        rps: 50000.0,
-        p50_ms: 0.311,
-        rps_ratio: 0.98,
-        p50_ratio: 1.02,
-        rps_ratio_rounds: vec![0.97, 0.98, 0.99],
-        p50_ratio_rounds: vec![1.01, 1.02, 1.03],
+        rps: Rounds::of(vec![49000.0, 50000.0, 51000.0]),
+        p50_ms: Rounds::of(vec![0.301, 0.311, 0.321]),
+        rps_ratio: Rounds::of(vec![0.97, 0.98, 0.99]),
+        p50_ratio: Rounds::of(vec![1.01, 1.02, 1.03]),
         serve_cpu_pct_per_core: cpu,
     };
     BenchReport {
@@ -277,10 +274,12 @@ fn markdown_tables_are_well_formed() {
     assert!(md.contains("| following the server "), "{md}");
     // The empty programs' runs: a column of each wait mode's table, and the spin goal's bound.
     assert!(md.contains("| empty/untraced p50 / p99 |"), "{md}");
-    assert!(
-        md.contains("empty programs on the same hooks alone: 1.010"),
-        "{md}"
-    );
+    let empty = mode(WaitMode::Spin, Cpus::Split)
+        .empty_vs_untraced
+        .median
+        .p50;
+    let bound = format!("empty programs on the same hooks alone: {empty:.3}");
+    assert!(md.contains(&bound), "{bound}: {md}");
 }
 
 #[test]

@@ -27,8 +27,8 @@ pub fn serve_on(s: &mut String, o: &crate::bench::serve_on::ServeOn) {
             let goal = if r.mode.ends_with("the server") {
                 format!(
                     "throughput {}, p50 {}",
-                    met(r.rps_ratio >= GOAL_THROUGHPUT),
-                    met(r.p50_ratio <= GOAL_P50)
+                    met(r.rps_ratio.median >= GOAL_THROUGHPUT),
+                    met(r.p50_ratio.median <= GOAL_P50)
                 )
             } else {
                 String::new()
@@ -42,12 +42,12 @@ pub fn serve_on(s: &mut String, o: &crate::bench::serve_on::ServeOn) {
             };
             vec![
                 r.mode.clone(),
-                format!("{:.0}", r.rps),
-                format!("{:.3}", r.rps_ratio),
-                rounds(&r.rps_ratio_rounds),
-                format!("{:.3} ms", r.p50_ms),
-                format!("{:.3}", r.p50_ratio),
-                rounds(&r.p50_ratio_rounds),
+                format!("{:.0}", r.rps.median),
+                format!("{:.3}", r.rps_ratio.median),
+                rounds(&r.rps_ratio.rounds),
+                format!("{:.3} ms", r.p50_ms.median),
+                format!("{:.3}", r.p50_ratio.median),
+                rounds(&r.p50_ratio.rounds),
                 cpu,
                 goal,
             ]

@@ -240,6 +240,45 @@ pub fn small_rr() -> RrConfig {
     }
 }
 
+/// The lab's 200 request/response round trips ran, each one timed.
+pub fn rr_200(lab: &NetPath) -> netpath::harness::RrResult {
+    let r = netpath::harness::run_rr(lab, &small_rr(), &netpath::harness::NoPhases).unwrap();
+    assert_eq!(r.count, 200);
+    assert_eq!(r.hist.len(), 200);
+    assert!(r.mean_ns > 0.0 && r.rps > 0.0);
+    r
+}
+
+/// A lab's namespaces, sorted.
+pub fn sorted_names(lab: &NetPath) -> Vec<String> {
+    let mut v = lab.netns_names();
+    v.sort();
+    v
+}
+
+/// The namespaces a lab `id` with these roles has (`np<id>-<role>`), sorted.
+pub fn want_names(id: &str, roles: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = roles.iter().map(|r| format!("np{id}-{r}")).collect();
+    v.sort();
+    v
+}
+
+/// How every driver test starts: the root lock held, the root's links taken before the build
+/// (for `tear_down_cleanly`), a lab of `driver` that shows the CLI's `name` and has a
+/// namespace for each of `roles`. Returns (lock, root links, lab).
+pub fn build_checked(
+    driver: Driver,
+    name: &str,
+    roles: &[&str],
+) -> (std::sync::MutexGuard<'static, ()>, HashSet<String>, NetPath) {
+    let serial = need_root();
+    let before = root_links();
+    let lab = netpath::lab::build(driver).unwrap();
+    assert_eq!(lab.driver.to_string(), name);
+    assert_eq!(sorted_names(&lab), want_names(&lab.run_id, roles));
+    (serial, before, lab)
+}
+
 /// /run/netns entries of a run id.
 pub fn netns_files(run_id: &str) -> Vec<String> {
     let Ok(rd) = std::fs::read_dir("/run/netns") else {

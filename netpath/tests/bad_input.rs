@@ -415,7 +415,7 @@ fn occupied_host_ports_do_not_matter() {
                 "--warmup",
                 "10",
             ])
-            .args(["--burst", "0", "--bulk-secs", "0"])
+            .args(common::LATENCY_ONLY)
             .stdin(Stdio::null()),
     );
     let ch = common::changes(&before, &snapshot());

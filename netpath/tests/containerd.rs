@@ -212,28 +212,8 @@ fn compare_between_two_pods_and_inspect_one() {
     let (a, b) = (node.add_pod("a"), node.add_pod("b"));
     let env = node.env();
     let n = 300u64;
-    let out = common::output_ok(
-        Command::new(env!("CARGO_BIN_EXE_netpath"))
-            .args([
-                "compare",
-                "--between",
-                &a.path(),
-                &b.path(),
-                "-n",
-                &n.to_string(),
-            ])
-            .args([
-                "--warmup",
-                "50",
-                "--no-untraced",
-                "--bulk-secs",
-                "0",
-                "--burst",
-                "0",
-            ])
-            .arg("--json")
-            .env(env.0, &env.1),
-    );
+    let out =
+        common::output_ok(common::compare_between(&a.path(), &b.path(), n).env(env.0, &env.1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let r = &v["drivers"][0];
     assert_eq!(

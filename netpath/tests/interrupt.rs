@@ -192,17 +192,7 @@ fn interrupted_docker_runs_leave_nothing() {
     let mut rng = Rng::new();
     for (sig, d) in SIGNALS.iter().zip(["bridge", "published-proxy", "bridge"]) {
         let delay = rng.millis(500, 8000);
-        let args = [
-            "--docker",
-            "-d",
-            d,
-            "-n",
-            "2000",
-            "--bulk-secs",
-            "0",
-            "--burst",
-            "0",
-        ];
+        let args = common::latency_only(&["--docker", "-d", d, "-n", "2000"]);
         interrupt_once(&args, *sig, delay);
     }
 }

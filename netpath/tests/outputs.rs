@@ -387,22 +387,10 @@ fn progress_bars_on_a_terminal_only() {
 #[test]
 fn compare_summary_pairs_each_driver_with_its_reference_and_an_interval() {
     let _g = common::need_root();
-    let v = netpath(&[
-        "compare",
-        "-d",
+    let v = netpath(&common::latency_compare(
         "host,bridge,overlay",
-        "-n",
-        "200",
-        "--warmup",
-        "20",
-        "--rounds",
-        "3",
-        "--bulk",
-        "0",
-        "--burst",
-        "0",
-        "--json",
-    ]);
+        &["-n", "200", "--warmup", "20", "--rounds", "3", "--json"],
+    ));
     common::schema::validate("compare", &v);
     let s = &v["summary"];
     let lines: Vec<&str> = s["drivers"]

@@ -67,7 +67,7 @@ fn ctrl_c_ends_an_overloaded_run() {
             "1",
         ])
         .args(["--req-size", "1", "--resp-size", "1", "-n", "1000000"])
-        .args(["--bulk-secs", "0", "--burst", "0"])
+        .args(common::LATENCY_ONLY)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()

@@ -53,6 +53,30 @@ pub fn counted_losses_json(lost: &serde_json::Value) -> u64 {
 /// The `netpath` bin of this build.
 pub const NETPATH: &str = env!("CARGO_BIN_EXE_netpath");
 
+/// No bulk phase and no burst: a `compare` or `diff` round measures latency alone, the
+/// quickest live run.
+pub const LATENCY_ONLY: [&str; 4] = ["--bulk", "0", "--burst", "0"];
+
+/// A command line for a latency-only run: `args`, then [`LATENCY_ONLY`].
+pub fn latency_only<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    [args, &LATENCY_ONLY].concat()
+}
+
+/// `compare -d <drivers>` measuring latency alone, with `more` options.
+pub fn latency_compare<'a>(drivers: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    latency_only(&[&["compare", "-d", drivers][..], more].concat())
+}
+
+/// `compare --between client server` as the Docker and containerd tests run it: `n` traced
+/// requests after 50 warm-up ones, latency only, no untraced run, JSON on stdout.
+pub fn compare_between(client: &str, server: &str, n: u64) -> Command {
+    let mut cmd = Command::new(NETPATH);
+    cmd.args(["compare", "--between", client, server, "-n", &n.to_string()])
+        .args(["--warmup", "50", "--no-untraced", "--json"])
+        .args(LATENCY_ONLY);
+    cmd
+}
+
 /// Tests share /run/netns and `cleanup_leftovers` removes every lab not held by another
 /// process, so they run one at a time even without `--test-threads=1`.
 pub static SERIAL: Mutex<()> = Mutex::new(());

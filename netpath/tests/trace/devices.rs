@@ -68,16 +68,8 @@ fn compare_weighs_veth_against_macvlan_ipvlan_and_netkit() {
     let n = std::env::var("NETPATH_DEVICES_N").unwrap_or_else(|_| "2000".into());
     let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
         .args(["compare", "-d", "bridge,macvlan,ipvlan,netkit", "-n", &n])
-        .args([
-            "--warmup",
-            "200",
-            "--rounds",
-            "3",
-            "--bulk-secs",
-            "0",
-            "--burst",
-            "0",
-        ])
+        .args(["--warmup", "200", "--rounds", "3"])
+        .args(common::LATENCY_ONLY)
         .output()
         .unwrap();
     let (stdout, stderr) = (

@@ -52,20 +52,9 @@ fn serve_follows_pods_and_prometheus_scrapes_their_labels() {
     let mut node = Containerd::start();
     let (a, b) = (node.add_pod("a"), node.add_pod("b"));
     let env = node.env();
-    let (serve, port) = scrape::serve(
-        &[
-            "--container",
-            &a.path(),
-            "--container",
-            &b.path(),
-            "--sample",
-            "1",
-        ],
-        &[(env.0, &env.1)],
-    );
-    wait_for("serve to follow both pods", 30, || {
-        gauge(&metrics(port), "netpath_watched_containers") == Some(2)
-    });
+    let (a_path, b_path) = (a.path(), b.path());
+    let (serve, port) =
+        scrape::serve_following(&[&a_path, &b_path], &["--sample", "1"], &[(env.0, &env.1)]);
     traffic(&a, &b, 3);
     wait_for("hop histograms of pod b", 30, || {
         !series_of(&metrics(port), "netpath_hop_latency_seconds_bucket", &b).is_empty()

@@ -391,6 +391,20 @@ pub fn bridge_lab(engine: &Engine) -> DockerLab {
     DockerLab::build(engine, Driver::Bridge, &o).unwrap()
 }
 
+/// The names of a Docker lab's (client, server) containers.
+pub fn container_names(dl: &DockerLab) -> (String, String) {
+    let (client, server) = (dl.client.as_ref(), dl.server.as_ref());
+    (client.unwrap().name.clone(), server.unwrap().name.clone())
+}
+
+/// A `bridge_lab` on the daemon (started if need be) and its containers' (client, server)
+/// names: where the exporter tests start.
+pub fn named_bridge_lab() -> (DockerLab, String, String) {
+    let dl = bridge_lab(&ensure_daemon());
+    let (client, server) = container_names(&dl);
+    (dl, client, server)
+}
+
 /// `rounds` small request/response runs over `dl`'s path.
 pub fn traffic(dl: &DockerLab, rounds: usize) {
     for _ in 0..rounds {

@@ -72,30 +72,10 @@ fn format_json_is_the_json_alias_and_text_the_default() {
     assert!(serde_json::from_str::<Value>(&default).is_err());
 }
 
-pub const SMALL_COMPARE: &[&str] = &[
-    "compare",
-    "-d",
-    "host,bridge",
-    "-n",
-    "300",
-    "--warmup",
-    "20",
-    "--rounds",
-    "2",
-    "--bulk-secs",
-    "0.3",
-    "--burst",
-    "300",
-    "--burst-secs",
-    "0.3",
-    "--prog-stats",
-    "--json",
-];
-
 #[test]
 fn compare_json_matches_its_schema() {
     let _g = common::need_root();
-    let v = netpath(SMALL_COMPARE);
+    let v = netpath(common::SMALL_COMPARE);
     common::schema::validate("compare", &v);
     assert_eq!(v["header"]["command_line"][1], "compare");
     for d in v["drivers"].as_array().unwrap() {

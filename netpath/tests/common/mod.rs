@@ -57,6 +57,29 @@ pub const NETPATH: &str = env!("CARGO_BIN_EXE_netpath");
 /// quickest live run.
 pub const LATENCY_ONLY: [&str; 4] = ["--bulk", "0", "--burst", "0"];
 
+/// A small `compare` with every phase (2 rounds of host and bridge, 300 requests, 0.3 s of
+/// bulk, bursts at 300 and 600 per second) and program stats, as JSON: the whole program in
+/// seconds, for the tests of its output and of what it leaves behind.
+pub const SMALL_COMPARE: &[&str] = &[
+    "compare",
+    "-d",
+    "host,bridge",
+    "-n",
+    "300",
+    "--warmup",
+    "20",
+    "--rounds",
+    "2",
+    "--bulk",
+    "0.3",
+    "--burst",
+    "300",
+    "--burst-duration",
+    "0.3",
+    "--prog-stats",
+    "--json",
+];
+
 /// A command line for a latency-only run: `args`, then [`LATENCY_ONLY`].
 pub fn latency_only<'a>(args: &[&'a str]) -> Vec<&'a str> {
     [args, &LATENCY_ONLY].concat()
@@ -301,6 +324,22 @@ pub fn build_checked(
     assert_eq!(lab.driver.to_string(), name);
     assert_eq!(sorted_names(&lab), want_names(&lab.run_id, roles));
     (serial, before, lab)
+}
+
+/// A child netpath's exit status, once it exits: a hang detector, not a timing assertion
+/// (past `limit` it is killed and the test fails).
+pub fn exit_within(c: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(st) = c.try_wait().unwrap() {
+            return st;
+        }
+        if Instant::now() > deadline {
+            let _ = c.kill();
+            panic!("netpath did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// /run/netns entries of a run id.

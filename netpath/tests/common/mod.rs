@@ -516,47 +516,46 @@ pub fn snapshot() -> BTreeSet<String> {
         s.extend(rd.flatten().map(|e| format!("state {:?}", e.file_name())));
     }
     s.extend(root_links().into_iter().map(|l| format!("link {l}")));
-    let lines = |cmd: &mut Command, tag: &str, s: &mut BTreeSet<String>| {
-        if let Ok(o) = cmd.stderr(Stdio::null()).output() {
+    // (tag, program, its arguments): each line the program prints, tagged.
+    let mut listings: Vec<(&str, &str, &[&str])> = vec![
+        ("nft", "nft", &["list", "tables"]),
+        // Program ids, not names: a program of this run would be a new id.
+        (
+            "bpf",
+            "sh",
+            &["-c", "bpftool prog show | grep -o '^[0-9]*:'"],
+        ),
+        (
+            "bpf-link",
+            "sh",
+            &["-c", "bpftool link show | grep -o '^[0-9]*:'"],
+        ),
+        // TC and XDP attachments in the host's namespace (tc filters, tcx links).
+        ("bpf-net", "bpftool", &["net", "show"]),
+        ("pid", "pgrep", &["-x", "docker-proxy|dockerd"]),
+    ];
+    if std::path::Path::new("/var/run/docker.sock").exists() {
+        listings.push((
+            "container",
+            "docker",
+            &["ps", "-a", "--format", "{{.Names}}"],
+        ));
+        listings.push((
+            "network",
+            "docker",
+            &["network", "ls", "--format", "{{.Name}}"],
+        ));
+    }
+    for (tag, program, args) in listings {
+        let out = Command::new(program)
+            .args(args)
+            .stderr(Stdio::null())
+            .output();
+        if let Ok(o) = out {
             for l in String::from_utf8_lossy(&o.stdout).lines() {
                 s.insert(format!("{tag} {}", l.trim()));
             }
         }
-    };
-    lines(Command::new("nft").args(["list", "tables"]), "nft", &mut s);
-    // Program ids, not names: a program of this run would be a new id.
-    lines(
-        Command::new("sh").args(["-c", "bpftool prog show | grep -o '^[0-9]*:'"]),
-        "bpf",
-        &mut s,
-    );
-    lines(
-        Command::new("sh").args(["-c", "bpftool link show | grep -o '^[0-9]*:'"]),
-        "bpf-link",
-        &mut s,
-    );
-    // TC and XDP attachments in the host's namespace (tc filters, tcx links).
-    lines(
-        Command::new("bpftool").args(["net", "show"]),
-        "bpf-net",
-        &mut s,
-    );
-    lines(
-        Command::new("pgrep").args(["-x", "docker-proxy|dockerd"]),
-        "pid",
-        &mut s,
-    );
-    if std::path::Path::new("/var/run/docker.sock").exists() {
-        lines(
-            Command::new("docker").args(["ps", "-a", "--format", "{{.Names}}"]),
-            "container",
-            &mut s,
-        );
-        lines(
-            Command::new("docker").args(["network", "ls", "--format", "{{.Name}}"]),
-            "network",
-            &mut s,
-        );
     }
     s
 }

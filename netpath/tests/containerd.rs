@@ -38,6 +38,14 @@ fn traffic(a: &Pod, b: &Pod, rounds: usize) {
     }
 }
 
+/// A containerd node with two pods, `a` and `b`, on its CNI bridge: where the tests of two
+/// pods start.
+fn node_with_two_pods() -> (Containerd, Pod, Pod) {
+    let mut node = Containerd::start();
+    let (a, b) = (node.add_pod("a"), node.add_pod("b"));
+    (node, a, b)
+}
+
 /// Lines of a scrape for one metric whose labels name `pod`.
 fn series_of<'a>(m: &'a str, metric: &str, pod: &Pod) -> Vec<&'a str> {
     let want = format!("pod=\"{}\"", pod.name);
@@ -49,8 +57,7 @@ fn series_of<'a>(m: &'a str, metric: &str, pod: &Pod) -> Vec<&'a str> {
 #[test]
 fn serve_follows_pods_and_prometheus_scrapes_their_labels() {
     let _g = common::need_root();
-    let mut node = Containerd::start();
-    let (a, b) = (node.add_pod("a"), node.add_pod("b"));
+    let (mut node, a, b) = node_with_two_pods();
     let env = node.env();
     let (a_path, b_path) = (a.path(), b.path());
     let (serve, port) =
@@ -120,8 +127,7 @@ fn serve_follows_pods_and_prometheus_scrapes_their_labels() {
 #[test]
 fn trace_container_prints_a_pods_timelines_with_its_labels() {
     let _g = common::need_root();
-    let mut node = Containerd::start();
-    let (a, b) = (node.add_pod("a"), node.add_pod("b"));
+    let (node, a, b) = node_with_two_pods();
     let env = node.env();
     let mut child = Command::new(env!("CARGO_BIN_EXE_netpath"))
         .args([
@@ -197,8 +203,7 @@ fn trace_container_prints_a_pods_timelines_with_its_labels() {
 #[test]
 fn compare_between_two_pods_and_inspect_one() {
     let _g = common::need_root();
-    let mut node = Containerd::start();
-    let (a, b) = (node.add_pod("a"), node.add_pod("b"));
+    let (node, a, b) = node_with_two_pods();
     let env = node.env();
     let n = 300u64;
     let out =

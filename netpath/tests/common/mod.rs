@@ -190,6 +190,21 @@ pub fn one_line_error(args: &[&str]) -> String {
     err
 }
 
+/// `netpath ARGS` refused: it fails with one line on stderr and prints nothing on stdout.
+/// Returns that line.
+pub fn refused(args: &[&str]) -> String {
+    let out = Command::new(NETPATH).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} was accepted");
+    assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    assert!(
+        out.stdout.is_empty(),
+        "{args:?}: printed {:?}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    err.into_owned()
+}
+
 /// The `hop` of every element of the JSON array `v[key]` (a timeline's `points`, a report's
 /// `hops`), in order; each must name one.
 pub fn json_hops<'a>(v: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
@@ -558,6 +573,33 @@ pub fn snapshot() -> BTreeSet<String> {
         }
     }
     s
+}
+
+/// What netpath's runs left behind or removed since `before` among the kinds of objects
+/// netpath makes (namespaces, np links, nft tables, BPF programs and links, state files). The
+/// machine is shared: other users' containers, their veths and daemons come and go, and BPF
+/// programs of other runs end meanwhile; none of those is netpath's to account for.
+pub fn our_changes(before: &BTreeSet<String>) -> Vec<String> {
+    changes(before, &snapshot())
+        .into_iter()
+        .filter(|c| !c.contains(" container ") && !c.contains(" network "))
+        .filter(|c| !c.contains(" link ") || c.contains(" link np"))
+        .filter(|c| !c.starts_with("removed bpf") && !c.starts_with("left pid"))
+        .collect()
+}
+
+/// Nothing of netpath's changed since `before` (BPF objects of an exited process go away
+/// asynchronously: a few seconds' grace).
+pub fn assert_nothing_left(before: &BTreeSet<String>) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let ch = our_changes(before);
+        if ch.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "left behind or removed: {ch:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// What changed between two snapshots, ignoring processes that ended (other users' daemons

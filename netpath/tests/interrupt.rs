@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use netpath::driver::Driver;
 
 mod common;
-use common::{ensure_daemon, need_root, snapshot};
+use common::leftovers::snapshot;
+use common::{ensure_daemon, need_root};
 
 use common::NETPATH;
 
@@ -75,7 +76,7 @@ fn cleanup() {
 fn assert_restored(before: &std::collections::BTreeSet<String>, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let ch = common::changes(before, &snapshot());
+        let ch = common::leftovers::changes(before, &snapshot());
         if ch.is_empty() {
             return;
         }
@@ -232,7 +233,7 @@ fn concurrent_runs_and_cleanup_do_not_collide() {
         "cleanup removed something of a live run: {said}"
     );
     assert!(sa.success() && sb.success(), "concurrent runs: {sa}, {sb}");
-    let ch = common::changes(&before, &after);
+    let ch = common::leftovers::changes(&before, &after);
     assert!(
         ch.is_empty(),
         "the runs or cleanup changed the machine: {ch:?}"

@@ -15,7 +15,8 @@ use netpath::{
 };
 
 mod common;
-use common::{need_root, snapshot};
+use common::leftovers::snapshot;
+use common::need_root;
 
 /// Round trips: each is two journeys and two timelines, far more than the 1 MiB ring holds.
 const N: u64 = 40_000;
@@ -82,6 +83,6 @@ fn ctrl_c_ends_an_overloaded_run() {
     let st = common::exit_within(&mut c, Duration::from_secs(60));
     assert_eq!(st.code(), Some(130), "{st}");
     std::thread::sleep(Duration::from_secs(1));
-    let ch = common::changes(&before, &snapshot());
+    let ch = common::leftovers::changes(&before, &snapshot());
     assert!(ch.is_empty(), "{ch:?}");
 }

@@ -16,7 +16,8 @@ use netpath::tune::{devices, knobs};
 use serde_json::Value;
 
 mod common;
-use common::{assert_nothing_left, need_root, root_links, snapshot};
+use common::leftovers::{assert_nothing_left, snapshot};
+use common::{need_root, root_links};
 
 const NETPATH: &str = env!("CARGO_BIN_EXE_netpath");
 

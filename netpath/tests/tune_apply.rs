@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod common;
-use common::{NETPATH, assert_nothing_left, need_root, snapshot};
+use common::leftovers::{assert_nothing_left, snapshot};
+use common::{NETPATH, need_root};
 
 /// The apply command: counts the server's requests in two nft tables of the server's
 /// namespace (`tap_all` made once and kept, `tap_a` A's rule), marks the scratch namespace,

@@ -12,7 +12,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 mod common;
-use common::{SERIAL, ensure_daemon, snapshot};
+use common::leftovers::snapshot;
+use common::{SERIAL, ensure_daemon};
 
 use common::NETPATH;
 
@@ -93,7 +94,7 @@ fn check_all(cases: &[Case]) {
                 c.says
             ));
         }
-        let ch = common::changes(&before, &after);
+        let ch = common::leftovers::changes(&before, &after);
         if !ch.is_empty() {
             failures.push(format!("{what}: {ch:?}"));
         }
@@ -386,7 +387,7 @@ fn name_clash_leaves_the_foreign_link(engine: &netpath::docker::Engine) {
     println!("egress lab with {clash} taken: {e}");
     assert!(e.contains(&clash) && e.contains("already exists"), "{e}");
     assert!(!e.contains('\n'), "one line: {e}");
-    let ch = common::changes(&before, &after);
+    let ch = common::leftovers::changes(&before, &after);
     assert!(
         ch.is_empty(),
         "the failed build changed the machine: {ch:?}"
@@ -415,9 +416,9 @@ fn occupied_host_ports_do_not_matter() {
                 "--warmup",
                 "10",
             ])
-            .args(["--burst", "0", "--bulk-secs", "0"])
+            .args(common::LATENCY_ONLY)
             .stdin(Stdio::null()),
     );
-    let ch = common::changes(&before, &snapshot());
+    let ch = common::leftovers::changes(&before, &snapshot());
     assert!(ch.is_empty(), "{ch:?}");
 }

@@ -38,6 +38,14 @@ fn traffic(a: &Pod, b: &Pod, rounds: usize) {
     }
 }
 
+/// A containerd node with two pods, `a` and `b`, on its CNI bridge: where the tests of two
+/// pods start.
+fn node_with_two_pods() -> (Containerd, Pod, Pod) {
+    let mut node = Containerd::start();
+    let (a, b) = (node.add_pod("a"), node.add_pod("b"));
+    (node, a, b)
+}
+
 /// Lines of a scrape for one metric whose labels name `pod`.
 fn series_of<'a>(m: &'a str, metric: &str, pod: &Pod) -> Vec<&'a str> {
     let want = format!("pod=\"{}\"", pod.name);
@@ -49,23 +57,11 @@ fn series_of<'a>(m: &'a str, metric: &str, pod: &Pod) -> Vec<&'a str> {
 #[test]
 fn serve_follows_pods_and_prometheus_scrapes_their_labels() {
     let _g = common::need_root();
-    let mut node = Containerd::start();
-    let (a, b) = (node.add_pod("a"), node.add_pod("b"));
+    let (mut node, a, b) = node_with_two_pods();
     let env = node.env();
-    let (serve, port) = scrape::serve(
-        &[
-            "--container",
-            &a.path(),
-            "--container",
-            &b.path(),
-            "--sample",
-            "1",
-        ],
-        &[(env.0, &env.1)],
-    );
-    wait_for("serve to follow both pods", 30, || {
-        gauge(&metrics(port), "netpath_watched_containers") == Some(2)
-    });
+    let (a_path, b_path) = (a.path(), b.path());
+    let (serve, port) =
+        scrape::serve_following(&[&a_path, &b_path], &["--sample", "1"], &[(env.0, &env.1)]);
     traffic(&a, &b, 3);
     wait_for("hop histograms of pod b", 30, || {
         !series_of(&metrics(port), "netpath_hop_latency_seconds_bucket", &b).is_empty()
@@ -131,8 +127,7 @@ fn serve_follows_pods_and_prometheus_scrapes_their_labels() {
 #[test]
 fn trace_container_prints_a_pods_timelines_with_its_labels() {
     let _g = common::need_root();
-    let mut node = Containerd::start();
-    let (a, b) = (node.add_pod("a"), node.add_pod("b"));
+    let (node, a, b) = node_with_two_pods();
     let env = node.env();
     let mut child = Command::new(env!("CARGO_BIN_EXE_netpath"))
         .args([
@@ -208,32 +203,11 @@ fn trace_container_prints_a_pods_timelines_with_its_labels() {
 #[test]
 fn compare_between_two_pods_and_inspect_one() {
     let _g = common::need_root();
-    let mut node = Containerd::start();
-    let (a, b) = (node.add_pod("a"), node.add_pod("b"));
+    let (node, a, b) = node_with_two_pods();
     let env = node.env();
     let n = 300u64;
-    let out = common::output_ok(
-        Command::new(env!("CARGO_BIN_EXE_netpath"))
-            .args([
-                "compare",
-                "--between",
-                &a.path(),
-                &b.path(),
-                "-n",
-                &n.to_string(),
-            ])
-            .args([
-                "--warmup",
-                "50",
-                "--no-untraced",
-                "--bulk-secs",
-                "0",
-                "--burst",
-                "0",
-            ])
-            .arg("--json")
-            .env(env.0, &env.1),
-    );
+    let out =
+        common::output_ok(common::compare_between(&a.path(), &b.path(), n).env(env.0, &env.1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let r = &v["drivers"][0];
     assert_eq!(

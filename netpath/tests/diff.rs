@@ -318,24 +318,10 @@ fn live_bad_input_is_one_line() {
 #[test]
 fn live_overlay_vs_bridge() {
     let _g = common::need_root();
-    let v = json(&[
-        "diff",
-        "-d",
-        "overlay",
-        "--vs",
-        "bridge",
-        "-n",
-        "1000",
-        "--warmup",
-        "100",
-        "--rounds",
-        "3",
-        "--bulk-secs",
-        "0",
-        "--burst",
-        "0",
-        "--json",
-    ]);
+    let v = json(&common::latency_only(&[
+        "diff", "-d", "overlay", "--vs", "bridge", "-n", "1000", "--warmup", "100", "--rounds",
+        "3", "--json",
+    ]));
     assert_eq!(v["paired"], true);
     assert_eq!(v["header"]["kind"], "diff");
     assert!(v["header"]["backend"].is_string());

@@ -233,19 +233,8 @@ fn compare_between_rows(
     n: u64,
     extra: &[&str],
 ) -> Result<Vec<serde_json::Value>, String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
-        .args(["compare", "--between", client, server, "-n", &n.to_string()])
+    let out = common::compare_between(client, server, n)
         .args(extra)
-        .args([
-            "--warmup",
-            "50",
-            "--no-untraced",
-            "--bulk-secs",
-            "0",
-            "--burst",
-            "0",
-        ])
-        .arg("--json")
         .output()
         .unwrap();
     if out.status.success() {

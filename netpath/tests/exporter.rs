@@ -44,12 +44,8 @@ fn raw_tracepoints_of(pid: u32) -> Vec<String> {
 #[test]
 fn serve_samples_journeys_by_direction_and_peer_without_thread_probes() {
     let _g = common::need_root();
-    let dl = common::bridge_lab(&common::ensure_daemon());
-    let server = dl.server.as_ref().unwrap().name.clone();
-    let (serve, port) = scrape::serve(&["--container", &server, "--sample", "8"], &[]);
-    wait_for("serve to follow the server", 30, || {
-        gauge(&metrics(port), "netpath_watched_containers") == Some(1)
-    });
+    let (dl, _, server) = common::named_bridge_lab();
+    let (serve, port) = scrape::serve_following(&[&server], &["--sample", "8"], &[]);
     // What the kernel has attached for this exporter: the path, not the thread probes.
     let tps = raw_tracepoints_of(serve.0.id());
     eprintln!("serve's raw tracepoints: {tps:?}");
@@ -136,23 +132,8 @@ fn median(v: &mut [f64]) -> f64 {
 #[test]
 fn prometheus_hop_quantiles_match_the_cli() {
     let _g = common::need_root();
-    let dl = common::bridge_lab(&common::ensure_daemon());
-    let client = dl.client.as_ref().unwrap().name.clone();
-    let server = dl.server.as_ref().unwrap().name.clone();
-    let (serve, port) = scrape::serve(
-        &[
-            "--container",
-            &client,
-            "--container",
-            &server,
-            "--sample",
-            "1",
-        ],
-        &[],
-    );
-    wait_for("serve to follow both", 30, || {
-        gauge(&metrics(port), "netpath_watched_containers") == Some(2)
-    });
+    let (dl, client, server) = common::named_bridge_lab();
+    let (serve, port) = scrape::serve_following(&[&client, &server], &["--sample", "1"], &[]);
     let prom = Prometheus::start(port);
     // Ends by itself after its duration. Traffic only once its programs are attached (the
     // kernel's list of what its process has attached), for a fixed time, so both tools see
@@ -285,9 +266,8 @@ fn open_fds(pid: u32) -> Vec<String> {
 #[test]
 fn a_container_killed_mid_scrape_leaves_no_series_and_no_fds() {
     let _g = common::need_root();
-    let dl = common::bridge_lab(&common::ensure_daemon());
-    let server = dl.server.as_ref().unwrap().name.clone();
-    let (serve, port) = scrape::serve(&["--container", &server, "--sample", "1"], &[]);
+    let (dl, _, server) = common::named_bridge_lab();
+    let (serve, port) = scrape::serve_following(&[&server], &["--sample", "1"], &[]);
     let pid = serve.0.id();
     let has_series = |m: &str| m.contains(&format!("container=\"{server}\""));
     wait_for("the server's series", 60, || {

@@ -7,7 +7,6 @@
 //! on timing or throughput thresholds.
 
 use std::net::SocketAddrV4;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use netpath::driver::Driver;
@@ -17,18 +16,8 @@ use netpath::harness::{
 };
 use netpath::lab;
 
-/// Tests share /run/netns (and the lab tests' `cleanup_leftovers` removes labs not held
-/// by a live process), so they run one at a time even without `--test-threads=1`.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn need_root() -> std::sync::MutexGuard<'static, ()> {
-    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "this test needs root (it creates network namespaces): run `sudo -E cargo test -p netpath --test harness -- --test-threads=1`"
-    );
-    g
-}
+mod common;
+use common::need_root;
 
 fn bulk_cfg(streams: usize) -> BulkConfig {
     BulkConfig {

@@ -9,13 +9,14 @@
 //!
 //!     sudo -E cargo test -p netpath --test interrupt -- --test-threads=1
 
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use netpath::driver::Driver;
 
 mod common;
-use common::{ensure_daemon, need_root, snapshot};
+use common::leftovers::snapshot;
+use common::{ensure_daemon, need_root};
 
 use common::NETPATH;
 
@@ -61,20 +62,6 @@ fn compare(args: &[&str]) -> Child {
         .expect("start netpath")
 }
 
-fn wait_timeout(c: &mut Child, limit: Duration) -> ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(st) = c.try_wait().unwrap() {
-            return st;
-        }
-        if Instant::now() > deadline {
-            let _ = c.kill();
-            panic!("netpath did not exit within {limit:?} of its signal");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn cleanup() {
     let out = Command::new(NETPATH).arg("cleanup").output().unwrap();
     assert!(
@@ -89,7 +76,7 @@ fn cleanup() {
 fn assert_restored(before: &std::collections::BTreeSet<String>, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let ch = common::changes(before, &snapshot());
+        let ch = common::leftovers::changes(before, &snapshot());
         if ch.is_empty() {
             return;
         }
@@ -117,7 +104,7 @@ fn interrupt_once(args: &[&str], sig: (libc::c_int, &str), delay: Duration) -> b
     let running = c.try_wait().unwrap().is_none();
     // SAFETY: our own unreaped child.
     unsafe { libc::kill(c.id() as libc::pid_t, sig.0) };
-    let st = wait_timeout(&mut c, Duration::from_secs(60));
+    let st = common::exit_within(&mut c, Duration::from_secs(60));
     let mut err = String::new();
     if let Some(mut e) = c.stderr.take() {
         use std::io::Read;
@@ -192,17 +179,7 @@ fn interrupted_docker_runs_leave_nothing() {
     let mut rng = Rng::new();
     for (sig, d) in SIGNALS.iter().zip(["bridge", "published-proxy", "bridge"]) {
         let delay = rng.millis(500, 8000);
-        let args = [
-            "--docker",
-            "-d",
-            d,
-            "-n",
-            "2000",
-            "--bulk-secs",
-            "0",
-            "--burst",
-            "0",
-        ];
+        let args = common::latency_only(&["--docker", "-d", d, "-n", "2000"]);
         interrupt_once(&args, *sig, delay);
     }
 }
@@ -241,8 +218,8 @@ fn concurrent_runs_and_cleanup_do_not_collide() {
     std::thread::sleep(Duration::from_millis(1500));
     let out = Command::new(NETPATH).arg("cleanup").output().unwrap();
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    let sa = wait_timeout(&mut a, Duration::from_secs(120));
-    let sb = wait_timeout(&mut b, Duration::from_secs(120));
+    let sa = common::exit_within(&mut a, Duration::from_secs(120));
+    let sb = common::exit_within(&mut b, Duration::from_secs(120));
     let after = snapshot();
     let _ = ip(&["netns", "del", "npforeign"]);
     let _ = ip(&["link", "del", "npforeign0"]);
@@ -256,7 +233,7 @@ fn concurrent_runs_and_cleanup_do_not_collide() {
         "cleanup removed something of a live run: {said}"
     );
     assert!(sa.success() && sb.success(), "concurrent runs: {sa}, {sb}");
-    let ch = common::changes(&before, &after);
+    let ch = common::leftovers::changes(&before, &after);
     assert!(
         ch.is_empty(),
         "the runs or cleanup changed the machine: {ch:?}"

@@ -20,7 +20,10 @@ use netpath::sys::nl::links_in;
 use netpath_common::DevKind;
 
 mod common;
-use common::{KillOnDrop, check_devices, need_root, netns_files, root_links, small_rr};
+use common::{
+    KillOnDrop, build_checked, check_devices, need_root, netns_files, root_links, rr_200, small_rr,
+    sorted_names, tear_down_cleanly, want_names,
+};
 
 #[test]
 fn netns_create_enter_run_delete() {
@@ -118,13 +121,9 @@ fn held_namespace_outlives_its_name() {
 
 #[test]
 fn host_driver_builds_runs_and_tears_down() {
-    let _serial = need_root();
-    let before = root_links();
-    let lab = lab::build(Driver::Host).unwrap();
-    let id = lab.run_id.clone();
-    assert!(lab::is_run_id(&id), "{id}");
+    let (_serial, before, lab) = build_checked(Driver::Host, "host", &["host"]);
+    assert!(lab::is_run_id(&lab.run_id), "{}", lab.run_id);
     assert_eq!(lab.driver, Driver::Host);
-    assert_eq!(lab.netns_names(), vec![format!("np{id}-host")]);
     assert_eq!(lab.client_ns, lab.server_ns);
     assert_eq!(
         lab.server_bind,
@@ -140,20 +139,10 @@ fn host_driver_builds_runs_and_tears_down() {
     let links = links_in(&lab.client_ns).unwrap();
     assert!(links.iter().all(|l| l.name == "lo" && l.up), "{links:?}");
 
-    let r = run_rr(&lab, &small_rr(), &NoPhases).unwrap();
-    assert_eq!(r.count, 200);
-    assert_eq!(r.hist.len(), 200);
-    assert!(r.mean_ns > 0.0 && r.rps > 0.0);
+    let r = rr_200(&lab);
     assert!(r.percentile_ns(50.0) <= r.percentile_ns(99.0));
     assert!(r.percentile_ns(100.0) >= r.percentile_ns(0.0));
-
-    assert_eq!(
-        root_links(),
-        before,
-        "the lab must not touch the root netns"
-    );
-    lab.teardown().unwrap();
-    assert!(netns_files(&id).is_empty(), "{:?}", netns_files(&id));
+    tear_down_cleanly(lab, &before);
 }
 
 #[test]
@@ -163,16 +152,8 @@ fn bridge_driver_builds_runs_and_tears_down() {
     let root_fwd = read_sysctl("net.ipv4.ip_forward").unwrap();
     let lab = lab::build(Driver::Bridge).unwrap();
     let id = lab.run_id.clone();
-    let mut names = lab.netns_names();
-    names.sort();
-    assert_eq!(
-        names,
-        vec![
-            format!("np{id}-cli"),
-            format!("np{id}-node"),
-            format!("np{id}-srv")
-        ]
-    );
+    let names = sorted_names(&lab);
+    assert_eq!(names, want_names(&id, &["cli", "node", "srv"]));
     for n in &names {
         assert!(Path::new("/run/netns").join(n).exists());
     }
@@ -264,9 +245,7 @@ fn bridge_driver_builds_runs_and_tears_down() {
     );
 
     // cli -> srv over veth + bridge + veth.
-    let r = run_rr(&lab, &small_rr(), &NoPhases).unwrap();
-    assert_eq!(r.count, 200);
-    assert_eq!(r.hist.len(), 200);
+    rr_200(&lab);
 
     // Keep the namespaces alive past teardown to check the links really went away.
     let keep: Vec<(Netns, std::os::fd::OwnedFd)> = lab

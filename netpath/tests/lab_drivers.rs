@@ -7,14 +7,13 @@
 use std::time::Duration;
 
 use netpath::driver::Driver;
-use netpath::harness::{NoPhases, run_rr};
 use netpath::lab::{self, IFNAME_MAX};
 use netpath::path::{Device, NetPath};
 use netpath::sys::netns::Netns;
 use netpath::sys::nl::links_in;
+use netpath_common::DevKind;
 
 mod common;
-use common::small_rr;
 
 // The driver families. A crate root's `mod x;` looks for tests/x.rs: hence the paths.
 #[path = "lab_drivers/egress.rs"]
@@ -58,23 +57,56 @@ fn dev<'a>(lab: &'a NetPath, ns: &str, name: &str) -> &'a Device {
         .unwrap_or_else(|| panic!("no device {name} in {ns}: {:?}", lab.devices))
 }
 
-fn rr_200(lab: &NetPath) {
-    let r = run_rr(lab, &small_rr(), &NoPhases).unwrap();
-    assert_eq!(r.count, 200);
-    assert_eq!(r.hist.len(), 200);
-    assert!(r.mean_ns > 0.0 && r.rps > 0.0);
+/// Each (namespace, link) is a lab device of this kind and MTU, and every namespace of the
+/// lab has its lo (65536).
+fn check_kinds(lab: &NetPath, want: &[(&Netns, &str, DevKind, u32)]) {
+    let lo = lab.namespaces();
+    let los = lo.iter().map(|ns| (ns, "lo", DevKind::Loopback, 65536));
+    for (ns, name, kind, mtu) in want.iter().copied().chain(los) {
+        let d = dev(lab, &ns.name, name);
+        assert_eq!((d.kind, d.mtu), (kind, mtu), "{d:?}");
+    }
 }
 
-fn sorted_names(lab: &NetPath) -> Vec<String> {
-    let mut v = lab.netns_names();
-    v.sort();
-    v
+/// The lab's subnet is `a.b.K.0/24` for `ab` = [a, b]: returns K.
+fn subnet_k(lab: &NetPath, ab: [u8; 2]) -> u8 {
+    let (net, plen) = lab.subnet.unwrap();
+    assert_eq!((net.octets()[..2].to_vec(), plen), (ab.to_vec(), 24));
+    net.octets()[2]
 }
 
-fn want_names(id: &str, roles: &[&str]) -> Vec<String> {
-    let mut v: Vec<String> = roles.iter().map(|r| format!("np{id}-{r}")).collect();
-    v.sort();
-    v
+/// Which of a link's packet counters to read.
+#[derive(Clone, Copy, Debug)]
+enum Dir {
+    Rx,
+    Tx,
+}
+
+/// Runs the 200 round trips (`rr_200`) and returns how many packets each (namespace, link,
+/// direction) counted meanwhile.
+fn rr_200_counting(lab: &NetPath, links: &[(&Netns, &str, Dir)]) -> Vec<u64> {
+    let count = |&(ns, name, dir): &(&Netns, &str, Dir)| {
+        let (rx, tx) = packets(ns, name);
+        match dir {
+            Dir::Rx => rx,
+            Dir::Tx => tx,
+        }
+    };
+    let before: Vec<u64> = links.iter().map(count).collect();
+    common::rr_200(lab);
+    links
+        .iter()
+        .zip(before)
+        .map(|(l, b)| count(l) - b)
+        .collect()
+}
+
+/// The 200 round trips crossed each of these links: at least 220 packets (the requests,
+/// warm-up included) each.
+fn rr_200_through(lab: &NetPath, links: &[(&Netns, &str, Dir)]) {
+    for (l, n) in links.iter().zip(rr_200_counting(lab, links)) {
+        assert!(n >= 220, "{n} packets on {} {} {:?}", l.0.name, l.1, l.2);
+    }
 }
 
 /// True once the process has exited (gone from /proc, or a zombie nobody reaped yet).

@@ -72,30 +72,10 @@ fn format_json_is_the_json_alias_and_text_the_default() {
     assert!(serde_json::from_str::<Value>(&default).is_err());
 }
 
-pub const SMALL_COMPARE: &[&str] = &[
-    "compare",
-    "-d",
-    "host,bridge",
-    "-n",
-    "300",
-    "--warmup",
-    "20",
-    "--rounds",
-    "2",
-    "--bulk-secs",
-    "0.3",
-    "--burst",
-    "300",
-    "--burst-secs",
-    "0.3",
-    "--prog-stats",
-    "--json",
-];
-
 #[test]
 fn compare_json_matches_its_schema() {
     let _g = common::need_root();
-    let v = netpath(SMALL_COMPARE);
+    let v = netpath(common::SMALL_COMPARE);
     common::schema::validate("compare", &v);
     assert_eq!(v["header"]["command_line"][1], "compare");
     for d in v["drivers"].as_array().unwrap() {
@@ -398,22 +378,10 @@ fn progress_bars_on_a_terminal_only() {
 #[test]
 fn compare_summary_pairs_each_driver_with_its_reference_and_an_interval() {
     let _g = common::need_root();
-    let v = netpath(&[
-        "compare",
-        "-d",
+    let v = netpath(&common::latency_compare(
         "host,bridge,overlay",
-        "-n",
-        "200",
-        "--warmup",
-        "20",
-        "--rounds",
-        "3",
-        "--bulk",
-        "0",
-        "--burst",
-        "0",
-        "--json",
-    ]);
+        &["-n", "200", "--warmup", "20", "--rounds", "3", "--json"],
+    ));
     common::schema::validate("compare", &v);
     let s = &v["summary"];
     let lines: Vec<&str> = s["drivers"]

@@ -7,7 +7,7 @@
 //!     sudo -E cargo test -p netpath --test overload -- --test-threads=1
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use netpath::{
     driver::Driver,
@@ -15,7 +15,8 @@ use netpath::{
 };
 
 mod common;
-use common::{need_root, snapshot};
+use common::leftovers::snapshot;
+use common::need_root;
 
 /// Round trips: each is two journeys and two timelines, far more than the 1 MiB ring holds.
 const N: u64 = 40_000;
@@ -67,7 +68,7 @@ fn ctrl_c_ends_an_overloaded_run() {
             "1",
         ])
         .args(["--req-size", "1", "--resp-size", "1", "-n", "1000000"])
-        .args(["--bulk-secs", "0", "--burst", "0"])
+        .args(common::LATENCY_ONLY)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()
@@ -79,20 +80,9 @@ fn ctrl_c_ends_an_overloaded_run() {
     );
     // SAFETY: our own unreaped child.
     unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGINT) };
-    // A hang detector, not a timing assertion.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let st = loop {
-        if let Some(st) = c.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = c.kill();
-            panic!("netpath ignored SIGINT under overload");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let st = common::exit_within(&mut c, Duration::from_secs(60));
     assert_eq!(st.code(), Some(130), "{st}");
     std::thread::sleep(Duration::from_secs(1));
-    let ch = common::changes(&before, &snapshot());
+    let ch = common::leftovers::changes(&before, &snapshot());
     assert!(ch.is_empty(), "{ch:?}");
 }

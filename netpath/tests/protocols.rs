@@ -4,7 +4,6 @@
 //!
 //!     cargo test -p netpath --test protocols -- --test-threads=1
 use std::process::Command;
-use std::sync::Mutex;
 
 use netpath::{
     driver::Driver,
@@ -16,17 +15,7 @@ use netpath::{
 };
 
 mod common;
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "these tests load eBPF programs and build network namespaces: run them as root"
-    );
-    g
-}
+use common::{leftovers, need_root};
 
 const N: u64 = 300;
 
@@ -67,14 +56,6 @@ fn run(driver: Driver, proto: Proto) -> Option<DriverReport> {
     Some(compare::run_driver(&mut tracer, driver, &opts).expect("run"))
 }
 
-fn leftovers(before: &[String]) -> Vec<String> {
-    lab::list_netpath_netns()
-        .unwrap()
-        .into_iter()
-        .filter(|n| !before.contains(n))
-        .collect()
-}
-
 /// The data path's hops of a UDP or ICMP journey in order, per direction (tracepoint points,
 /// the wakeup parts left out: see `common::dgram`). An echo request ends in the target's
 /// receiver-stack, where the kernel turns it into the reply; the reply's sender-stack is empty.
@@ -93,21 +74,26 @@ fn dgram_order(driver: Driver) -> [&'static str; 2] {
     }
 }
 
-fn assert_order(r: &DriverReport, driver: Driver) {
-    common::dgram::assert_order(r, driver.name(), dgram_order(driver), lab::LAB_PORT);
+/// Runs `proto` on bridge, overlay and egress; checks in each report what every datagram run
+/// shows (the protocol, every journey accounted for, the hops in order), then `more`. Stops
+/// where this kernel refuses `proto` (`run` checked the refusal).
+fn on_each_driver(proto: Proto, more: impl Fn(&DriverReport, Driver)) {
+    for d in [Driver::Bridge, Driver::Overlay, Driver::Egress] {
+        let Some(r) = run(d, proto) else {
+            return;
+        };
+        assert_eq!(r.proto, proto);
+        common::dgram::assert_accounted(&r, N);
+        common::dgram::assert_order(&r, d.name(), dgram_order(d), lab::LAB_PORT);
+        more(&r, d);
+    }
 }
 
 #[test]
 fn udp_journeys_are_matched_in_hop_order_on_bridge_overlay_and_egress() {
-    let _g = serial();
+    let _g = need_root();
     let before = lab::list_netpath_netns().unwrap();
-    for d in [Driver::Bridge, Driver::Overlay, Driver::Egress] {
-        let Some(r) = run(d, Proto::Udp) else {
-            return;
-        };
-        assert_eq!(r.proto, Proto::Udp);
-        common::dgram::assert_accounted(&r, N);
-        assert_order(&r, d);
+    on_each_driver(Proto::Udp, |r, d| {
         // Receive passes and softirq runs are counted for every completed datagram.
         let counted: u64 = r.passes.iter().map(|p| p.packets).sum();
         assert_eq!(counted, r.lost["completed"], "{d}: {:?}", r.passes);
@@ -116,7 +102,7 @@ fn udp_journeys_are_matched_in_hop_order_on_bridge_overlay_and_egress() {
             "{d}: {:?}",
             r.passes
         );
-    }
+    });
     assert!(leftovers(&before).is_empty(), "{:?}", leftovers(&before));
 }
 
@@ -125,16 +111,10 @@ fn udp_journeys_are_matched_in_hop_order_on_bridge_overlay_and_egress() {
 /// `ping_group_range` is set in the lab's client namespace only, never in this one.
 #[test]
 fn icmp_echo_journeys_are_matched_in_hop_order_on_bridge_overlay_and_egress() {
-    let _g = serial();
+    let _g = need_root();
     let before = lab::list_netpath_netns().unwrap();
     let range = netpath::sys::netns::read_sysctl("net.ipv4.ping_group_range").unwrap();
-    for d in [Driver::Bridge, Driver::Overlay, Driver::Egress] {
-        let Some(r) = run(d, Proto::Icmp) else {
-            return;
-        };
-        assert_eq!(r.proto, Proto::Icmp);
-        common::dgram::assert_accounted(&r, N);
-        assert_order(&r, d);
+    on_each_driver(Proto::Icmp, |r, d| {
         let turn = r.turnaround.as_ref().expect("turnaround");
         assert_eq!(turn.count, r.one_way["request"].count, "{d}");
         assert_eq!(turn.mean_us, 0.0, "{d}");
@@ -145,7 +125,7 @@ fn icmp_echo_journeys_are_matched_in_hop_order_on_bridge_overlay_and_egress() {
             .find(|h| h.hop == "sender-stack" && h.dir == "response")
             .expect("response sender-stack");
         assert_eq!(sender.mean_us, 0.0, "{d}");
-    }
+    });
     assert_eq!(
         netpath::sys::netns::read_sysctl("net.ipv4.ping_group_range").unwrap(),
         range
@@ -157,7 +137,7 @@ fn icmp_echo_journeys_are_matched_in_hop_order_on_bridge_overlay_and_egress() {
 /// so and validates against the schema.
 #[test]
 fn trace_proto_follows_datagrams_and_echo() {
-    let _g = serial();
+    let _g = need_root();
     let before = lab::list_netpath_netns().unwrap();
     for proto in ["udp", "icmp"] {
         trace_one(proto);

@@ -179,24 +179,20 @@ fn netpath(args: &[&str]) -> std::process::Output {
 #[test]
 fn json_carries_wait_mode_placement_and_machine_state() {
     let _g = common::need_root();
-    let out = netpath(&[
-        "compare",
-        "-d",
+    let out = netpath(&common::latency_compare(
         "host",
-        "--rounds",
-        "2",
-        "-n",
-        "200",
-        "--bulk-secs",
-        "0",
-        "--burst",
-        "0",
-        "--wait",
-        "busy-poll",
-        "--cpus",
-        "same",
-        "--json",
-    ]);
+        &[
+            "--rounds",
+            "2",
+            "-n",
+            "200",
+            "--wait",
+            "busy-poll",
+            "--cpus",
+            "same",
+            "--json",
+        ],
+    ));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
@@ -232,20 +228,10 @@ fn default_mode_is_spin_split_with_a_block_line() {
     if skipped_without_two_cpus("the default split placement needs two CPUs") {
         return;
     }
-    let out = netpath(&[
-        "compare",
-        "-d",
+    let out = netpath(&common::latency_compare(
         "host",
-        "--rounds",
-        "1",
-        "-n",
-        "200",
-        "--bulk-secs",
-        "0",
-        "--burst",
-        "0",
-        "--json",
-    ]);
+        &["--rounds", "1", "-n", "200", "--json"],
+    ));
     assert!(
         out.status.success(),
         "{}",

@@ -51,12 +51,10 @@ fn assert_hop_quantile(prom: &Prometheus, dl: &DockerLab) {
 #[test]
 fn serve_exports_hop_histograms_that_prometheus_scrapes() {
     let _g = common::need_root();
-    let dl = common::bridge_lab(&common::ensure_daemon());
-    let client = dl.client.as_ref().unwrap().name.clone();
-    let server = dl.server.as_ref().unwrap().name.clone();
-    let ctrs = ["--container", &client, "--container", &server];
-    let (serve, port) = scrape::serve(
-        &[&ctrs[..], &["--sample", "1", "--program-stats"]].concat(),
+    let (dl, client, server) = common::named_bridge_lab();
+    let (serve, port) = scrape::serve_following(
+        &[&client, &server],
+        &["--sample", "1", "--program-stats"],
         &[],
     );
     common::traffic(&dl, 3);
@@ -258,7 +256,7 @@ fn swarm_stack_follows_containers_and_prometheus_scrapes_it() {
     });
 
     let dl = common::bridge_lab(&engine);
-    let server = dl.server.as_ref().unwrap().name.clone();
+    let (_, server) = common::container_names(&dl);
     let metrics = || get(port, "/metrics").map(|r| r.1).unwrap_or_default();
     wait_for(
         "the service to follow the lab's server container",

@@ -32,7 +32,7 @@ fn netpath_images() -> Vec<String> {
 fn serve_left_on_measures_four_modes_and_leaves_nothing() {
     let _g = common::need_root();
     let _daemon = common::ensure_daemon();
-    let (before, images) = (common::snapshot(), netpath_images());
+    let (before, images) = (common::leftovers::snapshot(), netpath_images());
     let out = Command::new(NETPATH)
         .args([
             "bench",
@@ -68,7 +68,7 @@ fn serve_left_on_measures_four_modes_and_leaves_nothing() {
         let serving = r["mode"] != "serve off";
         assert_eq!(r["serve_cpu_pct_per_core"].is_f64(), serving, "{r}");
     }
-    let left = common::changes(&before, &common::snapshot());
+    let left = common::leftovers::changes(&before, &common::leftovers::snapshot());
     assert!(left.is_empty(), "{left:?}\n{stderr}");
     assert_eq!(netpath_images(), images, "the bench's image is removed");
 }

@@ -39,6 +39,16 @@ fn run(driver: Driver) -> DriverReport {
     compare::run_driver(&mut tracer, driver, &opts).expect("run")
 }
 
+/// A traced run of `driver` (`run`) whose journeys are all accounted for and cross the
+/// driver's expected hops, in order.
+fn run_on_its_path(driver: Driver) -> DriverReport {
+    let r = run(driver);
+    let done = assert_counts(&r);
+    assert_crossings(&r, &done, &expected::expected(driver));
+    expected::assert_order(&r);
+    r
+}
+
 /// Nothing is lost silently: ring buffer and maps had room, and every journey that did not
 /// complete is one the kernel counted (an skb merged or freed early, e.g. by GRO under load).
 /// Returns the journeys completed per direction.

@@ -16,7 +16,8 @@ use netpath::tune::{devices, knobs};
 use serde_json::Value;
 
 mod common;
-use common::{need_root, root_links, snapshot};
+use common::leftovers::{assert_nothing_left, snapshot};
+use common::{need_root, root_links};
 
 const NETPATH: &str = env!("CARGO_BIN_EXE_netpath");
 
@@ -26,33 +27,6 @@ fn our_root_links() -> BTreeSet<String> {
         .into_iter()
         .filter(|l| l.starts_with("np"))
         .collect()
-}
-
-/// What this test's netpath runs left behind or removed among the kinds of objects netpath
-/// makes (namespaces, np links, nft tables, BPF programs and links, state files). The machine
-/// is shared: other users' containers, their veths and daemons come and go, and BPF programs
-/// of other runs end meanwhile; none of those is netpath's to account for here.
-fn our_changes(before: &BTreeSet<String>) -> Vec<String> {
-    common::changes(before, &snapshot())
-        .into_iter()
-        .filter(|c| !c.contains(" container ") && !c.contains(" network "))
-        .filter(|c| !c.contains(" link ") || c.contains(" link np"))
-        .filter(|c| !c.starts_with("removed bpf") && !c.starts_with("left pid"))
-        .collect()
-}
-
-/// Nothing of netpath's changed since `before` (BPF objects of an exited process go away
-/// asynchronously: a few seconds' grace).
-fn assert_nothing_left(before: &BTreeSet<String>) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let ch = our_changes(before);
-        if ch.is_empty() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "left behind or removed: {ch:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// Applies `knob`'s setting A to a fresh bridge lab (after `pre`'s A settings): every device
@@ -461,21 +435,12 @@ fn bad_knobs_are_refused_in_one_line_with_nothing_left() {
             "docker-proxy relays UDP",
         ),
     ] {
-        let out = Command::new(NETPATH)
-            .arg("tune")
-            .args(args.split_whitespace())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args} was accepted");
-        assert_eq!(err.trim().lines().count(), 1, "{args}: {err}");
+        let tune: Vec<&str> = ["tune"]
+            .into_iter()
+            .chain(args.split_whitespace())
+            .collect();
+        let err = common::refused(&tune);
         assert!(err.contains(says), "{args}: {err}");
-        assert!(
-            out.stdout.is_empty(),
-            "{args}: printed {:?}",
-            String::from_utf8_lossy(&out.stdout)
-        );
     }
     assert_nothing_left(&before);
 }

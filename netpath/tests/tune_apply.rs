@@ -7,14 +7,14 @@
 //!
 //!     sudo -E cargo test -p netpath --test tune_apply -- --test-threads=1
 
-use std::collections::BTreeSet;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 mod common;
-use common::{NETPATH, need_root, snapshot};
+use common::leftovers::{assert_nothing_left, snapshot};
+use common::{NETPATH, need_root};
 
 /// The apply command: counts the server's requests in two nft tables of the server's
 /// namespace (`tap_all` made once and kept, `tap_a` A's rule), marks the scratch namespace,
@@ -104,24 +104,6 @@ fn sh(cmd: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Netpath's objects, and namespaces of any kind (the scratch one is made before).
-fn assert_nothing_left(before: &BTreeSet<String>) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let ch: Vec<String> = common::changes(before, &snapshot())
-            .into_iter()
-            .filter(|c| !c.contains(" container ") && !c.contains(" network "))
-            .filter(|c| !c.contains(" link ") || c.contains(" link np"))
-            .filter(|c| !c.starts_with("removed bpf") && !c.starts_with("left pid"))
-            .collect();
-        if ch.is_empty() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "left behind or removed: {ch:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// One change of side read from the log.
@@ -395,17 +377,8 @@ fn bad_change_input_is_one_line_and_builds_nothing() {
             "--between",
         ),
     ] {
-        let out = Command::new(NETPATH)
-            .arg("tune")
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?} was accepted");
-        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        let err = common::refused(&[&["tune"][..], args].concat());
         assert!(err.contains(says), "{args:?}: {err}");
-        assert!(out.stdout.is_empty(), "{args:?}");
     }
     assert_nothing_left(&before);
 }

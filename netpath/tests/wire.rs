@@ -246,14 +246,8 @@ fn underlay_delay_on_the_command_line() {
             Command::new(env!("CARGO_BIN_EXE_netpath"))
                 .args(["compare", "-d", "bridge,overlay", "--underlay-delay", "2ms"])
                 .args(["--underlay-jitter", "100us", "-n", "50", "--warmup", "5"])
-                .args([
-                    "--bulk-secs",
-                    "0",
-                    "--burst",
-                    "0",
-                    "--no-untraced",
-                    "--json",
-                ]),
+                .args(["--no-untraced", "--json"])
+                .args(common::LATENCY_ONLY),
         );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let wire = |i: usize| {

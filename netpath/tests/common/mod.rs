@@ -2,10 +2,11 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 pub mod dgram;
+pub mod leftovers;
 pub mod schema;
 pub mod usernet;
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -52,6 +53,53 @@ pub fn counted_losses_json(lost: &serde_json::Value) -> u64 {
 
 /// The `netpath` bin of this build.
 pub const NETPATH: &str = env!("CARGO_BIN_EXE_netpath");
+
+/// No bulk phase and no burst: a `compare` or `diff` round measures latency alone, the
+/// quickest live run.
+pub const LATENCY_ONLY: [&str; 4] = ["--bulk", "0", "--burst", "0"];
+
+/// A small `compare` with every phase (2 rounds of host and bridge, 300 requests, 0.3 s of
+/// bulk, bursts at 300 and 600 per second) and program stats, as JSON: the whole program in
+/// seconds, for the tests of its output and of what it leaves behind.
+pub const SMALL_COMPARE: &[&str] = &[
+    "compare",
+    "-d",
+    "host,bridge",
+    "-n",
+    "300",
+    "--warmup",
+    "20",
+    "--rounds",
+    "2",
+    "--bulk",
+    "0.3",
+    "--burst",
+    "300",
+    "--burst-duration",
+    "0.3",
+    "--prog-stats",
+    "--json",
+];
+
+/// A command line for a latency-only run: `args`, then [`LATENCY_ONLY`].
+pub fn latency_only<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    [args, &LATENCY_ONLY].concat()
+}
+
+/// `compare -d <drivers>` measuring latency alone, with `more` options.
+pub fn latency_compare<'a>(drivers: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    latency_only(&[&["compare", "-d", drivers][..], more].concat())
+}
+
+/// `compare --between client server` as the Docker and containerd tests run it: `n` traced
+/// requests after 50 warm-up ones, latency only, no untraced run, JSON on stdout.
+pub fn compare_between(client: &str, server: &str, n: u64) -> Command {
+    let mut cmd = Command::new(NETPATH);
+    cmd.args(["compare", "--between", client, server, "-n", &n.to_string()])
+        .args(["--warmup", "50", "--no-untraced", "--json"])
+        .args(LATENCY_ONLY);
+    cmd
+}
 
 /// Tests share /run/netns and `cleanup_leftovers` removes every lab not held by another
 /// process, so they run one at a time even without `--test-threads=1`.
@@ -141,6 +189,21 @@ pub fn one_line_error(args: &[&str]) -> String {
     let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
     assert_eq!(err.lines().count(), 1, "one line, got: {err}");
     err
+}
+
+/// `netpath ARGS` refused: it fails with one line on stderr and prints nothing on stdout.
+/// Returns that line.
+pub fn refused(args: &[&str]) -> String {
+    let out = Command::new(NETPATH).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} was accepted");
+    assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    assert!(
+        out.stdout.is_empty(),
+        "{args:?}: printed {:?}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    err.into_owned()
 }
 
 /// The `hop` of every element of the JSON array `v[key]` (a timeline's `points`, a report's
@@ -240,6 +303,61 @@ pub fn small_rr() -> RrConfig {
     }
 }
 
+/// The lab's 200 request/response round trips ran, each one timed.
+pub fn rr_200(lab: &NetPath) -> netpath::harness::RrResult {
+    let r = netpath::harness::run_rr(lab, &small_rr(), &netpath::harness::NoPhases).unwrap();
+    assert_eq!(r.count, 200);
+    assert_eq!(r.hist.len(), 200);
+    assert!(r.mean_ns > 0.0 && r.rps > 0.0);
+    r
+}
+
+/// A lab's namespaces, sorted.
+pub fn sorted_names(lab: &NetPath) -> Vec<String> {
+    let mut v = lab.netns_names();
+    v.sort();
+    v
+}
+
+/// The namespaces a lab `id` with these roles has (`np<id>-<role>`), sorted.
+pub fn want_names(id: &str, roles: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = roles.iter().map(|r| format!("np{id}-{r}")).collect();
+    v.sort();
+    v
+}
+
+/// How every driver test starts: the root lock held, the root's links taken before the build
+/// (for `tear_down_cleanly`), a lab of `driver` that shows the CLI's `name` and has a
+/// namespace for each of `roles`. Returns (lock, root links, lab).
+pub fn build_checked(
+    driver: Driver,
+    name: &str,
+    roles: &[&str],
+) -> (std::sync::MutexGuard<'static, ()>, HashSet<String>, NetPath) {
+    let serial = need_root();
+    let before = root_links();
+    let lab = netpath::lab::build(driver).unwrap();
+    assert_eq!(lab.driver.to_string(), name);
+    assert_eq!(sorted_names(&lab), want_names(&lab.run_id, roles));
+    (serial, before, lab)
+}
+
+/// A child netpath's exit status, once it exits: a hang detector, not a timing assertion
+/// (past `limit` it is killed and the test fails).
+pub fn exit_within(c: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(st) = c.try_wait().unwrap() {
+            return st;
+        }
+        if Instant::now() > deadline {
+            let _ = c.kill();
+            panic!("netpath did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// /run/netns entries of a run id.
 pub fn netns_files(run_id: &str) -> Vec<String> {
     let Ok(rd) = std::fs::read_dir("/run/netns") else {
@@ -328,6 +446,20 @@ pub fn bridge_lab(engine: &Engine) -> DockerLab {
     DockerLab::build(engine, Driver::Bridge, &o).unwrap()
 }
 
+/// The names of a Docker lab's (client, server) containers.
+pub fn container_names(dl: &DockerLab) -> (String, String) {
+    let (client, server) = (dl.client.as_ref(), dl.server.as_ref());
+    (client.unwrap().name.clone(), server.unwrap().name.clone())
+}
+
+/// A `bridge_lab` on the daemon (started if need be) and its containers' (client, server)
+/// names: where the exporter tests start.
+pub fn named_bridge_lab() -> (DockerLab, String, String) {
+    let dl = bridge_lab(&ensure_daemon());
+    let (client, server) = container_names(&dl);
+    (dl, client, server)
+}
+
 /// `rounds` small request/response runs over `dl`'s path.
 pub fn traffic(dl: &DockerLab, rounds: usize) {
     for _ in 0..rounds {
@@ -388,73 +520,6 @@ pub fn ensure_daemon() -> Engine {
         panic!("no Docker daemon and none could be started: {e}");
     }
     Engine::connect().unwrap_or_else(|e| panic!("{e:#}"))
-}
-
-/// Everything a run could leave behind, as comparable text.
-pub fn snapshot() -> BTreeSet<String> {
-    let mut s = BTreeSet::new();
-    if let Ok(rd) = std::fs::read_dir("/run/netns") {
-        s.extend(rd.flatten().map(|e| format!("netns {:?}", e.file_name())));
-    }
-    if let Ok(rd) = std::fs::read_dir("/run/netpath") {
-        s.extend(rd.flatten().map(|e| format!("state {:?}", e.file_name())));
-    }
-    s.extend(root_links().into_iter().map(|l| format!("link {l}")));
-    let lines = |cmd: &mut Command, tag: &str, s: &mut BTreeSet<String>| {
-        if let Ok(o) = cmd.stderr(Stdio::null()).output() {
-            for l in String::from_utf8_lossy(&o.stdout).lines() {
-                s.insert(format!("{tag} {}", l.trim()));
-            }
-        }
-    };
-    lines(Command::new("nft").args(["list", "tables"]), "nft", &mut s);
-    // Program ids, not names: a program of this run would be a new id.
-    lines(
-        Command::new("sh").args(["-c", "bpftool prog show | grep -o '^[0-9]*:'"]),
-        "bpf",
-        &mut s,
-    );
-    lines(
-        Command::new("sh").args(["-c", "bpftool link show | grep -o '^[0-9]*:'"]),
-        "bpf-link",
-        &mut s,
-    );
-    // TC and XDP attachments in the host's namespace (tc filters, tcx links).
-    lines(
-        Command::new("bpftool").args(["net", "show"]),
-        "bpf-net",
-        &mut s,
-    );
-    lines(
-        Command::new("pgrep").args(["-x", "docker-proxy|dockerd"]),
-        "pid",
-        &mut s,
-    );
-    if std::path::Path::new("/var/run/docker.sock").exists() {
-        lines(
-            Command::new("docker").args(["ps", "-a", "--format", "{{.Names}}"]),
-            "container",
-            &mut s,
-        );
-        lines(
-            Command::new("docker").args(["network", "ls", "--format", "{{.Name}}"]),
-            "network",
-            &mut s,
-        );
-    }
-    s
-}
-
-/// What changed between two snapshots, ignoring processes that ended (other users' daemons
-/// and proxies come and go on their own; a process of netpath's that stays is still caught,
-/// as are new ones). Empty when the machine is as it was.
-pub fn changes(before: &BTreeSet<String>, after: &BTreeSet<String>) -> Vec<String> {
-    let made = after.difference(before).map(|s| format!("left {s}"));
-    let gone = before
-        .difference(after)
-        .filter(|s| !s.starts_with("pid "))
-        .map(|s| format!("removed {s}"));
-    made.chain(gone).collect()
 }
 
 /// Whether this kernel can build `driver`'s lab; if not, why (the line `compare` prints).

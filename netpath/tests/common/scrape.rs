@@ -144,3 +144,16 @@ pub fn serve(args: &[&str], env: &[(&str, &str)]) -> (Reaped, u16) {
     });
     (s, port)
 }
+
+/// `serve` following these containers (`--container` each: a Docker name or a containerd
+/// path) with `args` and `env`, once it says it watches them all.
+pub fn serve_following(containers: &[&str], args: &[&str], env: &[(&str, &str)]) -> (Reaped, u16) {
+    let mut all: Vec<&str> = containers.iter().flat_map(|c| ["--container", c]).collect();
+    all.extend_from_slice(args);
+    let (s, port) = serve(&all, env);
+    let n = containers.len() as u64;
+    wait_for(&format!("serve to follow {n} containers"), 30, || {
+        gauge(&metrics(port), "netpath_watched_containers") == Some(n)
+    });
+    (s, port)
+}

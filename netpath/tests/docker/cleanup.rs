@@ -57,7 +57,8 @@ fn interrupted_compare_docker_removes_its_objects() {
     let (_g, _engine) = setup();
     let mut child = Command::new(env!("CARGO_BIN_EXE_netpath"))
         .args(["compare", "--docker", "-d", "macvlan", "-n", "1000000"])
-        .args(["--no-untraced", "--bulk-secs", "0", "--burst", "0"])
+        .arg("--no-untraced")
+        .args(common::LATENCY_ONLY)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -65,6 +65,27 @@ fn published_nat_lab_uses_a_second_daemon_in_its_own_netns() {
     assert!(!Path::new(&format!("/var/lib/netpath-docker-{id}")).exists());
 }
 
+/// What both published-port tests start from: a `web` container serving on `un`'s .10:8080,
+/// published as 127.0.0.1:P:8080 (P = `un.port`). Returns (web's name, its .10:8080, the
+/// agent image's tag for any other container on the network).
+fn publish_web(engine: &Engine, un: &UserNet) -> (String, SocketAddr, String) {
+    let tag = docker::image::ensure_agent_image_from(engine, &agent_exe(), false).unwrap();
+    let publish = format!("127.0.0.1:{}:8080", un.port);
+    let direct: SocketAddr = format!("{}:8080", un.ip(10)).parse().unwrap();
+    let web = un.serve("web", direct, &["-p", &publish], &tag);
+    (web, direct, tag)
+}
+
+/// `netpath trace --container web --port P`: 20 timelines or 30 s, with `more` options.
+fn trace_published(web: &str, port: u16, more: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args(["trace", "--container", web, "--port", &port.to_string()])
+        .args(["-c", "20", "--duration", "30"])
+        .args(more)
+        .output()
+        .unwrap()
+}
+
 /// What a new user tries (issue 12): a container on a user-defined network publishing
 /// `-p 127.0.0.1:P:8080`, requests from the host to 127.0.0.1:P, and
 /// `netpath trace --container web --port P`: the journeys are followed from the host's
@@ -73,21 +94,14 @@ fn published_nat_lab_uses_a_second_daemon_in_its_own_netns() {
 #[test]
 fn published_port_trace_follows_host_loopback_and_docker_proxy() {
     let (_g, engine) = setup();
-    let tag = docker::image::ensure_agent_image_from(&engine, &agent_exe(), false).unwrap();
     let un = UserNet::create(212);
     let port = un.port;
-    let publish = format!("127.0.0.1:{port}:8080");
-    let bind = format!("{}:8080", un.ip(10)).parse().unwrap();
-    let web = un.serve("web", bind, &["-p", &publish], &tag);
+    let (web, _, _) = publish_web(&engine, &un);
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let done = std::sync::atomic::AtomicBool::new(false);
     let out = std::thread::scope(|sc| {
         let traffic = sc.spawn(|| exchange_until(addr, &done, Duration::from_millis(2)));
-        let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
-            .args(["trace", "--container", &web, "--port", &port.to_string()])
-            .args(["-c", "20", "--duration", "30"])
-            .output()
-            .unwrap();
+        let out = trace_published(&web, port, &[]);
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         let n = traffic.join().unwrap().unwrap();
         assert!(n > 0, "no request answered through the published port");
@@ -141,13 +155,10 @@ fn published_port_trace_follows_host_loopback_and_docker_proxy() {
 #[test]
 fn published_port_trace_leaves_other_clients_of_the_container_port_out() {
     let (_g, engine) = setup();
-    let tag = docker::image::ensure_agent_image_from(&engine, &agent_exe(), false).unwrap();
     let un = UserNet::create(211);
     let port = un.port;
     let cli_ip = un.ip(20);
-    let publish = format!("127.0.0.1:{port}:8080");
-    let direct: SocketAddr = format!("{}:8080", un.ip(10)).parse().unwrap();
-    let web = un.serve("web", direct, &["-p", &publish], &tag);
+    let (web, direct, tag) = publish_web(&engine, &un);
     let cli = un.run("cli", Some(&cli_ip), &[], &tag, &["hold"]);
     let pid = docker_cli(&["inspect", "-f", "{{.State.Pid}}", &cli]);
     let cli_ns =
@@ -163,11 +174,7 @@ fn published_port_trace_leaves_other_clients_of_the_container_port_out() {
                 .run(|| Ok(exchange_until(direct, &done, Duration::from_millis(1))?))
                 .unwrap()
         });
-        let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
-            .args(["trace", "--container", &web, "--port", &port.to_string()])
-            .args(["-c", "20", "--duration", "30", "--format", "json"])
-            .output()
-            .unwrap();
+        let out = trace_published(&web, port, &["--format", "json"]);
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         let a = via_port.join().unwrap().unwrap();
         let b = other.join().unwrap();

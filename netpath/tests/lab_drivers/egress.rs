@@ -11,8 +11,9 @@ use netpath::sys::netns::Netns;
 use netpath::sys::nl::links_in;
 use netpath_common::DevKind;
 
-use super::common::{need_root, root_links, tear_down_cleanly};
-use super::{check_devices, dev, packets, rr_200, sorted_names, want_names};
+use super::Dir::{Rx, Tx};
+use super::common::{build_checked, tear_down_cleanly};
+use super::{check_devices, check_kinds, rr_200_through, subnet_k};
 
 /// The uplink of an egress lab: `np<id>up` (.1) in the node, `np<id>rm` (.2) in the remote
 /// `np<id>-rmt` on 10.217.K.0/24; the server listens on the remote's own address, which
@@ -23,15 +24,13 @@ fn check_uplink(lab: &NetPath) -> (Netns, Netns) {
     let rmt = lab.server_ns.clone();
     assert_eq!(rmt.name, format!("np{id}-rmt"));
     let (up, rm) = (format!("np{id}up"), format!("np{id}rm"));
-    for (ns, name, kind, mtu) in [
-        (&node, up.as_str(), DevKind::Uplink, 1500),
-        (&rmt, rm.as_str(), DevKind::Uplink, 1500),
-        (&rmt, "lo", DevKind::Loopback, 65536),
-        (&node, "lo", DevKind::Loopback, 65536),
-    ] {
-        let d = dev(lab, &ns.name, name);
-        assert_eq!((d.kind, d.mtu), (kind, mtu), "{d:?}");
-    }
+    check_kinds(
+        lab,
+        &[
+            (&node, &up, DevKind::Uplink, 1500),
+            (&rmt, &rm, DevKind::Uplink, 1500),
+        ],
+    );
     // Where a delay between the hosts goes: both ends of the uplink.
     let ends: Vec<&str> = lab.uplinks().iter().map(|d| d.name.as_str()).collect();
     assert_eq!(ends, [up.as_str(), rm.as_str()]);
@@ -68,24 +67,21 @@ fn check_masquerade_only(lab: &NetPath, node: &Netns) {
 
 #[test]
 fn egress_driver_masquerades_out_of_the_uplink() {
-    let _serial = need_root();
-    let before = root_links();
-    let lab = lab::build(Driver::Egress).unwrap();
+    let (_serial, before, lab) = build_checked(Driver::Egress, "egress", &["cli", "node", "rmt"]);
     let id = lab.run_id.clone();
-    assert_eq!(lab.driver.to_string(), "egress");
-    assert_eq!(sorted_names(&lab), want_names(&id, &["cli", "node", "rmt"]));
     let (node, rmt) = check_uplink(&lab);
     let cli = lab.client_ns.clone();
     assert_eq!(cli.name, format!("np{id}-cli"));
-    let (net, plen) = lab.subnet.unwrap();
-    assert_eq!((net.octets()[..2].to_vec(), plen), (vec![10, 213], 24));
-    for (ns, name, kind) in [
-        (&cli, "eth0".to_string(), DevKind::Veth),
-        (&node, format!("np{id}c"), DevKind::BridgePort),
-        (&node, format!("np{id}br"), DevKind::Bridge),
-    ] {
-        assert_eq!(dev(&lab, &ns.name, &name).kind, kind);
-    }
+    subnet_k(&lab, [10, 213]);
+    let (port, br) = (format!("np{id}c"), format!("np{id}br"));
+    check_kinds(
+        &lab,
+        &[
+            (&cli, "eth0", DevKind::Veth, 1500),
+            (&node, &port, DevKind::BridgePort, 1500),
+            (&node, &br, DevKind::Bridge, 1500),
+        ],
+    );
     assert_eq!(lab.devices.len(), 8, "{:?}", lab.devices);
     check_devices(&lab);
     check_masquerade_only(&lab, &node);
@@ -93,24 +89,18 @@ fn egress_driver_masquerades_out_of_the_uplink() {
 
     // cli → bridge → node's routing → uplink → remote, and back: the requests crossed the
     // bridge and the uplink.
-    let up = format!("np{id}up");
-    let (br0, up0) = (packets(&node, &format!("np{id}c")).0, packets(&node, &up).1);
-    let rm0 = packets(&rmt, &format!("np{id}rm")).0;
-    rr_200(&lab);
-    assert!(packets(&node, &format!("np{id}c")).0 - br0 >= 220);
-    assert!(packets(&node, &up).1 - up0 >= 220);
-    assert!(packets(&rmt, &format!("np{id}rm")).0 - rm0 >= 220);
+    let (up, rm) = (format!("np{id}up"), format!("np{id}rm"));
+    rr_200_through(
+        &lab,
+        &[(&node, &port, Rx), (&node, &up, Tx), (&rmt, &rm, Rx)],
+    );
     tear_down_cleanly(lab, &before);
 }
 
 #[test]
 fn host_egress_driver_leaves_from_the_nodes_own_stack() {
-    let _serial = need_root();
-    let before = root_links();
-    let lab = lab::build(Driver::HostEgress).unwrap();
+    let (_serial, before, lab) = build_checked(Driver::HostEgress, "host-egress", &["node", "rmt"]);
     let id = lab.run_id.clone();
-    assert_eq!(lab.driver.to_string(), "host-egress");
-    assert_eq!(sorted_names(&lab), want_names(&id, &["node", "rmt"]));
     let (node, rmt) = check_uplink(&lab);
     assert_eq!(lab.client_ns, node);
     // No container, no bridge: lo and the uplink in each namespace.
@@ -120,25 +110,18 @@ fn host_egress_driver_leaves_from_the_nodes_own_stack() {
     // too), though no rule rewrites it.
     check_masquerade_only(&lab, &node);
 
-    let rm = format!("np{id}rm");
-    let rm0 = packets(&rmt, &rm).0;
-    rr_200(&lab);
-    assert!(packets(&rmt, &rm).0 - rm0 >= 220);
+    rr_200_through(&lab, &[(&rmt, &format!("np{id}rm"), Rx)]);
     tear_down_cleanly(lab, &before);
 }
 
 #[test]
 fn gateway_driver_serves_on_the_bridge_address() {
-    let _serial = need_root();
-    let before = root_links();
-    let lab = lab::build(Driver::Gateway).unwrap();
+    let (_serial, before, lab) = build_checked(Driver::Gateway, "gateway", &["cli", "node"]);
     let id = lab.run_id.clone();
-    assert_eq!(lab.driver.to_string(), "gateway");
-    assert_eq!(sorted_names(&lab), want_names(&id, &["cli", "node"]));
     let node = lab.node_ns.clone().unwrap();
     assert_eq!(lab.server_ns, node);
     assert_eq!(lab.client_ns.name, format!("np{id}-cli"));
-    let k = lab.subnet.unwrap().0.octets()[2];
+    let k = subnet_k(&lab, [10, 213]);
     let gw = SocketAddrV4::new(Ipv4Addr::new(10, 213, k, 1), lab::LAB_PORT);
     assert_eq!((lab.server_bind, lab.connect_to), (gw, gw));
     let br = format!("np{id}br");
@@ -150,9 +133,6 @@ fn gateway_driver_serves_on_the_bridge_address() {
     check_devices(&lab);
     check_masquerade_only(&lab, &node);
 
-    let port = format!("np{id}c");
-    let rx0 = packets(&node, &port).0;
-    rr_200(&lab);
-    assert!(packets(&node, &port).0 - rx0 >= 220);
+    rr_200_through(&lab, &[(&node, &format!("np{id}c"), Rx)]);
     tear_down_cleanly(lab, &before);
 }

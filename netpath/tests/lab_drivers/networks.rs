@@ -11,8 +11,9 @@ use netpath::sys::netns::Netns;
 use netpath::sys::nl::links_in;
 use netpath_common::DevKind;
 
-use super::common::{need_root, root_links, tear_down_cleanly};
-use super::{check_devices, dev, packets, rr_200, sorted_names, want_names};
+use super::Dir::{Rx, Tx};
+use super::common::{build_checked, rr_200, tear_down_cleanly};
+use super::{check_devices, check_kinds, dev, rr_200_counting, rr_200_through, subnet_k};
 
 fn ns_of(lab: &NetPath, name: &str) -> Netns {
     lab.namespaces()
@@ -23,13 +24,8 @@ fn ns_of(lab: &NetPath, name: &str) -> Netns {
 
 #[test]
 fn none_driver_builds_runs_and_tears_down() {
-    let _serial = need_root();
-    let before = root_links();
-    let lab = lab::build(Driver::None).unwrap();
-    let id = lab.run_id.clone();
+    let (_serial, before, lab) = build_checked(Driver::None, "none", &["ctr"]);
     assert_eq!(lab.driver, Driver::None);
-    assert_eq!(lab.driver.to_string(), "none");
-    assert_eq!(lab.netns_names(), vec![format!("np{id}-ctr")]);
     assert_eq!(lab.client_ns, lab.server_ns);
     assert!(lab.node_ns.is_none());
     assert!(lab.published.is_none() && lab.proxy_pid.is_none() && lab.nft_table.is_none());
@@ -50,15 +46,9 @@ fn none_driver_builds_runs_and_tears_down() {
 
 #[test]
 fn overlay_driver_builds_runs_and_tears_down() {
-    let _serial = need_root();
-    let before = root_links();
-    let lab = lab::build(Driver::Overlay).unwrap();
+    let roles = ["cli", "node1", "node2", "srv"];
+    let (_serial, before, lab) = build_checked(Driver::Overlay, "overlay", &roles);
     let id = lab.run_id.clone();
-    assert_eq!(lab.driver.to_string(), "overlay");
-    assert_eq!(
-        sorted_names(&lab),
-        want_names(&id, &["cli", "node1", "node2", "srv"])
-    );
     let (n1, n2) = (
         ns_of(&lab, &format!("np{id}-node1")),
         ns_of(&lab, &format!("np{id}-node2")),
@@ -69,9 +59,7 @@ fn overlay_driver_builds_runs_and_tears_down() {
     assert_eq!(lab.node_ns.as_ref(), Some(&n1));
 
     // Addresses: overlay 10.215.K.0/24 (cli .2, srv .3), underlay 10.214.K.0/24.
-    let (net, plen) = lab.subnet.unwrap();
-    assert_eq!((net.octets()[..2].to_vec(), plen), (vec![10, 215], 24));
-    let k = net.octets()[2];
+    let k = subnet_k(&lab, [10, 215]);
     assert_eq!(
         lab.server_bind,
         SocketAddrV4::new(Ipv4Addr::new(10, 215, k, 3), lab::LAB_PORT)
@@ -83,25 +71,21 @@ fn overlay_driver_builds_runs_and_tears_down() {
     let (b1, b2) = (format!("np{id}b1"), format!("np{id}b2"));
     let (v1, v2) = (format!("np{id}v1"), format!("np{id}v2"));
     let (cp, sp) = (format!("np{id}c"), format!("np{id}s"));
-    for (ns, name, kind, mtu) in [
-        (&cli, "eth0", DevKind::Veth, 1450),
-        (&n1, cp.as_str(), DevKind::BridgePort, 1450),
-        (&n1, b1.as_str(), DevKind::Bridge, 1450),
-        (&n1, v1.as_str(), DevKind::Vxlan, 1450),
-        (&n1, u1.as_str(), DevKind::Underlay, 1500),
-        (&n2, u2.as_str(), DevKind::Underlay, 1500),
-        (&n2, v2.as_str(), DevKind::Vxlan, 1450),
-        (&n2, b2.as_str(), DevKind::Bridge, 1450),
-        (&n2, sp.as_str(), DevKind::BridgePort, 1450),
-        (&srv, "eth0", DevKind::Veth, 1450),
-        (&cli, "lo", DevKind::Loopback, 65536),
-        (&srv, "lo", DevKind::Loopback, 65536),
-        (&n1, "lo", DevKind::Loopback, 65536),
-        (&n2, "lo", DevKind::Loopback, 65536),
-    ] {
-        let d = dev(&lab, &ns.name, name);
-        assert_eq!((d.kind, d.mtu), (kind, mtu), "{d:?}");
-    }
+    check_kinds(
+        &lab,
+        &[
+            (&cli, "eth0", DevKind::Veth, 1450),
+            (&n1, &cp, DevKind::BridgePort, 1450),
+            (&n1, &b1, DevKind::Bridge, 1450),
+            (&n1, &v1, DevKind::Vxlan, 1450),
+            (&n1, &u1, DevKind::Underlay, 1500),
+            (&n2, &u2, DevKind::Underlay, 1500),
+            (&n2, &v2, DevKind::Vxlan, 1450),
+            (&n2, &b2, DevKind::Bridge, 1450),
+            (&n2, &sp, DevKind::BridgePort, 1450),
+            (&srv, "eth0", DevKind::Veth, 1450),
+        ],
+    );
     assert_eq!(lab.devices.len(), 14, "{:?}", lab.devices);
     check_devices(&lab);
 
@@ -155,55 +139,32 @@ fn overlay_driver_builds_runs_and_tears_down() {
 
     // cli -> srv through both bridges and the VXLAN tunnel: every request crossed the
     // underlay encapsulated.
-    let (v1_tx0, u2_rx0) = (packets(&n1, &v1).1, packets(&n2, &u2).0);
-    rr_200(&lab);
-    assert!(
-        packets(&n1, &v1).1 - v1_tx0 >= 220,
-        "vxlan did not carry the requests"
-    );
-    assert!(
-        packets(&n2, &u2).0 - u2_rx0 >= 220,
-        "underlay did not carry the requests"
-    );
+    rr_200_through(&lab, &[(&n1, &v1, Tx), (&n2, &u2, Rx)]);
     tear_down_cleanly(lab, &before);
 }
 
 #[test]
 fn macvlan_driver_builds_runs_and_tears_down() {
-    let _serial = need_root();
-    let before = root_links();
-    let lab = lab::build(Driver::Macvlan).unwrap();
+    let roles = ["cli", "mvp", "node", "srv"];
+    let (_serial, before, lab) = build_checked(Driver::Macvlan, "macvlan", &roles);
     let id = lab.run_id.clone();
-    assert_eq!(lab.driver.to_string(), "macvlan");
-    assert_eq!(
-        sorted_names(&lab),
-        want_names(&id, &["cli", "mvp", "node", "srv"])
-    );
     let node = lab.node_ns.clone().unwrap();
     let mvp = ns_of(&lab, &format!("np{id}-mvp"));
     let (cli, srv) = (lab.client_ns.clone(), lab.server_ns.clone());
-    let (net, plen) = lab.subnet.unwrap();
-    assert_eq!((net.octets()[..2].to_vec(), plen), (vec![10, 216], 24));
-    assert_eq!(
-        *lab.server_bind.ip(),
-        Ipv4Addr::new(10, 216, net.octets()[2], 3)
-    );
+    let k = subnet_k(&lab, [10, 216]);
+    assert_eq!(*lab.server_bind.ip(), Ipv4Addr::new(10, 216, k, 3));
     assert_eq!(lab.connect_to, lab.server_bind);
 
     let (parent, peer) = (format!("np{id}mp"), format!("np{id}pp"));
-    for (ns, name, kind, mtu) in [
-        (&cli, "eth0", DevKind::Macvlan, 1500),
-        (&srv, "eth0", DevKind::Macvlan, 1500),
-        (&node, parent.as_str(), DevKind::MacvlanParent, 1500),
-        (&mvp, peer.as_str(), DevKind::MacvlanParent, 1500),
-        (&cli, "lo", DevKind::Loopback, 65536),
-        (&srv, "lo", DevKind::Loopback, 65536),
-        (&node, "lo", DevKind::Loopback, 65536),
-        (&mvp, "lo", DevKind::Loopback, 65536),
-    ] {
-        let d = dev(&lab, &ns.name, name);
-        assert_eq!((d.kind, d.mtu), (kind, mtu), "{d:?}");
-    }
+    check_kinds(
+        &lab,
+        &[
+            (&cli, "eth0", DevKind::Macvlan, 1500),
+            (&srv, "eth0", DevKind::Macvlan, 1500),
+            (&node, &parent, DevKind::MacvlanParent, 1500),
+            (&mvp, &peer, DevKind::MacvlanParent, 1500),
+        ],
+    );
     assert_eq!(lab.devices.len(), 8);
     check_devices(&lab);
 
@@ -227,10 +188,9 @@ fn macvlan_driver_builds_runs_and_tears_down() {
 
     // Bridge mode: the children talk directly; at most broadcasts (ARP) leave through
     // the parent to its peer.
-    let (cli_tx0, peer_rx0) = (packets(&cli, "eth0").1, packets(&mvp, &peer).0);
-    rr_200(&lab);
-    assert!(packets(&cli, "eth0").1 - cli_tx0 >= 220);
-    let via_parent = packets(&mvp, &peer).0 - peer_rx0;
+    let counted = rr_200_counting(&lab, &[(&cli, "eth0", Tx), (&mvp, &peer, Rx)]);
+    let (sent, via_parent) = (counted[0], counted[1]);
+    assert!(sent >= 220, "{sent} packets sent");
     assert!(
         via_parent < 10,
         "{via_parent} packets went out of the parent"

@@ -10,7 +10,7 @@ use netpath::driver::Driver;
 use netpath::lab::{self, cleanup_leftovers};
 
 use super::common::{self, KillOnDrop, need_root, netns_files};
-use super::{CHILD_ENV, exited, sorted_names};
+use super::{CHILD_ENV, exited};
 
 #[test]
 fn dropping_a_published_proxy_lab_stops_the_proxy() {
@@ -27,7 +27,7 @@ fn cleanup_leftovers_kills_a_dead_runs_docker_proxy() {
     let _serial = need_root();
     let lab = lab::build(Driver::PublishedProxy).unwrap();
     let (id, pid) = (lab.run_id.clone(), lab.proxy_pid.unwrap());
-    let names = sorted_names(&lab);
+    let names = common::sorted_names(&lab);
     std::mem::forget(lab); // the process that built it "died"
     assert!(!exited(pid));
     assert_eq!(netns_files(&id).len(), 2);

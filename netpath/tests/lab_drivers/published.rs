@@ -2,8 +2,10 @@
 //! only, no namespace fds, seen by the /proc scan), published-nat DNATs the gateway address
 //! with no proxy and route_localnet off; both reach the server through the bridge.
 
+use std::collections::HashSet;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
+use std::sync::MutexGuard;
 
 use netpath::driver::Driver;
 use netpath::lab;
@@ -12,8 +14,9 @@ use netpath::sys::netns::{Netns, ns_inum, read_sysctl};
 use netpath::sys::proxy::{DOCKER_PROXY, proxy_processes};
 use netpath_common::DevKind;
 
-use super::common::{need_root, root_links, tear_down_cleanly};
-use super::{check_devices, dev, exited, packets, rr_200, sorted_names, want_names};
+use super::Dir::Rx;
+use super::common::{build_checked, rr_200, tear_down_cleanly};
+use super::{check_devices, check_kinds, exited, rr_200_through, subnet_k};
 
 fn docker_proxy_pids() -> Vec<u32> {
     std::fs::read_dir("/proc")
@@ -45,47 +48,44 @@ fn listeners_of(pid: u32) -> Vec<String> {
     v
 }
 
-/// Checks shared by both published drivers: node = client, srv = server, the bridge
-/// devices without a client container.
-fn check_published(lab: &NetPath) -> (Netns, Netns) {
+/// The lab of a published driver (`name` in the CLI) and the checks both share: node =
+/// client, srv = server, the bridge devices without a client container.
+/// Returns (lock, root links, lab, node).
+fn build_published(
+    driver: Driver,
+    name: &str,
+) -> (MutexGuard<'static, ()>, HashSet<String>, NetPath, Netns) {
+    let (serial, before, lab) = build_checked(driver, name, &["node", "srv"]);
     let id = &lab.run_id;
-    assert_eq!(sorted_names(lab), want_names(id, &["node", "srv"]));
     let node = lab.node_ns.clone().unwrap();
     assert_eq!(lab.client_ns, node);
     assert_eq!(lab.server_ns.name, format!("np{id}-srv"));
-    let (net, plen) = lab.subnet.unwrap();
-    assert_eq!((net.octets()[..2].to_vec(), plen), (vec![10, 213], 24));
+    let k = subnet_k(&lab, [10, 213]);
     assert_eq!(
         lab.server_bind,
-        SocketAddrV4::new(Ipv4Addr::new(10, 213, net.octets()[2], 3), lab::LAB_PORT)
+        SocketAddrV4::new(Ipv4Addr::new(10, 213, k, 3), lab::LAB_PORT)
     );
     assert_eq!(lab.published, Some(lab.connect_to));
-    let srv = lab.server_ns.clone();
-    for (ns, name, kind, mtu) in [
-        (&node, format!("np{id}br"), DevKind::Bridge, 1500),
-        (&node, format!("np{id}s"), DevKind::BridgePort, 1500),
-        (&srv, "eth0".to_string(), DevKind::Veth, 1500),
-        (&srv, "lo".to_string(), DevKind::Loopback, 65536),
-        (&node, "lo".to_string(), DevKind::Loopback, 65536),
-    ] {
-        let d = dev(lab, &ns.name, &name);
-        assert_eq!((d.kind, d.mtu), (kind, mtu), "{d:?}");
-    }
+    let (br, port) = (format!("np{id}br"), format!("np{id}s"));
+    check_kinds(
+        &lab,
+        &[
+            (&node, &br, DevKind::Bridge, 1500),
+            (&node, &port, DevKind::BridgePort, 1500),
+            (&lab.server_ns, "eth0", DevKind::Veth, 1500),
+        ],
+    );
     assert_eq!(lab.devices.len(), 5, "{:?}", lab.devices);
-    check_devices(lab);
+    check_devices(&lab);
     let table = lab.nft_table.clone().unwrap();
     let json = node.run(move || lab::nft::list_table(&table)).unwrap();
     assert!(json.contains("dnat"), "{json}");
-    (node, srv)
+    (serial, before, lab, node)
 }
 
 #[test]
 fn published_proxy_driver_runs_docker_proxy_in_the_node() {
-    let _serial = need_root();
-    let before = root_links();
-    let lab = lab::build(Driver::PublishedProxy).unwrap();
-    assert_eq!(lab.driver.to_string(), "published-proxy");
-    let (node, _srv) = check_published(&lab);
+    let (_serial, before, lab, node) = build_published(Driver::PublishedProxy, "published-proxy");
     assert_eq!(
         lab.connect_to,
         SocketAddrV4::new(Ipv4Addr::LOCALHOST, lab::PUBLISHED_PORT)
@@ -137,9 +137,7 @@ fn published_proxy_driver_runs_docker_proxy_in_the_node() {
     );
 
     // node -> 127.0.0.1:18080 -> docker-proxy -> bridge -> srv.
-    let srv_rx0 = packets(&lab.server_ns, "eth0").0;
-    rr_200(&lab);
-    assert!(packets(&lab.server_ns, "eth0").0 - srv_rx0 >= 220);
+    rr_200_through(&lab, &[(&lab.server_ns, "eth0", Rx)]);
     tear_down_cleanly(lab, &before);
     assert!(
         exited(pid) && !Path::new(&format!("/proc/{pid}")).exists(),
@@ -149,11 +147,7 @@ fn published_proxy_driver_runs_docker_proxy_in_the_node() {
 
 #[test]
 fn published_nat_driver_dnats_the_gateway_address() {
-    let _serial = need_root();
-    let before = root_links();
-    let lab = lab::build(Driver::PublishedNat).unwrap();
-    assert_eq!(lab.driver.to_string(), "published-nat");
-    let (node, _srv) = check_published(&lab);
+    let (_serial, before, lab, node) = build_published(Driver::PublishedNat, "published-nat");
     let k = lab.subnet.unwrap().0.octets()[2];
     assert_eq!(
         lab.connect_to,

@@ -6,8 +6,8 @@ use std::process::Command;
 
 use netpath::{driver::Driver, lab};
 
-use super::expected::{assert_order, assert_wakeup_parts, expected};
-use super::{assert_counts, assert_crossings, common, run};
+use super::expected::assert_wakeup_parts;
+use super::{common, run_on_its_path};
 
 /// ipvlan and netkit (the 6.12 VM has both): their own device hop each way, counted like
 /// the other drivers, nothing left behind. On a kernel without them (this host), what a
@@ -45,10 +45,7 @@ fn ipvlan_and_netkit_cross_their_hops_or_are_skipped() {
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             assert_eq!(v["drivers"].as_array().unwrap().len(), 1, "host only");
         } else {
-            let r = run(driver);
-            let done = assert_counts(&r);
-            assert_crossings(&r, &done, &expected(driver));
-            assert_order(&r);
+            let r = run_on_its_path(driver);
             assert_wakeup_parts(&r);
             let kind = |k: &str| r.devices.iter().filter(|d| d.kind == k).count();
             assert_eq!(kind(name), 2, "{:?}", r.devices);
@@ -68,16 +65,8 @@ fn compare_weighs_veth_against_macvlan_ipvlan_and_netkit() {
     let n = std::env::var("NETPATH_DEVICES_N").unwrap_or_else(|_| "2000".into());
     let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
         .args(["compare", "-d", "bridge,macvlan,ipvlan,netkit", "-n", &n])
-        .args([
-            "--warmup",
-            "200",
-            "--rounds",
-            "3",
-            "--bulk-secs",
-            "0",
-            "--burst",
-            "0",
-        ])
+        .args(["--warmup", "200", "--rounds", "3"])
+        .args(common::LATENCY_ONLY)
         .output()
         .unwrap();
     let (stdout, stderr) = (

@@ -5,24 +5,30 @@ use netpath::{driver::Driver, lab};
 
 use super::common;
 
+/// `trace` run in-process on a lab of `driver` until `count` timelines, the harness sending
+/// `proto` (TCP when none), with no host, port, netns or interface filter.
+fn trace_lab(
+    driver: Driver,
+    count: usize,
+    proto: Option<&str>,
+) -> anyhow::Result<netpath::trace::TraceOutput> {
+    let opts = netpath::trace::TraceOptions {
+        driver,
+        count,
+        proto: proto.map(|p| p.parse().unwrap()),
+        host: None,
+        port: None,
+        netns: None,
+        iface: None,
+    };
+    netpath::trace::run(common::backend(), &opts)
+}
+
 #[test]
 fn nat_rewrite_shows_in_trace() {
     let _g = common::need_root();
     let before = lab::list_netpath_netns().unwrap();
-    let backend = common::backend();
-    let out = netpath::trace::run(
-        backend,
-        &netpath::trace::TraceOptions {
-            driver: Driver::PublishedNat,
-            count: 4,
-            proto: None,
-            host: None,
-            port: None,
-            netns: None,
-            iface: None,
-        },
-    )
-    .unwrap();
+    let out = trace_lab(Driver::PublishedNat, 4, None).unwrap();
     assert_eq!(out.timelines.len(), 4);
     let published = format!(":{}", lab::PUBLISHED_PORT);
     let server = format!(":{}", lab::LAB_PORT);
@@ -65,20 +71,7 @@ fn egress_masquerade_shows_in_trace() {
 }
 
 fn egress_masquerade(proto: &str) {
-    let backend = common::backend();
-    let out = netpath::trace::run(
-        backend,
-        &netpath::trace::TraceOptions {
-            driver: Driver::Egress,
-            count: 6,
-            proto: Some(proto.parse().unwrap()),
-            host: None,
-            port: None,
-            netns: None,
-            iface: None,
-        },
-    );
-    let out = match out {
+    let out = match trace_lab(Driver::Egress, 6, Some(proto)) {
         // Kernels without the socket tracepoints refuse ICMP in one line (protocols.rs).
         Err(e) if proto == "icmp" && format!("{e:#}").contains("needs the socket tracepoints") => {
             eprintln!("icmp refused on this kernel, as it should be: {e:#}");

@@ -5,15 +5,12 @@
 use netpath::{driver::Driver, lab};
 
 use super::expected::{assert_order, assert_wakeup_parts, expected};
-use super::{N, assert_counts, assert_crossings, common, crossings, run};
+use super::{N, assert_counts, assert_crossings, common, crossings, run, run_on_its_path};
 
 #[test]
 fn bridge_path_hops_and_counts() {
     let _g = common::need_root();
-    let r = run(Driver::Bridge);
-    let done = assert_counts(&r);
-    assert_crossings(&r, &done, &expected(Driver::Bridge));
-    assert_order(&r);
+    let r = run_on_its_path(Driver::Bridge);
     // The fentry backend uses fentry wherever the function is in vmlinux (its BTF is there):
     // ip_rcv and tcp_v4_rcv always are; module functions may fall back to kprobes.
     if r.backend == "fentry" {
@@ -133,10 +130,7 @@ fn bridge_path_hops_and_counts() {
 #[test]
 fn host_path_has_no_veth_and_no_bridge() {
     let _g = common::need_root();
-    let r = run(Driver::Host);
-    let done = assert_counts(&r);
-    assert_crossings(&r, &done, &expected(Driver::Host));
-    assert_order(&r);
+    let r = run_on_its_path(Driver::Host);
     assert!(r.passes.iter().all(|p| p.rx_passes == 1), "{:?}", r.passes);
 }
 

@@ -9,33 +9,16 @@ use super::common;
 fn nothing_of_netpath_remains_after_compare() {
     let _g = common::need_root();
     let before = lab::list_netpath_netns().unwrap();
-    let v = common::run_json(&[
-        "compare",
-        "--driver",
-        "bridge,host",
-        "-n",
-        "200",
-        "--warmup",
-        "20",
-        "--rounds",
-        "2",
-        "--bulk-secs",
-        "0.3",
-        "--burst",
-        "500",
-        "--burst-secs",
-        "0.3",
-        "--json",
-    ]);
+    let v = common::run_json(common::SMALL_COMPARE);
     let drivers = v["drivers"].as_array().unwrap();
     assert_eq!(drivers.len(), 2);
     for d in drivers {
-        assert_eq!(d["untraced"]["count"], 200);
+        assert_eq!(d["untraced"]["count"], 300);
         assert_eq!(d["rounds"].as_array().unwrap().len(), 2);
         assert!(d["bulk"]["gbit_per_s"]["median"].as_f64().unwrap() > 0.0);
         let burst = d["burst"].as_array().unwrap();
         assert_eq!(burst.len(), 2, "rate and twice the rate");
-        assert_eq!(burst[1]["rate"], 1000.0);
+        assert_eq!(burst[1]["rate"], 600.0);
         assert!(burst.iter().all(|b| b["completed"] == b["sent"]));
         assert!(d["context"]["client_mtu"].as_u64().unwrap() > 0);
     }

@@ -21,29 +21,16 @@ const _: () = assert!(NBUCKETS <= HIST_SLOTS && HIST_SLOTS.is_power_of_two());
 #[inline(always)]
 pub fn log2(mut v: u64) -> u32 {
     let mut r = 0;
-    if v >= 1 << 32 {
-        v >>= 32;
-        r += 32;
+    // One halving step: if the top half of the remaining width is set, keep only it.
+    macro_rules! step {
+        ($($bits:literal)*) => {$(
+            if v >= 1 << $bits {
+                v >>= $bits;
+                r += $bits;
+            }
+        )*};
     }
-    if v >= 1 << 16 {
-        v >>= 16;
-        r += 16;
-    }
-    if v >= 1 << 8 {
-        v >>= 8;
-        r += 8;
-    }
-    if v >= 1 << 4 {
-        v >>= 4;
-        r += 4;
-    }
-    if v >= 1 << 2 {
-        v >>= 2;
-        r += 2;
-    }
-    if v >= 1 << 1 {
-        r += 1;
-    }
+    step!(32 16 8 4 2 1);
     r
 }
 

@@ -10,50 +10,85 @@
 //!        ─backlog─► [rx] ─receiver-stack─► sk_data_ready ─wakeup─► recv() returns
 //! ```
 
-/// Where a packet was seen. Values are stable: they travel in maps and records.
-#[repr(u16)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Point {
-    /// Entry of the sender's send syscall.
-    SendEnter = 0,
-    /// `net:net_dev_queue` (dev_queue_xmit).
-    DevQueue = 1,
-    /// `net:net_dev_start_xmit` (driver's ndo_start_xmit).
-    DevXmit = 2,
-    /// `net:netif_rx` (queued to the per-CPU backlog).
-    NetifRx = 3,
-    /// `net:netif_receive_skb` (a receive pass in the NET_RX softirq).
-    NetifReceive = 4,
-    /// `sock:sk_data_ready` (the receiving socket is woken).
-    SockReady = 5,
-    /// `skb:skb_copy_datagram_iovec` (data copied to the receiver's buffer).
-    Copy = 6,
-    /// Exit of the receiver's receive syscall.
-    RecvExit = 7,
-    /// `skb:kfree_skb`.
-    Drop = 8,
-    /// Function probes (kprobe/fentry backends) report these extra points.
-    VethXmit = 9,
-    BridgeForward = 10,
-    NatManip = 11,
-    VxlanXmit = 12,
-    UdpTunnelXmit = 13,
-    VxlanRcv = 14,
-    IpRcv = 15,
-    TcpRcv = 16,
-    /// `sched:sched_waking` of the receiving thread, inside the socket's wakeup: made
-    /// runnable. Its kind carries `SCHED_*` bits.
-    SchedWaking = 17,
-    /// `sched:sched_switch` onto the receiving thread: it runs. Kind: `SCHED_IDLE` when the CPU
-    /// left its idle task for it, `SCHED_CROSS` when it runs on another CPU than the waker's.
-    SchedSwitch = 18,
-    /// `--proto icmp`: the target's kernel queued the echo reply it made of the request (the
-    /// reply's first `net_dev_queue`): the request's journey ends here, the reply's starts.
-    EchoReply = 19,
-    /// Traffic netpath does not generate (`trace --container`, `serve`): the application's
-    /// receive consumed the data `sk_data_ready` announced (`tcp:tcp_rcv_space_adjust` with
-    /// the socket's `copied_seq` past the data), whichever thread read it.
-    SockRead = 20,
+/// Declares a value enum from one row a variant, `Name = value => "name",`: the enum (values
+/// numbered from 0 in row order), `ALL` in that order and `name()`. One list, so a new variant
+/// cannot be left out of `ALL` or the names; the `from_*` conversions index `ALL`, which the
+/// check below keeps equal to the values.
+macro_rules! named_enum {
+    ($(#[$meta:meta])* pub enum $ty:ident: $repr:ident {
+        $($(#[$doc:meta])* $v:ident = $n:literal => $name:literal,)*
+    }) => {
+        $(#[$meta])*
+        #[repr($repr)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum $ty {
+            $($(#[$doc])* $v = $n,)*
+        }
+
+        impl $ty {
+            pub const ALL: [$ty; [$($name),*].len()] = [$($ty::$v),*];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($ty::$v => $name,)*
+                }
+            }
+        }
+
+        const _: () = {
+            let mut i = 0;
+            while i < $ty::ALL.len() {
+                assert!($ty::ALL[i] as usize == i, "values must count up from 0 in row order");
+                i += 1;
+            }
+        };
+    };
+}
+
+named_enum! {
+    /// Where a packet was seen. Values are stable: they travel in maps and records.
+    pub enum Point: u16 {
+        /// Entry of the sender's send syscall.
+        SendEnter = 0 => "send",
+        /// `net:net_dev_queue` (dev_queue_xmit).
+        DevQueue = 1 => "dev_queue",
+        /// `net:net_dev_start_xmit` (driver's ndo_start_xmit).
+        DevXmit = 2 => "start_xmit",
+        /// `net:netif_rx` (queued to the per-CPU backlog).
+        NetifRx = 3 => "netif_rx",
+        /// `net:netif_receive_skb` (a receive pass in the NET_RX softirq).
+        NetifReceive = 4 => "netif_receive",
+        /// `sock:sk_data_ready` (the receiving socket is woken).
+        SockReady = 5 => "sk_data_ready",
+        /// `skb:skb_copy_datagram_iovec` (data copied to the receiver's buffer).
+        Copy = 6 => "copy_to_user",
+        /// Exit of the receiver's receive syscall.
+        RecvExit = 7 => "recv_return",
+        /// `skb:kfree_skb`.
+        Drop = 8 => "kfree_skb",
+        /// Function probes (kprobe/fentry backends) report these extra points.
+        VethXmit = 9 => "veth_xmit",
+        BridgeForward = 10 => "br_forward",
+        NatManip = 11 => "nf_nat_manip",
+        VxlanXmit = 12 => "vxlan_xmit",
+        UdpTunnelXmit = 13 => "udp_tunnel_xmit",
+        VxlanRcv = 14 => "vxlan_rcv",
+        IpRcv = 15 => "ip_rcv",
+        TcpRcv = 16 => "tcp_v4_rcv",
+        /// `sched:sched_waking` of the receiving thread, inside the socket's wakeup: made
+        /// runnable. Its kind carries `SCHED_*` bits.
+        SchedWaking = 17 => "sched_waking",
+        /// `sched:sched_switch` onto the receiving thread: it runs. Kind: `SCHED_IDLE` when the CPU
+        /// left its idle task for it, `SCHED_CROSS` when it runs on another CPU than the waker's.
+        SchedSwitch = 18 => "sched_switch",
+        /// `--proto icmp`: the target's kernel queued the echo reply it made of the request (the
+        /// reply's first `net_dev_queue`): the request's journey ends here, the reply's starts.
+        EchoReply = 19 => "echo_reply",
+        /// Traffic netpath does not generate (`trace --container`, `serve`): the application's
+        /// receive consumed the data `sk_data_ready` announced (`tcp:tcp_rcv_space_adjust` with
+        /// the socket's `copied_seq` past the data), whichever thread read it.
+        SockRead = 20 => "sock_read",
+    }
 }
 
 /// Kind bits of the scheduler points: the thread's CPU was idle before it ran.
@@ -62,144 +97,56 @@ pub const SCHED_IDLE: u16 = 1;
 pub const SCHED_CROSS: u16 = 2;
 
 impl Point {
-    pub const ALL: [Point; 21] = [
-        Point::SendEnter,
-        Point::DevQueue,
-        Point::DevXmit,
-        Point::NetifRx,
-        Point::NetifReceive,
-        Point::SockReady,
-        Point::Copy,
-        Point::RecvExit,
-        Point::Drop,
-        Point::VethXmit,
-        Point::BridgeForward,
-        Point::NatManip,
-        Point::VxlanXmit,
-        Point::UdpTunnelXmit,
-        Point::VxlanRcv,
-        Point::IpRcv,
-        Point::TcpRcv,
-        Point::SchedWaking,
-        Point::SchedSwitch,
-        Point::EchoReply,
-        Point::SockRead,
-    ];
-
     pub fn from_u16(v: u16) -> Option<Point> {
         Point::ALL.get(v as usize).copied()
     }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Point::SendEnter => "send",
-            Point::DevQueue => "dev_queue",
-            Point::DevXmit => "start_xmit",
-            Point::NetifRx => "netif_rx",
-            Point::NetifReceive => "netif_receive",
-            Point::SockReady => "sk_data_ready",
-            Point::Copy => "copy_to_user",
-            Point::RecvExit => "recv_return",
-            Point::Drop => "kfree_skb",
-            Point::VethXmit => "veth_xmit",
-            Point::BridgeForward => "br_forward",
-            Point::NatManip => "nf_nat_manip",
-            Point::VxlanXmit => "vxlan_xmit",
-            Point::UdpTunnelXmit => "udp_tunnel_xmit",
-            Point::VxlanRcv => "vxlan_rcv",
-            Point::IpRcv => "ip_rcv",
-            Point::TcpRcv => "tcp_v4_rcv",
-            Point::SchedWaking => "sched_waking",
-            Point::SchedSwitch => "sched_switch",
-            Point::EchoReply => "echo_reply",
-            Point::SockRead => "sock_read",
-        }
-    }
 }
 
-/// What a device is in the path. Filled in by the loader from the lab or from netlink.
-#[repr(u16)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum DevKind {
-    Unknown = 0,
-    Loopback = 1,
-    /// Container end of a veth pair.
-    Veth = 2,
-    /// Host end of a veth pair, enslaved to a bridge.
-    BridgePort = 3,
-    Bridge = 4,
-    Vxlan = 5,
-    Macvlan = 6,
-    /// The link between two nodes that carries VXLAN.
-    Underlay = 7,
-    /// The lower device of macvlan children. Bridge-mode frames between children pass through
-    /// it ("to lowerdev first for its taps"), then its rx handler hands them to the child.
-    MacvlanParent = 8,
-    /// A node's link to another host (an egress path's uplink): a plain veth between two
-    /// hosts' stacks. Not `Underlay`: nothing is decapsulated behind it.
-    Uplink = 9,
-    /// An ipvlan child (L2 mode). Between children of one parent the transmit hands the
-    /// frame straight to the other child's backlog (`dev_forward_skb`); the parent is not
-    /// crossed.
-    Ipvlan = 10,
-    /// Either end of a netkit pair (6.7+, L3 mode): like veth, the transmit ends in the
-    /// peer's backlog, with no Ethernet header and, without a BPF program, policy pass.
-    Netkit = 11,
+named_enum! {
+    /// What a device is in the path. Filled in by the loader from the lab or from netlink.
+    pub enum DevKind: u16 {
+        Unknown = 0 => "?",
+        Loopback = 1 => "lo",
+        /// Container end of a veth pair.
+        Veth = 2 => "veth",
+        /// Host end of a veth pair, enslaved to a bridge.
+        BridgePort = 3 => "br-port",
+        Bridge = 4 => "bridge",
+        Vxlan = 5 => "vxlan",
+        Macvlan = 6 => "macvlan",
+        /// The link between two nodes that carries VXLAN.
+        Underlay = 7 => "underlay",
+        /// The lower device of macvlan children. Bridge-mode frames between children pass through
+        /// it ("to lowerdev first for its taps"), then its rx handler hands them to the child.
+        MacvlanParent = 8 => "mv-parent",
+        /// A node's link to another host (an egress path's uplink): a plain veth between two
+        /// hosts' stacks. Not `Underlay`: nothing is decapsulated behind it.
+        Uplink = 9 => "uplink",
+        /// An ipvlan child (L2 mode). Between children of one parent the transmit hands the
+        /// frame straight to the other child's backlog (`dev_forward_skb`); the parent is not
+        /// crossed.
+        Ipvlan = 10 => "ipvlan",
+        /// Either end of a netkit pair (6.7+, L3 mode): like veth, the transmit ends in the
+        /// peer's backlog, with no Ethernet header and, without a BPF program, policy pass.
+        Netkit = 11 => "netkit",
+    }
 }
 
 impl DevKind {
     pub fn from_u16(v: u16) -> DevKind {
-        match v {
-            1 => DevKind::Loopback,
-            2 => DevKind::Veth,
-            3 => DevKind::BridgePort,
-            4 => DevKind::Bridge,
-            5 => DevKind::Vxlan,
-            6 => DevKind::Macvlan,
-            7 => DevKind::Underlay,
-            8 => DevKind::MacvlanParent,
-            9 => DevKind::Uplink,
-            10 => DevKind::Ipvlan,
-            11 => DevKind::Netkit,
-            _ => DevKind::Unknown,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            DevKind::Unknown => "?",
-            DevKind::Loopback => "lo",
-            DevKind::Veth => "veth",
-            DevKind::BridgePort => "br-port",
-            DevKind::Bridge => "bridge",
-            DevKind::Vxlan => "vxlan",
-            DevKind::Macvlan => "macvlan",
-            DevKind::Underlay => "underlay",
-            DevKind::MacvlanParent => "mv-parent",
-            DevKind::Uplink => "uplink",
-            DevKind::Ipvlan => "ipvlan",
-            DevKind::Netkit => "netkit",
-        }
+        DevKind::ALL
+            .get(v as usize)
+            .copied()
+            .unwrap_or(DevKind::Unknown)
     }
 }
 
-/// Direction of a one-way journey; `Turnaround` holds the server's own time.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Dir {
-    Request = 0,
-    Response = 1,
-    Turnaround = 2,
-}
-
-impl Dir {
-    pub const ALL: [Dir; 3] = [Dir::Request, Dir::Response, Dir::Turnaround];
-    pub fn name(self) -> &'static str {
-        match self {
-            Dir::Request => "request",
-            Dir::Response => "response",
-            Dir::Turnaround => "turnaround",
-        }
+named_enum! {
+    /// Direction of a one-way journey; `Turnaround` holds the server's own time.
+    pub enum Dir: u32 {
+        Request = 0 => "request",
+        Response = 1 => "response",
+        Turnaround = 2 => "turnaround",
     }
 }
 
@@ -209,120 +156,64 @@ impl Dir {
 /// in that gap, and the check of the compensated hops takes that time out of them.
 pub const CLIENT_GAP: (Dir, Hop) = (Dir::Turnaround, Hop::RecvReturn);
 
-/// Named hops. Slot `OneWay` holds the whole journey; `Turnaround` sits in `Dir::Turnaround`.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Hop {
-    /// Send syscall entry → first device queue: socket, TCP and IP output.
-    SenderStack = 0,
-    /// Loopback device transmit.
-    Loopback = 1,
-    /// A veth pair crossing: queue on one end → netif_rx on its peer.
-    Veth = 2,
-    /// netif_rx → netif_receive_skb: waiting for the NET_RX softirq.
-    Backlog = 3,
-    /// Receive on a bridge port → queue on the egress port (forwarding, br_netfilter).
-    Bridge = 4,
-    /// Receive on a routed device → queue on the egress device (IP forwarding, netfilter).
-    Forward = 5,
-    /// Netfilter NAT rewrite (function probes, or a tuple change seen across a forward).
-    Nat = 6,
-    VxlanEncap = 7,
-    Underlay = 8,
-    VxlanDecap = 9,
-    Macvlan = 10,
-    /// Userland proxy (docker-proxy): receive on the front connection → send on the back one.
-    Proxy = 11,
-    /// Last receive pass → socket woken: IP and TCP input.
-    ReceiverStack = 12,
-    /// Socket woken → the receiving thread made runnable (`sched_waking`); when the thread
-    /// was not asleep (it was running or spinning), socket woken → data copied.
-    Wakeup = 13,
-    /// A node's uplink crossed to another host: queue on one end → netif_rx on the other.
-    Uplink = 14,
-    /// A transition the model does not name; counted so nothing is hidden.
-    Other = 15,
-    /// The whole journey (send entry → receive return); for `Dir::Turnaround`, the server's
-    /// time between its receive returning and its next send.
-    OneWay = 16,
-    /// Runnable → running, on a CPU that was idle: the idle state's exit latency.
-    IdleExit = 17,
-    /// Runnable → running, on a CPU that was busy: the wait in its run queue.
-    Runqueue = 18,
-    /// Running → data copied to the user buffer (the rest of the receive call's way back).
-    RecvCopy = 19,
-    /// Data copied → receive syscall returns.
-    RecvReturn = 20,
-    /// An ipvlan child's transmit to another child of its parent: queue → the peer child's
-    /// netif_rx.
-    Ipvlan = 21,
-    /// A netkit pair crossing: queue on one end → netif_rx on its peer.
-    Netkit = 22,
-    /// Traffic netpath does not generate: socket woken → the application's receive consumed
-    /// the data. The application's own time before it reads (its wakeup, the other work of its
-    /// event loop), never part of `receiver-stack`.
-    SocketQueue = 23,
+named_enum! {
+    /// Named hops. Slot `OneWay` holds the whole journey; `Turnaround` sits in `Dir::Turnaround`.
+    pub enum Hop: u32 {
+        /// Send syscall entry → first device queue: socket, TCP and IP output.
+        SenderStack = 0 => "sender-stack",
+        /// Loopback device transmit.
+        Loopback = 1 => "loopback",
+        /// A veth pair crossing: queue on one end → netif_rx on its peer.
+        Veth = 2 => "veth",
+        /// netif_rx → netif_receive_skb: waiting for the NET_RX softirq.
+        Backlog = 3 => "backlog",
+        /// Receive on a bridge port → queue on the egress port (forwarding, br_netfilter).
+        Bridge = 4 => "bridge",
+        /// Receive on a routed device → queue on the egress device (IP forwarding, netfilter).
+        Forward = 5 => "forward",
+        /// Netfilter NAT rewrite (function probes, or a tuple change seen across a forward).
+        Nat = 6 => "nat",
+        VxlanEncap = 7 => "vxlan-encap",
+        Underlay = 8 => "underlay",
+        VxlanDecap = 9 => "vxlan-decap",
+        Macvlan = 10 => "macvlan",
+        /// Userland proxy (docker-proxy): receive on the front connection → send on the back one.
+        Proxy = 11 => "proxy",
+        /// Last receive pass → socket woken: IP and TCP input.
+        ReceiverStack = 12 => "receiver-stack",
+        /// Socket woken → the receiving thread made runnable (`sched_waking`); when the thread
+        /// was not asleep (it was running or spinning), socket woken → data copied.
+        Wakeup = 13 => "wakeup",
+        /// A node's uplink crossed to another host: queue on one end → netif_rx on the other.
+        Uplink = 14 => "uplink",
+        /// A transition the model does not name; counted so nothing is hidden.
+        Other = 15 => "other",
+        /// The whole journey (send entry → receive return); for `Dir::Turnaround`, the server's
+        /// time between its receive returning and its next send.
+        OneWay = 16 => "one-way",
+        /// Runnable → running, on a CPU that was idle: the idle state's exit latency.
+        IdleExit = 17 => "idle-exit",
+        /// Runnable → running, on a CPU that was busy: the wait in its run queue.
+        Runqueue = 18 => "runqueue",
+        /// Running → data copied to the user buffer (the rest of the receive call's way back).
+        RecvCopy = 19 => "recv-copy",
+        /// Data copied → receive syscall returns.
+        RecvReturn = 20 => "recv-return",
+        /// An ipvlan child's transmit to another child of its parent: queue → the peer child's
+        /// netif_rx.
+        Ipvlan = 21 => "ipvlan",
+        /// A netkit pair crossing: queue on one end → netif_rx on its peer.
+        Netkit = 22 => "netkit",
+        /// Traffic netpath does not generate: socket woken → the application's receive consumed
+        /// the data. The application's own time before it reads (its wakeup, the other work of its
+        /// event loop), never part of `receiver-stack`.
+        SocketQueue = 23 => "socket-queue",
+    }
 }
 
 impl Hop {
-    pub const ALL: [Hop; 24] = [
-        Hop::SenderStack,
-        Hop::Loopback,
-        Hop::Veth,
-        Hop::Backlog,
-        Hop::Bridge,
-        Hop::Forward,
-        Hop::Nat,
-        Hop::VxlanEncap,
-        Hop::Underlay,
-        Hop::VxlanDecap,
-        Hop::Macvlan,
-        Hop::Proxy,
-        Hop::ReceiverStack,
-        Hop::Wakeup,
-        Hop::Uplink,
-        Hop::Other,
-        Hop::OneWay,
-        Hop::IdleExit,
-        Hop::Runqueue,
-        Hop::RecvCopy,
-        Hop::RecvReturn,
-        Hop::Ipvlan,
-        Hop::Netkit,
-        Hop::SocketQueue,
-    ];
-
     pub fn from_u32(v: u32) -> Hop {
         Hop::ALL.get(v as usize).copied().unwrap_or(Hop::Other)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Hop::SenderStack => "sender-stack",
-            Hop::Loopback => "loopback",
-            Hop::Veth => "veth",
-            Hop::Backlog => "backlog",
-            Hop::Bridge => "bridge",
-            Hop::Forward => "forward",
-            Hop::Nat => "nat",
-            Hop::VxlanEncap => "vxlan-encap",
-            Hop::Underlay => "underlay",
-            Hop::VxlanDecap => "vxlan-decap",
-            Hop::Macvlan => "macvlan",
-            Hop::Proxy => "proxy",
-            Hop::ReceiverStack => "receiver-stack",
-            Hop::Wakeup => "wakeup",
-            Hop::Uplink => "uplink",
-            Hop::Other => "other",
-            Hop::OneWay => "one-way",
-            Hop::IdleExit => "idle-exit",
-            Hop::Runqueue => "runqueue",
-            Hop::RecvCopy => "recv-copy",
-            Hop::RecvReturn => "recv-return",
-            Hop::Ipvlan => "ipvlan",
-            Hop::Netkit => "netkit",
-            Hop::SocketQueue => "socket-queue",
-        }
     }
 }
 

@@ -4,15 +4,14 @@
 //! reply's journey starts there: the reply is told by its echo identifier and sequence, equal to
 //! those of the request this CPU received last (the reply is built synchronously in the same
 //! softirq run). There is no server thread: the turnaround is 0.
-use aya_ebpf::helpers::bpf_get_smp_processor_id;
-use netpath_common::{DevKey, FLIGHT_SAMPLED, Hop, Point, TimelinePoint};
+use netpath_common::{DevKey, FLIGHT_SAMPLED, Hop, Point};
 
 use crate::{
     flights, kernel,
     maps::*,
     own::{Done, Stamp, stamp, tail},
     state::{advance, begin_journey, close_hop, complete, new_flight, receiving, record},
-    timeline::{append_point, new_record, note_end_tuple},
+    timeline::{append_point, note_end_tuple, start_timeline},
 };
 
 /// A packet queued outside a traced send: if it is the echo reply to a followed request,
@@ -59,16 +58,8 @@ fn start_reply(skb: u64, key: DevKey, kind: u32, st: &Stamp) -> Result<(), i64> 
     let f = new_flight(t, t, 1, (Point::DevQueue, kind as u16), st, (0, 0), flags);
     let h = f.cur_hop as u32;
     if sampled {
-        let first = TimelinePoint {
-            ts: t,
-            netns: 0,
-            ifindex: 0,
-            point: Point::SendEnter as u16,
-            kind: 0,
-            hop: Hop::SenderStack as u16,
-            cpu: unsafe { bpf_get_smp_processor_id() } as u16,
-        };
-        let _ = new_record(skb, 0, &f, first, 0, 0);
+        // Started as a send would start it, with no sending thread and no socket's address.
+        let _ = start_timeline(0, skb, &f, t, false, (0, 0));
         append_point(skb, point, kind as u16, key, h, t);
     }
     if !flights::claim(skb, &f) && sampled {

@@ -41,20 +41,10 @@ pub(crate) use driver_table;
 
 macro_rules! driver_enum {
     ($($variant:ident $module:ident $name:literal $help:literal;)*) => {
-        /// Which Docker data path to build.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, schemars::JsonSchema)]
-        #[serde(rename_all = "kebab-case")]
-        pub enum Driver {
-            $(#[doc = $help] $variant,)*
-        }
-
-        impl Driver {
-            pub const ALL: [Driver; [$(Driver::$variant),*].len()] = [$(Driver::$variant),*];
-
-            pub fn name(self) -> &'static str {
-                match self {
-                    $(Driver::$variant => $name,)*
-                }
+        crate::choice::choice! {
+            /// Which Docker data path to build.
+            pub enum Driver {
+                $(#[doc = $help] $variant => $name,)*
             }
         }
     };
@@ -119,12 +109,6 @@ pub fn unavailable(e: &anyhow::Error) -> Option<String> {
         return Some(p.to_string());
     }
     e.downcast_ref::<LabOnly>().map(ToString::to_string)
-}
-
-impl std::fmt::Display for Driver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
 }
 
 #[cfg(test)]

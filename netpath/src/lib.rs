@@ -8,6 +8,7 @@
 //! netlink, BTF, /proc).
 
 pub mod bench;
+mod choice;
 pub mod cli;
 pub mod docker;
 pub mod driver;

@@ -1,6 +1,7 @@
 //! Small helpers around `std::process::Command`: print, run, capture.
 
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 
@@ -60,6 +61,18 @@ pub fn probe(cmd: &mut Command) -> Option<String> {
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Waits up to `limit` for `child` to exit, then kills it; reaps it either way.
+pub fn reap_within(child: &mut Child, limit: Duration) -> std::io::Result<ExitStatus> {
+    let stop_by = Instant::now() + limit;
+    while child.try_wait()?.is_none() && Instant::now() < stop_by {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if child.try_wait()?.is_none() {
+        let _ = child.kill();
+    }
+    child.wait()
 }
 
 #[cfg(test)]

@@ -71,15 +71,7 @@ impl Guard {
 fn stop(mut c: Child) {
     // SAFETY: our own unreaped child.
     unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
-    let deadline = Instant::now() + STOP_TIMEOUT;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = c.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = c.kill();
-    let _ = c.wait();
+    let _ = cmd::reap_within(&mut c, STOP_TIMEOUT);
 }
 
 /// Starts `dockerd` in the background and waits until it answers.

@@ -411,11 +411,15 @@ mod paths {
 /// the node's bridge, routed and masqueraded on the node, over its uplink to another host.
 mod egress {
     use super::super::{DevKind, DevKind::*, Point, Point::*};
+    use std::vec::Vec;
 
-    /// egress request: the bridge passes the frame up to the node's stack (a receive pass
-    /// on the bridge device), which routes it to the uplink; SNAT in POSTROUTING.
-    pub const EGRESS_FN: &[(Point, DevKind)] = &[
-        (SendEnter, Unknown),
+    /// A path: its legs in order, one sequence.
+    type Path = Vec<(Point, DevKind)>;
+
+    const SEND: &[(Point, DevKind)] = &[(SendEnter, Unknown)];
+    /// Out of the container into its node's stack: the veth crossing to the bridge port, the
+    /// bridge passing the frame up (a receive pass on the bridge device), IP input.
+    const CONTAINER_UP: &[(Point, DevKind)] = &[
         (DevQueue, Veth),
         (DevXmit, Veth),
         (VethXmit, Veth),
@@ -423,87 +427,73 @@ mod egress {
         (NetifReceive, BridgePort),
         (NetifReceive, Bridge),
         (IpRcv, Bridge),
-        (NatManip, Uplink),
+    ];
+    /// Across the uplink into the other end's stack, up to IP input.
+    const UPLINK: &[(Point, DevKind)] = &[
         (DevQueue, Uplink),
         (DevXmit, Uplink),
         (VethXmit, Uplink),
         (NetifRx, Uplink),
         (NetifReceive, Uplink),
         (IpRcv, Uplink),
-        (TcpRcv, Uplink),
     ];
+    /// From the node's bridge device, forwarded to the container's port, to its socket.
+    const BRIDGE_DOWN: &[(Point, DevKind)] = &[
+        (DevQueue, Bridge),
+        (DevXmit, Bridge),
+        (BridgeForward, Bridge),
+        (DevQueue, BridgePort),
+        (DevXmit, BridgePort),
+        (VethXmit, BridgePort),
+        (NetifRx, Veth),
+        (NetifReceive, Veth),
+        (IpRcv, Veth),
+        (TcpRcv, Veth),
+    ];
+
+    /// egress request: the bridge passes the frame up to the node's stack, which routes it
+    /// to the uplink; SNAT in POSTROUTING.
+    pub fn egress() -> Path {
+        [
+            SEND,
+            CONTAINER_UP,
+            &[(NatManip, Uplink)],
+            UPLINK,
+            &[(TcpRcv, Uplink)],
+        ]
+        .concat()
+    }
 
     /// egress reply: de-masqueraded in PREROUTING on the uplink, routed to the bridge
     /// device, which forwards it to the container's port.
-    pub const EGRESS_FN_REPLY: &[(Point, DevKind)] = &[
-        (SendEnter, Unknown),
-        (DevQueue, Uplink),
-        (DevXmit, Uplink),
-        (VethXmit, Uplink),
-        (NetifRx, Uplink),
-        (NetifReceive, Uplink),
-        (IpRcv, Uplink),
-        (NatManip, Uplink),
-        (DevQueue, Bridge),
-        (DevXmit, Bridge),
-        (BridgeForward, Bridge),
-        (DevQueue, BridgePort),
-        (DevXmit, BridgePort),
-        (VethXmit, BridgePort),
-        (NetifRx, Veth),
-        (NetifReceive, Veth),
-        (IpRcv, Veth),
-        (TcpRcv, Veth),
-    ];
+    pub fn egress_reply() -> Path {
+        [SEND, UPLINK, &[(NatManip, Uplink)], BRIDGE_DOWN].concat()
+    }
 
     /// host-egress, both ways: the node's own stack over the uplink.
-    pub const HOST_EGRESS_FN: &[(Point, DevKind)] = &[
-        (SendEnter, Unknown),
-        (DevQueue, Uplink),
-        (DevXmit, Uplink),
-        (VethXmit, Uplink),
-        (NetifRx, Uplink),
-        (NetifReceive, Uplink),
-        (IpRcv, Uplink),
-        (TcpRcv, Uplink),
-    ];
+    pub fn host_egress() -> Path {
+        [SEND, UPLINK, &[(TcpRcv, Uplink)]].concat()
+    }
 
     /// gateway request: container → its bridge's own address, delivered locally.
-    pub const GATEWAY_FN: &[(Point, DevKind)] = &[
-        (SendEnter, Unknown),
-        (DevQueue, Veth),
-        (DevXmit, Veth),
-        (VethXmit, Veth),
-        (NetifRx, BridgePort),
-        (NetifReceive, BridgePort),
-        (NetifReceive, Bridge),
-        (IpRcv, Bridge),
-        (TcpRcv, Bridge),
-    ];
+    pub fn gateway() -> Path {
+        [SEND, CONTAINER_UP, &[(TcpRcv, Bridge)]].concat()
+    }
 
-    /// gateway reply: sent by the node out of its bridge device (the rest is the
-    /// published-nat request's path).
-    pub const GATEWAY_FN_REPLY: &[(Point, DevKind)] = &[
-        (SendEnter, Unknown),
-        (DevQueue, Bridge),
-        (DevXmit, Bridge),
-        (BridgeForward, Bridge),
-        (DevQueue, BridgePort),
-        (DevXmit, BridgePort),
-        (VethXmit, BridgePort),
-        (NetifRx, Veth),
-        (NetifReceive, Veth),
-        (IpRcv, Veth),
-        (TcpRcv, Veth),
-    ];
+    /// gateway reply: sent by the node out of its bridge device.
+    pub fn gateway_reply() -> Path {
+        [SEND, BRIDGE_DOWN].concat()
+    }
 
-    pub const ALL: [&[(Point, DevKind)]; 5] = [
-        EGRESS_FN,
-        EGRESS_FN_REPLY,
-        HOST_EGRESS_FN,
-        GATEWAY_FN,
-        GATEWAY_FN_REPLY,
-    ];
+    pub fn all() -> [Path; 5] {
+        [
+            egress(),
+            egress_reply(),
+            host_egress(),
+            gateway(),
+            gateway_reply(),
+        ]
+    }
 }
 
 /// The tracepoint points of a function-probe sequence.
@@ -525,39 +515,39 @@ fn hop_names(p: &[(Point, DevKind)]) -> std::string::String {
 #[test]
 fn egress_host_egress_and_gateway_name_every_hop() {
     use egress::*;
-    let tp = |p| hop_names(&tracepoints_of(p));
+    let tp = |p: &[(Point, DevKind)]| hop_names(&tracepoints_of(p));
     // Tracepoints: the node's routing, with its SNAT inside, is `forward`.
     assert_eq!(
-        tp(EGRESS_FN),
+        tp(&egress()),
         "sender-stack veth backlog bridge forward uplink backlog receiver-stack wakeup recv-return"
     );
     assert_eq!(
-        tp(EGRESS_FN_REPLY),
+        tp(&egress_reply()),
         "sender-stack uplink backlog forward bridge veth backlog receiver-stack wakeup recv-return"
     );
     // Function probes: each way the rewrite ends a `nat` segment on the node (the
     // netfilter work up to it; the request's includes the routing), then `forward`.
     assert_eq!(
-        hop_names(EGRESS_FN),
+        hop_names(&egress()),
         "sender-stack veth backlog bridge receiver-stack nat forward uplink backlog \
          receiver-stack wakeup recv-return"
     );
     assert_eq!(
-        hop_names(EGRESS_FN_REPLY),
+        hop_names(&egress_reply()),
         "sender-stack uplink backlog receiver-stack nat forward bridge veth backlog \
          receiver-stack wakeup recv-return"
     );
     assert_eq!(
-        tp(HOST_EGRESS_FN),
+        tp(&host_egress()),
         "sender-stack uplink backlog receiver-stack wakeup recv-return"
     );
     // gateway: one veth crossing and local delivery through the bridge device.
     assert_eq!(
-        tp(GATEWAY_FN),
+        tp(&gateway()),
         "sender-stack veth backlog bridge receiver-stack wakeup recv-return"
     );
     assert_eq!(
-        tp(GATEWAY_FN_REPLY),
+        tp(&gateway_reply()),
         "sender-stack bridge veth backlog receiver-stack wakeup recv-return"
     );
     assert_eq!(
@@ -600,11 +590,12 @@ fn known_paths() -> std::vec::Vec<std::vec::Vec<(Point, DevKind)>> {
     ]
     .iter()
     .map(|p| [*p, END].concat())
-    .chain(
-        egress::ALL
-            .iter()
-            .flat_map(|p| [[*p, END].concat(), [&tracepoints_of(p)[..], END].concat()]),
-    )
+    .chain(egress::all().into_iter().flat_map(|p| {
+        [
+            [&p[..], END].concat(),
+            [&tracepoints_of(&p)[..], END].concat(),
+        ]
+    }))
     .collect()
 }
 

@@ -7,8 +7,6 @@ use crate::driver::Driver;
 use crate::harness::Proto;
 use crate::lab;
 use crate::measure::compare;
-use crate::probe::backend;
-use crate::probe::doctor;
 use crate::render::{self, OutputArgs};
 
 /// Run request/response traffic per driver, traced and untraced, and attribute latency to hops.
@@ -92,11 +90,7 @@ impl super::Command for CompareArgs {
                 render::check_output_path(flag, p)?;
             }
         }
-        lab::install_signal_cleanup();
-        crate::sys::btf::require()?;
-        crate::render::progress::enable(text);
-        let caps = doctor::probe()?;
-        let backend = backend::select(a.traffic.tracing.backend.backend, &caps)?;
+        let backend = super::traced_run(a.traffic.tracing.backend.backend, text)?;
         // A missing daemon is said before anything else is printed.
         let engine = a.docker.then(crate::docker::Engine::connect).transpose()?;
         let node = between.then(crate::runtime::Node::connect).transpose()?;

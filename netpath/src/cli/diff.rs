@@ -4,9 +4,6 @@ use anyhow::{Result, bail};
 
 use super::args::TrafficArgs;
 use crate::driver::Driver;
-use crate::lab;
-use crate::probe::backend;
-use crate::probe::doctor;
 use crate::render::{self, OutputArgs};
 
 /// One driver against another, noise-aware: which hops make the difference.
@@ -61,11 +58,7 @@ fn diff_live(a: DiffArgs) -> Result<()> {
     // diff compares the runs its tables come from; compare's extra blocking line
     // would cost a run per driver and say nothing here (`--wait block` diffs that).
     opts.mode.block_line = false;
-    lab::install_signal_cleanup();
-    crate::sys::btf::require()?;
-    crate::render::progress::enable(a.output.is_text());
-    let caps = doctor::probe()?;
-    let backend = backend::select(a.traffic.tracing.backend.backend, &caps)?;
+    let backend = super::traced_run(a.traffic.tracing.backend.backend, a.output.is_text())?;
     let r = crate::measure::diff::live(backend, &opts)?;
     render::emit(a.output.format(), Some(backend.name()), &r)
 }

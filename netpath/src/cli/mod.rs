@@ -23,6 +23,20 @@ pub fn require_root() -> Result<()> {
     Ok(())
 }
 
+/// Readies a traced run over built paths and picks its backend: labs removed on SIGINT and
+/// SIGTERM, BTF present (the programs need it), progress on stderr for text output, and the
+/// backend `choice` comes to on this kernel.
+pub fn traced_run(
+    choice: crate::probe::backend::BackendChoice,
+    text: bool,
+) -> Result<crate::probe::backend::Backend> {
+    crate::lab::install_signal_cleanup();
+    crate::sys::btf::require()?;
+    crate::render::progress::enable(text);
+    let caps = crate::probe::doctor::probe()?;
+    crate::probe::backend::select(choice, &caps)
+}
+
 /// Declares each command's module and its variant of `Cmd` (the subcommands, in `--help`
 /// order), and the dispatch to its `Command::run`.
 macro_rules! commands {

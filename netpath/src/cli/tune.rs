@@ -7,7 +7,6 @@ use crate::cli::bounds;
 use crate::driver::Driver;
 use crate::harness::{BulkConfig, Proto, RrConfig};
 use crate::measure::compare::CompareOptions;
-use crate::probe::backend;
 use crate::probe::tracer::TracerOptions;
 use crate::tune::knobs::{self, Knob};
 use crate::tune::outside::{Commands, RunIn};
@@ -95,11 +94,7 @@ impl super::Command for TuneArgs {
         knobs::check_proto(&spec, driver, args.proto)?;
         knobs::check_kernel(&spec)?;
         let opts = options(&args, spec.knob == Knob::Nodelay)?;
-        crate::lab::install_signal_cleanup();
-        crate::sys::btf::require()?;
-        crate::render::progress::enable(args.output.is_text());
-        let caps = crate::probe::doctor::probe()?;
-        let backend = backend::select(args.backend.backend, &caps)?;
+        let backend = super::traced_run(args.backend.backend, args.output.is_text())?;
         if args.output.is_text() {
             crate::render::tune::start_line(backend, &spec, driver, args.proto);
         }
@@ -135,11 +130,7 @@ fn run_change(args: &TuneArgs) -> Result<()> {
         crate::harness::supported::check(driver, args.proto)?;
     }
     let opts = options(args, false)?;
-    crate::lab::install_signal_cleanup();
-    crate::sys::btf::require()?;
-    crate::render::progress::enable(args.output.is_text());
-    let caps = crate::probe::doctor::probe()?;
-    let backend = backend::select(args.backend.backend, &caps)?;
+    let backend = super::traced_run(args.backend.backend, args.output.is_text())?;
     let built = match args.between.as_slice() {
         [client, server] => {
             // Resolved before any program is loaded: a typo fails first.

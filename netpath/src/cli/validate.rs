@@ -4,9 +4,6 @@ use anyhow::Result;
 
 use super::args::TrafficArgs;
 use crate::driver::Driver;
-use crate::lab;
-use crate::probe::backend;
-use crate::probe::doctor;
 use crate::render::{self, OutputArgs};
 
 /// Check the hop tables against exactly known delays.
@@ -43,11 +40,7 @@ impl super::Command for ValidateArgs {
         };
         let mut compare = a.traffic.options(drivers.clone(), None)?;
         compare.mode.block_line = false;
-        lab::install_signal_cleanup();
-        crate::sys::btf::require()?;
-        crate::render::progress::enable(a.output.is_text());
-        let caps = doctor::probe()?;
-        let backend = backend::select(a.traffic.tracing.backend.backend, &caps)?;
+        let backend = super::traced_run(a.traffic.tracing.backend.backend, a.output.is_text())?;
         let mut tracer = crate::probe::tracer::Tracer::load(backend, &compare.tracer())?;
         let o = crate::validate::ValidateOptions {
             drivers,

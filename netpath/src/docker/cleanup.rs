@@ -9,7 +9,6 @@ use bollard::query_parameters::{
     RemoveImageOptions,
 };
 
-use super::engine::is_not_found;
 use super::hostveth::{KINDS, host_link_run};
 use super::state::{self, run_in_use};
 use super::swarm::leave_swarm_if_unused;
@@ -75,10 +74,9 @@ fn remove_containers(engine: &Engine) -> Result<Vec<String>> {
             v: true,
             ..Default::default()
         };
-        match engine.block_on(engine.docker().remove_container(&id, Some(opts))) {
-            Ok(()) => removed.push(format!("container {name}")),
-            Err(e) if is_not_found(&e) => {}
-            Err(e) => return Err(engine.err(e, &format!("removing container {name}"))),
+        let res = engine.block_on(engine.docker().remove_container(&id, Some(opts)));
+        if engine.removed(res, &format!("removing container {name}"))? {
+            removed.push(format!("container {name}"));
         }
     }
     Ok(removed)
@@ -94,10 +92,9 @@ fn remove_networks(engine: &Engine) -> Result<Vec<String>> {
     let mut gone = Vec::new();
     for n in nets.into_iter().filter(|n| !busy(&n.labels)) {
         let Some(name) = n.name else { continue };
-        match engine.block_on(engine.docker().remove_network(&name)) {
-            Ok(()) => gone.push(name),
-            Err(e) if is_not_found(&e) => {}
-            Err(e) => return Err(engine.err(e, &format!("removing network {name}"))),
+        let res = engine.block_on(engine.docker().remove_network(&name));
+        if engine.removed(res, &format!("removing network {name}"))? {
+            gone.push(name);
         }
     }
     Ok(gone)
@@ -122,10 +119,11 @@ fn remove_images(engine: &Engine) -> Result<Vec<String>> {
             force: false,
             noprune: false,
         };
-        match engine.block_on(engine.docker().remove_image(&i.id, Some(opts), None)) {
-            Ok(_) => removed.push(format!("image {name}")),
-            Err(e) if is_not_found(&e) => {}
-            Err(e) => log::info!("leaving image {name}: {}", engine.err(e, "removing it")),
+        let res = engine.block_on(engine.docker().remove_image(&i.id, Some(opts), None));
+        match engine.removed(res, "removing it") {
+            Ok(true) => removed.push(format!("image {name}")),
+            Ok(false) => {}
+            Err(e) => log::info!("leaving image {name}: {e}"),
         }
     }
     Ok(removed)

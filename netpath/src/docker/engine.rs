@@ -162,10 +162,18 @@ impl Engine {
             v: true,
             ..Default::default()
         };
-        match self.block_on(self.docker.remove_container(id, Some(opts))) {
-            Ok(()) => Ok(()),
-            Err(err) if is_not_found(&err) => Ok(()),
-            Err(err) => Err(self.err(err, &format!("removing container {id}"))),
+        let res = self.block_on(self.docker.remove_container(id, Some(opts)));
+        self.removed(res, &format!("removing container {id}"))
+            .map(drop)
+    }
+
+    /// What a removal came to: `Ok(true)` removed, `Ok(false)` already gone (fine: whoever
+    /// removed it did what was asked), else the error, saying `what` was being done.
+    pub(crate) fn removed<T>(&self, res: Result<T, BollardError>, what: &str) -> Result<bool> {
+        match res {
+            Ok(_) => Ok(true),
+            Err(err) if is_not_found(&err) => Ok(false),
+            Err(err) => Err(self.err(err, what)),
         }
     }
 

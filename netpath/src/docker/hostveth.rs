@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::state;
-use crate::lab::{PREFIX, RUN_ID_LEN, ifname, is_run_id, netns_name};
+use crate::lab::{ifname, netns_name, split_run_name};
 use crate::path::Teardown;
 use crate::sys::netns::{Held, Netns};
 use crate::sys::nl::Nl;
@@ -129,10 +129,8 @@ impl Teardown for HostVeth {
 /// If `name` is a host link netpath makes (`np<6 hex><suffix>` of one of [`KINDS`]), its
 /// run id.
 pub(crate) fn host_link_run(name: &str) -> Option<&str> {
-    let rest = name.strip_prefix(PREFIX)?;
-    let id = rest.get(..RUN_ID_LEN)?;
-    let sfx = rest.get(RUN_ID_LEN..)?;
-    (is_run_id(id) && KINDS.iter().any(|k| k.host == sfx)).then_some(id)
+    let (id, sfx) = split_run_name(name)?;
+    KINDS.iter().any(|k| k.host == sfx).then_some(id)
 }
 
 #[cfg(test)]

@@ -15,11 +15,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::rr::{Phases, RrConfig, RrResult, gettid, timed_loop};
-use super::runmode::pin_current;
+use super::rr::{RrResult, Run, gettid, timed_loop};
 use super::server::{Ends, client_server, ready_with};
-use super::wait::{Receiver, WaitMode, napi_id_of};
-use crate::path::NetPath;
+use super::wait::{Receiver, napi_id_of};
 
 /// How often a blocked server looks whether the client has finished.
 const SERVER_POLL: Duration = Duration::from_millis(100);
@@ -52,12 +50,11 @@ pub struct Exchange<'a> {
 /// The client side: warm-up, then the measured requests between the phase hooks.
 pub fn client_loop(
     sock: &UdpSocket,
-    cfg: &RrConfig,
-    deadline: Instant,
-    phases: &dyn Phases,
+    run: &Run,
     server_tid: u32,
     ex: &Exchange,
 ) -> Result<RrResult> {
+    let cfg = run.cfg;
     let tid = gettid();
     let rx = Receiver::new(cfg.wait, cfg.pin.same_cpu(), None);
     rx.prepare(sock, Some(cfg.timeout))?;
@@ -85,42 +82,30 @@ pub fn client_loop(
         }
     };
     let fd = sock.as_raw_fd();
-    timed_loop(
-        cfg,
-        deadline,
-        phases,
-        (tid, server_tid),
-        &|| napi_id_of(fd),
-        &mut |seq| one(seq, &mut req, &mut resp),
-    )
+    timed_loop(run, (tid, server_tid), &|| napi_id_of(fd), &mut |seq| {
+        one(seq, &mut req, &mut resp)
+    })
 }
 
 /// UDP ping-pong from `lab.client_ns` to `lab.connect_to`, served on `lab.server_bind`.
-pub fn run_udp(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrResult> {
-    let deadline = Instant::now() + cfg.timeout;
+pub fn run_udp(run: &Run) -> Result<RrResult> {
     let done = &AtomicBool::new(false);
     let stop = |_| done.store(true, Ordering::Relaxed);
     let ends = Ends {
         what: "UDP request/response",
-        deadline,
+        deadline: run.deadline,
         stop: &stop,
     };
     client_server(
         &ends,
-        |ready, napi| serve_udp(lab, cfg, ready, done, napi),
-        |server_tid| udp_client(lab, cfg, deadline, phases, server_tid),
+        |ready, napi| serve_udp(run, ready, done, napi),
+        |server_tid| udp_client(run, server_tid),
     )
 }
 
-fn udp_client(
-    lab: &NetPath,
-    cfg: &RrConfig,
-    deadline: Instant,
-    phases: &dyn Phases,
-    server_tid: u32,
-) -> Result<RrResult> {
-    pin_current(cfg.pin.client)?;
-    lab.client_ns.enter()?;
+fn udp_client(run: &Run, server_tid: u32) -> Result<RrResult> {
+    let Run { lab, cfg, .. } = *run;
+    run.enter_client()?;
     let sock = connected(libc::IPPROTO_UDP, lab.connect_to).with_context(|| {
         format!(
             "client: cannot open a UDP socket to {} from {}",
@@ -143,19 +128,18 @@ fn udp_client(
         req_len: cfg.req_size,
         resp_len: cfg.resp_size,
     };
-    client_loop(&sock, cfg, deadline, phases, server_tid, &ex)
+    client_loop(&sock, run, server_tid, &ex)
 }
 
 fn serve_udp(
-    lab: &NetPath,
-    cfg: &RrConfig,
+    run: &Run,
     ready: mpsc::Sender<Result<u32>>,
     done: &AtomicBool,
     napi: &AtomicU32,
 ) -> Result<()> {
+    let Run { lab, cfg, .. } = *run;
     let sock = ready_with(&ready, gettid, || {
-        pin_current(cfg.pin.server)?;
-        lab.server_ns.enter()?;
+        run.enter_server()?;
         UdpSocket::bind(lab.server_bind).with_context(|| {
             format!(
                 "server: cannot bind UDP {} in {}",
@@ -171,9 +155,7 @@ fn serve_udp(
     let mut finished = || done.load(Ordering::Relaxed);
     let mut served = 0u64;
     loop {
-        if served == cfg.warmup.max(1) && cfg.wait == WaitMode::BusyPoll {
-            napi.store(napi_id_of(sock.as_raw_fd()), Ordering::Relaxed);
-        }
+        run.note_server_napi(served, sock.as_raw_fd(), napi);
         // The server answers whoever asked (behind NAT: the translated address).
         let got = rx.poll(|| sock.recv_from(&mut req), &mut finished);
         let (len, peer) = match got.context("server: receiving a request")? {

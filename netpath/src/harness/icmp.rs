@@ -4,15 +4,12 @@
 //! the caller's group, a per-namespace setting: netpath sets it only inside the lab's own client
 //! namespace (which is removed with the lab), never in a namespace it did not create.
 use std::net::SocketAddrV4;
-use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
 use super::dgram::{Exchange, client_loop, connected};
-use super::rr::{Phases, RrConfig, RrResult};
-use super::runmode::pin_current;
+use super::rr::{RrResult, Run};
 use super::server::client_only;
-use crate::path::NetPath;
 
 /// No server thread: a thread id no thread has, so the tracer's server slot stays empty.
 const NO_SERVER: u32 = u32::MAX;
@@ -53,19 +50,13 @@ const HDR: usize = 8;
 
 /// Pings `lab.connect_to`'s address from `lab.client_ns`, `cfg.requests` times after warm-up
 /// (the sizes checked by `run_rr`: the reply carries the request's bytes).
-pub fn run_icmp(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrResult> {
-    let deadline = Instant::now() + cfg.timeout;
-    client_only("ICMP echo", || icmp_client(lab, cfg, deadline, phases))
+pub fn run_icmp(run: &Run) -> Result<RrResult> {
+    client_only("ICMP echo", || icmp_client(run))
 }
 
-fn icmp_client(
-    lab: &NetPath,
-    cfg: &RrConfig,
-    deadline: Instant,
-    phases: &dyn Phases,
-) -> Result<RrResult> {
-    pin_current(cfg.pin.client)?;
-    lab.client_ns.enter()?;
+fn icmp_client(run: &Run) -> Result<RrResult> {
+    let Run { lab, cfg, .. } = *run;
+    run.enter_client()?;
     allow_ping(&lab.client_ns.name, &lab.run_id)?;
     let to = SocketAddrV4::new(*lab.connect_to.ip(), 0);
     let sock = connected(libc::IPPROTO_ICMP, to).with_context(|| {
@@ -91,7 +82,7 @@ fn icmp_client(
         req_len: HDR + payload,
         resp_len: HDR + payload,
     };
-    client_loop(&sock, cfg, deadline, phases, NO_SERVER, &ex)
+    client_loop(&sock, run, NO_SERVER, &ex)
 }
 
 #[cfg(test)]

@@ -41,9 +41,10 @@ pub fn run_rr(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrRe
         bail!("refusing to bind the lab server to a wildcard address");
     }
     supported::check_sizes(cfg.proto, cfg.req_size, cfg.resp_size)?;
+    let run = &rr::Run::new(lab, cfg, phases);
     match cfg.proto {
-        Proto::Tcp => tcp::run_tcp(lab, cfg, phases),
-        Proto::Udp => dgram::run_udp(lab, cfg, phases),
-        Proto::Icmp => icmp::run_icmp(lab, cfg, phases),
+        Proto::Tcp => tcp::run_tcp(run),
+        Proto::Udp => dgram::run_udp(run),
+        Proto::Icmp => icmp::run_icmp(run),
     }
 }

@@ -2,39 +2,21 @@
 //! records and the kernel programs (`PROTO_MODE`) name it; and `trace --proto`, which also
 //! takes any IP protocol number.
 
-/// Transport of the request/response runs.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    Hash,
-    clap::ValueEnum,
-    serde::Serialize,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Proto {
-    /// One TCP connection, a request and a response per round trip (sockperf's TCP ping-pong).
-    #[default]
-    Tcp,
-    /// One datagram each way (sockperf's default mode).
-    Udp,
-    /// ICMP echo request and reply; the kernel answers, there is no server thread.
-    Icmp,
+crate::choice::choice! {
+    /// Transport of the request/response runs.
+    #[derive(Default)]
+    pub enum Proto {
+        /// One TCP connection, a request and a response per round trip (sockperf's TCP ping-pong).
+        #[default]
+        Tcp => "tcp",
+        /// One datagram each way (sockperf's default mode).
+        Udp => "udp",
+        /// ICMP echo request and reply; the kernel answers, there is no server thread.
+        Icmp => "icmp",
+    }
 }
 
 impl Proto {
-    pub fn name(self) -> &'static str {
-        match self {
-            Proto::Tcp => "tcp",
-            Proto::Udp => "udp",
-            Proto::Icmp => "icmp",
-        }
-    }
-
     /// IP protocol number (the `trace` filter).
     pub fn number(self) -> u8 {
         match self {
@@ -60,12 +42,6 @@ impl Proto {
             Proto::Tcp => None,
             Proto::Udp | Proto::Icmp => Some(65_507),
         }
-    }
-}
-
-impl std::fmt::Display for Proto {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 

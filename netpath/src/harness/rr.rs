@@ -1,14 +1,17 @@
 //! What a request/response run is asked and what it measures, whatever its protocol: the
 //! configuration, the result, the hooks around the measured phase, the threads' names.
 
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use hdrhistogram::Histogram;
 
 use super::proto::Proto;
-use super::runmode::Pin;
-use super::wait::WaitMode;
+use super::runmode::{Pin, pin_current};
+use super::wait::{WaitMode, napi_id_of};
+use crate::path::NetPath;
 
 /// Ping-pong parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,17 +114,63 @@ pub fn gettid() -> u32 {
     unsafe { libc::gettid() as u32 }
 }
 
+/// One request/response run as each of its ends sees it: the path, the settings, the phase
+/// hooks and the bound every wait is held to.
+pub struct Run<'a> {
+    pub lab: &'a NetPath,
+    pub cfg: &'a RrConfig,
+    pub phases: &'a dyn Phases,
+    /// `cfg.timeout` from the start of the run.
+    pub deadline: Instant,
+}
+
+impl<'a> Run<'a> {
+    pub fn new(lab: &'a NetPath, cfg: &'a RrConfig, phases: &'a dyn Phases) -> Run<'a> {
+        let deadline = Instant::now() + cfg.timeout;
+        Run {
+            lab,
+            cfg,
+            phases,
+            deadline,
+        }
+    }
+
+    /// Puts the calling thread where the client runs: on its CPU (`--pin`), in its namespace.
+    pub fn enter_client(&self) -> Result<()> {
+        pin_current(self.cfg.pin.client)?;
+        self.lab.client_ns.enter()
+    }
+
+    /// Puts the calling thread where the server runs.
+    pub fn enter_server(&self) -> Result<()> {
+        pin_current(self.cfg.pin.server)?;
+        self.lab.server_ns.enter()
+    }
+
+    /// Leaves a busy-polling server's NAPI id in `napi` once warm-up has been served: its
+    /// socket takes the id from the packets it receives, so it is known only by then.
+    pub fn note_server_napi(&self, served: u64, fd: RawFd, napi: &AtomicU32) {
+        if served == self.cfg.warmup.max(1) && self.cfg.wait == WaitMode::BusyPoll {
+            napi.store(napi_id_of(fd), Ordering::Relaxed);
+        }
+    }
+}
+
 /// The client's run, whatever it sends: `cfg.warmup` exchanges unmeasured, then up to
 /// `cfg.requests` timed ones between the phase hooks (`tids`: client's and server's thread).
 /// `one(seq)` is exchange `seq`; `napi` reads the socket's NAPI id after warm-up (busy-poll).
 pub fn timed_loop(
-    cfg: &RrConfig,
-    deadline: Instant,
-    phases: &dyn Phases,
+    run: &Run,
     tids: (u32, u32),
     napi: &dyn Fn() -> u32,
     one: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<RrResult> {
+    let Run {
+        cfg,
+        phases,
+        deadline,
+        ..
+    } = *run;
     let mut seq = 0u64;
     for _ in 0..cfg.warmup {
         if Instant::now() >= deadline {

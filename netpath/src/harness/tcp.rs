@@ -8,39 +8,37 @@
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
 use super::conns::connect_from;
-use super::rr::{Phases, RrConfig, RrResult, gettid, timed_loop};
-use super::runmode::pin_current;
+use super::rr::{RrResult, Run, gettid, timed_loop};
 use super::server::{Ends, client_server, ready_with};
 use super::wait::{Receiver, WaitMode, napi_id_of};
 use crate::path::NetPath;
 
 /// TCP ping-pong from `lab.client_ns` to `lab.connect_to`, served by one connection on
 /// `lab.server_bind` in `lab.server_ns`.
-pub fn run_tcp(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrResult> {
-    let deadline = Instant::now() + cfg.timeout;
+pub fn run_tcp(run: &Run) -> Result<RrResult> {
     // A client that failed before connecting leaves the server in accept: it gives up on its
     // own at the deadline, but is woken now with a connection.
     let stop = |failed: bool| {
         if failed {
-            poke(lab);
+            poke(run.lab);
         }
     };
     let ends = Ends {
         what: "request/response",
-        deadline,
+        deadline: run.deadline,
         stop: &stop,
     };
     client_server(
         &ends,
-        |ready, napi| serve(lab, cfg, deadline, ready, napi),
-        |server_tid| client(lab, cfg, deadline, phases, server_tid),
+        |ready, napi| serve(run, ready, napi),
+        |server_tid| client(run, server_tid),
     )
 }
 
@@ -57,16 +55,12 @@ fn poke(lab: &NetPath) {
         });
 }
 
-fn serve(
-    lab: &NetPath,
-    cfg: &RrConfig,
-    deadline: Instant,
-    ready: mpsc::Sender<Result<u32>>,
-    napi: &AtomicU32,
-) -> Result<()> {
+fn serve(run: &Run, ready: mpsc::Sender<Result<u32>>, napi: &AtomicU32) -> Result<()> {
+    let Run {
+        lab, cfg, deadline, ..
+    } = *run;
     let listener = ready_with(&ready, gettid, || {
-        pin_current(cfg.pin.server)?;
-        lab.server_ns.enter()?;
+        run.enter_server()?;
         std::net::TcpListener::bind(lab.server_bind).with_context(|| {
             format!(
                 "server: cannot listen on {} in {}",
@@ -102,9 +96,7 @@ fn serve(
     let resp = vec![0x5au8; cfg.resp_size];
     let mut served = 0u64;
     loop {
-        if served == cfg.warmup.max(1) && cfg.wait == WaitMode::BusyPoll {
-            napi.store(napi_id_of(conn.as_raw_fd()), Ordering::Relaxed);
-        }
+        run.note_server_napi(served, conn.as_raw_fd(), napi);
         served += 1;
         if !answer(&rx, &mut conn, &mut req, &resp)? {
             return Ok(());
@@ -112,15 +104,11 @@ fn serve(
     }
 }
 
-fn client(
-    lab: &NetPath,
-    cfg: &RrConfig,
-    deadline: Instant,
-    phases: &dyn Phases,
-    server_tid: u32,
-) -> Result<RrResult> {
-    pin_current(cfg.pin.client)?;
-    lab.client_ns.enter()?;
+fn client(run: &Run, server_tid: u32) -> Result<RrResult> {
+    let Run {
+        lab, cfg, deadline, ..
+    } = *run;
+    run.enter_client()?;
     let tid = gettid();
     let mut conn = connect_from(&lab.client_ns, lab.connect_to, deadline, cfg.timeout)?;
     conn.set_nodelay(cfg.nodelay)?;
@@ -152,14 +140,9 @@ fn client(
     };
 
     let fd = conn.as_raw_fd();
-    let r = timed_loop(
-        cfg,
-        deadline,
-        phases,
-        (tid, server_tid),
-        &|| napi_id_of(fd),
-        &mut |seq| one(&mut conn, seq),
-    );
+    let r = timed_loop(run, (tid, server_tid), &|| napi_id_of(fd), &mut |seq| {
+        one(&mut conn, seq)
+    });
     // EOF for the server.
     let _ = conn.shutdown(std::net::Shutdown::Write);
     r

@@ -12,38 +12,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-/// How a receiving harness thread waits for its data.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    Hash,
-    clap::ValueEnum,
-    serde::Serialize,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum WaitMode {
-    /// Blocking receives: what an application sees, the scheduler's wakeup included.
-    Block,
-    /// Non-blocking receives in a tight loop: the data path without the scheduler.
-    #[default]
-    Spin,
-    /// `SO_BUSY_POLL` on the harness sockets: the kernel polls the device's NAPI in the
-    /// receive (blocking receives where the device has no NAPI).
-    BusyPoll,
-}
-
-impl WaitMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            WaitMode::Block => "block",
-            WaitMode::Spin => "spin",
-            WaitMode::BusyPoll => "busy-poll",
-        }
+crate::choice::choice! {
+    /// How a receiving harness thread waits for its data.
+    #[derive(Default)]
+    pub enum WaitMode {
+        /// Blocking receives: what an application sees, the scheduler's wakeup included.
+        Block => "block",
+        /// Non-blocking receives in a tight loop: the data path without the scheduler.
+        #[default]
+        Spin => "spin",
+        /// `SO_BUSY_POLL` on the harness sockets: the kernel polls the device's NAPI in the
+        /// receive (blocking receives where the device has no NAPI).
+        BusyPoll => "busy-poll",
     }
 }
 

@@ -61,20 +61,12 @@ impl BridgeNet {
     pub(super) fn into_path(self, driver: Driver, run_id: &str, client_ns: Netns) -> Result<NetPath> {
         let srv = self.srv.clone().context("bridge network built without a server")?;
         let server = self.server.context("bridge network built without a server")?;
-        Ok(self.into_path_to(driver, run_id, client_ns, srv, server))
+        Ok(self.fill(NetPath::new(driver, run_id, client_ns, srv, server)))
     }
 
-    /// The path from `client_ns` to a server listening on `server` in `server_ns`, with this
-    /// network's node, subnet, nft table and devices (the caller adds devices elsewhere).
-    pub(super) fn into_path_to(
-        self,
-        driver: Driver,
-        run_id: &str,
-        client_ns: Netns,
-        server_ns: Netns,
-        server: SocketAddrV4,
-    ) -> NetPath {
-        let mut p = NetPath::new(driver, run_id, client_ns, server_ns, server);
+    /// `p` (a new path, whose server may sit outside this network) with this network's node,
+    /// subnet, nft table and devices (the caller adds devices elsewhere).
+    pub(super) fn fill(self, mut p: NetPath) -> NetPath {
         p.devices = self.devices;
         p.node_ns = Some(self.node);
         p.subnet = Some(self.subnet);

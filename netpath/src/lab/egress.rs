@@ -31,7 +31,7 @@ pub(super) fn build(run_id: &str) -> Result<NetPath> {
     let mut b = build_net(run_id, Containers::Client)?;
     let cli = b.cli.clone().context("bridge network built without a client")?;
     let up = uplink(&mut b.nss, &b.node, run_id)?;
-    let mut p = b.into_path_to(Driver::Egress, run_id, cli, up.remote, up.server);
+    let mut p = b.fill(NetPath::new(Driver::Egress, run_id, cli, up.remote, up.server));
     p.devices.extend(up.devices);
     Ok(p)
 }

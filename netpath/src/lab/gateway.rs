@@ -23,5 +23,5 @@ pub(super) fn build(run_id: &str) -> Result<NetPath> {
     let cli = b.cli.clone().context("bridge network built without a client")?;
     let node = b.node.clone();
     let server = SocketAddrV4::new(b.gw, LAB_PORT);
-    Ok(b.into_path_to(Driver::Gateway, run_id, cli, node, server))
+    Ok(b.fill(NetPath::new(Driver::Gateway, run_id, cli, node, server)))
 }

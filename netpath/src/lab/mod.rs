@@ -132,22 +132,21 @@ pub fn ifname(run_id: &str, suffix: &str) -> Result<String> {
 /// If `name` is a namespace name netpath makes (`np` + 6 hex + `-` + role of lowercase
 /// letters/digits), its run id.
 pub fn run_id_of_netns(name: &str) -> Option<&str> {
-    let rest = name.strip_prefix(PREFIX)?;
-    if rest.len() < RUN_ID_LEN + 2 {
-        return None;
-    }
-    let (id, role) = rest.split_at(RUN_ID_LEN);
+    let (id, role) = split_run_name(name)?;
     let role = role.strip_prefix('-')?;
-    if !is_run_id(id)
-        || role.is_empty()
-        || role.len() > 16
-        || !role
+    let ok = !role.is_empty()
+        && role.len() <= 16
+        && role
             .bytes()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-    {
-        return None;
-    }
-    Some(id)
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    ok.then_some(id)
+}
+
+/// A name netpath gives its objects, `np` + run id + the rest: the run id and the rest.
+pub fn split_run_name(name: &str) -> Option<(&str, &str)> {
+    let rest = name.strip_prefix(PREFIX)?;
+    let id = rest.get(..RUN_ID_LEN)?;
+    is_run_id(id).then(|| (id, &rest[RUN_ID_LEN..]))
 }
 
 /// Names in /run/netns that belong to this run id.

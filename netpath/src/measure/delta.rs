@@ -269,17 +269,24 @@ impl Delta {
     }
 }
 
-/// One sentence: the headline figure, then the ranked figures that are a result, then what is
-/// left: "overlay is 5.2 µs slower than bridge at p50 (spread 0.4): vxlan-decap +1.3,
-/// vxlan-encap +1.1, backlog ×2 more +1.4, underlay +0.3; the rest within noise".
-pub fn verdict(a: &str, b: &str, what: &str, headline: &Delta, ranked: &[Delta]) -> String {
-    let mut s = headline.headline(a, b, what);
-    let results: Vec<String> = ranked
+/// The ranked figures that are a result, each in brief (`vxlan-decap +1.3`), and how many
+/// are within noise: what the verdict and `diff`'s ranked lines say of a group.
+pub fn results(ranked: &[Delta]) -> (Vec<String>, usize) {
+    let results = ranked
         .iter()
         .filter(|d| !d.within_noise && d.delta != 0.0)
         .map(Delta::short)
         .collect();
     let quiet = ranked.iter().filter(|d| d.within_noise).count();
+    (results, quiet)
+}
+
+/// One sentence: the headline figure, then the ranked figures that are a result, then what is
+/// left: "overlay is 5.2 µs slower than bridge at p50 (spread 0.4): vxlan-decap +1.3,
+/// vxlan-encap +1.1, backlog ×2 more +1.4, underlay +0.3; the rest within noise".
+pub fn verdict(a: &str, b: &str, what: &str, headline: &Delta, ranked: &[Delta]) -> String {
+    let mut s = headline.headline(a, b, what);
+    let (results, quiet) = results(ranked);
     let unknown = ranked.iter().any(|d| !d.noise_known);
     if results.is_empty() {
         s.push_str(if quiet > 0 {

@@ -5,17 +5,15 @@ use netpath_common::{Hop, hop::hop_between};
 
 pub mod probes;
 
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Backend {
-    /// Tracepoints, raw tracepoints and TC: works on locked-down kernels without kprobes.
-    Tracepoint,
-    /// kprobes on the driver and netfilter functions (veth_xmit, br_forward, nf_nat, vxlan).
-    Kprobe,
-    /// fentry/fexit: like kprobe, cheaper, needs BTF for the target (vmlinux or module).
-    Fentry,
+crate::choice::choice! {
+    pub enum Backend {
+        /// Tracepoints, raw tracepoints and TC: works on locked-down kernels without kprobes.
+        Tracepoint => "tracepoint",
+        /// kprobes on the driver and netfilter functions (veth_xmit, br_forward, nf_nat, vxlan).
+        Kprobe => "kprobe",
+        /// fentry/fexit: like kprobe, cheaper, needs BTF for the target (vmlinux or module).
+        Fentry => "fentry",
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -28,14 +26,6 @@ pub enum BackendChoice {
 }
 
 impl Backend {
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Tracepoint => "tracepoint",
-            Backend::Kprobe => "kprobe",
-            Backend::Fentry => "fentry",
-        }
-    }
-
     /// Hops this backend can tell apart: those the hop model names between two points its
     /// probes stamp (`probes::PROBES`), on any device kinds, in `Hop::ALL` order.
     pub fn visible_hops(self) -> Vec<Hop> {

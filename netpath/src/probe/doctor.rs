@@ -14,6 +14,7 @@ use crate::probe::backend::{
     Backend,
     probes::{self, Kind, Probe},
 };
+use crate::probe::tracer::program;
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Check {
@@ -141,7 +142,7 @@ pub fn probe() -> Result<Capabilities> {
     checks.push(result(
         "tracepoint",
         (|| {
-            let p: &mut TracePoint = ebpf.program_mut(tp.prog).unwrap().try_into()?;
+            let p: &mut TracePoint = program(&mut ebpf, tp.prog)?;
             p.load()?;
             let (category, name) = tp.tracepoint();
             let id = p.attach(category, name)?;
@@ -153,7 +154,7 @@ pub fn probe() -> Result<Capabilities> {
     checks.push(result(
         "raw_tracepoint",
         (|| {
-            let p: &mut RawTracePoint = ebpf.program_mut(raw.prog).unwrap().try_into()?;
+            let p: &mut RawTracePoint = program(&mut ebpf, raw.prog)?;
             p.load()?;
             let id = p.attach(raw.target)?;
             p.detach(id)?;
@@ -187,7 +188,7 @@ pub fn probe() -> Result<Capabilities> {
 }
 
 fn check_tc(ebpf: &mut aya::Ebpf, tc: &Probe) -> Result<String> {
-    let p: &mut SchedClassifier = ebpf.program_mut(tc.prog).unwrap().try_into()?;
+    let p: &mut SchedClassifier = program(ebpf, tc.prog)?;
     p.load()?;
     let ty = if tc.target == "egress" {
         TcAttachType::Egress
@@ -215,7 +216,7 @@ fn check_tc(ebpf: &mut aya::Ebpf, tc: &Probe) -> Result<String> {
 }
 
 fn check_kprobe(ebpf: &mut aya::Ebpf, kp: &Probe) -> Result<String> {
-    let p: &mut KProbe = ebpf.program_mut(kp.prog).unwrap().try_into()?;
+    let p: &mut KProbe = program(ebpf, kp.prog)?;
     p.load()?;
     match p.attach(kp.target, 0) {
         Ok(id) => {
@@ -232,7 +233,7 @@ fn check_kprobe(ebpf: &mut aya::Ebpf, kp: &Probe) -> Result<String> {
 
 fn check_fentry(ebpf: &mut aya::Ebpf, fe: &Probe) -> Result<String> {
     let btf = Btf::from_sys_fs()?;
-    let p: &mut FEntry = ebpf.program_mut(fe.prog).unwrap().try_into()?;
+    let p: &mut FEntry = program(ebpf, fe.prog)?;
     match p.load(fe.target, &btf) {
         Ok(()) => {
             let id = p.attach()?;

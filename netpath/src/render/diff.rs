@@ -78,12 +78,7 @@ fn brief(w: &mut dyn Write, title: &str, rows: &[Delta]) -> std::io::Result<()> 
     if rows.is_empty() {
         return Ok(());
     }
-    let results: Vec<String> = rows
-        .iter()
-        .filter(|d| !d.within_noise && d.delta != 0.0)
-        .map(Delta::short)
-        .collect();
-    let quiet = rows.iter().filter(|d| d.within_noise).count();
+    let (results, quiet) = crate::measure::delta::results(rows);
     writeln!(
         w,
         "{title}: {}; {quiet} within noise",

@@ -50,8 +50,7 @@ pub struct Way {
 pub const PEERS: &[&str] = &["local", "container", "host", "remote", "unknown"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct HopLabels {
-    pub hop: String,
+pub struct PathLabels {
     #[prometheus(flatten)]
     pub way: Way,
     pub driver: String,
@@ -59,13 +58,12 @@ pub struct HopLabels {
     pub owner: Owner,
 }
 
+/// A hop's series carry its path's labels after the hop's name.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PathLabels {
+pub struct HopLabels {
+    pub hop: String,
     #[prometheus(flatten)]
-    pub way: Way,
-    pub driver: String,
-    #[prometheus(flatten)]
-    pub owner: Owner,
+    pub path: PathLabels,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -127,6 +125,21 @@ impl Default for Metrics {
     }
 }
 
+/// Registers each row `name, unit, metric, help;` (unit `-`: none) on the registry, so the
+/// exposition's names and help texts stand in one table rather than a call each.
+macro_rules! register {
+    ($r:expr; $($name:literal, $unit:tt, $metric:expr, $help:literal;)*) => {{
+        let r: &mut Registry = $r;
+        $(register!(@one r, $name, $unit, $metric, $help);)*
+    }};
+    (@one $r:ident, $name:literal, -, $metric:expr, $help:literal) => {
+        $r.register($name, $help, $metric.clone())
+    };
+    (@one $r:ident, $name:literal, $unit:ident, $metric:expr, $help:literal) => {
+        $r.register_with_unit($name, $help, Unit::$unit, $metric.clone())
+    };
+}
+
 impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
@@ -146,73 +159,29 @@ impl Metrics {
             hop_sets: BTreeMap::new(),
             path_sets: BTreeMap::new(),
         };
-        let r = &mut registry;
-        r.register_with_unit(
-            "netpath_hop_latency",
-            "Time a packet spent in one hop of its path (one crossing), of the journeys followed (one in --sample; a quantile's rank is off by about ±1/√(samples in the window)); bounds are the kernel's buckets, steps of about 2^(1/6)",
-            Unit::Seconds,
-            m.hop.clone(),
-        );
-        r.register_with_unit(
-            "netpath_one_way_latency",
-            "A packet's time from its first watched point to the receiving socket, of the journeys followed (one in --sample)",
-            Unit::Seconds,
-            m.one_way.clone(),
-        );
-        r.register(
-            "netpath_receive_passes",
-            "Receive passes (netif_receive_skb) per packet",
-            m.passes.clone(),
-        );
-        r.register(
-            "netpath_softirq_runs",
-            "NET_RX softirq runs a packet's receive passes took",
-            m.softirqs.clone(),
-        );
-        r.register(
-            "netpath_drops",
-            "Packets the kernel freed on a followed path, by reason and hop",
-            m.drops.clone(),
-        );
-        r.register(
-            "netpath_lost_events",
-            "Events netpath lost or could not match, by counter (ringbuf_lost, skb_map_full, …)",
-            m.lost.clone(),
-        );
-        r.register(
-            "netpath_journeys",
-            "Journeys the kernel programs started, completed and sampled",
-            m.journeys.clone(),
-        );
-        r.register_with_unit(
-            "netpath_bpf_program_run",
-            "Run time of netpath's kernel programs (bpf_stats)",
-            Unit::Seconds,
-            m.prog_seconds.clone(),
-        );
-        r.register(
-            "netpath_bpf_program_runs",
-            "Runs of netpath's kernel programs (bpf_stats)",
-            m.prog_runs.clone(),
-        );
-        r.register(
-            "netpath_watched_containers",
-            "Containers followed",
-            m.containers.clone(),
-        );
-        r.register(
-            "netpath_watched_devices",
-            "Devices the probes watch",
-            m.devices.clone(),
-        );
+        // One row a metric: name, unit (`-` for a plain count), the family, its help.
+        register! { &mut registry;
+            "netpath_hop_latency", Seconds, m.hop, "Time a packet spent in one hop of its path (one crossing), of the journeys followed (one in --sample; a quantile's rank is off by about ±1/√(samples in the window)); bounds are the kernel's buckets, steps of about 2^(1/6)";
+            "netpath_one_way_latency", Seconds, m.one_way, "A packet's time from its first watched point to the receiving socket, of the journeys followed (one in --sample)";
+            "netpath_receive_passes", -, m.passes, "Receive passes (netif_receive_skb) per packet";
+            "netpath_softirq_runs", -, m.softirqs, "NET_RX softirq runs a packet's receive passes took";
+            "netpath_drops", -, m.drops, "Packets the kernel freed on a followed path, by reason and hop";
+            "netpath_lost_events", -, m.lost, "Events netpath lost or could not match, by counter (ringbuf_lost, skb_map_full, …)";
+            "netpath_journeys", -, m.journeys, "Journeys the kernel programs started, completed and sampled";
+            "netpath_bpf_program_run", Seconds, m.prog_seconds, "Run time of netpath's kernel programs (bpf_stats)";
+            "netpath_bpf_program_runs", -, m.prog_runs, "Runs of netpath's kernel programs (bpf_stats)";
+            "netpath_watched_containers", -, m.containers, "Containers followed";
+            "netpath_watched_devices", -, m.devices, "Devices the probes watch";
+        }
         Metrics { registry, ..m }
     }
 
     pub fn observe_hop(&mut self, l: HopLabels, ns: u64) {
-        self.hop_sets.entry(l.owner.clone()).or_default().insert((
+        let p = &l.path;
+        self.hop_sets.entry(p.owner.clone()).or_default().insert((
             l.hop.clone(),
-            l.way.clone(),
-            l.driver.clone(),
+            p.way.clone(),
+            p.driver.clone(),
         ));
         self.hop.get_or_create(&l).observe_ns(ns);
     }
@@ -230,12 +199,12 @@ impl Metrics {
     /// Removes every series of a container (or pod) that stopped.
     pub fn forget_container(&mut self, owner: &Owner) {
         for (hop, way, driver) in self.hop_sets.remove(owner).unwrap_or_default() {
-            self.hop.remove(&HopLabels {
-                hop,
+            let path = PathLabels {
                 way,
                 driver,
                 owner: owner.clone(),
-            });
+            };
+            self.hop.remove(&HopLabels { hop, path });
         }
         for (way, driver) in self.path_sets.remove(owner).unwrap_or_default() {
             let l = PathLabels {
@@ -330,18 +299,16 @@ mod tests {
             pod: "web-0".into(),
             container: "web".into(),
         };
-        let hop = HopLabels {
-            hop: "veth".into(),
-            way: way(),
-            driver: "bridge".into(),
-            owner: owner.clone(),
-        };
-        m.observe_hop(hop, 2000);
         let path = PathLabels {
             way: way(),
             driver: "bridge".into(),
             owner,
         };
+        let hop = HopLabels {
+            hop: "veth".into(),
+            path: path.clone(),
+        };
+        m.observe_hop(hop, 2000);
         m.observe_path(path, 20_000, 2, 1);
         let drop = DropLabels {
             reason: "NETFILTER_DROP".into(),
@@ -374,18 +341,16 @@ mod tests {
             container: "agent".into(),
         };
         for pod in ["web-0", "web-1"] {
-            let hop = HopLabels {
-                hop: "bridge".into(),
-                way: way(),
-                driver: "bridge".into(),
-                owner: owner(pod),
-            };
-            m.observe_hop(hop, 1000);
             let path = PathLabels {
                 way: way(),
                 driver: "bridge".into(),
                 owner: owner(pod),
             };
+            let hop = HopLabels {
+                hop: "bridge".into(),
+                path: path.clone(),
+            };
+            m.observe_hop(hop, 1000);
             m.observe_path(path, 10_000, 1, 1);
         }
         let text = m.encode_classic();

@@ -203,26 +203,23 @@ pub fn observe(m: &mut Metrics, s: &SkbState, followed: &[Followed], peers: &Pee
             _ => crossings.push((p.hop, ns)),
         }
     }
+    let path = PathLabels {
+        way,
+        driver: f.driver.clone(),
+        owner: f.owner.clone(),
+    };
     for (hop, ns) in crossings {
         if hop == Hop::OneWay.name() {
             continue;
         }
-        m.observe_hop(
-            HopLabels {
-                hop: hop.to_string(),
-                way: way.clone(),
-                driver: f.driver.clone(),
-                owner: f.owner.clone(),
-            },
-            ns,
-        );
+        let hop = HopLabels {
+            hop: hop.to_string(),
+            path: path.clone(),
+        };
+        m.observe_hop(hop, ns);
     }
     m.observe_path(
-        PathLabels {
-            way,
-            driver: f.driver.clone(),
-            owner: f.owner.clone(),
-        },
+        path,
         s.last_ts.saturating_sub(s.first_ts),
         t.rx_passes,
         t.softirq_runs,

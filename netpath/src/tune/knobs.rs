@@ -13,34 +13,47 @@ use crate::driver::Driver;
 use crate::harness::{Cpus, Proto, WaitMode};
 use crate::measure::compare::CompareOptions;
 
-/// A knob of `tune`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Knob {
+/// Declares `Knob` and `KNOBS` from one row a knob, so a knob's name is written once: serde
+/// and the JSON schema write it, `--knob` parses it (`KNOBS`), `Knob::name` returns it.
+macro_rules! knobs {
+    ($($(#[$doc:meta])* $v:ident $name:literal, $values:literal, $pair:literal;)*) => {
+        /// A knob of `tune`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+        pub enum Knob {
+            $($(#[$doc])* #[serde(rename = $name)] $v,)*
+        }
+
+        /// Every knob's name, its values and its default pair, for `--help` and error lines.
+        pub const KNOBS: &[(Knob, &str, &str, &str)] = &[$((Knob::$v, $name, $values, $pair)),*];
+    };
+}
+
+// One row a knob: the variant, its name, the values it takes, its default pair (A,B).
+knobs! {
     /// RPS mask on the rx queues of the devices that receive into the client's and the
     /// server's namespaces.
-    Rps,
+    Rps "rps", "HEX mask, all or off", "all,off";
     /// GRO on every veth of the path (which also gives veth NAPI).
-    Gro,
+    Gro "gro", "on or off", "on,off";
     /// TSO on every veth of the path.
-    Tso,
+    Tso "tso", "on or off", "off,on";
     /// GSO on every veth of the path.
-    Gso,
+    Gso "gso", "on or off", "off,on";
     /// MTU of every link of the path.
-    Mtu,
+    Mtu "mtu", "68 to 65535", "9000,1500";
     /// Root (egress) qdisc of every link of the path.
-    Qdisc,
+    Qdisc "qdisc", "noqueue, pfifo_fast, pfifo, fq or fq_codel", "pfifo_fast,noqueue";
     /// notrack rules for the path's traffic in netpath's own nft table.
-    Conntrack,
+    Conntrack "conntrack", "notrack or track", "notrack,track";
     /// The published port through docker-proxy (published-proxy) or through DNAT
     /// (published-nat, `--userland-proxy=false`).
-    Proxy,
+    Proxy "proxy", "on (docker-proxy) or off (DNAT)", "on,off";
     /// TCP_NODELAY on the client, with requests written in two parts.
-    Nodelay,
+    Nodelay "nodelay", "on or off", "off,on";
     /// The harness's wait mode.
-    Wait,
+    Wait "wait", "block, spin or busy-poll", "block,spin";
     /// The harness's CPU placement.
-    Cpus,
+    Cpus "cpus", "same, split, auto, N or N,M", "same,split";
 }
 
 /// Knobs that would change the host, not netpath's namespaces: refused by name.
@@ -56,41 +69,6 @@ const HOST_WIDE: &[(&str, &str)] = &[
     (
         "default-qdisc",
         "net.core.default_qdisc is a sysctl of the whole host; --knob qdisc sets the qdisc of the lab's own links instead",
-    ),
-];
-
-/// Every knob's name, its values and its default pair, for `--help` and error lines.
-pub const KNOBS: &[(Knob, &str, &str, &str)] = &[
-    (Knob::Rps, "rps", "HEX mask, all or off", "all,off"),
-    (Knob::Gro, "gro", "on or off", "on,off"),
-    (Knob::Tso, "tso", "on or off", "off,on"),
-    (Knob::Gso, "gso", "on or off", "off,on"),
-    (Knob::Mtu, "mtu", "68 to 65535", "9000,1500"),
-    (
-        Knob::Qdisc,
-        "qdisc",
-        "noqueue, pfifo_fast, pfifo, fq or fq_codel",
-        "pfifo_fast,noqueue",
-    ),
-    (
-        Knob::Conntrack,
-        "conntrack",
-        "notrack or track",
-        "notrack,track",
-    ),
-    (
-        Knob::Proxy,
-        "proxy",
-        "on (docker-proxy) or off (DNAT)",
-        "on,off",
-    ),
-    (Knob::Nodelay, "nodelay", "on or off", "off,on"),
-    (Knob::Wait, "wait", "block, spin or busy-poll", "block,spin"),
-    (
-        Knob::Cpus,
-        "cpus",
-        "same, split, auto, N or N,M",
-        "same,split",
     ),
 ];
 

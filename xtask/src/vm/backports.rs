@@ -49,16 +49,20 @@ pub struct Qemu {
 /// The newest unpacked qemu under `vm_dir/qemu`.
 pub fn qemu(vm_dir: &Path) -> anyhow::Result<Qemu> {
     let dir = vm_dir.join("qemu");
-    let version = unpacked(&dir).pop().with_context(|| {
-        format!(
-            "no qemu in {}: `cargo xtask setup --vm` fetches it",
-            dir.display()
-        )
-    })?;
-    let root = dir.join(version);
+    let root = dir.join(newest_unpacked(&dir, "qemu")?);
     Ok(Qemu {
         bin: root.join("usr/bin/qemu-system-x86_64"),
         data_dirs: vec![root.join("usr/share/qemu"), root.join("usr/share/seabios")],
+    })
+}
+
+/// The newest version of `what` unpacked under `dir`; its absence says what fetches it.
+pub fn newest_unpacked(dir: &Path, what: &str) -> anyhow::Result<String> {
+    unpacked(dir).pop().with_context(|| {
+        format!(
+            "no {what} in {}: `cargo xtask setup --vm` fetches it",
+            dir.display()
+        )
     })
 }
 

@@ -250,14 +250,8 @@ fn console_lines(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
 /// Waits for qemu to go (after poweroff or a panic with `-no-reboot`), killing it after 10 s,
 /// or at once when the boot timed out.
 fn stop(child: &mut std::process::Child, timed_out: bool) -> anyhow::Result<ExitStatus> {
-    let stop_by = Instant::now() + Duration::from_secs(if timed_out { 0 } else { 10 });
-    while child.try_wait()?.is_none() && Instant::now() < stop_by {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    if child.try_wait()?.is_none() {
-        let _ = child.kill();
-    }
-    Ok(child.wait()?)
+    let limit = Duration::from_secs(if timed_out { 0 } else { 10 });
+    Ok(cmd::reap_within(child, limit)?)
 }
 
 #[cfg(test)]

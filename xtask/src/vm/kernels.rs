@@ -14,7 +14,7 @@ use std::{
 
 use anyhow::{Context as _, ensure};
 
-use super::backports::{BACKPORTS_SERIES, unpacked};
+use super::backports::{BACKPORTS_SERIES, newest_unpacked};
 use super::debian::{FLAVOUR, version_key};
 
 /// One bootable kernel: its image, its `uname -r` and where its modules are.
@@ -127,12 +127,7 @@ fn installed() -> anyhow::Result<Kernel> {
 /// The newest fetched backports kernel under `target/vm/kernels`.
 fn fetched(vm_dir: &Path) -> anyhow::Result<Kernel> {
     let dir = vm_dir.join("kernels");
-    let version = unpacked(&dir).pop().with_context(|| {
-        format!(
-            "no {BACKPORTS_SERIES} kernel in {}: `cargo xtask setup --vm` fetches it",
-            dir.display()
-        )
-    })?;
+    let version = newest_unpacked(&dir, &format!("{BACKPORTS_SERIES} kernel"))?;
     Kernel::from_vmlinuz(&dir.join(&version).join(format!("boot/vmlinuz-{version}")))
 }
 

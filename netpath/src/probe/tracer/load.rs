@@ -4,7 +4,7 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Ebpf,
     maps::{Array, HashMap, MapData},
-    programs::{FEntry, KProbe, RawTracePoint, SchedClassifier, TracePoint},
+    programs::{FEntry, KProbe, Program, ProgramError, RawTracePoint, SchedClassifier, TracePoint},
 };
 use netpath_common::{FLIGHT_SLOTS, FilterConfig, KernelOffsets, LoadConfig, config};
 
@@ -83,7 +83,7 @@ pub(super) fn load_tracepoints(
         .filter(|p| opts.detail || p.role != Role::Detail)
         .filter(|p| opts.trace_any || p.role != Role::Passive);
     for probe in raw {
-        let p: &mut RawTracePoint = program(ebpf, probe.prog)?.try_into()?;
+        let p: &mut RawTracePoint = program(ebpf, probe.prog)?;
         p.load().map_err(|e| verifier_error(probe.prog, e))?;
         // Probe the tracepoint once: a kernel without it loses only that point.
         match probe_attach(p, probe.target) {
@@ -98,11 +98,11 @@ pub(super) fn load_tracepoints(
         plan.retain(|p| p.role != Role::SockBound);
     }
     for probe in probes::of_kind(Kind::Tracepoint).filter(|p| p.backends.contains(&backend)) {
-        let p: &mut TracePoint = program(ebpf, probe.prog)?.try_into()?;
+        let p: &mut TracePoint = program(ebpf, probe.prog)?;
         p.load().map_err(|e| verifier_error(probe.prog, e))?;
     }
     for probe in probes::of(backend, Role::Counter) {
-        let p: &mut SchedClassifier = program(ebpf, probe.prog)?.try_into()?;
+        let p: &mut SchedClassifier = program(ebpf, probe.prog)?;
         p.load().map_err(|e| verifier_error(probe.prog, e))?;
     }
     Ok(Tracepoints {
@@ -135,9 +135,16 @@ fn probe_attach(p: &mut RawTracePoint, target: &str) -> Result<(), Option<String
     Err(last)
 }
 
-fn program<'a>(ebpf: &'a mut Ebpf, prog: &str) -> Result<&'a mut aya::programs::Program> {
-    ebpf.program_mut(prog)
-        .ok_or_else(|| anyhow!("program {prog} missing from the object"))
+/// Program `prog` of the object as its kind `T` (`TracePoint`, `KProbe`, ...): the one lookup
+/// every load, attach and detach makes; a name missing from the object is an error.
+pub(crate) fn program<'a, T>(ebpf: &'a mut Ebpf, prog: &str) -> Result<&'a mut T>
+where
+    &'a mut T: TryFrom<&'a mut Program, Error = ProgramError>,
+{
+    let p = ebpf
+        .program_mut(prog)
+        .ok_or_else(|| anyhow!("program {prog} missing from the object"))?;
+    Ok(p.try_into()?)
 }
 
 /// Whether the running kernel's release is at least `major.minor`.
@@ -180,7 +187,7 @@ pub(super) fn load_fn_probes(
             if !crate::sys::btf::has_func(btf, function) {
                 why_not_fentry = " (no vmlinux BTF: module function)".into();
             } else {
-                let p: &mut FEntry = program(ebpf, fprog)?.try_into()?;
+                let p: &mut FEntry = program(ebpf, fprog)?;
                 match p.load(function, aya_btf) {
                     Ok(()) => {
                         out.push(FnProbe {
@@ -198,7 +205,7 @@ pub(super) fn load_fn_probes(
                 }
             }
         }
-        let p: &mut KProbe = program(ebpf, kprog)?.try_into()?;
+        let p: &mut KProbe = program(ebpf, kprog)?;
         if p.fd().is_err() {
             p.load().map_err(|e| verifier_error(kprog, e))?;
         }

@@ -13,6 +13,7 @@ mod samples;
 mod tids;
 
 pub use load::add_clsact;
+pub(crate) use load::program;
 use load::{
     clear_array, clear_u64_keys, kernel_at_least, load_config, load_fn_probes, load_tracepoints,
     tcx,
@@ -316,7 +317,7 @@ impl Tracer {
                 continue;
             }
             let (cat, name) = p.tracepoint();
-            let tp: &mut TracePoint = self.ebpf.program_mut(p.prog).unwrap().try_into()?;
+            let tp: &mut TracePoint = program(&mut self.ebpf, p.prog)?;
             let id = tp
                 .attach(cat, name)
                 .with_context(|| format!("attaching tracepoint {cat}:{name}"))?;
@@ -328,13 +329,13 @@ impl Tracer {
                 continue;
             }
             if f.fentry {
-                let p: &mut FEntry = self.ebpf.program_mut(prog).unwrap().try_into()?;
+                let p: &mut FEntry = program(&mut self.ebpf, prog)?;
                 let id = p
                     .attach()
                     .with_context(|| format!("attaching fentry {}", f.function))?;
                 self.links.push(Link::FEntry(prog, id));
             } else {
-                let p: &mut KProbe = self.ebpf.program_mut(prog).unwrap().try_into()?;
+                let p: &mut KProbe = program(&mut self.ebpf, prog)?;
                 let id = p
                     .attach(f.function, 0)
                     .with_context(|| format!("attaching kprobe {}", f.function))?;
@@ -345,24 +346,13 @@ impl Tracer {
     }
 
     pub fn detach(&mut self) -> Result<()> {
+        let ebpf = &mut self.ebpf;
         for link in self.links.drain(..) {
             match link {
-                Link::Raw(prog, id) => {
-                    let p: &mut RawTracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;
-                    p.detach(id)?;
-                }
-                Link::Tp(prog, id) => {
-                    let p: &mut TracePoint = self.ebpf.program_mut(prog).unwrap().try_into()?;
-                    p.detach(id)?;
-                }
-                Link::KProbe(prog, id) => {
-                    let p: &mut KProbe = self.ebpf.program_mut(prog).unwrap().try_into()?;
-                    p.detach(id)?;
-                }
-                Link::FEntry(prog, id) => {
-                    let p: &mut FEntry = self.ebpf.program_mut(prog).unwrap().try_into()?;
-                    p.detach(id)?;
-                }
+                Link::Raw(prog, id) => program::<RawTracePoint>(ebpf, prog)?.detach(id)?,
+                Link::Tp(prog, id) => program::<TracePoint>(ebpf, prog)?.detach(id)?,
+                Link::KProbe(prog, id) => program::<KProbe>(ebpf, prog)?.detach(id)?,
+                Link::FEntry(prog, id) => program::<FEntry>(ebpf, prog)?.detach(id)?,
             }
         }
         Ok(())
@@ -377,7 +367,7 @@ impl Tracer {
                 "egress" => (probe.prog, TcAttachType::Egress),
                 _ => (probe.prog, TcAttachType::Ingress),
             };
-            let p: &mut SchedClassifier = self.ebpf.program_mut(prog).unwrap().try_into()?;
+            let p: &mut SchedClassifier = program(&mut self.ebpf, prog)?;
             let id = if tcx() {
                 p.attach(ifname, ty)
             } else {
@@ -549,7 +539,7 @@ impl Tracer {
     }
 
     fn attach_raw(&mut self, p: &'static Probe) -> Result<()> {
-        let raw: &mut RawTracePoint = self.ebpf.program_mut(p.prog).unwrap().try_into()?;
+        let raw: &mut RawTracePoint = program(&mut self.ebpf, p.prog)?;
         let id = raw
             .attach(p.target)
             .with_context(|| format!("attaching raw tracepoint {}", p.target))?;

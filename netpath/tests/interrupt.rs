@@ -144,7 +144,18 @@ fn interrupted_lab_runs_leave_nothing() {
     let _g = need_root();
     let mut rng = Rng::new();
     let mut interrupted = 0;
-    for (i, d) in Driver::ALL.iter().chain(Driver::ALL.iter()).enumerate() {
+    // ipvlan and netkit on a kernel without them: `compare` refuses them before building
+    // anything, so a signal there tests nothing (the 6.12 VM has them).
+    let here: Vec<Driver> = (Driver::ALL.into_iter())
+        .filter(|&d| match common::unavailable_here(d) {
+            Some(why) => {
+                println!("{d}: not built on this kernel ({why})");
+                false
+            }
+            None => true,
+        })
+        .collect();
+    for (i, d) in here.iter().chain(here.iter()).enumerate() {
         let sig = SIGNALS[(i + rng.next() as usize) % SIGNALS.len()];
         let delay = rng.millis(100, 4000);
         let args = [
@@ -161,12 +172,9 @@ fn interrupted_lab_runs_leave_nothing() {
             interrupted += 1;
         }
     }
-    println!(
-        "{interrupted} of {} lab runs interrupted",
-        2 * Driver::ALL.len()
-    );
+    println!("{interrupted} of {} lab runs interrupted", 2 * here.len());
     assert!(
-        interrupted >= Driver::ALL.len(),
+        interrupted >= here.len(),
         "too few runs were still running when signalled"
     );
 }

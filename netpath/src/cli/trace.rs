@@ -4,9 +4,6 @@ use anyhow::{Result, bail};
 
 use super::bounds;
 use crate::driver::Driver;
-use crate::lab;
-use crate::probe::backend;
-use crate::probe::doctor;
 use crate::render::{self, OutputArgs};
 
 /// Print per-packet timelines of traffic on a lab path or of running containers.
@@ -57,10 +54,8 @@ impl super::Command for TraceArgs {
     fn run(self) -> Result<()> {
         let a = self;
         super::require_root()?;
-        lab::install_signal_cleanup();
-        crate::sys::btf::require()?;
-        let caps = doctor::probe()?;
-        let backend = backend::select(a.backend.backend, &caps)?;
+        // trace prints timelines as they come, no bars.
+        let backend = super::traced_run(a.backend.backend, false)?;
         let o = crate::trace::TraceOptions {
             driver: a.driver,
             count: a.count,

@@ -4,6 +4,7 @@
 use std::net::Ipv4Addr;
 
 use anyhow::{Context as _, Result, bail};
+use netpath_common::devrole;
 use serde::Serialize;
 
 use crate::{
@@ -173,7 +174,7 @@ const RESCAN: std::time::Duration = std::time::Duration::from_secs(2);
 pub fn run_passive(
     backend: Backend,
     label: &str,
-    devices: &[Device],
+    devices: &[(Device, u32)],
     filter: Filter,
     relays: &[u32],
     count: usize,
@@ -190,8 +191,9 @@ pub fn run_passive(
             ..TracerOptions::default()
         },
     )?;
-    let mut names = crate::runtime::with_known(devices, &known());
-    tracer.set_devices_known(devices, &names)?;
+    let watched: Vec<Device> = devices.iter().map(|(d, _)| d.clone()).collect();
+    let mut names = crate::runtime::with_known(&watched, &known());
+    tracer.set_devices_with_roles(devices, &names)?;
     tracer.attach()?;
     // docker-proxy of a published port: its receive continues a journey as its next send.
     tracer.tids.set_relays(relays.to_vec());
@@ -204,8 +206,8 @@ pub fn run_passive(
     while samples.len() < count && std::time::Instant::now() < deadline {
         samples.extend(tracer.drain_samples());
         if listed.elapsed() >= RESCAN {
-            names = crate::runtime::with_known(devices, &known());
-            tracer.set_devices_known(devices, &names)?;
+            names = crate::runtime::with_known(&watched, &known());
+            tracer.set_devices_with_roles(devices, &names)?;
             listed = std::time::Instant::now();
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -262,10 +264,19 @@ pub fn run_containers(
             _ => None,
         };
         records.push(r.record);
-        let host_lo = leg.as_ref().map(|l| l.host_lo.clone());
-        for d in net.devices().into_iter().chain(host_lo) {
-            if !devices.contains(&d) {
-                devices.push(d);
+        // Each device's role: a journey starts where a packet enters or leaves the container
+        // (as serve's), so one already on its way when the programs were armed is not shown
+        // cut short. A host-network container and a published port's loopback leg have no
+        // inside and outside: there any point starts one.
+        let role = |d: &Device| match net.host_network {
+            true => devrole::ANY,
+            false => net.role(d),
+        };
+        let own = net.devices().into_iter().map(|d| (role(&d), d));
+        let host_lo = leg.as_ref().map(|l| (devrole::ANY, l.host_lo.clone()));
+        for (r, d) in own.chain(host_lo) {
+            if !devices.iter().any(|(x, _)| *x == d) {
+                devices.push((d, r));
             }
         }
         published.extend(leg);

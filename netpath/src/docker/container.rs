@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use anyhow::{Context, Result, bail};
 use bollard::models::{ContainerInspectResponse, NetworkSettings};
 use bollard::query_parameters::InspectContainerOptions;
-use netpath_common::DevKind;
+use netpath_common::{DevKind, devrole};
 
 use super::Engine;
 use crate::path::{Device, Role, kind_of};
@@ -151,6 +151,25 @@ impl ContainerNet {
             }
         }
         v
+    }
+
+    /// Where device `d` sits for this container (`devrole::*`): in its namespace, the other
+    /// end of one of its interfaces (a macvlan's parent excepted: every container on it shares
+    /// it), or between. It decides where a passively traced journey starts and which way it goes.
+    pub fn role(&self, d: &Device) -> u32 {
+        if d.netns_inum == self.netns_inum {
+            return devrole::OWN;
+        }
+        let peer = self
+            .interfaces
+            .iter()
+            .filter_map(|i| i.peer.as_ref())
+            .any(|p| {
+                p.netns_inum == d.netns_inum
+                    && p.link.ifindex == d.ifindex
+                    && d.kind != DevKind::MacvlanParent
+            });
+        if peer { devrole::PEER } else { devrole::MIDDLE }
     }
 
     /// Distinct namespaces of [`devices`](Self::devices): `(name, path, inum)`.

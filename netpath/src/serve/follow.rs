@@ -4,9 +4,9 @@
 use std::net::Ipv4Addr;
 
 use bollard::query_parameters::InspectNetworkOptions;
-use netpath_common::{DIR_OUT, DevKind, Hop, SkbState, devrole};
+use netpath_common::{DIR_OUT, Hop, SkbState, devrole};
 
-use crate::docker::{ContainerNet, Engine};
+use crate::docker::Engine;
 use crate::path::Device;
 use crate::record;
 use crate::render::prom::{HopLabels, Metrics, Owner, PathLabels, Way};
@@ -39,7 +39,7 @@ pub fn followed(node: &mut Node, u: Unit) -> Followed {
         _ => driver_of(net),
     };
     let devices = net.devices();
-    let roles = devices.iter().map(|d| role(net, d)).collect();
+    let roles = devices.iter().map(|d| net.role(d)).collect();
     let mut addrs: Vec<Ipv4Addr> = net.networks.iter().filter_map(|n| n.ip).collect();
     for i in &net.interfaces {
         addrs.extend(i.link.addrs.iter().map(|a| a.0));
@@ -58,24 +58,6 @@ pub fn followed(node: &mut Node, u: Unit) -> Followed {
         roles,
         addrs,
     }
-}
-
-/// Where device `d` sits for container `net`: in its namespace, the other end of one of its
-/// interfaces (a macvlan's parent excepted: every container on it shares it), or between.
-fn role(net: &ContainerNet, d: &Device) -> u32 {
-    if d.netns_inum == net.netns_inum {
-        return devrole::OWN;
-    }
-    let peer = net
-        .interfaces
-        .iter()
-        .filter_map(|i| i.peer.as_ref())
-        .any(|p| {
-            p.netns_inum == d.netns_inum
-                && p.link.ifindex == d.ifindex
-                && d.kind != DevKind::MacvlanParent
-        });
-    if peer { devrole::PEER } else { devrole::MIDDLE }
 }
 
 /// The driver of a Docker network.

@@ -123,8 +123,12 @@ fn trace_container_names_every_device_of_real_traffic() {
             assert_eq!(names[n - 1], "copy_to_user", "{}", line());
         }
         let tuple = s(t, "tuple");
-        // Passive journeys carry no direction of their own: the tuple tells them apart.
-        if dirs.insert(tuple.starts_with(&format!("{srv_ip}:6379 "))) {
+        // A passive journey's direction is relative to the followed server: its replies go
+        // out of it (they start on its eth0), requests come in (on its veth's host end).
+        let reply = tuple.starts_with(&format!("{srv_ip}:6379 "));
+        let want = if reply { "response" } else { "request" };
+        assert_eq!(t["dir"], want, "{tuple}: {}", line());
+        if dirs.insert(reply) {
             println!("{tuple}: {}", line());
         }
     }

@@ -2,6 +2,7 @@
 //! client's eth0 across veth and bridge to where the application read it (socket-queue).
 
 use netpath::{driver::Driver, harness::RrConfig, lab};
+use netpath_common::devrole;
 
 use super::common;
 
@@ -38,10 +39,16 @@ fn passive_trace_follows_traffic_netpath_does_not_trace() {
             }
             runs
         });
+        // The lab's devices have no container roles: a journey starts at any point of any.
+        let any: Vec<_> = lab
+            .devices
+            .iter()
+            .map(|d| (d.clone(), devrole::ANY))
+            .collect();
         let out = netpath::trace::run_passive(
             backend,
             "bridge",
-            &lab.devices,
+            &any,
             netpath::probe::tracer::Filter {
                 port: Some(port),
                 proto: Some(6),

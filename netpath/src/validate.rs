@@ -241,7 +241,7 @@ fn rounds(
 fn hops_of(r: &DriverReport) -> BTreeMap<(&'static str, &'static str), f64> {
     r.hops
         .iter()
-        .map(|h| ((h.dir, h.hop), h.compensated_p50_us))
+        .map(|h| ((h.at.dir, h.at.hop), h.compensated_p50_us))
         .collect()
 }
 

@@ -122,9 +122,9 @@ fn icmp_echo_journeys_are_matched_in_hop_order_on_bridge_overlay_and_egress() {
         let sender = r
             .hops
             .iter()
-            .find(|h| h.hop == "sender-stack" && h.dir == "response")
+            .find(|h| h.at.hop == "sender-stack" && h.at.dir == "response")
             .expect("response sender-stack");
-        assert_eq!(sender.mean_us, 0.0, "{d}");
+        assert_eq!(sender.at.mean_us, 0.0, "{d}");
     });
     assert_eq!(
         netpath::sys::netns::read_sysctl("net.ipv4.ping_group_range").unwrap(),

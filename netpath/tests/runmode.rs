@@ -125,8 +125,8 @@ fn hop_set(r: &DriverReport) -> BTreeSet<(&'static str, &'static str)> {
     const SLEEP_PARTS: [&str; 4] = ["idle-exit", "runqueue", "recv-copy", "recv-return"];
     r.hops
         .iter()
-        .filter(|h| !SLEEP_PARTS.contains(&h.hop))
-        .map(|h| (h.dir, h.hop))
+        .filter(|h| !SLEEP_PARTS.contains(&h.at.hop))
+        .map(|h| (h.at.dir, h.at.hop))
         .collect()
 }
 

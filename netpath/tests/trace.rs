@@ -105,8 +105,8 @@ fn assert_counts(r: &DriverReport) -> BTreeMap<&'static str, u64> {
 fn crossings(r: &DriverReport, dir: &str, hop: &str) -> u64 {
     r.hops
         .iter()
-        .find(|h| h.dir == dir && h.hop == hop)
-        .map_or(0, |h| h.crossings)
+        .find(|h| h.at.dir == dir && h.at.hop == hop)
+        .map_or(0, |h| h.at.crossings)
 }
 
 /// Exactly these hops, each crossed `k` times per journey: between k × completed journeys and
@@ -156,8 +156,8 @@ fn assert_crossings(r: &DriverReport, done: &BTreeMap<&str, u64>, want: &[(&str,
     let got: std::collections::BTreeSet<(&str, &str)> = r
         .hops
         .iter()
-        .filter(|h| h.hop != "other" && !WAKEUP_PARTS.contains(&h.hop))
-        .map(|h| (h.dir, h.hop))
+        .filter(|h| h.at.hop != "other" && !WAKEUP_PARTS.contains(&h.at.hop))
+        .map(|h| (h.at.dir, h.at.hop))
         .collect();
     // The wakeup's parts depend on whether the reader slept (`assert_wakeup_parts`).
     assert_eq!(got, names, "{} hops; timelines: {odd:#?}", r.driver);
@@ -165,8 +165,9 @@ fn assert_crossings(r: &DriverReport, done: &BTreeMap<&str, u64>, want: &[(&str,
         let c = r
             .hops
             .iter()
-            .find(|x| x.dir == *d && x.hop == *h)
+            .find(|x| x.at.dir == *d && x.at.hop == *h)
             .unwrap()
+            .at
             .crossings;
         assert!(
             // Function probes see a few more points than tracepoints (a segment sent again

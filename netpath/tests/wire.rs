@@ -79,8 +79,8 @@ fn traced(driver: Driver, underlay: Option<WireDelay>) -> DriverReport {
 fn hop_p50s(r: &DriverReport) -> BTreeMap<(&'static str, &'static str), f64> {
     r.hops
         .iter()
-        .filter(|h| h.crossings > 0 && !["idle-exit", "runqueue"].contains(&h.hop))
-        .map(|h| ((h.dir, h.hop), h.p50_us))
+        .filter(|h| h.at.crossings > 0 && !["idle-exit", "runqueue"].contains(&h.at.hop))
+        .map(|h| ((h.at.dir, h.at.hop), h.at.p50_us))
         .collect()
 }
 

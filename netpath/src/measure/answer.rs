@@ -111,8 +111,8 @@ pub fn ratio_interval(ratios: &[f64]) -> Option<(f64, Option<(f64, f64)>)> {
 /// the crossings per packet. Means would let a loaded machine's rare long waits (a wakeup of
 /// hundreds of µs in one round in a thousand) rank above the hops every packet pays.
 fn typical_us(h: &crate::record::HopRow) -> f64 {
-    let per_packet = if h.mean_us > 0.0 {
-        h.per_packet_us / h.mean_us
+    let per_packet = if h.at.mean_us > 0.0 {
+        h.at.per_packet_us / h.at.mean_us
     } else {
         1.0
     };
@@ -125,8 +125,8 @@ fn driver_line(r: &DriverReport, all: &[DriverReport]) -> DriverLine {
         .hops
         .iter()
         .map(|h| HopShare {
-            hop: h.hop.to_string(),
-            dir: h.dir.to_string(),
+            hop: h.at.hop.to_string(),
+            dir: h.at.dir.to_string(),
             us: typical_us(h),
             share_pct: if total > 0.0 {
                 typical_us(h) / total * 100.0

@@ -15,8 +15,8 @@ use crate::{
     path::NetPath,
     probe::tracer::{Tracer, TracerOptions},
     record::{
-        self, DriverReport, RttSummary, Spread,
-        per_round::{BlockLine, RoundHop, RoundPasses, RoundRow},
+        self, DriverReport, HopFigures, RttSummary, Spread,
+        per_round::{BlockLine, RoundPasses, RoundRow},
     },
     sys::machine::{CpuTimes, MachineState},
 };
@@ -317,8 +317,8 @@ fn wakeup_p50(r: &DriverReport, dir: &str) -> Option<f64> {
     let parts: Vec<f64> = r
         .hops
         .iter()
-        .filter(|h| h.dir == dir && WAKEUP_PARTS.contains(&h.hop))
-        .map(|h| h.p50_us * (h.crossings as f64 / done).min(1.0))
+        .filter(|h| h.at.dir == dir && WAKEUP_PARTS.contains(&h.at.hop))
+        .map(|h| h.at.p50_us * (h.at.crossings as f64 / done).min(1.0))
         .collect();
     (!parts.is_empty()).then(|| parts.iter().sum())
 }
@@ -328,7 +328,7 @@ fn wakeup_share(r: &DriverReport, dir: &str) -> Option<f64> {
     let parts: Vec<f64> = r
         .hops
         .iter()
-        .filter(|h| h.dir == dir && WAKEUP_PARTS.contains(&h.hop))
+        .filter(|h| h.at.dir == dir && WAKEUP_PARTS.contains(&h.at.hop))
         .map(|h| h.share_pct)
         .collect();
     (!parts.is_empty()).then(|| parts.iter().sum())
@@ -356,20 +356,8 @@ fn passes_per_packet(t: &DriverReport) -> Vec<RoundPasses> {
         .collect()
 }
 
-fn round_hops(t: &DriverReport) -> Vec<RoundHop> {
-    t.hops
-        .iter()
-        .map(|h| RoundHop {
-            hop: h.hop,
-            dir: h.dir,
-            crossings: h.crossings,
-            per_packet_us: h.per_packet_us,
-            mean_us: h.mean_us,
-            p50_us: h.p50_us,
-            p99_us: h.p99_us,
-            own_us: h.own_us,
-        })
-        .collect()
+fn round_hops(t: &DriverReport) -> Vec<HopFigures> {
+    t.hops.iter().map(|h| h.at.clone()).collect()
 }
 
 fn round_rows(

@@ -139,19 +139,21 @@ fn hop_rows(snap: &Snapshot, run_ns: f64) -> (BTreeMap<&'static str, Distributio
             let own_us = per(own_crossing * st.count as f64, completed);
             let p50_us = percentile_us(&snap.hist[i], 50.0);
             hops.push(HopRow {
-                hop: hop.name(),
-                dir: dir.name(),
-                crossings: st.count,
-                per_packet_us: per_packet,
-                mean_us: per(st.sum_ns as f64, st.count),
-                p50_us,
-                p99_us: percentile_us(&snap.hist[i], 99.0),
+                at: HopFigures {
+                    hop: hop.name(),
+                    dir: dir.name(),
+                    crossings: st.count,
+                    per_packet_us: per_packet,
+                    mean_us: per(st.sum_ns as f64, st.count),
+                    p50_us,
+                    p99_us: percentile_us(&snap.hist[i], 99.0),
+                    own_us,
+                },
                 share_pct: if ow_comp > 0.0 {
                     (per_packet - own_us) / ow_comp * 100.0
                 } else {
                     0.0
                 },
-                own_us,
                 compensated_us: per_packet - own_us,
                 compensated_p50_us: (p50_us - own_crossing / 1000.0).max(0.0),
             });

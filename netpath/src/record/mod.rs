@@ -63,8 +63,10 @@ impl RttSummary {
     }
 }
 
+/// One hop of one direction in a traced run: what it adds to a packet, its distribution per
+/// crossing, and netpath's own time in it. A round's hop (`RoundRow::hops`) is this alone.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
-pub struct HopRow {
+pub struct HopFigures {
     pub hop: &'static str,
     #[schemars(schema_with = "schema_parts::dir")]
     pub dir: &'static str,
@@ -75,10 +77,17 @@ pub struct HopRow {
     pub mean_us: f64,
     pub p50_us: f64,
     pub p99_us: f64,
-    /// Share of the direction's mean one-way time.
-    pub share_pct: f64,
     /// netpath's own time in this hop, per packet (`report::own`).
     pub own_us: f64,
+}
+
+/// A hop of the run's table: its figures, its share and the figures compensated.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct HopRow {
+    #[serde(flatten)]
+    pub at: HopFigures,
+    /// Share of the direction's mean one-way time.
+    pub share_pct: f64,
     /// `per_packet_us` less `own_us`: the hop as it would be untraced.
     pub compensated_us: f64,
     /// `p50_us` less netpath's own time per crossing (a crossing's own time is close to

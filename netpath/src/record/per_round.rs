@@ -2,7 +2,7 @@
 //! between two paths taken from them, round by round.
 use serde::Serialize;
 
-use super::{DriverReport, RttSummary, Spread};
+use super::{DriverReport, HopFigures, RttSummary, Spread};
 use crate::sys::machine::Placement;
 
 /// One round of one path.
@@ -23,7 +23,8 @@ pub struct RoundRow {
     /// One-way p50 per direction.
     #[schemars(schema_with = "super::schema_parts::by_dir::<f64>")]
     pub one_way_p50_us: std::collections::BTreeMap<&'static str, f64>,
-    pub hops: Vec<RoundHop>,
+    /// The round's hops: `HopRow`'s figures, without the shares.
+    pub hops: Vec<HopFigures>,
     /// Receive passes and NET_RX softirq runs per packet, per direction.
     pub passes: Vec<RoundPasses>,
     /// The round's bulk throughput (all streams), when bulk ran.
@@ -33,21 +34,6 @@ pub struct RoundRow {
     pub consistency_error_pct: Option<f64>,
     pub compensated_sum_us: Option<f64>,
     pub untraced_mean_us: Option<f64>,
-}
-
-/// One hop of one round's traced run: what `report::HopRow` says, without the shares.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
-pub struct RoundHop {
-    pub hop: &'static str,
-    #[schemars(schema_with = "super::schema_parts::dir")]
-    pub dir: &'static str,
-    pub crossings: u64,
-    pub per_packet_us: f64,
-    pub mean_us: f64,
-    pub p50_us: f64,
-    pub p99_us: f64,
-    /// netpath's own time in this hop, per packet (as `HopRow::own_us`).
-    pub own_us: f64,
 }
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]

@@ -187,12 +187,15 @@ pub fn sort_by_path(rows: &mut [super::HopRow], timelines: &[Timeline]) {
         let (d, order) = orders
             .iter()
             .enumerate()
-            .find(|(_, (d, _))| *d == r.dir)
+            .find(|(_, (d, _))| *d == r.at.dir)
             .map(|(i, (_, o))| (i, o.as_slice()))
             .unwrap_or((orders.len(), &[]));
         (
             d,
-            order.iter().position(|h| *h == r.hop).unwrap_or(usize::MAX),
+            order
+                .iter()
+                .position(|h| *h == r.at.hop)
+                .unwrap_or(usize::MAX),
         )
     };
     rows.sort_by_key(key);

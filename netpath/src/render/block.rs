@@ -70,7 +70,7 @@ fn round_trip(r: &DriverReport) {
 /// more than once per packet, p50 and p99 per crossing, share of the direction.
 fn hops(r: &DriverReport) {
     let packets = |dir: &str| r.one_way.get(dir).map(|d| d.count).unwrap_or(0);
-    let repeated = r.hops.iter().any(|h| h.crossings != packets(h.dir));
+    let repeated = r.hops.iter().any(|h| h.at.crossings != packets(h.at.dir));
     let mut header = vec!["hop", "dir", "per packet"];
     if repeated {
         header.extend(["crossings/pkt", "per crossing"]);
@@ -80,15 +80,19 @@ fn hops(r: &DriverReport) {
         .hops
         .iter()
         .map(|h| {
-            let mut row = vec![h.hop.to_string(), h.dir.to_string(), time(h.compensated_us)];
+            let mut row = vec![
+                h.at.hop.to_string(),
+                h.at.dir.to_string(),
+                time(h.compensated_us),
+            ];
             if repeated {
-                let per = h.crossings as f64 / packets(h.dir).max(1) as f64;
+                let per = h.at.crossings as f64 / packets(h.at.dir).max(1) as f64;
                 row.push(format!("{per:.2}"));
                 row.push(time(h.compensated_us / per.max(f64::EPSILON)));
             }
             row.extend([
                 time(h.compensated_p50_us),
-                time(h.p99_us),
+                time(h.at.p99_us),
                 format!("{:.0}%", h.share_pct),
             ]);
             row

@@ -215,14 +215,14 @@ fn hop_table(r: &DriverReport) {
         .iter()
         .map(|h| {
             vec![
-                h.hop.to_string(),
-                h.dir.to_string(),
-                h.crossings.to_string(),
+                h.at.hop.to_string(),
+                h.at.dir.to_string(),
+                h.at.crossings.to_string(),
                 us(h.compensated_us),
-                us(h.own_us),
-                us(h.per_packet_us),
+                us(h.at.own_us),
+                us(h.at.per_packet_us),
                 us(h.compensated_p50_us),
-                us(h.p99_us),
+                us(h.at.p99_us),
                 format!("{:.1}%", h.share_pct),
             ]
         })

@@ -118,8 +118,8 @@ fn traced_run_on_a_docker_bridge() {
         let c: std::collections::BTreeMap<&str, u64> = r
             .hops
             .iter()
-            .filter(|h| h.dir == dir)
-            .map(|h| (h.hop, h.crossings))
+            .filter(|h| h.at.dir == dir)
+            .map(|h| (h.at.hop, h.at.crossings))
             .collect();
         let (veth, bridge) = (c["veth"], c["bridge"]);
         assert!((2 * done..=2 * N).contains(&veth), "{dir}: {c:?}");

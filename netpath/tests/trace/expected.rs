@@ -195,8 +195,8 @@ fn rows_in_path_order(r: &DriverReport, want: &[&str; 2]) {
         let rows: Vec<&str> = r
             .hops
             .iter()
-            .filter(|h| h.dir == dir && path.contains(&h.hop))
-            .map(|h| h.hop)
+            .filter(|h| h.at.dir == dir && path.contains(&h.at.hop))
+            .map(|h| h.at.hop)
             .collect();
         assert_eq!(rows, path, "{} {dir}: hop rows out of path order", r.driver);
     }
@@ -243,10 +243,10 @@ pub(super) fn assert_wakeup_parts(r: &DriverReport) {
         let dir_hops = || {
             r.hops
                 .iter()
-                .filter(|h| h.dir == *dir && h.hop != "one-way")
+                .filter(|h| h.at.dir == *dir && h.at.hop != "one-way")
         };
-        let sum: f64 = dir_hops().map(|h| h.per_packet_us).sum();
-        let all_completed = dir_hops().all(|h| h.crossings <= ow.count);
+        let sum: f64 = dir_hops().map(|h| h.at.per_packet_us).sum();
+        let all_completed = dir_hops().all(|h| h.at.crossings <= ow.count);
         let tolerance = 0.02 * ow.mean_us + 1.0;
         assert!(
             if all_completed {

@@ -268,17 +268,16 @@ pub fn run_containers(
         // (as serve's), so one already on its way when the programs were armed is not shown
         // cut short. A host-network container and a published port's loopback leg have no
         // inside and outside: there any point starts one.
-        let role = |d: &Device| match net.host_network {
-            true => devrole::ANY,
-            false => net.role(d),
-        };
-        let own = net.devices().into_iter().map(|d| (role(&d), d));
-        let host_lo = leg.as_ref().map(|l| (devrole::ANY, l.host_lo.clone()));
-        for (r, d) in own.chain(host_lo) {
-            if !devices.iter().any(|(x, _)| *x == d) {
-                devices.push((d, r));
-            }
-        }
+        let own = net.devices().into_iter().map(|d| {
+            let r = if net.host_network {
+                devrole::ANY
+            } else {
+                net.role(&d)
+            };
+            (d, r)
+        });
+        let host_lo = leg.as_ref().map(|l| (l.host_lo.clone(), devrole::ANY));
+        devices.extend(own.chain(host_lo));
         published.extend(leg);
     }
     if text {
@@ -292,6 +291,7 @@ pub fn run_containers(
             }
         }
     }
+    let devices = crate::probe::tracer::watched_once(devices);
     let relays: Vec<u32> = published.iter().flat_map(|l| l.relay_pids()).collect();
     let filter = Filter {
         port: o.port,

@@ -4,7 +4,7 @@
 use std::net::Ipv4Addr;
 
 use bollard::query_parameters::InspectNetworkOptions;
-use netpath_common::{DIR_OUT, Hop, SkbState, devrole};
+use netpath_common::{DIR_OUT, Hop, SkbState};
 
 use crate::docker::Engine;
 use crate::path::Device;
@@ -72,22 +72,12 @@ fn docker_driver(engine: &Engine, network_id: &str) -> Option<String> {
         .driver
 }
 
-/// Every followed device once, with its role (a container's own or peer role over another's
-/// "between"), in a stable order.
+/// Every followed device once, with its role.
 pub fn device_set(f: &[Followed]) -> Vec<(Device, u32)> {
-    let mut v: Vec<(Device, u32)> = Vec::new();
-    for (d, &r) in f.iter().flat_map(|f| f.devices.iter().zip(&f.roles)) {
-        match v
-            .iter_mut()
-            .find(|(x, _)| x.netns_inum == d.netns_inum && x.ifindex == d.ifindex)
-        {
-            Some(e) if e.1 == devrole::MIDDLE => e.1 = r,
-            Some(_) => {}
-            None => v.push((d.clone(), r)),
-        }
-    }
-    v.sort_by_key(|(d, _)| (d.netns_inum, d.ifindex));
-    v
+    let all = f
+        .iter()
+        .flat_map(|f| f.devices.iter().cloned().zip(f.roles.iter().copied()));
+    crate::probe::tracer::watched_once(all)
 }
 
 /// The container a journey belongs to: the first followed container whose namespace it

@@ -69,3 +69,22 @@ impl Tracer {
         Ok(())
     }
 }
+
+/// Every watched device once, with its role, in a stable order: a device several followed
+/// containers share keeps a container's own or peer role over another's "between"
+/// (`devrole::MIDDLE`). `serve` and `trace --container` both set their devices from this.
+pub fn watched_once(devices: impl IntoIterator<Item = (Device, u32)>) -> Vec<(Device, u32)> {
+    let mut v: Vec<(Device, u32)> = Vec::new();
+    for (d, r) in devices {
+        match v
+            .iter_mut()
+            .find(|(x, _)| x.netns_inum == d.netns_inum && x.ifindex == d.ifindex)
+        {
+            Some(e) if e.1 == devrole::MIDDLE => e.1 = r,
+            Some(_) => {}
+            None => v.push((d, r)),
+        }
+    }
+    v.sort_by_key(|(d, _)| (d.netns_inum, d.ifindex));
+    v
+}

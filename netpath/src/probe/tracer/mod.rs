@@ -12,6 +12,7 @@ mod proto;
 mod samples;
 mod tids;
 
+pub use devices::watched_once;
 pub use load::add_clsact;
 pub(crate) use load::program;
 use load::{

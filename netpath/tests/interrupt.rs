@@ -179,6 +179,56 @@ fn interrupted_lab_runs_leave_nothing() {
     );
 }
 
+/// `--idle poll` (the default) holds the CPUs awake while a run measures; the kernel drops the
+/// request with the process, SIGKILL included, and `cleanup` finds nothing to undo.
+#[test]
+fn cpus_held_awake_are_released_on_every_exit() {
+    use common::leftovers::cpu_latency_limit_us;
+    let _g = need_root();
+    cleanup();
+    let before = cpu_latency_limit_us().expect("/dev/cpu_dma_latency");
+    assert_ne!(
+        before, 0,
+        "something else holds the CPUs awake: this test cannot tell"
+    );
+    for sig in SIGNALS {
+        let mut c = compare(&["-d", "host", "-n", "200000", "--bulk", "0", "--burst", "0"]);
+        // Held from the first round on.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while cpu_latency_limit_us() != Some(0) {
+            assert!(
+                Instant::now() < deadline,
+                "the run never held the CPUs awake"
+            );
+            assert!(c.try_wait().unwrap().is_none(), "the run ended first");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // SAFETY: our own unreaped child.
+        unsafe { libc::kill(c.id() as libc::pid_t, sig.0) };
+        common::exit_within(&mut c, Duration::from_secs(60));
+        if sig.0 == libc::SIGKILL {
+            cleanup();
+        }
+        assert_eq!(cpu_latency_limit_us(), Some(before), "after {}", sig.1);
+    }
+    // Asked to let the CPUs idle, a run holds nothing.
+    let mut c = compare(&[
+        "-d", "host", "-n", "200000", "--bulk", "0", "--burst", "0", "--idle", "deep",
+    ]);
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(3) && c.try_wait().unwrap().is_none() {
+        assert_eq!(
+            cpu_latency_limit_us(),
+            Some(before),
+            "--idle deep held the CPUs"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: our own unreaped child.
+    unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGINT) };
+    common::exit_within(&mut c, Duration::from_secs(60));
+}
+
 /// `--docker`: one run per signal, at random points (image build, containers, traffic).
 #[test]
 fn interrupted_docker_runs_leave_nothing() {

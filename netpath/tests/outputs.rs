@@ -373,8 +373,10 @@ fn progress_bars_on_a_terminal_only() {
     assert!(String::from_utf8_lossy(&piped.stdout).contains("host"));
 }
 
-/// compare ends with the answer: every driver in a line, every driver against its reference
-/// (host for bridge, bridge for the others) with a ratio and its 95% interval from 3 rounds.
+/// compare ends with the answer (and its JSON begins with it): a row per driver, every
+/// driver against its reference (host for bridge, bridge for the others) with a ratio and its
+/// 95% interval from the rounds, the hops that make the difference adding up to the hops'
+/// difference, the claims judged, the check over every driver.
 #[test]
 fn compare_summary_pairs_each_driver_with_its_reference_and_an_interval() {
     let _g = common::need_root();
@@ -384,13 +386,33 @@ fn compare_summary_pairs_each_driver_with_its_reference_and_an_interval() {
     ));
     common::schema::validate("compare", &v);
     let s = &v["summary"];
-    let lines: Vec<&str> = s["drivers"]
+    let rows: Vec<&str> = s["rows"]
         .as_array()
         .unwrap()
         .iter()
         .map(|d| d["driver"].as_str().unwrap())
         .collect();
-    assert_eq!(lines, ["host", "bridge", "overlay"]);
+    assert_eq!(rows, ["host", "bridge", "overlay"]);
+    for r in s["rows"].as_array().unwrap() {
+        // The default mode: spin rounds and blocking rounds beside them.
+        assert!(r["spin_p50_us"]["median"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["block_p50_us"]["median"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["check"]["within_tolerance"].is_boolean(), "{r}");
+    }
+    assert_eq!(s["check"]["checked"], 3, "{}", s["check"]);
+    let claims: Vec<&str> = (s["claims"].as_array().unwrap().iter())
+        .map(|c| c["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(claims.len(), 6);
+    // veth, bridge over host, the two overlay claims: judged; the proxy's two: not measured.
+    assert!(
+        claims[..4].iter().all(|v| *v != "cannot-be-measured"),
+        "{claims:?}"
+    );
+    assert!(
+        claims[4..].iter().all(|v| *v == "cannot-be-measured"),
+        "{claims:?}"
+    );
     let pairs: Vec<(&str, &str)> = s["pairs"]
         .as_array()
         .unwrap()
@@ -407,8 +429,18 @@ fn compare_summary_pairs_each_driver_with_its_reference_and_an_interval() {
         let f = |k: &str| p[k].as_f64().unwrap_or_else(|| panic!("no {k}: {p}"));
         let (r, lo, hi) = (f("ratio"), f("ci_low"), f("ci_high"));
         assert!(lo <= r && r <= hi && lo > 0.0, "{p}");
-        assert_eq!(p["rounds"], 3);
+        let rounds = p["rounds"].as_u64().unwrap() + p["rounds_straddled"].as_u64().unwrap();
+        assert_eq!(rounds, 3, "{p}");
         assert_eq!(p["not_a_result"], lo <= 1.0 && 1.0 <= hi, "{p}");
+        // The named hops and the rest are the hops' difference.
+        let named: f64 = (p["hops"].as_array().unwrap().iter())
+            .map(|h| h["delta_us"].as_f64().unwrap())
+            .sum();
+        assert!(!p["hops"].as_array().unwrap().is_empty(), "{p}");
+        assert!(
+            (named + f("rest_us") - f("hops_delta_us")).abs() < 1e-6,
+            "{p}"
+        );
         assert!(
             p["sentence"]
                 .as_str()

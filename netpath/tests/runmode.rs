@@ -20,9 +20,10 @@ fn opts(driver: Driver, wait: WaitMode, cpus: Cpus) -> CompareOptions {
     o.tracer.sample_every = 1;
     o.mode = RunMode {
         wait,
-        block_line: false,
+        also_block: false,
         cpus,
         pin: cpus.resolve().expect("placement"),
+        idle: Default::default(),
     };
     o
 }
@@ -241,12 +242,18 @@ fn default_mode_is_spin_split_with_a_block_line() {
     let d = &v["drivers"][0];
     assert_eq!(d["wait"], "spin");
     assert_eq!(d["cpus"], "split");
-    assert_eq!(d["block"]["traced"]["count"], 200);
-    assert!(
-        d["block"]["wakeup_request_p50_us"].is_number(),
-        "{}",
-        d["block"]
-    );
+    // The blocking record, measured in the same round: traced and untraced, a hop table
+    // with the wakeup, the machine held awake by default.
+    let b = &d["block"];
+    assert_eq!(b["wait"], "block");
+    assert_eq!(b["traced"]["count"], 200);
+    assert_eq!(b["rounds"].as_array().map(|r| r.len()), Some(1), "{b}");
+    let hops: Vec<&str> = (b["hops"].as_array().unwrap().iter())
+        .map(|h| h["hop"].as_str().unwrap())
+        .collect();
+    assert!(hops.contains(&"wakeup"), "{hops:?}");
+    assert_eq!(b["machine"]["idle"], "poll");
+    assert!(b["block"].is_null());
 }
 
 #[test]

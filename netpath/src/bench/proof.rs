@@ -83,9 +83,10 @@ fn options(drivers: Vec<Driver>, rounds: usize, requests: u64) -> Result<Compare
         underlay: None,
         mode: RunMode {
             wait: WaitMode::Spin,
-            block_line: false,
+            also_block: false,
             cpus,
             pin: cpus.resolve()?,
+            idle: Default::default(),
         },
     })
 }

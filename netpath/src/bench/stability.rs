@@ -110,9 +110,10 @@ fn range_pct(v: &[f64]) -> f64 {
 pub fn run(requests: u64, progress: bool) -> Result<StabilityReport> {
     let mode = RunMode {
         wait: harness::WaitMode::Spin,
-        block_line: false,
+        also_block: false,
         cpus: harness::Cpus::Split,
         pin: harness::Cpus::Split.resolve()?,
+        idle: Default::default(),
     };
     let caps = doctor::probe()?;
     let backend = backend::select(BackendChoice::Auto, &caps)?;

@@ -27,10 +27,11 @@ pub const OUTPUT: &str = "Output";
 pub struct TrafficArgs {
     /// Rounds: each visits every driver in turn (untraced and traced runs alternating,
     /// order reversed every other round); medians, spread and per-round ratios (1-100).
-    #[arg(long, default_value_t = 3, value_parser = bounds::rounds())]
+    #[arg(long, default_value_t = 5, value_parser = bounds::rounds())]
     pub rounds: usize,
-    /// Bulk transfer per round, e.g. 2s or 500ms (0: no bulk; at most 10m).
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = bounds::phase(), alias = "bulk-secs")]
+    /// Bulk transfer per round, after the request/response rounds, e.g. 2s or 500ms (0: no
+    /// bulk; at most 10m).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = bounds::phase(), alias = "bulk-secs")]
     pub bulk: Duration,
     /// Parallel bulk streams (1-256).
     #[arg(long, default_value_t = 1, value_parser = bounds::streams())]
@@ -102,6 +103,12 @@ pub struct RunModeArgs {
     /// scheduler decides), N (both on CPU N) or N,M (client on N, server on M).
     #[arg(long, default_value = "split")]
     pub cpus: Cpus,
+    /// How CPUs may idle while netpath measures: poll keeps them out of idle states (CPU
+    /// latency QoS held at 0 µs, as latency-tuned hosts do: a blocked receiver wakes on a warm
+    /// CPU); deep lets them idle as this machine does (a blocking wakeup then pays the CPU's
+    /// idle exit, tens of µs on a virtual CPU). Released when netpath exits, however it exits.
+    #[arg(long, value_enum, default_value_t = crate::sys::pmqos::Idle::Poll)]
+    pub idle: crate::sys::pmqos::Idle,
 }
 
 impl RunModeArgs {
@@ -109,9 +116,10 @@ impl RunModeArgs {
     pub fn resolve(&self) -> Result<RunMode> {
         Ok(RunMode {
             wait: self.wait.unwrap_or_default(),
-            block_line: self.wait.is_none(),
+            also_block: self.wait.is_none(),
             cpus: self.cpus,
             pin: self.cpus.resolve()?,
+            idle: self.idle,
         })
     }
 }

@@ -98,7 +98,7 @@ impl super::Command for CompareArgs {
             render::compare::backend_line(backend, a.verbose);
         }
         // Text shows each driver as it is measured (runs are long); JSON waits for the end.
-        let mut text_sink = render::compare::TextSink::new(a.verbose);
+        let mut text_sink = render::compare::TextSink::new(a.verbose, opts.drivers.len());
         let sink: &mut dyn crate::record::Sink = if text {
             &mut text_sink
         } else {

@@ -57,7 +57,7 @@ fn diff_live(a: DiffArgs) -> Result<()> {
     let mut opts = a.traffic.options(vec![da, db], None)?;
     // diff compares the runs its tables come from; compare's extra blocking line
     // would cost a run per driver and say nothing here (`--wait block` diffs that).
-    opts.mode.block_line = false;
+    opts.mode.also_block = false;
     let backend = super::traced_run(a.traffic.tracing.backend.backend, a.output.is_text())?;
     let r = crate::measure::diff::live(backend, &opts)?;
     render::emit(a.output.format(), Some(backend.name()), &r)

@@ -39,7 +39,7 @@ impl super::Command for ValidateArgs {
             a.driver
         };
         let mut compare = a.traffic.options(drivers.clone(), None)?;
-        compare.mode.block_line = false;
+        compare.mode.also_block = false;
         let backend = super::traced_run(a.traffic.tracing.backend.backend, a.output.is_text())?;
         let mut tracer = crate::probe::tracer::Tracer::load(backend, &compare.tracer())?;
         let o = crate::validate::ValidateOptions {

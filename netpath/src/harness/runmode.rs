@@ -84,11 +84,14 @@ use super::wait::WaitMode;
 pub struct RunMode {
     /// Wait mode of the runs the hop tables and ratios come from.
     pub wait: WaitMode,
-    /// Also run blocking (untraced and traced) and print its RTT and wakeup hop beside.
-    pub block_line: bool,
+    /// Also measure each path blocking, untraced and traced, in every round: a record of its
+    /// own beside the spin one (`DriverReport::block`), what an application sees.
+    pub also_block: bool,
     pub cpus: Cpus,
     /// `cpus` resolved on this machine.
     pub pin: Pin,
+    /// How CPUs may idle while the runs go (`sys::pmqos`).
+    pub idle: crate::sys::pmqos::Idle,
 }
 
 /// The CPUs this process may run on.

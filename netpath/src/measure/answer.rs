@@ -1,45 +1,55 @@
-//! The answer a compare ends with: per driver its untraced round trip and largest hops, then
-//! each driver against its reference (`record::own::default_reference`, or `--reference`):
-//! the ratio of untraced p50s with a 95% interval from the paired interleaved rounds, and
-//! the hops that make the difference (`ab`'s figures, `delta`'s ranking, as `diff` has them).
+//! The answer a compare ends with (and its JSON begins with): one row per driver, each
+//! driver against its reference, the seeds' claims with verdicts (`claims`), and whether the
+//! hop figures add up.
+//!
+//! A pair's ratio is of untraced p50s, per round between neighbouring runs, with a 95%
+//! interval; its difference is split into hops by their per-packet means, netpath's own time
+//! and the round's stalls taken out: means are the statistic whose parts add up to the whole,
+//! so the named hops and the rest sum to the hops' difference, which the check holds against
+//! the untraced one (`own`).
 use serde::Serialize;
 
 use crate::harness::WaitMode;
-use crate::measure::ab;
-use crate::record::DriverReport;
+use crate::record::{DriverReport, HopRow, Spread};
 
 /// What `compare` concludes: text and JSON (`summary`) carry the same.
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct Summary {
-    pub drivers: Vec<DriverLine>,
+    /// A row per driver, in the order measured.
+    pub rows: Vec<AnswerRow>,
+    /// Each driver against its reference, in the wait mode its rows come from.
     pub pairs: Vec<Pair>,
+    /// What the project exists to check, each with netpath's figure and a verdict.
+    pub claims: Vec<super::claims::ClaimVerdict>,
+    /// Whether the hops add up to the untraced round trip, over every driver.
+    pub check: CheckSummary,
 }
 
-/// One driver in one line.
+/// One driver in one row.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
-pub struct DriverLine {
+pub struct AnswerRow {
     pub driver: String,
-    /// The wait mode of the rounds `rtt_p50_us` comes from.
-    pub wait: String,
-    /// Untraced RTT p50, median over rounds.
-    pub rtt_p50_us: Option<f64>,
-    /// Untraced RTT p50 of the blocking run beside the spin rounds (what an application sees).
-    pub blocking_p50_us: Option<f64>,
-    /// Its largest hops, netpath's own time taken out.
-    pub hops: Vec<HopShare>,
-    /// Why it was measured in another wait mode than the others.
+    /// Untraced RTT p50 with receivers spinning, median and range over the rounds.
+    pub spin_p50_us: Option<Spread>,
+    /// The same with receivers blocking: what an application sees.
+    pub block_p50_us: Option<Spread>,
+    /// Why a mode is missing.
     pub note: Option<String>,
+    /// Its reference in `pairs`, if it has one.
+    pub reference: Option<String>,
+    /// The check of its main record: do its hops add up.
+    pub check: Option<Check>,
 }
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
-pub struct HopShare {
-    pub hop: String,
-    pub dir: String,
-    /// Typical per packet (p50 per crossing × crossings per packet), netpath's own time
-    /// taken out.
-    pub us: f64,
-    /// Of the sum of every hop's typical time, %.
-    pub share_pct: f64,
+pub struct Check {
+    pub within_tolerance: bool,
+    /// Stall-free compensated hop sum against the stall-free untraced RTT mean, %: the
+    /// rounds' median where the check was judged on it, else the picked round's.
+    pub error_pct: f64,
+    /// Round trips taken out as stalls, untraced and traced (picked round).
+    pub stalls_untraced: u64,
+    pub stalls_traced: u64,
 }
 
 /// A driver against its reference.
@@ -47,33 +57,56 @@ pub struct HopShare {
 pub struct Pair {
     pub driver: String,
     pub reference: String,
+    /// The wait mode both records were measured in.
+    pub wait: WaitMode,
     /// Geometric mean of the per-round ratios of untraced p50s (driver / reference).
     pub ratio: f64,
     /// 95% t-interval of that (on the log ratios); none with fewer than 3 paired rounds.
     pub ci_low: Option<f64>,
     pub ci_high: Option<f64>,
     pub rounds: usize,
+    /// Rounds left out of the ratio: they straddled a change of the machine's speed (one
+    /// side fast, the other slow against their own medians).
+    pub rounds_straddled: usize,
     /// The interval holds 1 (or there is none): the two are not shown to differ.
     pub not_a_result: bool,
-    /// The driver was measured blocking and the reference spinning: the ratio is against the
-    /// reference's blocking run.
-    pub mixed_wait: bool,
-    /// The hops whose difference is a result, largest first (per-packet p50, A − B).
+    /// Untraced RTT mean difference, stall-free, median of the paired rounds', µs.
+    pub rtt_delta_us: Option<f64>,
+    /// The hops' difference (compensated, stall-free per-packet means), µs: the named hops
+    /// plus `rest_us`.
+    pub hops_delta_us: f64,
+    /// The hops that make the difference, largest first: signed µs per round trip.
     pub hops: Vec<HopDelta>,
+    /// Every other hop's difference, summed.
+    pub rest_us: f64,
     /// One sentence: the ratio and the hops.
     pub sentence: String,
 }
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct HopDelta {
-    /// "hop (dir)", with `diff`'s note when the crossings differ.
     pub hop: String,
+    /// request, response, or both (the two directions' differences summed).
+    pub dir: String,
     pub delta_us: f64,
-    pub share_pct: Option<f64>,
+    /// "×2 crossings" when the two cross the hop a different number of times per packet.
+    pub note: Option<String>,
 }
 
-/// Hops named in a driver's line and a pair's sentence.
-const TOP: usize = 3;
+/// The check over every driver, said once.
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+pub struct CheckSummary {
+    pub within: usize,
+    pub checked: usize,
+    /// Round trips taken out as stalls, over every driver's picked round.
+    pub stalls_untraced: u64,
+    pub stalls_traced: u64,
+    /// A line per driver whose hops did not add up: why, from what was measured.
+    pub misses: Vec<String>,
+}
+
+/// Hops named in a pair at most.
+const TOP: usize = 4;
 
 /// Two-sided 95% t quantiles for 1..=30 degrees of freedom; beyond, the normal's.
 const T95: [f64; 30] = [
@@ -107,163 +140,296 @@ pub fn ratio_interval(ratios: &[f64]) -> Option<(f64, Option<(f64, f64)>)> {
     Some((mean.exp(), Some(((mean - half).exp(), (mean + half).exp()))))
 }
 
-/// A hop's typical time per packet, netpath's own time taken out: its p50 per crossing times
-/// the crossings per packet. Means would let a loaded machine's rare long waits (a wakeup of
-/// hundreds of µs in one round in a thousand) rank above the hops every packet pays.
-fn typical_us(h: &crate::record::HopRow) -> f64 {
-    let per_packet = if h.at.mean_us > 0.0 {
-        h.at.per_packet_us / h.at.mean_us
-    } else {
-        1.0
-    };
-    h.compensated_p50_us.max(0.0) * per_packet
+/// A hop's time per round trip as the tables show it: per packet, netpath's own time and the
+/// round's stalls taken out.
+pub fn hop_us(h: &HopRow) -> f64 {
+    h.at.typical_us()
 }
 
-fn driver_line(r: &DriverReport, all: &[DriverReport]) -> DriverLine {
-    let total: f64 = r.hops.iter().map(typical_us).sum();
-    let mut hops: Vec<HopShare> = r
-        .hops
-        .iter()
-        .map(|h| HopShare {
-            hop: h.at.hop.to_string(),
-            dir: h.at.dir.to_string(),
-            us: typical_us(h),
-            share_pct: if total > 0.0 {
-                typical_us(h) / total * 100.0
-            } else {
-                0.0
-            },
-        })
-        .collect();
-    hops.sort_by(|a, b| b.us.total_cmp(&a.us));
-    hops.truncate(TOP);
-    DriverLine {
-        driver: r.driver.clone(),
-        wait: r.wait.name().to_string(),
-        rtt_p50_us: r.rr.as_ref().map(|x| x.p50_us.median),
-        blocking_p50_us: r.block.as_ref().map(|b| b.untraced.p50_us),
-        hops,
-        note: (r.wait == WaitMode::Block && all.iter().any(|x| x.wait == WaitMode::Spin)).then(
-            || {
-                format!(
-                    "measured blocking: spin mode cannot measure it on {} CPUs (its relay needs one beside the two spinning sides)",
-                    r.machine.as_ref().map_or(0, |m| m.cpus_online)
-                )
-            },
-        ),
-    }
+/// Per packet crossings of a hop row.
+fn crossings(r: &DriverReport, h: &HopRow) -> f64 {
+    let n = r.one_way.get(h.at.dir).map_or(0, |d| d.count);
+    h.at.crossings as f64 / n.max(1) as f64
 }
 
-/// The hops that differ between two drivers of one run, as `diff` ranks them.
+/// Median over the paired rounds of `f(a's round) − f(b's round)`; rounds `f` has nothing
+/// for are left out.
+fn paired_median(
+    a: &DriverReport,
+    b: &DriverReport,
+    f: impl Fn(&crate::record::per_round::RoundRow) -> Option<f64>,
+) -> Option<f64> {
+    let d = (a.round_detail.iter().zip(&b.round_detail)).filter_map(|(x, y)| Some(f(x)? - f(y)?));
+    crate::sys::stats::median(d)
+}
+
+/// One hop's time in a round, 0 where the round did not cross it.
+fn in_round(r: &crate::record::per_round::RoundRow, hop: &str, dir: &str) -> Option<f64> {
+    let h = r.hops.iter().find(|h| h.hop == hop && h.dir == dir);
+    // A round without hop tables (an older record) has nothing to pair.
+    (!r.hops.is_empty()).then(|| h.map_or(0.0, |h| h.typical_us()))
+}
+
+/// Every hop of either side, A − B (median of the paired rounds' differences), its two
+/// directions together (a hop both directions cross differs in both: "bridge" names the
+/// bridge), largest first.
 fn hop_deltas(a: &DriverReport, b: &DriverReport) -> Vec<HopDelta> {
-    let (Ok(va), Ok(vb)) = (ab::view_of(a), ab::view_of(b)) else {
-        return Vec::new();
+    let mut keys: Vec<(&str, &str)> = Vec::new();
+    for h in a.hops.iter().chain(&b.hops) {
+        if !keys.contains(&(h.at.hop, h.at.dir)) {
+            keys.push((h.at.hop, h.at.dir));
+        }
+    }
+    let find = |r: &'_ DriverReport, k: (&str, &str)| {
+        (r.hops.iter())
+            .find(|h| h.at.hop == k.0 && h.at.dir == k.1)
+            .map(|h| (hop_us(h), crossings(r, h)))
     };
-    let figs = ab::figures(&va, &vb, true);
-    ab::deltas(&a.driver, &b.driver, &figs)
-        .hops_p50
-        .into_iter()
-        .filter(|d| !d.within_noise && d.delta != 0.0)
-        .take(TOP)
-        .map(|d| HopDelta {
-            hop: match &d.note {
-                Some(n) => format!("{} {n}", d.name),
-                None => d.name.clone(),
-            },
-            delta_us: d.delta,
-            share_pct: d.share_pct,
-        })
-        .collect()
+    let mut out: Vec<HopDelta> = Vec::new();
+    for k in keys {
+        let (va, ca) = find(a, k).unwrap_or((0.0, 0.0));
+        let (vb, cb) = find(b, k).unwrap_or((0.0, 0.0));
+        let note = (ca > 0.0 && cb > 0.0 && (ca / cb - 1.0).abs() > 0.25)
+            .then(|| format!("{ca:.0} vs {cb:.0} crossings"));
+        let delta = paired_median(a, b, |r| in_round(r, k.0, k.1)).unwrap_or(va - vb);
+        match out.iter_mut().find(|d| d.hop == k.0) {
+            Some(d) => {
+                d.delta_us += delta;
+                d.dir = "both".into();
+                d.note = d.note.take().or(note);
+            }
+            None => out.push(HopDelta {
+                hop: k.0.to_string(),
+                dir: k.1.to_string(),
+                delta_us: delta,
+                note,
+            }),
+        }
+    }
+    out.sort_by(|x, y| y.delta_us.abs().total_cmp(&x.delta_us.abs()));
+    out
+}
+
+/// The fewest of the largest hops (up to `TOP`) whose sum comes within 10% of `total`, or
+/// else the count that comes closest: what makes the difference, the rest summed apart.
+fn name_hops(all: Vec<HopDelta>, total: f64) -> (Vec<HopDelta>, f64) {
+    let mut sums = Vec::new();
+    let mut sum = 0.0;
+    for d in all.iter().take(TOP) {
+        sum += d.delta_us;
+        sums.push((total - sum).abs());
+    }
+    let close = sums.iter().position(|off| *off <= 0.1 * total.abs());
+    let closest = (sums.iter().enumerate())
+        .min_by(|x, y| x.1.total_cmp(y.1))
+        .map(|(i, _)| i);
+    let k = close.or(closest).map_or(0, |i| i + 1);
+    let named: Vec<HopDelta> = all.into_iter().take(k).collect();
+    let rest = total - named.iter().map(|d| d.delta_us).sum::<f64>();
+    (named, rest)
+}
+
+/// The hops' difference: the stall-free compensated sums (hops, turnaround, edges: what the
+/// check holds against the untraced mean), median of the paired rounds' differences.
+fn hops_delta(a: &DriverReport, b: &DriverReport) -> Option<f64> {
+    let sum = |r: &DriverReport| {
+        r.consistency
+            .as_ref()
+            .map(|c| c.stall_free_compensated_sum_us)
+    };
+    paired_median(a, b, |r| r.compensated_sum_us).or_else(|| Some(sum(a)? - sum(b)?))
+}
+
+/// A round whose two p50s sit this far apart from their own medians (one side fast, the
+/// other slow) straddled a change of the machine's speed.
+const STRADDLE: f64 = 1.15;
+
+/// Untraced p50 ratios a/b, round by round, and the rounds left out because they straddled
+/// a change of the machine's speed: this machine's vCPUs ran every path 1.5× slower for tens
+/// of seconds at a time, and a round of ten drivers lasts long enough to be cut by it. A
+/// driver's p50 on a steady machine stays within a few % of its own median over the rounds;
+/// a round where one side sits well off its median and the other does not compared a fast
+/// machine with a slow one.
+fn per_round_ratios(a: &DriverReport, b: &DriverReport) -> (Vec<f64>, usize) {
+    let p50s = |r: &DriverReport| -> Vec<Option<f64>> {
+        r.round_detail.iter().map(|x| x.untraced_p50_us).collect()
+    };
+    paired_ratios(&p50s(a), &p50s(b))
+}
+
+/// `per_round_ratios` on the two sides' p50s per round.
+fn paired_ratios(pa: &[Option<f64>], pb: &[Option<f64>]) -> (Vec<f64>, usize) {
+    let med = |v: &[Option<f64>]| crate::sys::stats::median(v.iter().flatten().copied());
+    let (Some(ma), Some(mb)) = (med(pa), med(pb)) else {
+        return (Vec::new(), 0);
+    };
+    let mut out = Vec::new();
+    let mut straddled = 0;
+    for (x, y) in pa.iter().zip(pb) {
+        let (Some(x), Some(y)) = (*x, *y) else {
+            continue;
+        };
+        if x <= 0.0 || y <= 0.0 {
+            continue;
+        }
+        if ((x / ma) / (y / mb)).ln().abs() > STRADDLE.ln() {
+            straddled += 1;
+        } else {
+            out.push(x / y);
+        }
+    }
+    (out, straddled)
 }
 
 fn sentence(p: &Pair) -> String {
     let range = match (p.ci_low, p.ci_high) {
         (Some(l), Some(h)) => format!("95% interval {l:.2}–{h:.2}"),
-        _ if p.mixed_wait => format!(
-            "blocking against {}'s blocking run: one value, no interval",
-            p.reference
-        ),
         _ => format!(
             "{} paired round(s): too few for an interval (--rounds 3 or more)",
             p.rounds
         ),
     };
-    let mut s = format!("{} vs {}: {:.2}× ({range})", p.driver, p.reference, p.ratio);
+    let mut s = format!(
+        "{} vs {} ({}): {:.2}× ({range})",
+        p.driver,
+        p.reference,
+        p.wait.name(),
+        p.ratio
+    );
     if p.not_a_result {
         s.push_str(", not a result");
     }
-    if p.hops.is_empty() {
-        s.push_str("; no hop differs beyond its noise");
-    } else {
-        let h: Vec<String> = p
-            .hops
-            .iter()
-            .map(|h| format!("{} {:+.1} µs", h.hop, h.delta_us))
-            .collect();
-        s.push_str(&format!("; the difference is in {}", h.join(", ")));
+    if p.rounds_straddled > 0 {
+        s.push_str(&format!(
+            "; {} round(s) left out, the machine changed speed between the two",
+            p.rounds_straddled
+        ));
+    }
+    let h: Vec<String> = p.hops.iter().map(hop_text).collect();
+    s.push_str(&format!(
+        "; hops {:+.1} µs: {}, rest {:+.1}",
+        p.hops_delta_us,
+        h.join(", "),
+        p.rest_us
+    ));
+    s
+}
+
+/// "bridge +2.6", "proxy (request) +13.6", with its crossings note.
+pub fn hop_text(h: &HopDelta) -> String {
+    let mut s = match h.dir.as_str() {
+        "both" => format!("{} {:+.1}", h.hop, h.delta_us),
+        d => format!("{} ({d}) {:+.1}", h.hop, h.delta_us),
+    };
+    if let Some(n) = &h.note {
+        s.push_str(&format!(" [{n}]"));
     }
     s
 }
 
-fn pair(a: &DriverReport, b: &DriverReport) -> Option<Pair> {
-    // Measured in different wait modes (published-proxy blocking): against the reference's
-    // blocking run, one value.
-    let per_round = match (a.wait == b.wait, &a.rr, &b.block) {
-        (true, _, _) => per_round_ratios(a, b),
-        (false, Some(x), Some(y)) if y.untraced.p50_us > 0.0 => {
-            vec![x.p50_us.median / y.untraced.p50_us]
-        }
-        _ => Vec::new(),
-    };
+/// `a` against `b`, both records of one wait mode measured in the same rounds.
+pub fn pair(a: &DriverReport, b: &DriverReport) -> Option<Pair> {
+    let (per_round, straddled) = per_round_ratios(a, b);
     let (ratio, ci) = ratio_interval(&per_round)?;
+    let total = hops_delta(a, b)?;
+    let (hops, rest_us) = name_hops(hop_deltas(a, b), total);
     let mut p = Pair {
         driver: a.driver.clone(),
         reference: b.driver.clone(),
+        wait: a.wait,
         ratio,
         ci_low: ci.map(|c| c.0),
         ci_high: ci.map(|c| c.1),
         rounds: per_round.len(),
-        mixed_wait: a.wait != b.wait,
+        rounds_straddled: straddled,
         not_a_result: ci.is_none_or(|(l, h)| l <= 1.0 && 1.0 <= h),
-        hops: hop_deltas(a, b),
+        rtt_delta_us: paired_median(a, b, |r| r.untraced_mean_us),
+        hops_delta_us: total,
+        hops,
+        rest_us,
         sentence: String::new(),
     };
     p.sentence = sentence(&p);
     Some(p)
 }
 
-/// Untraced p50 ratios a/b, round by round.
-fn per_round_ratios(a: &DriverReport, b: &DriverReport) -> Vec<f64> {
-    a.round_detail
-        .iter()
-        .zip(&b.round_detail)
-        .filter_map(|(x, y)| {
-            let (x, y) = (x.untraced_p50_us?, y.untraced_p50_us?);
-            (y > 0.0).then(|| x / y)
-        })
-        .collect()
+/// The records of `a` and its reference `b` in one wait mode: `a`'s own, and `b`'s in it.
+fn in_one_mode<'r>(
+    a: &'r DriverReport,
+    b: &'r DriverReport,
+) -> Option<(&'r DriverReport, &'r DriverReport)> {
+    Some((a, b.in_mode(a.wait)?))
 }
 
-/// The summary of a run: every driver's line, and every driver against `reference` (when
-/// given and measured) or its default reference.
+fn row(r: &DriverReport, reference: Option<&str>, cpus: usize) -> AnswerRow {
+    let p50 = |x: Option<&DriverReport>| x.and_then(|x| x.rr.as_ref()).map(|rr| rr.p50_us);
+    let spin = r.in_mode(WaitMode::Spin);
+    AnswerRow {
+        driver: r.driver.clone(),
+        spin_p50_us: p50(spin),
+        block_p50_us: p50(r.in_mode(WaitMode::Block)),
+        note: (spin.is_none() && r.wait == WaitMode::Block).then(|| {
+            format!("spin needs a CPU for its relay beside the two spinning sides; {cpus} here")
+        }),
+        reference: reference.map(String::from),
+        check: r.consistency.as_ref().map(|c| Check {
+            within_tolerance: c.within_tolerance,
+            error_pct: match (c.judged_on, c.error_rounds_median_pct) {
+                ("rounds", Some(m)) => m,
+                _ => c.error_stall_free_pct,
+            },
+            stalls_untraced: r.stalls.as_ref().map_or(0, |s| s.untraced.count),
+            stalls_traced: r.stalls.as_ref().map_or(0, |s| s.traced.count),
+        }),
+    }
+}
+
+/// The summary of a run: every driver's row, every driver against `reference` (when given
+/// and measured) or its default reference, the claims, the check.
 pub fn summarise(reports: &[DriverReport], reference: Option<&str>) -> Summary {
     let names: Vec<&str> = reports.iter().map(|r| r.driver.as_str()).collect();
-    let pairs = reports
+    let cpus = reports
         .iter()
-        .filter_map(|r| {
-            let refname = match reference {
-                Some(x) if x != r.driver => names.iter().copied().find(|d| *d == x),
-                Some(_) => None,
-                None => crate::record::own::default_reference(&r.driver, &names),
-            }?;
-            let b = reports.iter().find(|x| x.driver == refname)?;
-            pair(r, b)
-        })
-        .collect();
+        .find_map(|r| r.machine.as_ref())
+        .map_or(0, |m| m.cpus_online);
+    let mut rows = Vec::new();
+    let mut pairs = Vec::new();
+    for r in reports {
+        let refname = match reference {
+            Some(x) if x != r.driver => names.iter().copied().find(|d| *d == x),
+            Some(_) => None,
+            None => crate::record::own::default_reference(&r.driver, &names),
+        };
+        let b = refname.and_then(|n| reports.iter().find(|x| x.driver == n));
+        let p = b
+            .and_then(|b| in_one_mode(r, b))
+            .and_then(|(a, b)| pair(a, b));
+        rows.push(row(r, p.as_ref().map(|p| p.reference.as_str()), cpus));
+        pairs.extend(p);
+    }
     Summary {
-        drivers: reports.iter().map(|r| driver_line(r, reports)).collect(),
+        claims: super::claims::judge(reports),
+        check: check_summary(reports),
+        rows,
         pairs,
     }
+}
+
+fn check_summary(reports: &[DriverReport]) -> CheckSummary {
+    let mut s = CheckSummary::default();
+    for r in reports {
+        let Some(c) = &r.consistency else { continue };
+        s.checked += 1;
+        s.within += usize::from(c.within_tolerance);
+        if let Some(st) = &r.stalls {
+            s.stalls_untraced += st.untraced.count;
+            s.stalls_traced += st.traced.count;
+        }
+        if !c.within_tolerance {
+            s.misses.push(crate::record::own::why_missed(r, c));
+        }
+    }
+    s
 }
 
 #[cfg(test)]
@@ -282,5 +448,49 @@ mod tests {
         let (_, ci) = ratio_interval(&[0.8, 1.2, 1.0]).unwrap();
         let (l, h) = ci.unwrap();
         assert!(l < 1.0 && h > 1.0);
+    }
+
+    #[test]
+    fn a_round_that_straddles_a_change_of_speed_is_left_out() {
+        // Recorded (2026-12-06): host fast in round 1 (8.2 µs), bridge already slow (17.7);
+        // both slow after. Round 1 compared a fast machine with a slow one.
+        let host = [Some(8.2), Some(13.0), Some(13.0)];
+        let bridge = [Some(17.7), Some(17.8), Some(19.5)];
+        let (r, left_out) = paired_ratios(&host, &bridge);
+        assert_eq!(left_out, 1);
+        assert_eq!(r.len(), 2);
+        assert!(r.iter().all(|x| (0.66..0.74).contains(x)), "{r:?}");
+        // A steady machine keeps every round, noise and all.
+        let (r, left_out) = paired_ratios(&[Some(8.2), Some(8.4), Some(8.1)], &bridge);
+        assert_eq!((r.len(), left_out), (3, 0));
+    }
+
+    fn d(hop: &str, delta_us: f64) -> HopDelta {
+        HopDelta {
+            hop: hop.into(),
+            dir: "request".into(),
+            delta_us,
+            note: None,
+        }
+    }
+
+    #[test]
+    fn the_named_hops_and_the_rest_add_up_to_the_difference() {
+        // Overlay against bridge: encap and decap make most of it, a stack gives some back.
+        let all = vec![
+            d("vxlan-decap", 1.5),
+            d("vxlan-encap", 1.4),
+            d("backlog", 0.6),
+            d("sender-stack", -0.2),
+            d("veth", 0.05),
+        ];
+        let (named, rest) = name_hops(all, 3.35);
+        let names: Vec<&str> = named.iter().map(|h| h.hop.as_str()).collect();
+        assert_eq!(names, ["vxlan-decap", "vxlan-encap", "backlog"]);
+        let sum: f64 = named.iter().map(|h| h.delta_us).sum::<f64>() + rest;
+        assert!((sum - 3.35).abs() < 1e-9 && (rest - -0.15).abs() < 1e-9);
+        // One hop carrying it all is named alone.
+        let (named, _) = name_hops(vec![d("proxy", 8.0), d("backlog", 0.3)], 8.1);
+        assert_eq!(named.len(), 1);
     }
 }

@@ -126,7 +126,7 @@ fn proxy_blocking(opts: &CompareOptions) -> Option<CompareOptions> {
     .then(|| {
         let mut o = opts.clone();
         o.mode.wait = harness::WaitMode::Block;
-        o.mode.block_line = false;
+        o.mode.also_block = false;
         o
     })
 }

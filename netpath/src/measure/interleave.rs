@@ -15,8 +15,8 @@ use crate::{
     path::NetPath,
     probe::tracer::{Tracer, TracerOptions},
     record::{
-        self, DriverReport, HopFigures, RttSummary, Spread,
-        per_round::{BlockLine, RoundPasses, RoundRow},
+        self, DriverReport, HopFigures, Spread,
+        per_round::{RoundPasses, RoundRow},
     },
     sys::machine::{CpuTimes, MachineState},
 };
@@ -97,6 +97,9 @@ struct Acc {
     untraced: Vec<RrResult>,
     traced: Vec<DriverReport>,
     bulk: Vec<harness::BulkResult>,
+    /// The blocking runs of the same rounds (`RunMode::also_block`).
+    block_untraced: Vec<RrResult>,
+    block_traced: Vec<DriverReport>,
     /// What the side's own turns moved the counters by (sides may share a path).
     counters: Counters,
 }
@@ -123,7 +126,7 @@ impl Acc {
 }
 
 /// Runs `opts.rounds` interleaved rounds over `paths` (label, path), then per path its burst
-/// phases and (default mode) the blocking run; one report per path, in `paths` order.
+/// phases; one report per path, in `paths` order.
 pub fn run(
     tracer: &mut Tracer,
     paths: &[(&NetPath, String, Proto)],
@@ -182,15 +185,14 @@ pub fn run_sides(tracer: &mut Tracer, sides: &[Side]) -> Result<Vec<DriverReport
         .iter()
         .map(|s| crate::render::progress::DriverBar::new(&s.label, rounds as u64))
         .collect();
+    // Request/response rounds first, then the bulk rounds: a round of short runs keeps the
+    // runs a ratio pairs seconds apart, where a bulk phase between them would let the
+    // machine change state (a vCPU's speed here moved 2× on a scale of tens of seconds).
     for r in 0..rounds {
-        let order: Vec<usize> = if r % 2 == 0 {
-            (0..n).collect()
-        } else {
-            (0..n).rev().collect()
-        };
-        for i in order {
+        for i in round_order(r, n) {
             let s = &sides[i];
             bars[i].phase(format!("interleaved round {}/{rounds}", r + 1));
+            crate::sys::pmqos::apply(s.opts.mode.idle)?;
             enter(s).with_context(|| format!("{}, round {}", s.label, r + 1))?;
             acc[i]
                 .counted(s.path, |a| {
@@ -198,6 +200,24 @@ pub fn run_sides(tracer: &mut Tracer, sides: &[Side]) -> Result<Vec<DriverReport
                 })
                 .with_context(|| format!("{}, round {}", s.label, r + 1))?;
             bars[i].done();
+        }
+    }
+    for r in 0..rounds {
+        for i in round_order(r, n) {
+            let s = &sides[i];
+            // Bulk is a TCP stream: measured with the TCP entry of an interleaved run.
+            let Some(b) = s.opts.bulk.as_ref().filter(|_| s.proto == Proto::Tcp) else {
+                continue;
+            };
+            bars[i].phase(format!("bulk round {}/{rounds}", r + 1));
+            enter(s).with_context(|| format!("{}, bulk round {}", s.label, r + 1))?;
+            acc[i]
+                .counted(s.path, |a| {
+                    a.bulk
+                        .push(harness::run_bulk(s.path, b).context("bulk run")?);
+                    Ok(())
+                })
+                .with_context(|| format!("{}, bulk round {}", s.label, r + 1))?;
         }
     }
     bars.iter().for_each(|b| b.finish());
@@ -225,23 +245,61 @@ fn one_round(
     traced_first: bool,
     acc: &mut Acc,
 ) -> Result<()> {
-    if traced_first {
-        acc.traced.push(traced(tracer, path, label, opts, rr)?);
-    }
-    if opts.untraced {
-        tracer.detach()?;
-        acc.untraced
-            .push(harness::run_rr(path, rr, &NoPhases).context("untraced run")?);
-    }
-    if !traced_first {
-        acc.traced.push(traced(tracer, path, label, opts, rr)?);
-    }
-    // Bulk is a TCP stream: measured with the TCP entry of an interleaved run.
-    if let Some(b) = opts.bulk.as_ref().filter(|_| rr.proto == Proto::Tcp) {
-        acc.bulk
-            .push(harness::run_bulk(path, b).context("bulk run")?);
+    let (t, u) = pair_of_runs(tracer, path, label, opts, rr, traced_first)?;
+    acc.traced.push(t);
+    acc.untraced.extend(u);
+    // The blocking runs beside, in the same order: what an application sees, measured in
+    // the same rounds so its ratios are paired like the spin ones.
+    if opts.mode.also_block && rr.wait != WaitMode::Block {
+        let block = RrConfig {
+            wait: WaitMode::Block,
+            ..rr.clone()
+        };
+        let quiet = CompareOptions {
+            keep_timelines: 0,
+            tc_counters: false,
+            ..opts.clone()
+        };
+        let (t, u) = pair_of_runs(tracer, path, label, &quiet, &block, traced_first)
+            .context("blocking runs")?;
+        acc.block_traced.push(t);
+        acc.block_untraced.extend(u);
     }
     Ok(())
+}
+
+/// The sides in round `r`'s order: as given, reversed every other round.
+fn round_order(r: usize, n: usize) -> Vec<usize> {
+    if r % 2 == 0 {
+        (0..n).collect()
+    } else {
+        (0..n).rev().collect()
+    }
+}
+
+/// A round's traced run and (unless `--no-untraced`) its untraced twin, in the order asked.
+fn pair_of_runs(
+    tracer: &mut Tracer,
+    path: &NetPath,
+    label: &str,
+    opts: &CompareOptions,
+    rr: &RrConfig,
+    traced_first: bool,
+) -> Result<(DriverReport, Option<RrResult>)> {
+    let mut t = None;
+    if traced_first {
+        t = Some(traced(tracer, path, label, opts, rr)?);
+    }
+    let mut u = None;
+    if opts.untraced {
+        tracer.detach()?;
+        u = Some(harness::run_rr(path, rr, &NoPhases).context("untraced run")?);
+    }
+    let t = match t {
+        Some(t) => t,
+        None => traced(tracer, path, label, opts, rr)?,
+    };
+    Ok((t, u))
 }
 
 /// One traced request/response run on `path`, its report built at once (the tracer's maps are
@@ -300,39 +358,7 @@ fn pin_relay(path: &NetPath, rr: &RrConfig) -> Result<()> {
     }
 }
 
-/// The hops between the socket being woken and the receive returning: `wakeup` and, where
-/// the scheduler's tracepoints split it, its parts.
-pub const WAKEUP_PARTS: [&str; 5] = [
-    "wakeup",
-    "idle-exit",
-    "runqueue",
-    "recv-copy",
-    "recv-return",
-];
-
-/// p50 of the whole wakeup in `dir`: each part's p50 weighted by the share of journeys that
-/// crossed it (idle-exit and runqueue are alternatives, never both), summed.
-fn wakeup_p50(r: &DriverReport, dir: &str) -> Option<f64> {
-    let done = r.one_way.get(dir).map(|d| d.count).filter(|&n| n > 0)? as f64;
-    let parts: Vec<f64> = r
-        .hops
-        .iter()
-        .filter(|h| h.at.dir == dir && WAKEUP_PARTS.contains(&h.at.hop))
-        .map(|h| h.at.p50_us * (h.at.crossings as f64 / done).min(1.0))
-        .collect();
-    (!parts.is_empty()).then(|| parts.iter().sum())
-}
-
-/// Share of the one-way time in `dir` spent in the wakeup and its parts, %.
-fn wakeup_share(r: &DriverReport, dir: &str) -> Option<f64> {
-    let parts: Vec<f64> = r
-        .hops
-        .iter()
-        .filter(|h| h.at.dir == dir && WAKEUP_PARTS.contains(&h.at.hop))
-        .map(|h| h.share_pct)
-        .collect();
-    (!parts.is_empty()).then(|| parts.iter().sum())
-}
+pub use crate::record::WAKEUP_PARTS;
 
 /// Mean receive passes and softirq runs per packet of a traced run, per direction.
 fn passes_per_packet(t: &DriverReport) -> Vec<RoundPasses> {
@@ -356,8 +382,13 @@ fn passes_per_packet(t: &DriverReport) -> Vec<RoundPasses> {
         .collect()
 }
 
-fn round_hops(t: &DriverReport) -> Vec<HopFigures> {
-    t.hops.iter().map(|h| h.at.clone()).collect()
+/// The round's hop figures, its stalls taken out of each.
+fn round_hops(t: &DriverReport, stalls: Option<&record::stalls::Stalls>) -> Vec<HopFigures> {
+    let mut hops: Vec<HopFigures> = t.hops.iter().map(|h| h.at.clone()).collect();
+    if let Some(s) = stalls {
+        hops.iter_mut().for_each(|h| h.set_stall(s));
+    }
+    hops
 }
 
 fn round_rows(
@@ -369,12 +400,20 @@ fn round_rows(
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let w = wakeup_p50(t, "request");
+            let w = t.wakeup_p50("request");
             let ow = t.one_way.get("request").map(|d| d.p50_us);
-            let comp = record::own::compensated_sum(t);
-            let untraced_mean = untraced
+            // Each round judged as the picked one is: its stalls out of both sides.
+            let stalls = untraced
                 .get(i)
-                .map(|u| record::RttSummary::from_rr(u).mean_us);
+                .map(|u| record::stalls::of_round(&t.tails, &u.hist));
+            let comp = match &stalls {
+                Some(s) => record::own::stall_free_sum(t, s),
+                None => record::own::compensated_sum(t),
+            };
+            let untraced_mean = untraced.get(i).map(|u| {
+                record::RttSummary::from_rr(u).mean_us
+                    - stalls.as_ref().map_or(0.0, |s| s.untraced.mean_added_us)
+            });
             RoundRow {
                 round: i + 1,
                 untraced_p50_us: untraced
@@ -386,7 +425,7 @@ fn round_rows(
                 mode_change: false,
                 traced_p99_us: t.traced.p99_us,
                 one_way_p50_us: t.one_way.iter().map(|(d, x)| (*d, x.p50_us)).collect(),
-                hops: round_hops(t),
+                hops: round_hops(t, stalls.as_ref()),
                 passes: passes_per_packet(t),
                 bulk_gbit_per_s: bulk.get(i).map(|b| b.gbit_per_s),
                 consistency_error_pct: record::own::round_error_pct(comp, untraced_mean),
@@ -421,79 +460,63 @@ pub fn mark_mode_changes(rows: &mut [RoundRow]) {
 /// untraced rounds, bulk, burst, the blocking run (default mode) and the machine's state.
 fn finish(tracer: &mut Tracer, s: &Side, mut acc: Acc, t0: CpuTimes) -> Result<DriverReport> {
     let (path, proto, opts) = (s.path, s.proto, s.opts);
-    let rows = round_rows(&acc.traced, &acc.untraced, &acc.bulk);
-    let mut by_p50: Vec<usize> = (0..acc.traced.len()).collect();
-    by_p50.sort_by(|a, b| {
-        acc.traced[*a]
-            .traced
-            .p50_us
-            .total_cmp(&acc.traced[*b].traced.p50_us)
-    });
-    let pick = by_p50[by_p50.len() / 2];
-    let mut rep = acc.traced[pick].clone();
-    rep.set_rounds(&acc.untraced, pick);
-    if let Some(c) = rep.consistency.as_mut() {
-        c.error_rounds_median_pct =
-            crate::sys::stats::median(rows.iter().filter_map(|r| r.consistency_error_pct));
-    }
-    rep.round_detail = rows;
+    let mut rep = picked(&acc.traced, &acc.untraced, &acc.bulk)?;
     rep.bulk = record::bulk_rounds(&acc.bulk);
     tracer.detach()?;
-    let burst = proto == Proto::Tcp && opts.burst.is_some();
-    let block = opts.mode.block_line && opts.mode.wait != WaitMode::Block;
-    if burst || block {
+    if proto == Proto::Tcp && opts.burst.is_some() {
         enter(s)?;
         acc.counted(path, |_| {
-            if burst {
-                rep.burst = burst_phases(path, opts)?;
-            }
-            if block {
-                rep.block = Some(block_line(tracer, path, proto, opts)?);
-            }
+            rep.burst = burst_phases(path, opts)?;
             Ok(())
         })?;
     }
+    let machine = |wait| MachineState::since(t0, wait, opts.mode.cpus, opts.mode.pin);
+    if !acc.block_traced.is_empty() {
+        let mut b = picked(&acc.block_traced, &acc.block_untraced, &[])?;
+        b.cpus = opts.mode.cpus;
+        b.machine = Some(machine(WaitMode::Block));
+        rep.block = Some(Box::new(b));
+    }
     rep.context = Some(record::run_context(path, Default::default(), acc.counters));
     rep.cpus = opts.mode.cpus;
-    rep.machine = Some(MachineState::since(
-        t0,
-        opts.mode.wait,
-        opts.mode.cpus,
-        opts.mode.pin,
-    ));
+    rep.machine = Some(machine(opts.mode.wait));
     Ok(rep)
 }
 
-/// The blocking run, untraced then traced, on the same placement.
-fn block_line(
-    tracer: &mut Tracer,
-    path: &NetPath,
-    proto: Proto,
-    opts: &CompareOptions,
-) -> Result<BlockLine> {
-    let rr = RrConfig {
-        wait: WaitMode::Block,
-        pin: opts.mode.pin,
-        proto,
-        ..opts.rr.clone()
-    };
-    tracer.detach()?;
-    let u = harness::run_rr(path, &rr, &NoPhases).context("untraced blocking run")?;
-    let quiet = CompareOptions {
-        keep_timelines: 0,
-        tc_counters: false,
-        ..opts.clone()
-    };
-    let t = traced(tracer, path, "block", &quiet, &rr).context("traced blocking run")?;
-    let share = wakeup_share(&t, "request");
-    Ok(BlockLine {
-        untraced: RttSummary::from_rr(&u),
-        traced: t.traced.clone(),
-        wakeup_request_p50_us: wakeup_p50(&t, "request"),
-        wakeup_response_p50_us: wakeup_p50(&t, "response"),
-        wakeup_request_share_pct: share,
-        placement: t.placement.clone().unwrap_or_default(),
-    })
+/// The record of one wait mode's rounds: the traced round with the median traced p50 (its
+/// hop tables), the untraced rounds around it, and every round in brief.
+fn picked(
+    traced: &[DriverReport],
+    untraced: &[RrResult],
+    bulk: &[harness::BulkResult],
+) -> Result<DriverReport> {
+    let rows = round_rows(traced, untraced, bulk);
+    let mut by_p50: Vec<usize> = (0..traced.len()).collect();
+    by_p50.sort_by(|a, b| {
+        traced[*a]
+            .traced
+            .p50_us
+            .total_cmp(&traced[*b].traced.p50_us)
+    });
+    let pick = *by_p50
+        .get(by_p50.len() / 2)
+        .context("no traced run was made")?;
+    let mut rep = traced[pick].clone();
+    rep.set_rounds(untraced, pick);
+    if let Some(c) = rep.consistency.as_mut() {
+        let errors: Vec<f64> = rows
+            .iter()
+            .filter_map(|r| r.consistency_error_pct)
+            .collect();
+        c.judge_on_rounds(&errors);
+        // The noise the error is read against: the stall-free untraced means' range.
+        let means: Vec<f64> = rows.iter().filter_map(|r| r.untraced_mean_us).collect();
+        if means.len() > 1 {
+            c.untraced_range_pct = Spread::of(means).rel() * 100.0;
+        }
+    }
+    rep.round_detail = rows;
+    Ok(rep)
 }
 
 /// `--tc-counters`: the TC packet counters on every device of the path, each attached from

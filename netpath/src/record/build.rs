@@ -148,6 +148,7 @@ fn hop_rows(snap: &Snapshot, run_ns: f64) -> (BTreeMap<&'static str, Distributio
                     p50_us,
                     p99_us: percentile_us(&snap.hist[i], 99.0),
                     own_us,
+                    stall_us: 0.0,
                 },
                 share_pct: if ow_comp > 0.0 {
                     (per_packet - own_us) / ow_comp * 100.0
@@ -239,6 +240,31 @@ fn device_rows(snap: &Snapshot, devices: &[Device]) -> Vec<DeviceRow> {
         .collect()
 }
 
+/// The tails the stall rule reads (`stalls`): the traced RTT, the journeys the check sums,
+/// every hop.
+fn tails(snap: &Snapshot, result: &RrResult) -> super::stalls::Tails {
+    let tail = |dir: Dir, hop: Hop| {
+        let i = slot(dir as u32, hop as u32) as usize;
+        let h = &snap.hist[i];
+        (!h.is_empty() && snap.stats[i].count > 0)
+            .then(|| super::stalls::Tail::of(h, percentile_us(h, 50.0) * 1000.0))
+    };
+    let journeys = [Dir::Request, Dir::Response, Dir::Turnaround]
+        .into_iter()
+        .filter_map(|d| tail(d, Hop::OneWay))
+        .collect();
+    let hops = [Dir::Request, Dir::Response]
+        .into_iter()
+        .flat_map(|d| table_hops().into_iter().map(move |h| (d, h)))
+        .filter_map(|(d, h)| tail(d, h).map(|t| (h.name(), d.name(), t)))
+        .collect();
+    super::stalls::Tails {
+        rtt: Some(result.hist.clone()),
+        journeys,
+        hops,
+    }
+}
+
 /// Sampled journeys the hop rows' path order is taken from.
 const PATH_SAMPLES: usize = 64;
 
@@ -306,6 +332,8 @@ pub fn build(t: &TracedRun) -> DriverReport {
         machine: None,
         block: None,
         round_detail: Vec::new(),
+        stalls: None,
+        tails: tails(snap, t.result),
     }
 }
 
@@ -323,7 +351,14 @@ impl DriverReport {
         }
         // The rounds' spread first: the check reads the noise of the untraced mean from it.
         self.rr = RrRounds::of(&rounds);
-        self.consistency = own::consistency(self, self.run_cost.ns);
+        let stalls = untraced
+            .get(pick)
+            .map(|u| super::stalls::of_round(&self.tails, &u.hist));
+        self.consistency = own::consistency(self, self.run_cost.ns, stalls.as_ref());
+        self.stalls = stalls;
+        if let Some(s) = &self.stalls {
+            self.hops.iter_mut().for_each(|h| h.at.set_stall(s));
+        }
         self.probe_effect_below_noise = self
             .rr
             .as_ref()

@@ -79,6 +79,23 @@ pub struct HopFigures {
     pub p99_us: f64,
     /// netpath's own time in this hop, per packet (`report::own`).
     pub own_us: f64,
+    /// What the round's stalls added to this hop per packet (`stalls`): the hop as the
+    /// check and the answer read it is `per_packet_us` less `own_us` less this.
+    pub stall_us: f64,
+}
+
+impl HopFigures {
+    /// Per packet, netpath's own time and the round's stalls taken out.
+    pub fn typical_us(&self) -> f64 {
+        self.per_packet_us - self.own_us - self.stall_us
+    }
+
+    /// Takes `s`'s stall of this hop out (0 where it had none).
+    pub fn set_stall(&mut self, s: &stalls::Stalls) {
+        self.stall_us = (s.hops.iter())
+            .find(|x| x.hop == self.hop && x.dir == self.dir)
+            .map_or(0.0, |x| x.mean_added_us);
+    }
 }
 
 /// A hop of the run's table: its figures, its share and the figures compensated.
@@ -200,13 +217,69 @@ pub struct DriverReport {
     /// Where client, server and NET_RX softirq ran in the traced run (sampled journeys).
     pub placement: Option<crate::sys::machine::Placement>,
     pub machine: Option<crate::sys::machine::MachineState>,
-    /// Default mode: the blocking run beside the spin tables.
-    pub block: Option<per_round::BlockLine>,
+    /// Default mode: the same path measured blocking in the same rounds (untraced and
+    /// traced), its own record: what an application sees. None in the blocking record
+    /// itself and when the runs already block.
+    pub block: Option<Box<DriverReport>>,
     /// Per round: p50s, wakeup, data path, mode-change mark.
     pub round_detail: Vec<per_round::RoundRow>,
     /// RTT distribution of the traced run (the one the hops come from) as `[µs, fraction at
     /// or below]`, for the report's CDF chart.
     pub rtt_cdf: Vec<[f64; 2]>,
+    /// Round trips the machine held up in the picked round, untraced and traced, and the hops
+    /// they fell in; taken out of the check's means (`stalls`).
+    pub stalls: Option<stalls::Stalls>,
+    /// What the stall rule reads of the traced run (histogram tails), not written out.
+    #[serde(skip)]
+    pub tails: stalls::Tails,
+}
+
+/// The hops between the socket being woken and the receive returning: `wakeup` and, where
+/// the scheduler's tracepoints split it, its parts.
+pub const WAKEUP_PARTS: [&str; 5] = [
+    "wakeup",
+    "idle-exit",
+    "runqueue",
+    "recv-copy",
+    "recv-return",
+];
+
+impl DriverReport {
+    /// p50 of the whole wakeup in `dir`: each part's p50 weighted by the share of journeys
+    /// that crossed it (idle-exit and runqueue are alternatives, never both), summed.
+    pub fn wakeup_p50(&self, dir: &str) -> Option<f64> {
+        let done = self.one_way.get(dir).map(|d| d.count).filter(|&n| n > 0)? as f64;
+        let parts: Vec<f64> = (self.hops.iter())
+            .filter(|h| h.at.dir == dir && WAKEUP_PARTS.contains(&h.at.hop))
+            .map(|h| h.at.p50_us * (h.at.crossings as f64 / done).min(1.0))
+            .collect();
+        (!parts.is_empty()).then(|| parts.iter().sum())
+    }
+
+    /// Share of the one-way time in `dir` spent in the wakeup and its parts, %.
+    pub fn wakeup_share(&self, dir: &str) -> Option<f64> {
+        let parts: Vec<f64> = (self.hops.iter())
+            .filter(|h| h.at.dir == dir && WAKEUP_PARTS.contains(&h.at.hop))
+            .map(|h| h.share_pct)
+            .collect();
+        (!parts.is_empty()).then(|| parts.iter().sum())
+    }
+
+    /// Untraced RTT p50 over the rounds (median), or the traced run's without rounds.
+    pub fn p50_us(&self) -> f64 {
+        self.rr
+            .as_ref()
+            .map_or(self.traced.p50_us, |rr| rr.p50_us.median)
+    }
+
+    /// This driver's record in wait mode `wait`: itself, or its blocking record.
+    pub fn in_mode(&self, wait: crate::harness::WaitMode) -> Option<&DriverReport> {
+        if self.wait == wait {
+            Some(self)
+        } else {
+            self.block.as_deref().filter(|b| b.wait == wait)
+        }
+    }
 }
 
 /// Median and range of one figure over rounds.
@@ -342,70 +415,12 @@ pub fn lost_counters(snap: &Snapshot) -> BTreeMap<&'static str, u64> {
         .collect()
 }
 
-/// Ratio of two medians, flagged when either side's spread over rounds is larger than the
-/// difference the ratio claims.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
-pub struct Claim {
-    pub name: String,
-    pub ratio: f64,
-    pub noisy: bool,
-}
-
-fn claim(name: &str, a: Option<Spread>, b: Option<Spread>) -> Option<Claim> {
-    let (a, b) = (a?, b?);
-    if b.median <= 0.0 {
-        return None;
-    }
-    let ratio = a.median / b.median;
-    let noisy = a.rel().max(b.rel()) > (ratio - 1.0).abs();
-    Some(Claim {
-        name: name.to_string(),
-        ratio,
-        noisy,
-    })
-}
-
-/// The ratios users argue about, from one run. p50 ratios are taken per round (between runs
-/// that were neighbours in time) and their median is the ratio, their spread the noise.
-pub fn claims(reports: &[DriverReport]) -> Vec<Claim> {
-    let find = |d: &str| reports.iter().find(|r| r.driver == d);
-    let p50 = |a: &str, b: &str| {
-        let name = format!("{a}/{b} p50");
-        match per_round::ratio(reports, a, b) {
-            Some(r) if r.per_round.len() > 1 => Some(Claim {
-                name,
-                ratio: r.spread.median,
-                noisy: r.spread.rel() > (r.spread.median - 1.0).abs(),
-            }),
-            _ => claim(
-                &name,
-                find(a).and_then(|r| r.rr.as_ref().map(|x| x.p50_us)),
-                find(b).and_then(|r| r.rr.as_ref().map(|x| x.p50_us)),
-            ),
-        }
-    };
-    let p99 = |d: &str| find(d).and_then(|r| r.rr.as_ref().map(|x| x.p99_us));
-    let gbit = |d: &str| find(d).and_then(|r| r.bulk.as_ref().map(|x| x.gbit_per_s));
-    [
-        p50("bridge", "host"),
-        p50("overlay", "bridge"),
-        claim("overlay/bridge p99", p99("overlay"), p99("bridge")),
-        p50("published-proxy", "bridge"),
-        p50("published-nat", "bridge"),
-        p50("macvlan", "bridge"),
-        claim("bridge/host Gbit/s", gbit("bridge"), gbit("host")),
-        claim("overlay/bridge Gbit/s", gbit("overlay"), gbit("bridge")),
-    ]
-    .into_iter()
-    .flatten()
-    .collect()
-}
-
 mod build;
 pub mod header;
 pub mod own;
 pub mod per_round;
 pub(crate) mod schema_parts;
+pub mod stalls;
 mod timeline;
 pub mod view;
 

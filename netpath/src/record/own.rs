@@ -9,6 +9,7 @@ use netpath_common::HopStat;
 use serde::Serialize;
 
 use super::DriverReport;
+use super::stalls::Stalls;
 
 /// netpath's own ns in one crossing of `st`, a run charged `run_ns`: the mean over the
 /// crossings whose own time was measured (a sample, `LoadConfig::own_every`); 0 if none was.
@@ -42,8 +43,17 @@ pub struct Consistency {
     /// (compensated − untraced) / untraced, percent.
     pub error_mean_pct: f64,
     pub error_p50_pct: f64,
-    /// The mean is within ±`TOLERANCE_PCT` (or ±`TOLERANCE_US`) of the untraced mean.
+    /// The same sums with the round's stalls taken out of both sides by one rule
+    /// (`stalls`): what the check judges.
+    pub stall_free_compensated_sum_us: f64,
+    pub stall_free_untraced_mean_us: f64,
+    pub error_stall_free_pct: f64,
+    /// The stall-free compensated sum is within ±`TOLERANCE_PCT` (or ±`TOLERANCE_US`) of
+    /// the stall-free untraced mean: in the median of the rounds' errors where there are
+    /// three rounds or more (`judged_on`), else in the picked round.
     pub within_tolerance: bool,
+    /// "rounds" (the median of every round's error) or "picked round".
+    pub judged_on: &'static str,
     /// How far the untraced mean itself moved between the rounds (max − min over median), %:
     /// the noise the error is read against (0 with one round).
     pub untraced_range_pct: f64,
@@ -57,17 +67,43 @@ pub struct Consistency {
 pub const TOLERANCE_PCT: f64 = 5.0;
 pub const TOLERANCE_US: f64 = 0.3;
 
+impl Consistency {
+    /// Judges the check on the rounds' median error once every round's is known (3 or more):
+    /// one round's traced and untraced runs seconds apart may straddle a change of the
+    /// machine's speed, which the median of three rounds outvotes.
+    pub fn judge_on_rounds(&mut self, errors_pct: &[f64]) {
+        self.error_rounds_median_pct = crate::sys::stats::median(errors_pct.iter().copied());
+        if let (Some(m), true) = (self.error_rounds_median_pct, errors_pct.len() >= 3) {
+            let tol_us = TOLERANCE_US / self.stall_free_untraced_mean_us.max(1e-9) * 100.0;
+            self.within_tolerance = m.abs() <= TOLERANCE_PCT.max(tol_us);
+            self.judged_on = "rounds";
+        }
+    }
+}
+
 fn pct(a: f64, b: f64) -> f64 {
     if b > 0.0 { (a / b - 1.0) * 100.0 } else { 0.0 }
 }
 
-/// The check of one driver's record (needs its untraced run of the same round).
-pub fn consistency(r: &DriverReport, run_cost_ns: f64) -> Option<Consistency> {
+/// The check of one driver's record (needs its untraced run of the same round, and that
+/// round's stalls where known).
+pub fn consistency(
+    r: &DriverReport,
+    run_cost_ns: f64,
+    stalls: Option<&Stalls>,
+) -> Option<Consistency> {
     let u = r.untraced.as_ref()?;
     let (raw, own, p50) = sums(r);
     let edges = edges_compensated(r);
     let comp = raw - own + edges;
-    let err = comp - u.mean_us;
+    let (sf_comp, sf_untraced) = match stalls {
+        Some(s) => (
+            stall_free_sum(r, s).unwrap_or(comp),
+            u.mean_us - s.untraced.mean_added_us,
+        ),
+        None => (comp, u.mean_us),
+    };
+    let err = sf_comp - sf_untraced;
     Some(Consistency {
         run_cost_ns,
         raw_sum_us: raw,
@@ -80,7 +116,11 @@ pub fn consistency(r: &DriverReport, run_cost_ns: f64) -> Option<Consistency> {
         untraced_p50_us: u.p50_us,
         error_mean_pct: pct(comp, u.mean_us),
         error_p50_pct: pct(p50, u.p50_us),
-        within_tolerance: err.abs() <= (u.mean_us * TOLERANCE_PCT / 100.0).max(TOLERANCE_US),
+        stall_free_compensated_sum_us: sf_comp,
+        stall_free_untraced_mean_us: sf_untraced,
+        error_stall_free_pct: pct(sf_comp, sf_untraced),
+        within_tolerance: err.abs() <= (sf_untraced * TOLERANCE_PCT / 100.0).max(TOLERANCE_US),
+        judged_on: "picked round",
         untraced_range_pct: r.rr.as_ref().map_or(0.0, |rr| rr.mean_us.rel() * 100.0),
         error_rounds_median_pct: None,
     })
@@ -111,21 +151,89 @@ pub fn compensated_sum(traced: &DriverReport) -> Option<f64> {
     (raw > 0.0).then(|| raw - own + edges_compensated(traced))
 }
 
+/// `compensated_sum` with the round's stalls taken out: of the journeys (one-ways and
+/// turnaround) what their stalls added, and of the edges (traced RTT less the journeys) what
+/// the RTT's stalls added beyond the journeys' (a stall between the client's syscall and its
+/// send lands there).
+pub fn stall_free_sum(traced: &DriverReport, s: &Stalls) -> Option<f64> {
+    let (raw, own, _) = sums(traced);
+    (raw > 0.0).then(|| stall_free(raw, own, traced.unattributed_us, traced.edges_own_us, s))
+}
+
+/// The stall-free compensated sum from a traced run's figures: its journeys' raw sum and
+/// netpath's own time in them, the round trip outside them and netpath's own time there
+/// (None: not measured, the sum is the journeys' alone), and its stalls.
+pub fn stall_free(
+    raw_us: f64,
+    own_us: f64,
+    unattributed_us: f64,
+    edges_own_us: Option<f64>,
+    s: &Stalls,
+) -> f64 {
+    let edges = match edges_own_us {
+        Some(o) => {
+            let outside = unattributed_us - s.traced.mean_added_us + s.journeys_added_us;
+            (outside - o).max(0.0)
+        }
+        None => 0.0,
+    };
+    raw_us - s.journeys_added_us - own_us + edges
+}
+
 /// One round's error: its compensated sum against its untraced RTT mean, %.
 pub fn round_error_pct(compensated: Option<f64>, untraced_mean_us: Option<f64>) -> Option<f64> {
     let (c, u) = (compensated?, untraced_mean_us?);
     (u > 0.0).then(|| pct(c, u))
 }
 
-/// The driver a driver is measured against: host for bridge, bridge for every other driver
-/// (when it was measured), else none.
+/// The driver a driver is measured against: host for bridge, published-nat for
+/// published-proxy (the same published port without the relay), bridge for every other
+/// (when measured), else none.
 pub fn default_reference<'a>(driver: &str, measured: &[&'a str]) -> Option<&'a str> {
-    let want = match driver {
-        "bridge" => "host",
-        "host" => return None,
-        _ => "bridge",
+    let find = |want: &str| measured.iter().copied().find(|d| *d == want);
+    match driver {
+        "host" => None,
+        "bridge" => find("host"),
+        "published-proxy" => find("published-nat").or_else(|| find("bridge")),
+        _ => find("bridge"),
+    }
+}
+
+/// Why a driver's hops did not add up, from what was measured, and what to do: one line.
+pub fn why_missed(r: &DriverReport, c: &Consistency) -> String {
+    let judged = match (c.judged_on, c.error_rounds_median_pct) {
+        ("rounds", Some(m)) => format!("{m:+.1}% (median of the rounds)"),
+        _ => format!("{:+.1}%", c.error_stall_free_pct),
     };
-    measured.iter().copied().find(|d| *d == want)
+    let head = format!("{}: hops {judged} off the untraced RTT mean", r.driver);
+    let tol = TOLERANCE_PCT;
+    let machine = r.machine.as_ref().map_or(String::new(), |m| {
+        format!(" (busy {:.0}%, steal {:.1}%)", m.busy_pct, m.steal_pct)
+    });
+    let own_share = if c.raw_sum_us > 0.0 {
+        c.own_us / c.raw_sum_us * 100.0
+    } else {
+        0.0
+    };
+    match c.error_rounds_median_pct {
+        Some(m) if m.abs() <= tol => format!(
+            "{head} in the picked round, {m:+.1}% over the rounds' median: round-to-round noise \
+             (the stall-free untraced mean moved {:.1}% between rounds); more --rounds narrow it",
+            c.untraced_range_pct
+        ),
+        _ if c.untraced_range_pct > tol => format!(
+            "{head}; the stall-free untraced mean itself moved {:.1}% between rounds: the \
+             machine was not steady{machine}; run on a quiet machine",
+            c.untraced_range_pct
+        ),
+        Some(m) => format!(
+            "{head} in most rounds (median {m:+.1}%): tracing slows this path beyond the \
+             programs' own time ({own_share:.0}% of the traced sum, charged {:.0} ns a run), in \
+             the kernel's code around them; read its hops as {m:+.1}% high",
+            c.run_cost_ns
+        ),
+        None => format!("{head} (one round: no median to tell noise from a bias; --rounds 3)"),
+    }
 }
 
 /// A difference between two drivers, compensated hops against untraced RTTs.

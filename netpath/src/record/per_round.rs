@@ -2,8 +2,7 @@
 //! between two paths taken from them, round by round.
 use serde::Serialize;
 
-use super::{DriverReport, HopFigures, RttSummary, Spread};
-use crate::sys::machine::Placement;
+use super::{DriverReport, HopFigures, Spread};
 
 /// One round of one path.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
@@ -30,7 +29,7 @@ pub struct RoundRow {
     /// The round's bulk throughput (all streams), when bulk ran.
     pub bulk_gbit_per_s: Option<f64>,
     /// The round's hop sum, netpath's own time taken out, against its untraced RTT mean, %
-    /// (`Consistency`), and the two figures.
+    /// (`Consistency`), and the two figures, the round's stalls taken out of both (`stalls`).
     pub consistency_error_pct: Option<f64>,
     pub compensated_sum_us: Option<f64>,
     pub untraced_mean_us: Option<f64>,
@@ -42,18 +41,6 @@ pub struct RoundPasses {
     pub dir: &'static str,
     pub rx_passes_per_packet: f64,
     pub softirqs_per_packet: f64,
-}
-
-/// The blocking run printed beside the default spin tables: what an application sees.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
-pub struct BlockLine {
-    pub untraced: RttSummary,
-    pub traced: RttSummary,
-    pub wakeup_request_p50_us: Option<f64>,
-    pub wakeup_response_p50_us: Option<f64>,
-    /// Request wakeup (all its parts) per packet over the request one-way mean, %.
-    pub wakeup_request_share_pct: Option<f64>,
-    pub placement: Placement,
 }
 
 /// A ratio of untraced p50s between two paths, per round and summarised.

@@ -1,8 +1,9 @@
-//! The answer `compare` ends with, as text: a line per driver, then each driver against its
-//! reference (`measure::answer`).
+//! The answer `compare` ends with, as text: the answer table (a row per driver), the claims
+//! with their verdicts, and whether the hops add up (`measure::answer`).
 use std::io::Write;
 
-use crate::measure::answer::{DriverLine, Summary};
+use crate::measure::answer::{AnswerRow, Pair, Summary};
+use crate::record::Spread;
 
 /// A duration in µs, scaled: ns below 1 µs, ms from 1000 µs.
 pub fn time(us: f64) -> String {
@@ -18,49 +19,157 @@ pub fn time(us: f64) -> String {
     }
 }
 
-fn driver_line(d: &DriverLine) -> String {
-    let mut s = format!("{}: RTT p50", d.driver);
-    match d.rtt_p50_us {
-        Some(p) => s.push_str(&format!(" {} ({})", time(p), d.wait)),
-        None => s.push_str(" not measured untraced"),
+/// A µs figure in a µs column: one decimal below 100, none above.
+fn us(x: f64) -> String {
+    if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
     }
-    if let Some(b) = d.blocking_p50_us {
-        s.push_str(&format!(", {} blocking", time(b)));
-    }
-    if !d.hops.is_empty() {
-        let h: Vec<String> = d
-            .hops
-            .iter()
-            .map(|h| format!("{} {} {} {:.0}%", h.hop, h.dir, time(h.us), h.share_pct))
-            .collect();
-        s.push_str(&format!("; largest hops: {}", h.join(", ")));
-    }
-    if let Some(n) = &d.note {
-        s.push_str(&format!(" ({n})"));
-    }
-    s
 }
 
-/// The answer block.
+/// "12.8 [12.5–13.0]": median and range over rounds, µs.
+fn spread(s: Option<Spread>) -> String {
+    match s {
+        Some(s) if s.min < s.max => format!("{} [{}–{}]", us(s.median), us(s.min), us(s.max)),
+        Some(s) => us(s.median),
+        None => "–".into(),
+    }
+}
+
+fn ratio(p: &Pair) -> String {
+    match (p.ci_low, p.ci_high) {
+        (Some(l), Some(h)) => format!("{:.2}× [{l:.2}–{h:.2}]", p.ratio),
+        _ => format!("{:.2}×", p.ratio),
+    }
+}
+
+/// "+4.6: bridge +2.6, backlog +1.0": the hops' difference and the named hops, µs.
+fn difference(p: &Pair) -> String {
+    let hops: Vec<String> = (p.hops.iter())
+        .map(|h| match h.dir.as_str() {
+            "request" => format!("{} req {:+.1}", h.hop, h.delta_us),
+            "response" => format!("{} resp {:+.1}", h.hop, h.delta_us),
+            _ => format!("{} {:+.1}", h.hop, h.delta_us),
+        })
+        .collect();
+    format!("{:+.1}: {}", p.hops_delta_us, hops.join(", "))
+}
+
+fn check(r: &AnswerRow) -> String {
+    match &r.check {
+        Some(c) if c.within_tolerance => "ok".into(),
+        Some(c) => format!("off {:+.0}%", c.error_pct),
+        None => "–".into(),
+    }
+}
+
+fn row(r: &AnswerRow, pairs: &[Pair]) -> Vec<String> {
+    let p = pairs.iter().find(|p| p.driver == r.driver);
+    let mut v = vec![
+        r.driver.clone(),
+        spread(r.spin_p50_us),
+        spread(r.block_p50_us),
+    ];
+    match p {
+        Some(p) => {
+            let mark = if p.not_a_result { " ≈" } else { "" };
+            let wait = if r.spin_p50_us.is_none() { " ᵇ" } else { "" };
+            v.extend([
+                format!("{}{wait}", p.reference),
+                format!("{}{mark}", ratio(p)),
+                difference(p),
+            ]);
+        }
+        None => v.extend(["".into(), "".into(), "".into()]),
+    }
+    v.push(check(r));
+    v
+}
+
+/// The answer: the table, the claims, the check, each said once.
 pub fn write(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
-    if s.drivers.is_empty() {
+    if s.rows.is_empty() {
         return Ok(());
     }
     writeln!(
         w,
-        "== the answer (untraced p50s; hops: p50 per packet, netpath's own time taken out)"
+        "== the answer: untraced RTT p50 µs, median of the rounds [their range]; ratio to the reference [95% interval]"
     )?;
-    for d in &s.drivers {
-        writeln!(w, "   {}", driver_line(d))?;
+    writeln!(
+        w,
+        "   hops: what each adds to a round trip against the reference, µs, netpath's own time and stalls taken out"
+    )?;
+    let header = [
+        "driver",
+        "spin p50",
+        "block p50",
+        "against",
+        "ratio",
+        "hops µs",
+        "check",
+    ];
+    let rows = s.rows.iter().map(|r| row(r, &s.pairs)).collect();
+    for l in super::table::text("   ", &header, rows, &[0, 3, 5, 6]) {
+        writeln!(w, "{}", l.trim_end())?;
     }
-    if s.pairs.is_empty() && s.drivers.len() > 1 {
-        writeln!(
-            w,
-            "   no driver was measured with its reference (host for bridge, bridge for the others; --reference DRIVER picks one)"
-        )?;
+    let mut notes = Vec::new();
+    if s.pairs.iter().any(|p| p.not_a_result) {
+        notes.push("≈ the interval holds 1: not shown to differ".to_string());
     }
-    for p in &s.pairs {
-        writeln!(w, "   {}", p.sentence)?;
+    for (d, n) in s
+        .rows
+        .iter()
+        .filter_map(|r| r.note.as_ref().map(|n| (&r.driver, n)))
+    {
+        notes.push(format!(
+            "ᵇ {d} measured blocking only, against blocking ({n})"
+        ));
+    }
+    for n in notes {
+        writeln!(w, "   {n}")?;
+    }
+    claims(s, w)?;
+    check_lines(s, w)
+}
+
+fn claims(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
+    let judged: Vec<_> = s.claims.iter().collect();
+    if judged.is_empty() {
+        return Ok(());
+    }
+    writeln!(w, "== the claims, judged on this run")?;
+    for c in judged {
+        writeln!(w, "   {}: {}", c.verdict.name().to_uppercase(), c.claim)?;
+        if c.figure != "–" {
+            writeln!(w, "      {}", c.figure)?;
+        }
+        writeln!(w, "      {}", c.why)?;
+    }
+    Ok(())
+}
+
+fn check_lines(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
+    let c = &s.check;
+    if c.checked == 0 {
+        return Ok(());
+    }
+    writeln!(
+        w,
+        "== check: the hops add up to the untraced RTT mean (±{}%) for {} of {} drivers",
+        crate::record::own::TOLERANCE_PCT,
+        c.within,
+        c.checked,
+    )?;
+    writeln!(
+        w,
+        "   stalls (round trips held up more than {}× the p50 beyond it) taken out of both means: {} untraced, {} traced",
+        crate::record::stalls::STALL_FACTOR,
+        c.stalls_untraced,
+        c.stalls_traced
+    )?;
+    for m in &c.misses {
+        writeln!(w, "   {m}")?;
     }
     Ok(())
 }

@@ -53,14 +53,14 @@ fn round_trip(r: &DriverReport) {
         );
     }
     if let Some(b) = &r.block {
-        let flag = if b.traced.p50_us < b.untraced.p50_us {
-            "  FLAG: traced below untraced, not a result"
+        let flag = if b.probe_effect_below_noise {
+            "  FLAG: traced below every untraced round, not a result"
         } else {
             ""
         };
         println!(
             "   RTT blocking (what an application sees): untraced p50 {}, traced p50 {}{flag}",
-            time(b.untraced.p50_us),
+            time(b.p50_us()),
             time(b.traced.p50_us)
         );
     }
@@ -103,25 +103,44 @@ fn hops(r: &DriverReport) {
     }
     if let Some(c) = &r.consistency {
         println!(
-            "   hops{} add up to {} vs untraced RTT mean {} ({:+.1}%){}",
+            "   hops{} add up to {} vs untraced RTT mean {} ({:+.1}%{}){}",
             if c.edges_us.is_some() {
                 " and the client's syscall edges"
             } else {
                 ""
             },
-            time(c.compensated_sum_us),
-            time(c.untraced_mean_us),
-            c.error_mean_pct,
+            time(c.stall_free_compensated_sum_us),
+            time(c.stall_free_untraced_mean_us),
+            c.error_stall_free_pct,
             if c.within_tolerance {
-                String::new()
+                ", within the check's tolerance"
             } else {
-                format!(
-                    ": OUT OF TOLERANCE, these hop figures do not add up to the path (untraced moved {:.1}% between rounds)",
-                    c.untraced_range_pct
-                )
-            }
+                ", beyond the check's tolerance: see the check's line"
+            },
+            stalls(r)
         );
     }
+}
+
+/// "; stalls taken out: 2 untraced (max 5.0 ms), 1 traced (wakeup request)" when any.
+fn stalls(r: &DriverReport) -> String {
+    let Some(s) = &r.stalls else {
+        return String::new();
+    };
+    if s.untraced.count + s.traced.count == 0 {
+        return String::new();
+    }
+    let max = s.untraced.max_us.max(s.traced.max_us);
+    let mut out = format!(
+        "; stalls taken out: {} untraced, {} traced (longest {})",
+        s.untraced.count,
+        s.traced.count,
+        time(max)
+    );
+    if let Some(h) = s.hops.first() {
+        out.push_str(&format!(", most in {} ({})", h.hop, h.dir));
+    }
+    out
 }
 
 /// Losses and drops, only what is not zero.

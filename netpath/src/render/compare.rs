@@ -5,13 +5,14 @@ use serde::Serialize;
 use crate::probe::backend::Backend;
 use crate::record::{DriverReport, RttSummary};
 
-/// `compare`'s result (its JSON body: `backend`, `drivers`, `summary`).
+/// `compare`'s result (its JSON body: `summary`, the answer, first; then `backend` and
+/// `drivers`, every record it was drawn from).
 #[derive(Serialize, schemars::JsonSchema)]
 pub struct CompareOutput {
+    /// The answer: a row per driver, each against its reference, the claims, the check.
+    pub summary: crate::measure::answer::Summary,
     pub backend: Backend,
     pub drivers: Vec<DriverReport>,
-    /// The answer: each driver in a line, each against its reference.
-    pub summary: crate::measure::answer::Summary,
 }
 
 impl super::Render for CompareOutput {
@@ -28,13 +29,19 @@ impl super::Render for CompareOutput {
 #[derive(Default)]
 pub struct TextSink {
     pub verbose: bool,
+    /// Each driver's short block (a few drivers); without, the answer alone carries them.
+    pub blocks: bool,
     said_machine: bool,
 }
 
+/// Drivers whose short blocks fit on one screen beside the answer.
+pub const BLOCKS_UP_TO: usize = 3;
+
 impl TextSink {
-    pub fn new(verbose: bool) -> TextSink {
+    pub fn new(verbose: bool, drivers: usize) -> TextSink {
         TextSink {
             verbose,
+            blocks: drivers <= BLOCKS_UP_TO,
             said_machine: false,
         }
     }
@@ -44,20 +51,28 @@ impl crate::record::Sink for TextSink {
     fn driver(&mut self, r: &DriverReport) {
         if self.verbose {
             driver(r);
-        } else {
-            if !self.said_machine {
-                if let Some(m) = &r.machine {
-                    println!("{}", m.line());
-                }
-                if let Some(p) = &r.placement {
-                    println!("{} (first driver; --verbose: each)", p.line());
-                }
-                println!();
-                self.said_machine = true;
-            }
-            super::block::driver(r);
+            println!();
+            return;
         }
-        println!();
+        if !self.said_machine {
+            if let Some(m) = &r.machine {
+                println!("{}", m.line());
+            }
+            if let Some(p) = &r.placement {
+                println!("{} (first driver; --verbose: each)", p.line());
+            }
+            if !self.blocks {
+                println!(
+                    "each driver's hops: -d DRIVER (up to {BLOCKS_UP_TO} drivers show their blocks) or --verbose"
+                );
+            }
+            println!();
+            self.said_machine = true;
+        }
+        if self.blocks {
+            super::block::driver(r);
+            println!();
+        }
     }
 
     fn summary(&mut self, all: &[DriverReport]) {
@@ -272,7 +287,7 @@ fn hop_table(r: &DriverReport) {
 /// Whether the hops, netpath's own time taken out, add up to the untraced round trip.
 pub fn consistency_line(c: &crate::record::own::Consistency) -> String {
     format!(
-        "check: hops less netpath's own time ({:.2} µs, a program run {:.0} ns){} = {:.2} µs vs untraced RTT mean {:.2} µs ({:+.1}%{}), p50 {:.2} vs {:.2} µs ({:+.1}%){}",
+        "check: hops less netpath's own time ({:.2} µs, a program run {:.0} ns){} = {:.2} µs vs untraced RTT mean {:.2} µs, stalls out of both ({:+.1}%{}), p50 {:.2} vs {:.2} µs ({:+.1}%){}",
         c.own_us,
         c.run_cost_ns,
         match (c.edges_us, c.edges_own_us) {
@@ -281,9 +296,9 @@ pub fn consistency_line(c: &crate::record::own::Consistency) -> String {
             ),
             _ => String::new(),
         },
-        c.compensated_sum_us,
-        c.untraced_mean_us,
-        c.error_mean_pct,
+        c.stall_free_compensated_sum_us,
+        c.stall_free_untraced_mean_us,
+        c.error_stall_free_pct,
         c.error_rounds_median_pct.map_or(String::new(), |e| format!(
             "; every round's, median {e:+.1}%"
         )),
@@ -294,7 +309,7 @@ pub fn consistency_line(c: &crate::record::own::Consistency) -> String {
             String::new()
         } else {
             format!(
-                "  OUT OF TOLERANCE (±{}% or ±{} µs): these hop figures do not add up to the untraced path (the untraced mean itself moved {:.1}% between rounds)",
+                "  beyond the tolerance (±{}% or ±{} µs; the stall-free untraced mean moved {:.1}% between rounds)",
                 crate::record::own::TOLERANCE_PCT,
                 crate::record::own::TOLERANCE_US,
                 c.untraced_range_pct
@@ -395,18 +410,6 @@ fn table(reports: &[DriverReport]) {
         "attributed",
     ];
     super::table::print("   ", &header, rows, &[0]);
-    let rows = crate::record::claims(reports)
-        .into_iter()
-        .map(|c| {
-            let noisy = if c.noisy {
-                "(spread of the per-round ratios exceeds the difference: not a result)"
-            } else {
-                ""
-            };
-            vec![c.name, format!("{:.2}×", c.ratio), noisy.to_string()]
-        })
-        .collect();
-    super::table::print("   ", &["claim", "ratio", ""], rows, &[0, 2]);
 }
 
 /// A driver's row of the summary: untraced medians over rounds (traced figures without
@@ -487,12 +490,12 @@ fn mode(r: &DriverReport) {
     if let Some(b) = &r.block {
         println!(
             "   RTT block (what an application sees): untraced p50 {:.1} µs, traced p50 {:.1} µs; wakeup (all its parts) p50 request {:.1} µs ({:.0}% of its one-way), response {:.1} µs; {}",
-            b.untraced.p50_us,
+            b.p50_us(),
             b.traced.p50_us,
-            b.wakeup_request_p50_us.unwrap_or(0.0),
-            b.wakeup_request_share_pct.unwrap_or(0.0),
-            b.wakeup_response_p50_us.unwrap_or(0.0),
-            b.placement.line()
+            b.wakeup_p50("request").unwrap_or(0.0),
+            b.wakeup_share("request").unwrap_or(0.0),
+            b.wakeup_p50("response").unwrap_or(0.0),
+            b.placement.clone().unwrap_or_default().line()
         );
     }
 }
@@ -559,4 +562,24 @@ fn ratios(reports: &[DriverReport]) {
         .collect();
     let header = ["", "median", "spread", "per round", ""];
     super::table::print("   ", &header, rows, &[0, 3, 4]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_answer_is_the_first_thing_in_the_json() {
+        let out = CompareOutput {
+            summary: Default::default(),
+            backend: Backend::Tracepoint,
+            drivers: Vec::new(),
+        };
+        let j = crate::record::header::to_json("compare", Some("tracepoint"), &out).unwrap();
+        let at = |k: &str| j.find(&format!("\"{k}\"")).unwrap();
+        assert!(
+            at("header") < at("summary") && at("summary") < at("drivers"),
+            "{j}"
+        );
+    }
 }

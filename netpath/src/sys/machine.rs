@@ -69,6 +69,11 @@ pub struct MachineState {
     pub wait: WaitMode,
     pub cpus: Cpus,
     pub pin: Pin,
+    /// Whether netpath kept the CPUs out of idle states during the run (`--idle`).
+    pub idle: crate::sys::pmqos::Idle,
+    /// The machine's CPU latency limit at the end, µs, every process's requests together
+    /// (2000000000: nobody asks; 0 while netpath or another holds CPUs awake).
+    pub cpu_latency_limit_us: Option<i32>,
 }
 
 fn read(p: &str) -> Option<String> {
@@ -138,17 +143,24 @@ impl MachineState {
             wait,
             cpus,
             pin,
+            idle: if crate::sys::pmqos::held() {
+                crate::sys::pmqos::Idle::Poll
+            } else {
+                crate::sys::pmqos::Idle::Deep
+            },
+            cpu_latency_limit_us: crate::sys::pmqos::current_limit_us(),
         }
     }
 
     pub fn line(&self) -> String {
         format!(
-            "machine: cpuidle {}/{}, deepest idle state {}, cmdline [{}], {} CPUs; during the run busy {:.0}%, steal {:.1}%, load {}",
+            "machine: cpuidle {}/{}, deepest idle state {}, cmdline [{}], {} CPUs, {}; during the run busy {:.0}%, steal {:.1}%, load {}",
             self.cpuidle_driver,
             self.cpuidle_governor,
             self.deepest_idle_state,
             self.cmdline.join(" "),
             self.cpus_online,
+            self.idle.describe(),
             self.busy_pct,
             self.steal_pct,
             self.loadavg

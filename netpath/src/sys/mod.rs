@@ -5,6 +5,7 @@ pub mod btf;
 pub mod machine;
 pub mod netns;
 pub mod nl;
+pub mod pmqos;
 pub mod proxy;
 pub mod stats;
 

@@ -78,7 +78,7 @@ pub fn run(
     let change = Change::arm(cmds, env.clone(), netns);
     let (la, lb) = labels(cmds);
     let mut opts = base.clone();
-    opts.mode.block_line = false;
+    opts.mode.also_block = false;
     let (ea, eb) = (|| change.enter(true), || change.enter(false));
     let sides = [
         Side {

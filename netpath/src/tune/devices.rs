@@ -202,6 +202,7 @@ fn expected(v: &Value) -> String {
         Value::Qdisc(q) => q.clone(),
         Value::Wait(w) => w.name().into(),
         Value::Cpus(c) => c.to_string(),
+        Value::Idle(i) => i.name().into(),
     }
 }
 

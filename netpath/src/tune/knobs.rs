@@ -54,6 +54,9 @@ knobs! {
     Wait "wait", "block, spin or busy-poll", "block,spin";
     /// The harness's CPU placement.
     Cpus "cpus", "same, split, auto, N or N,M", "same,split";
+    /// How CPUs may idle while both sides run blocking: deep (as the machine lets them) or
+    /// poll (kept awake, CPU latency QoS 0 µs).
+    Idle "idle", "deep or poll", "deep,poll";
 }
 
 /// Knobs that would change the host, not netpath's namespaces: refused by name.
@@ -83,6 +86,7 @@ pub enum Value {
     Qdisc(String),
     Wait(WaitMode),
     Cpus(Cpus),
+    Idle(crate::sys::pmqos::Idle),
 }
 
 /// `--knob NAME[=A,B]`: the knob and its two settings, A first (the one tried) and B (the
@@ -211,6 +215,11 @@ fn value(knob: Knob, v: &str) -> std::result::Result<Value, String> {
             c.resolve().map_err(|e| format!("{e:#}"))?;
             Ok(Value::Cpus(c))
         }
+        Knob::Idle => match v {
+            "deep" => Ok(Value::Idle(crate::sys::pmqos::Idle::Deep)),
+            "poll" => Ok(Value::Idle(crate::sys::pmqos::Idle::Poll)),
+            _ => Err("not deep or poll".into()),
+        },
     }
 }
 
@@ -315,7 +324,7 @@ pub fn side_driver(spec: &KnobSpec, driver: Driver, v: &Value) -> Driver {
 /// One side's options: the run's, with a harness knob's setting.
 pub fn side_options(spec: &KnobSpec, base: &CompareOptions, v: &Value) -> Result<CompareOptions> {
     let mut o = base.clone();
-    o.mode.block_line = false;
+    o.mode.also_block = false;
     match (spec.knob, v) {
         (Knob::Nodelay, Value::Flag(on)) => {
             o.rr.nodelay = *on;
@@ -325,6 +334,13 @@ pub fn side_options(spec: &KnobSpec, base: &CompareOptions, v: &Value) -> Result
         (Knob::Cpus, Value::Cpus(c)) => {
             o.mode.cpus = *c;
             o.mode.pin = c.resolve()?;
+        }
+        // Spinning receivers never let a CPU idle: the knob is about blocked ones waking.
+        (Knob::Idle, Value::Idle(i)) => {
+            o.mode.idle = *i;
+            if o.mode.wait == WaitMode::Spin {
+                o.mode.wait = WaitMode::Block;
+            }
         }
         _ => {}
     }

@@ -16,6 +16,11 @@ pub fn snapshot() -> BTreeSet<String> {
         s.extend(rd.flatten().map(|e| format!("state {:?}", e.file_name())));
     }
     s.extend(root_links().into_iter().map(|l| format!("link {l}")));
+    // The CPU latency limit every process's requests make (`--idle poll` holds one): a run
+    // that left CPUs held awake would show here.
+    if let Some(us) = cpu_latency_limit_us() {
+        s.insert(format!("cpu-latency {us}"));
+    }
     // (tag, program, its arguments): each line the program prints, tagged.
     let mut listings: Vec<(&str, &str, &[&str])> = vec![
         ("nft", "nft", &["list", "tables"]),
@@ -58,6 +63,16 @@ pub fn snapshot() -> BTreeSet<String> {
         }
     }
     s
+}
+
+/// The machine's CPU latency limit, µs (2000000000 when no process asks for less).
+pub fn cpu_latency_limit_us() -> Option<i32> {
+    use std::io::Read;
+    let mut b = [0u8; 4];
+    std::fs::File::open("/dev/cpu_dma_latency")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .ok()?;
+    Some(i32::from_ne_bytes(b))
 }
 
 /// What netpath's runs left behind or removed since `before` among the kinds of objects

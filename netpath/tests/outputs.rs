@@ -195,8 +195,9 @@ fn own_time_taken_out(d: &Value) {
     rounds_check(d, c);
 }
 
-/// The check taken in every round: one error per round, the picked round's among them, their
-/// median reported; and the untraced mean's range over the rounds as the rounds say it.
+/// The check taken in every round, stalls out of both sides: one error per round, the picked
+/// round's among them, their median reported; the stall-free untraced means' range over the
+/// rounds as the rounds say it; the stalls counted, never adding to a mean they left.
 fn rounds_check(d: &Value, c: &Value) {
     let f = |v: &Value| v.as_f64().unwrap();
     let mut errs: Vec<f64> = (d["round_detail"].as_array().unwrap().iter())
@@ -205,18 +206,33 @@ fn rounds_check(d: &Value, c: &Value) {
     assert_eq!(errs.len(), 2, "{}", d["round_detail"]);
     assert!(
         errs.iter()
-            .any(|e| (e - f(&c["error_mean_pct"])).abs() < 1e-6),
+            .any(|e| (e - f(&c["error_stall_free_pct"])).abs() < 1e-6),
         "the picked round's error {} is not among the rounds' {errs:?}",
-        c["error_mean_pct"]
+        c["error_stall_free_pct"]
     );
+    let st = &d["stalls"];
+    assert!(
+        st["untraced"]["count"].is_u64() && st["traced"]["count"].is_u64(),
+        "{st}"
+    );
+    assert!(
+        (f(&c["untraced_mean_us"])
+            - f(&st["untraced"]["mean_added_us"])
+            - f(&c["stall_free_untraced_mean_us"]))
+        .abs()
+            < 1e-6,
+        "{c} {st}"
+    );
+    // Two rounds: the check is the picked round's.
+    assert_eq!(c["judged_on"], "picked round");
     errs.sort_by(f64::total_cmp);
     let median = (errs[0] + errs[1]) / 2.0;
     assert!(
         (f(&c["error_rounds_median_pct"]) - median).abs() < 1e-6,
         "{c} vs {errs:?}"
     );
-    let mut means: Vec<f64> = (d["rounds"].as_array().unwrap().iter())
-        .map(|r| f(&r["mean_us"]))
+    let mut means: Vec<f64> = (d["round_detail"].as_array().unwrap().iter())
+        .map(|r| f(&r["untraced_mean_us"]))
         .collect();
     means.sort_by(f64::total_cmp);
     let range = (means[1] - means[0]) / ((means[0] + means[1]) / 2.0) * 100.0;

@@ -210,9 +210,17 @@ fn hop_deltas(a: &DriverReport, b: &DriverReport) -> Vec<HopDelta> {
     out
 }
 
-/// The fewest of the largest hops (up to `TOP`) whose sum comes within 10% of `total`, or
-/// else the count that comes closest: what makes the difference, the rest summed apart.
-fn name_hops(all: Vec<HopDelta>, total: f64) -> (Vec<HopDelta>, f64) {
+/// The fewest of the largest hops (up to `TOP`) whose sum comes within 10% of `target` (the
+/// untraced difference they explain), or else the count that comes closest: what makes the
+/// difference. The rest of `total` (every hop's difference) is summed apart.
+fn name_hops(all: Vec<HopDelta>, target: f64, total: f64) -> (Vec<HopDelta>, f64) {
+    let k = named_count(&all, target);
+    let named: Vec<HopDelta> = all.into_iter().take(k).collect();
+    let rest = total - named.iter().map(|d| d.delta_us).sum::<f64>();
+    (named, rest)
+}
+
+fn named_count(all: &[HopDelta], total: f64) -> usize {
     let mut sums = Vec::new();
     let mut sum = 0.0;
     for d in all.iter().take(TOP) {
@@ -223,10 +231,7 @@ fn name_hops(all: Vec<HopDelta>, total: f64) -> (Vec<HopDelta>, f64) {
     let closest = (sums.iter().enumerate())
         .min_by(|x, y| x.1.total_cmp(y.1))
         .map(|(i, _)| i);
-    let k = close.or(closest).map_or(0, |i| i + 1);
-    let named: Vec<HopDelta> = all.into_iter().take(k).collect();
-    let rest = total - named.iter().map(|d| d.delta_us).sum::<f64>();
-    (named, rest)
+    close.or(closest).map_or(0, |i| i + 1)
 }
 
 /// The hops' difference: the stall-free compensated sums (hops, turnaround, edges: what the
@@ -332,7 +337,8 @@ pub fn pair(a: &DriverReport, b: &DriverReport) -> Option<Pair> {
     let (per_round, straddled) = per_round_ratios(a, b);
     let (ratio, ci) = ratio_interval(&per_round)?;
     let total = hops_delta(a, b)?;
-    let (hops, rest_us) = name_hops(hop_deltas(a, b), total);
+    let rtt_delta_us = paired_median(a, b, |r| r.untraced_mean_us);
+    let (hops, rest_us) = name_hops(hop_deltas(a, b), rtt_delta_us.unwrap_or(total), total);
     let mut p = Pair {
         driver: a.driver.clone(),
         reference: b.driver.clone(),
@@ -343,7 +349,7 @@ pub fn pair(a: &DriverReport, b: &DriverReport) -> Option<Pair> {
         rounds: per_round.len(),
         rounds_straddled: straddled,
         not_a_result: ci.is_none_or(|(l, h)| l <= 1.0 && 1.0 <= h),
-        rtt_delta_us: paired_median(a, b, |r| r.untraced_mean_us),
+        rtt_delta_us,
         hops_delta_us: total,
         hops,
         rest_us,
@@ -484,13 +490,13 @@ mod tests {
             d("sender-stack", -0.2),
             d("veth", 0.05),
         ];
-        let (named, rest) = name_hops(all, 3.35);
+        let (named, rest) = name_hops(all, 3.35, 3.35);
         let names: Vec<&str> = named.iter().map(|h| h.hop.as_str()).collect();
         assert_eq!(names, ["vxlan-decap", "vxlan-encap", "backlog"]);
         let sum: f64 = named.iter().map(|h| h.delta_us).sum::<f64>() + rest;
         assert!((sum - 3.35).abs() < 1e-9 && (rest - -0.15).abs() < 1e-9);
         // One hop carrying it all is named alone.
-        let (named, _) = name_hops(vec![d("proxy", 8.0), d("backlog", 0.3)], 8.1);
+        let (named, _) = name_hops(vec![d("proxy", 8.0), d("backlog", 0.3)], 8.1, 8.3);
         assert_eq!(named.len(), 1);
     }
 }

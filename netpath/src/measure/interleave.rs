@@ -270,7 +270,7 @@ fn one_round(
 
 /// The sides in round `r`'s order: as given, reversed every other round.
 fn round_order(r: usize, n: usize) -> Vec<usize> {
-    if r % 2 == 0 {
+    if r.is_multiple_of(2) {
         (0..n).collect()
     } else {
         (0..n).rev().collect()

@@ -53,7 +53,8 @@ fn difference(p: &Pair) -> String {
             _ => format!("{} {:+.1}", h.hop, h.delta_us),
         })
         .collect();
-    format!("{:+.1}: {}", p.hops_delta_us, hops.join(", "))
+    let delta = p.rtt_delta_us.unwrap_or(p.hops_delta_us);
+    format!("{delta:+.1}: {}", hops.join(", "))
 }
 
 fn check(r: &AnswerRow) -> String {
@@ -98,7 +99,7 @@ pub fn write(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
     )?;
     writeln!(
         w,
-        "   hops: what each adds to a round trip against the reference, µs, netpath's own time and stalls taken out"
+        "   difference: the untraced RTT means', µs, and the hops that make it, netpath's own time and stalls taken out"
     )?;
     let header = [
         "driver",

@@ -403,6 +403,7 @@ pub fn claims(reports: &[DriverReport]) -> Vec<Claim> {
 
 mod build;
 pub mod header;
+pub mod journey;
 pub mod own;
 pub mod per_round;
 pub(crate) mod schema_parts;

@@ -1,26 +1,39 @@
 //! One sampled packet's journey as the report keeps it: each point with its device, hop and
 //! the time since the previous point, and the NAT the packet went through.
+use std::borrow::Cow;
+
 use netpath_common::{Hop, Point, SkbState};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::path::Device;
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+/// A name (point, kind, hop) is `'static` in a live run and owned when read back from a saved
+/// JSON (the report's timeline picture).
+pub type Name = Cow<'static, str>;
+
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimelineHop {
-    pub point: &'static str,
+    pub point: Name,
     pub device: String,
-    pub kind: &'static str,
+    pub kind: Name,
     pub netns: u32,
-    pub hop: &'static str,
+    pub hop: Name,
     pub since_prev_us: f64,
     pub cpu: u16,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Timeline {
     #[schemars(schema_with = "super::schema_parts::dir")]
-    pub dir: &'static str,
+    pub dir: Name,
     pub tuple: String,
+    /// CLOCK_MONOTONIC ns the journey's times count from: its first point is that point's
+    /// `since_prev_us` after it (UTC: add the header's `monotonic_to_utc_offset_ns`).
+    #[serde(default)]
+    pub start_ns: u64,
+    /// The sending thread (0: not one netpath follows, as under `trace --container`).
+    #[serde(default)]
+    pub tid: u32,
     /// Set when the packet's addresses changed on the way (NAT): "before → after".
     pub translated: Option<String>,
     pub total_us: f64,
@@ -92,7 +105,7 @@ pub fn timeline(s: &SkbState, devices: &[Device]) -> Timeline {
             let d = p.ts.saturating_sub(prev);
             prev = p.ts;
             TimelineHop {
-                point: Point::from_u16(p.point).map(|p| p.name()).unwrap_or("?"),
+                point: Point::from_u16(p.point).map_or("?", |p| p.name()).into(),
                 device: device_name(devices, p.netns, p.ifindex),
                 kind: if p.point == Point::SchedSwitch as u16 {
                     sched_kind(p.kind)
@@ -100,14 +113,16 @@ pub fn timeline(s: &SkbState, devices: &[Device]) -> Timeline {
                     ""
                 } else {
                     netpath_common::DevKind::from_u16(p.kind).name()
-                },
+                }
+                .into(),
                 netns: p.netns,
                 // A journey's first point ends no segment (traffic netpath does not generate).
                 hop: if p.hop == netpath_common::NO_HOP {
                     ""
                 } else {
                     Hop::from_u32(p.hop as u32).name()
-                },
+                }
+                .into(),
                 since_prev_us: d as f64 / 1000.0,
                 cpu: p.cpu,
             }
@@ -146,8 +161,10 @@ pub fn timeline(s: &SkbState, devices: &[Device]) -> Timeline {
     }
     Timeline {
         translated: (!translated.is_empty()).then(|| translated.join(", ")),
-        dir: if s.dir == 1 { "response" } else { "request" },
+        dir: if s.dir == 1 { "response" } else { "request" }.into(),
         tuple: tuple(s),
+        start_ns: s.first_ts,
+        tid: s.tid,
         total_us: s.last_ts.saturating_sub(s.first_ts) as f64 / 1000.0,
         rx_passes: s.rx_passes,
         softirq_runs: s.softirqs,
@@ -167,7 +184,7 @@ fn path_order<'a>(timelines: &'a [Timeline], dir: &str) -> Vec<&'a str> {
             match order.iter().position(|h| *h == p.hop) {
                 Some(i) => at = at.max(i + 1),
                 None => {
-                    order.insert(at, p.hop);
+                    order.insert(at, &p.hop);
                     at += 1;
                 }
             }

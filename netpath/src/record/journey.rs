@@ -111,7 +111,7 @@ pub fn softirq_runs(t: &Timeline) -> Vec<SoftirqRun> {
     let chained = |a: usize, b: usize| {
         pts[a..=b]
             .iter()
-            .all(|p| p.cpu == pts[a].cpu && !PROCESS_POINTS.contains(&p.point.as_ref()))
+            .all(|p| p.cpu == pts[a].cpu && !PROCESS_POINTS.contains(&p.point))
     };
     let joined = passes.windows(2).filter(|w| chained(w[0], w[1])).count();
     let split_all = passes.len() - joined < t.softirq_runs as usize;
@@ -134,7 +134,7 @@ pub fn softirq_runs(t: &Timeline) -> Vec<SoftirqRun> {
         let mut end = last;
         while end + 1 < pts.len()
             && pts[end + 1].cpu == r.cpu
-            && !PROCESS_POINTS.contains(&pts[end + 1].point.as_ref())
+            && !PROCESS_POINTS.contains(&pts[end + 1].point)
             && pts[end + 1].point != PASS
         {
             end += 1;

@@ -407,8 +407,8 @@ pub mod journey;
 pub mod own;
 pub mod per_round;
 pub(crate) mod schema_parts;
-mod timeline;
+pub(crate) mod timeline;
 pub mod view;
 
 pub use build::{TracedRun, build, bulk_rounds, costs, run_context};
-pub use timeline::{Timeline, TimelineHop, timeline};
+pub use timeline::{Headers, Timeline, TimelineHop, timeline};

@@ -1,45 +1,107 @@
 //! One sampled packet's journey as the report keeps it: each point with its device, hop and
 //! the time since the previous point, and the NAT the packet went through.
-use std::borrow::Cow;
-
 use netpath_common::{Hop, Point, SkbState};
 use serde::{Deserialize, Serialize};
 
 use crate::path::Device;
 
-/// A name (point, kind, hop) is `'static` in a live run and owned when read back from a saved
-/// JSON (the report's timeline picture).
-pub type Name = Cow<'static, str>;
-
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct TimelineHop {
-    pub point: Name,
+    pub point: &'static str,
     pub device: String,
-    pub kind: Name,
+    pub kind: &'static str,
     pub netns: u32,
-    pub hop: Name,
+    pub hop: &'static str,
     pub since_prev_us: f64,
     pub cpu: u16,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Timeline {
     #[schemars(schema_with = "super::schema_parts::dir")]
-    pub dir: Name,
+    pub dir: &'static str,
     pub tuple: String,
     /// CLOCK_MONOTONIC ns the journey's times count from: its first point is that point's
     /// `since_prev_us` after it (UTC: add the header's `monotonic_to_utc_offset_ns`).
-    #[serde(default)]
     pub start_ns: u64,
     /// The sending thread (0: not one netpath follows, as under `trace --container`).
-    #[serde(default)]
     pub tid: u32,
+    pub headers: Headers,
     /// Set when the packet's addresses changed on the way (NAT): "before → after".
     pub translated: Option<String>,
     pub total_us: f64,
     pub rx_passes: u16,
     pub softirq_runs: u16,
     pub points: Vec<TimelineHop>,
+}
+
+/// The packet's headers as the kernel side read them where it was first seen: IPv4 addresses,
+/// protocol and ports; for ICMP its type and code, the echo identifier as both ports and the
+/// sequence number. No length, TCP sequence or flags: the kernel side does not read them.
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Headers {
+    pub proto: u8,
+    pub saddr: std::net::Ipv4Addr,
+    pub daddr: std::net::Ipv4Addr,
+    pub sport: u16,
+    pub dport: u16,
+    pub icmp_type: u8,
+    pub icmp_code: u8,
+    pub icmp_seq: u16,
+}
+
+impl Default for Headers {
+    fn default() -> Headers {
+        let none = std::net::Ipv4Addr::UNSPECIFIED;
+        Headers {
+            proto: 0,
+            saddr: none,
+            daddr: none,
+            sport: 0,
+            dport: 0,
+            icmp_type: 0,
+            icmp_code: 0,
+            icmp_seq: 0,
+        }
+    }
+}
+
+impl Headers {
+    fn of(s: &SkbState) -> Headers {
+        let ip = |a: u32| std::net::Ipv4Addr::from(u32::from_be(a));
+        Headers {
+            proto: s.proto,
+            saddr: ip(s.saddr),
+            daddr: ip(s.daddr),
+            sport: u16::from_be(s.sport),
+            dport: u16::from_be(s.dport),
+            icmp_type: s.icmp_type,
+            icmp_code: s.icmp_code,
+            icmp_seq: u16::from_be(s.icmp_seq),
+        }
+    }
+}
+
+/// The `'static` name a saved timeline's string stands for (a point, device or scheduler kind,
+/// hop or direction), so a timeline read back from JSON is the live type; "?" for a name this
+/// netpath does not know (a newer file).
+pub fn static_name(s: &str) -> &'static str {
+    const OTHER: [&str; 8] = [
+        "",
+        "request",
+        "response",
+        "idle",
+        "idle,x-cpu",
+        "busy",
+        "busy,x-cpu",
+        "?",
+    ];
+    let points = Point::ALL.iter().map(|p| p.name());
+    let kinds = netpath_common::DevKind::ALL.iter().map(|k| k.name());
+    let hops = Hop::ALL.iter().map(|h| h.name());
+    (OTHER.into_iter().chain(points).chain(kinds).chain(hops))
+        .find(|n| *n == s)
+        .unwrap_or("?")
 }
 
 pub(super) fn device_name(devices: &[Device], netns: u32, ifindex: u32) -> String {
@@ -105,7 +167,7 @@ pub fn timeline(s: &SkbState, devices: &[Device]) -> Timeline {
             let d = p.ts.saturating_sub(prev);
             prev = p.ts;
             TimelineHop {
-                point: Point::from_u16(p.point).map_or("?", |p| p.name()).into(),
+                point: Point::from_u16(p.point).map_or("?", |p| p.name()),
                 device: device_name(devices, p.netns, p.ifindex),
                 kind: if p.point == Point::SchedSwitch as u16 {
                     sched_kind(p.kind)
@@ -113,16 +175,14 @@ pub fn timeline(s: &SkbState, devices: &[Device]) -> Timeline {
                     ""
                 } else {
                     netpath_common::DevKind::from_u16(p.kind).name()
-                }
-                .into(),
+                },
                 netns: p.netns,
                 // A journey's first point ends no segment (traffic netpath does not generate).
                 hop: if p.hop == netpath_common::NO_HOP {
                     ""
                 } else {
                     Hop::from_u32(p.hop as u32).name()
-                }
-                .into(),
+                },
                 since_prev_us: d as f64 / 1000.0,
                 cpu: p.cpu,
             }
@@ -161,10 +221,11 @@ pub fn timeline(s: &SkbState, devices: &[Device]) -> Timeline {
     }
     Timeline {
         translated: (!translated.is_empty()).then(|| translated.join(", ")),
-        dir: if s.dir == 1 { "response" } else { "request" }.into(),
+        dir: if s.dir == 1 { "response" } else { "request" },
         tuple: tuple(s),
         start_ns: s.first_ts,
         tid: s.tid,
+        headers: Headers::of(s),
         total_us: s.last_ts.saturating_sub(s.first_ts) as f64 / 1000.0,
         rx_passes: s.rx_passes,
         softirq_runs: s.softirqs,
@@ -184,7 +245,7 @@ fn path_order<'a>(timelines: &'a [Timeline], dir: &str) -> Vec<&'a str> {
             match order.iter().position(|h| *h == p.hop) {
                 Some(i) => at = at.max(i + 1),
                 None => {
-                    order.insert(at, &p.hop);
+                    order.insert(at, p.hop);
                     at += 1;
                 }
             }

@@ -18,7 +18,7 @@ pub fn print(w: &mut dyn Write, out: &TraceOutput) -> std::io::Result<()> {
             if t.points.first().is_some_and(|p| p.point != "send") {
                 "packet"
             } else {
-                &t.dir
+                t.dir
             },
             t.tuple,
             t.total_us,
@@ -36,7 +36,7 @@ pub fn print(w: &mut dyn Write, out: &TraceOutput) -> std::io::Result<()> {
                 let hop = if p.point == "send" && p.hop != "proxy" {
                     ""
                 } else {
-                    &p.hop
+                    p.hop
                 };
                 vec![
                     format!("{at:.3} µs"),

@@ -172,7 +172,7 @@ pub fn observe(m: &mut Metrics, s: &SkbState, followed: &[Followed], peers: &Pee
         let ns = w[1].ts.saturating_sub(w[0].ts);
         match crossings.last_mut() {
             Some((h, d)) if *h == p.hop => *d += ns,
-            _ => crossings.push((&p.hop, ns)),
+            _ => crossings.push((p.hop, ns)),
         }
     }
     let path = PathLabels {

@@ -4,19 +4,20 @@ use crate::record::TimelineHop;
 /// A bridge request as the kernel records it: (point, hop, cpu, ns since the previous point).
 fn bridge(runs: u16, second_cpu: u16) -> Timeline {
     let p = |point: &'static str, hop: &'static str, cpu: u16, ns: u64| TimelineHop {
-        point: point.into(),
+        point,
         device: String::new(),
-        kind: "".into(),
+        kind: "",
         netns: 1,
-        hop: hop.into(),
+        hop,
         since_prev_us: ns as f64 / 1000.0,
         cpu,
     };
     Timeline {
-        dir: "request".into(),
+        dir: "request",
         tuple: String::new(),
         start_ns: 1_000_000,
         tid: 7,
+        headers: Default::default(),
         translated: None,
         total_us: 0.0,
         rx_passes: 2,

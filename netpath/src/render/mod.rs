@@ -14,6 +14,7 @@ pub mod export;
 pub mod formats;
 pub mod html;
 pub mod inspect;
+pub mod journey_svg;
 pub mod markdown;
 pub mod output;
 pub mod pcapng;

@@ -90,7 +90,7 @@ fn set<T: PartialEq + Copy + std::fmt::Display>(
 ) -> Result<()> {
     match *slot {
         Some(old) if old != v => {
-            bail!("filter expression: two {what}s ({old} and {v}): {CAN}")
+            bail!("filter expression: two {what} ({old} and {v}): {CAN}")
         }
         _ => {
             *slot = Some(v);
@@ -166,18 +166,18 @@ fn primitive(toks: &[String], i: usize, c: &mut Compiled) -> Result<usize> {
             let p: u16 = v.parse().map_err(|_| {
                 anyhow::anyhow!("filter expression: `port {v}`: a port is a number 0-65535 (service names are not looked up)")
             })?;
-            set(&mut c.port, p, "port")?;
+            set(&mut c.port, p, "ports")?;
             Ok(i + 2)
         }
         "host" => {
             let v = arg(i + 1, "host")?;
-            set(&mut c.host, address(&v)?, "address")?;
+            set(&mut c.host, address(&v)?, "addresses")?;
             Ok(i + 2)
         }
         "net" => {
             let v = arg(i + 1, "net")?;
             match v.split_once('/') {
-                Some((a, "32")) => set(&mut c.host, address(a)?, "address")?,
+                Some((a, "32")) => set(&mut c.host, address(a)?, "addresses")?,
                 _ => bail!(
                     "filter expression: `net {v}`: only a single address (/32) can be tested: {CAN}"
                 ),

@@ -145,4 +145,4 @@ pub fn softirq_runs(t: &Timeline) -> Vec<SoftirqRun> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

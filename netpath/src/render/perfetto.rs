@@ -52,7 +52,9 @@ struct Slice {
     lane: Lane,
     start: u64,
     end: Option<u64>,
-    /// 0: a softirq run, 1: a hop in or outside one, 2: an instant in a run.
+    /// Nesting at one time: 0 a softirq run (or a slice in none), 1 a receive pass's instant,
+    /// 2 a hop inside a run; at a time one slice ends and the next begins, a pass is the run's
+    /// child, not the hop's.
     depth: u8,
     name: String,
     category: &'static str,
@@ -133,7 +135,7 @@ fn journey_slices(ts: &[Timeline], t: &Timeline, n: usize, flow: u64) -> Vec<Sli
             lane,
             start: s.start_ns,
             end: Some(s.end_ns),
-            depth: if in_run { 1 } else { 0 },
+            depth: if in_run { 2 } else { 0 },
             name: s.hop.clone(),
             category: "hop",
             args: args.clone(),
@@ -184,7 +186,7 @@ fn journey_slices(ts: &[Timeline], t: &Timeline, n: usize, flow: u64) -> Vec<Sli
                 lane: Lane::Cpu(r.cpu),
                 start: at[i],
                 end: None,
-                depth: 2,
+                depth: 1,
                 name: format!("receive pass {}", t.points[i].device),
                 category: "softirq",
                 args,
@@ -444,4 +446,66 @@ pub fn encode(runs: &[Run]) -> Vec<u8> {
 /// Writes the runs' journeys to the file `path` as a Perfetto trace.
 pub fn write_file(path: &std::path::Path, runs: &[Run]) -> Result<()> {
     std::fs::write(path, encode(runs)).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::proto::{Data, SLICE_BEGIN, SLICE_END, Trace};
+    use prost::Message as _;
+
+    /// Each slice's name and the names of the events that began inside it, in order.
+    fn nesting(bytes: &[u8]) -> Vec<(String, Vec<String>)> {
+        let trace = Trace::decode(bytes).unwrap();
+        let mut open: std::collections::BTreeMap<u64, Vec<(String, Vec<String>)>> =
+            Default::default();
+        let mut done = Vec::new();
+        for p in trace.packet {
+            let Some(Data::TrackEvent(e)) = p.data else {
+                continue;
+            };
+            let stack = open.entry(e.track_uuid.unwrap()).or_default();
+            let name = e.name.clone().unwrap_or_default();
+            match e.r#type {
+                Some(SLICE_END) => done.push(stack.pop().expect("an end closes a begin")),
+                t => {
+                    if let Some(parent) = stack.last_mut() {
+                        parent.1.push(name.clone());
+                    }
+                    if t == Some(SLICE_BEGIN) {
+                        stack.push((name, Vec::new()));
+                    }
+                }
+            }
+        }
+        assert!(open.values().all(Vec::is_empty));
+        done
+    }
+
+    #[test]
+    fn two_passes_are_children_of_one_softirq_run() {
+        let t = crate::record::journey::tests::bridge(1, 0);
+        let bytes = super::encode(&[super::Run {
+            label: "bridge",
+            timelines: std::slice::from_ref(&t),
+        }]);
+        let n = nesting(&bytes);
+        let runs: Vec<_> = n.iter().filter(|(s, _)| s == "NET_RX softirq").collect();
+        assert_eq!(runs.len(), 1, "{n:?}");
+        let passes = runs[0]
+            .1
+            .iter()
+            .filter(|c| c.starts_with("receive pass"))
+            .count();
+        assert_eq!(passes, 2, "{runs:?}");
+        let hops: Vec<&str> = runs[0]
+            .1
+            .iter()
+            .filter(|c| !c.starts_with("receive pass"))
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            hops,
+            ["bridge", "veth", "backlog", "receiver-stack", "wakeup"]
+        );
+    }
 }

@@ -1,8 +1,9 @@
 use super::*;
 use crate::record::TimelineHop;
 
-/// A bridge request as the kernel records it: (point, hop, cpu, ns since the previous point).
-fn bridge(runs: u16, second_cpu: u16) -> Timeline {
+/// A bridge request as the kernel records it: (point, hop, cpu, ns since the previous point);
+/// `runs` softirq runs counted, its second pass on `second_cpu`.
+pub(crate) fn bridge(runs: u16, second_cpu: u16) -> Timeline {
     let p = |point: &'static str, hop: &'static str, cpu: u16, ns: u64| TimelineHop {
         point,
         device: String::new(),

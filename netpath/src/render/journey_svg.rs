@@ -112,8 +112,16 @@ pub fn pick(timelines: &[Timeline]) -> Option<&Timeline> {
 /// The report's section: one journey per driver that kept any, hops coloured as in the bars.
 pub fn section(view: &CompareView) -> Markup {
     let order = view.hop_order();
+    // A hop the bars do not show (one journey crosses more than the table's hops) takes a
+    // colour after theirs, by its place in the hop model.
     let colour = |hop: &str| {
-        super::svg::css_colour(order.iter().position(|h| h == hop).unwrap_or(order.len()))
+        let model = netpath_common::Hop::ALL
+            .iter()
+            .position(|h| h.name() == hop);
+        super::svg::css_colour(match order.iter().position(|h| h == hop) {
+            Some(i) => i,
+            None => order.len() + model.unwrap_or(0),
+        })
     };
     let drawn: Vec<(String, String)> = (view.drivers.iter())
         .filter_map(|d| {

@@ -17,6 +17,7 @@ use crate::{
     record::{self, Timeline},
 };
 
+#[derive(Clone)]
 pub struct TraceOptions {
     pub driver: Driver,
     /// Complete timelines to print.
@@ -95,69 +96,73 @@ fn harness_proto(p: Option<L4>) -> Result<Proto> {
 }
 
 pub fn run(backend: Backend, o: &TraceOptions) -> Result<TraceOutput> {
-    let proto = o.proto.map(L4::number);
     let harness_proto = harness_proto(o.proto)?;
     harness::supported::check(o.driver, harness_proto)?;
     harness::supported::check_sizes(harness_proto, 1024, 1024)?;
     let lab = lab::build(o.driver).with_context(|| format!("building the {} lab", o.driver))?;
-    let result: Result<TraceOutput> = (|| {
-        let (netns, ifindex) = resolve(&lab, o)?;
-        let mut tracer = Tracer::load(
-            backend,
-            &TracerOptions {
-                sample_every: 1,
-                detail: true,
-                filter: Filter {
-                    port: o.port,
-                    also_port: None,
-                    also_addr: None,
-                    addr: o.host,
-                    proto,
-                    netns,
-                    ifindex,
-                },
-                proto: harness_proto,
-                ..TracerOptions::default()
-            },
-        )?;
-        tracer.set_devices(&lab.devices)?;
-        tracer.attach()?;
-        // Each request yields two journeys (request and response); a filter may keep either.
-        let rr = RrConfig {
-            requests: o.count.max(1) as u64,
-            warmup: 10,
-            proto: harness_proto,
-            // Blocking: the timelines show the receiver's wakeup, as an application has it.
-            wait: WaitMode::Block,
-            ..RrConfig::default()
-        };
-        let phases = tracer.tids.clone();
-        phases.set_relays(lab.proxy_pid.into_iter().collect());
-        harness::run_rr(&lab, &rr, phases.as_ref())?;
-        tracer.detach()?;
-        let samples = tracer.drain_samples();
-        let snap = tracer.snapshot()?;
-        let timelines: Vec<Timeline> = samples
-            .iter()
-            .take(o.count)
-            .map(|s| record::timeline(s, &lab.devices))
-            .collect();
-        let lost = crate::record::lost_counters(&snap);
-        Ok(TraceOutput {
-            driver: o.driver.to_string(),
-            proto: Some(harness_proto),
-            backend: backend.name(),
-            timelines,
-            lost,
-            uncounted: tracer.uncounted.clone(),
-            missing_tracepoints: tracer.missing.clone(),
-            containers: Vec::new(),
-        })
-    })();
+    let result = run_on(backend, &lab, o);
     let torn = lab.teardown();
     let out = result?;
     torn?;
     Ok(out)
+}
+
+/// `run` on a lab built already (`o.driver` names it): its harness traffic, traced.
+pub fn run_on(backend: Backend, lab: &NetPath, o: &TraceOptions) -> Result<TraceOutput> {
+    let proto = o.proto.map(L4::number);
+    let harness_proto = harness_proto(o.proto)?;
+    let (netns, ifindex) = resolve(lab, o)?;
+    let mut tracer = Tracer::load(
+        backend,
+        &TracerOptions {
+            sample_every: 1,
+            detail: true,
+            filter: Filter {
+                port: o.port,
+                also_port: None,
+                also_addr: None,
+                addr: o.host,
+                proto,
+                netns,
+                ifindex,
+            },
+            proto: harness_proto,
+            ..TracerOptions::default()
+        },
+    )?;
+    tracer.set_devices(&lab.devices)?;
+    tracer.attach()?;
+    // Each request yields two journeys (request and response); a filter may keep either.
+    let rr = RrConfig {
+        requests: o.count.max(1) as u64,
+        warmup: 10,
+        proto: harness_proto,
+        // Blocking: the timelines show the receiver's wakeup, as an application has it.
+        wait: WaitMode::Block,
+        ..RrConfig::default()
+    };
+    let phases = tracer.tids.clone();
+    phases.set_relays(lab.proxy_pid.into_iter().collect());
+    harness::run_rr(lab, &rr, phases.as_ref())?;
+    tracer.detach()?;
+    let samples = tracer.drain_samples();
+    let snap = tracer.snapshot()?;
+    let timelines: Vec<Timeline> = samples
+        .iter()
+        .take(o.count)
+        .map(|s| record::timeline(s, &lab.devices))
+        .collect();
+    let lost = crate::record::lost_counters(&snap);
+    Ok(TraceOutput {
+        driver: o.driver.to_string(),
+        proto: Some(harness_proto),
+        backend: backend.name(),
+        timelines,
+        lost,
+        uncounted: tracer.uncounted.clone(),
+        missing_tracepoints: tracer.missing.clone(),
+        containers: Vec::new(),
+    })
 }
 
 /// How often passive tracing lists the node's devices again, so a container that starts

@@ -1,7 +1,12 @@
 //! What people and other programs read: every command's JSON against the committed schemas
 //! (`inspect`'s is checked in the docker tests, which have containers), and the HTML report.
-//! Runs the real binary as root; host only (bench needs sockperf and iperf3).
+//! Runs the real binary as root; host only (bench needs sockperf and iperf3). The files
+//! written for other viewers (pcap-ng, Perfetto) are tested in `outputs/files.rs`.
 mod common;
+
+// A crate root's `mod x;` looks for tests/x.rs: hence the path.
+#[path = "outputs/files.rs"]
+mod files;
 
 use std::process::Command;
 

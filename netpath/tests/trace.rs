@@ -18,6 +18,8 @@ mod devices;
 mod drops;
 #[path = "trace/expected.rs"]
 mod expected;
+#[path = "trace/filter_expr.rs"]
+mod filter_expr;
 #[path = "trace/nat.rs"]
 mod nat;
 #[path = "trace/passive.rs"]

@@ -29,11 +29,12 @@ const APT_BENCH: &[&str] = &["sockperf", "iperf3", "redis-tools"];
 /// Test-only tools: the bench's (the output tests run `netpath bench`), bpftool (the tests
 /// list BPF programs and links before and after a run), prometheus (its `promtool` checks the
 /// exporter's output and the example scrape configs; the tests start a server of their own),
-/// python3-venv for kubernetes-validate's venv, and containernetworking-plugins (the CNI bridge
+/// python3-venv for kubernetes-validate's venv, containernetworking-plugins (the CNI bridge
 /// and host-local plugins the containerd tests make pods with; containerd and `ctr` come with
-/// docker.io).
+/// docker.io), and tshark (the output tests read `trace --pcapng`'s file with it).
 const APT_TEST: &[&str] = &[
     "containernetworking-plugins",
+    "tshark",
     "sockperf",
     "iperf3",
     "redis-tools",
@@ -68,7 +69,7 @@ const NIGHTLY: &str = "nightly";
 /// needs, always installed).
 #[derive(Args, Clone, Copy, Debug, Default)]
 pub struct SetupArgs {
-    /// Also install what `cargo xtask test` needs: sockperf, iperf3, bpftool, prometheus,
+    /// Also install what `cargo xtask test` needs: sockperf, iperf3, bpftool, prometheus, tshark,
     /// kubernetes-validate (in a venv under target/tools), clippy and rustfmt.
     #[arg(long)]
     pub tests: bool,

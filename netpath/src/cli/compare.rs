@@ -58,6 +58,10 @@ pub struct CompareArgs {
     /// Also write the report's charts as one SVG file.
     #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
     pub svg: Option<std::path::PathBuf>,
+    /// Also write a sample of each driver's journeys (16 a driver) as a Perfetto trace to
+    /// FILE (ui.perfetto.dev): a track per CPU and followed thread, each hop a slice.
+    #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
+    pub perfetto: Option<std::path::PathBuf>,
     #[command(flatten, next_help_heading = OUTPUT)]
     pub output: OutputArgs,
 }
@@ -90,6 +94,10 @@ impl super::Command for CompareArgs {
                 render::check_output_path(flag, p)?;
             }
         }
+        let exports = render::export::asked(None, a.perfetto.clone())?;
+        if !exports.is_empty() {
+            opts.keep_timelines = opts.keep_timelines.max(PERFETTO_JOURNEYS);
+        }
         let backend = super::traced_run(a.traffic.tracing.backend.backend, text)?;
         // A missing daemon is said before anything else is printed.
         let engine = a.docker.then(crate::docker::Engine::connect).transpose()?;
@@ -118,6 +126,14 @@ impl super::Command for CompareArgs {
             summary,
         };
         render::emit(a.output.format(), Some(backend.name()), &out)?;
+        let runs: Vec<_> = (out.drivers.iter())
+            .map(|d| (d.driver.as_str(), d.timelines.as_slice()))
+            .collect();
+        for l in render::export::write(&exports, &runs)? {
+            if text {
+                println!("{l}");
+            }
+        }
         if a.report.is_some() || a.svg.is_some() {
             let v = crate::record::header::to_value("compare", Some(backend.name()), &out)?;
             let view = render::CompareView::from_value(v)?;
@@ -126,6 +142,9 @@ impl super::Command for CompareArgs {
         Ok(())
     }
 }
+
+/// Journeys a driver keeps for `--perfetto` (the JSON keeps them too).
+const PERFETTO_JOURNEYS: usize = 16;
 
 /// `compare --help` ends with these.
 const EXAMPLES: &str = "EXAMPLES:
@@ -136,6 +155,7 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath compare -d bridge,overlay --underlay-delay 50us   same node vs cross node
     netpath compare -d bridge -n 50000 --json > bridge.json
     netpath compare -d bridge,host --report run.html --svg run.svg
+    netpath compare -d bridge,overlay --perfetto run.perfetto-trace   journeys across CPUs
     netpath compare --docker --lab -d bridge         a Docker network next to its lab version
     netpath compare --between web db                 between two running containers
     netpath compare --between shop/web-0 shop/db-0   between two pods (Docker or containerd)";

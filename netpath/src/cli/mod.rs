@@ -5,6 +5,7 @@
 
 pub mod args;
 pub mod bounds;
+pub mod pcap_filter;
 
 use anyhow::{Result, bail};
 

@@ -35,6 +35,22 @@ pub struct TraceArgs {
     /// Only packets first seen on this lab interface.
     #[arg(long)]
     pub iface: Option<String>,
+    /// A pcap filter expression, as tcpdump and pwru take it ('tcp port 5432 and host
+    /// 10.0.0.2'), compiled to the kernel's filters: tcp, udp, icmp, proto N, port N, host A,
+    /// joined by `and`. Instead of --proto, --host and --port.
+    #[arg(long, value_name = "EXPR", conflicts_with_all = ["proto", "host", "port", "expression"])]
+    pub filter_expr: Option<String>,
+    /// The filter expression as trailing words (`netpath trace tcp port 5432`), as tcpdump takes it.
+    #[arg(value_name = "EXPRESSION", trailing_var_arg = true, conflicts_with_all = ["proto", "host", "port"])]
+    pub expression: Vec<String>,
+    /// Also write each followed packet with its hops as pcap-ng to FILE (Wireshark, tshark:
+    /// the hops are in the packet comments, e.g. `frame.comment contains "wakeup"`).
+    #[arg(long, value_name = "FILE")]
+    pub pcapng: Option<std::path::PathBuf>,
+    /// Also write the journeys as a Perfetto trace to FILE (ui.perfetto.dev): a track per CPU
+    /// and followed thread, each hop a slice, each journey a flow.
+    #[arg(long, value_name = "FILE")]
+    pub perfetto: Option<std::path::PathBuf>,
     /// Trace the traffic of running containers (Docker's, containerd's or a pod's: by id, name
     /// or namespace/pod[/container]; repeat for several) instead of building a lab: attaches
     /// to their interfaces and host-side peers only.
@@ -53,15 +69,21 @@ pub struct TraceArgs {
 impl super::Command for TraceArgs {
     fn run(self) -> Result<()> {
         let a = self;
+        // Bad input is said before anything is loaded or built.
+        let expr = a.filter_expr.clone().or_else(|| {
+            (!a.expression.is_empty()).then(|| a.expression.join(" "))
+        });
+        let compiled = expr.as_deref().map(super::pcap_filter::compile).transpose()?;
+        let exports = render::export::asked(a.pcapng.clone(), a.perfetto.clone())?;
         super::require_root()?;
         // trace prints timelines as they come, no bars.
         let backend = super::traced_run(a.backend.backend, false)?;
         let o = crate::trace::TraceOptions {
             driver: a.driver,
             count: a.count,
-            proto: a.proto,
-            host: a.host,
-            port: a.port,
+            proto: compiled.map_or(a.proto, |c| c.proto),
+            host: compiled.map_or(a.host, |c| c.host),
+            port: compiled.map_or(a.port, |c| c.port),
             netns: a.netns,
             iface: a.iface,
         };
@@ -71,6 +93,10 @@ impl super::Command for TraceArgs {
             crate::trace::run_containers(backend, &a.container, &o, a.duration, a.output.is_text())?
         };
         render::emit(a.output.format(), Some(backend.name()), &out)?;
+        let lines = render::export::write(&exports, &[(&out.driver, &out.timelines)])?;
+        if a.output.is_text() {
+            lines.iter().for_each(|l| println!("{l}"));
+        }
         if out.timelines.is_empty() {
             bail!("no packet matched the filters");
         }
@@ -83,5 +109,8 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath trace --port 11111 --count 5            five complete packet timelines on the bridge lab
     netpath trace -d overlay --netns srv --iface eth0 --json
     netpath trace -d bridge --proto udp -c 3        the harness sends UDP; timelines of its datagrams
+    netpath trace -d bridge udp port 11111          the same filter as a pcap expression
+    netpath trace -c 20 --pcapng hops.pcapng        then: tshark -r hops.pcapng -Y 'frame.comment contains \"wakeup\"'
+    netpath trace -d bridge --perfetto bridge.perfetto-trace   open it in ui.perfetto.dev
     netpath trace --container web --container db --port 5432 --duration 30s
     netpath trace --container shop/web-0             a pod's traffic, whatever runtime runs it";

@@ -417,12 +417,13 @@ pub fn lost_counters(snap: &Snapshot) -> BTreeMap<&'static str, u64> {
 
 mod build;
 pub mod header;
+pub mod journey;
 pub mod own;
 pub mod per_round;
 pub(crate) mod schema_parts;
 pub mod stalls;
-mod timeline;
+pub(crate) mod timeline;
 pub mod view;
 
 pub use build::{TracedRun, build, bulk_rounds, costs, run_context};
-pub use timeline::{Timeline, TimelineHop, timeline};
+pub use timeline::{Headers, Timeline, TimelineHop, timeline};

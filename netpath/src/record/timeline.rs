@@ -1,7 +1,7 @@
 //! One sampled packet's journey as the report keeps it: each point with its device, hop and
 //! the time since the previous point, and the NAT the packet went through.
 use netpath_common::{Hop, Point, SkbState};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::path::Device;
 
@@ -21,12 +21,87 @@ pub struct Timeline {
     #[schemars(schema_with = "super::schema_parts::dir")]
     pub dir: &'static str,
     pub tuple: String,
+    /// CLOCK_MONOTONIC ns the journey's times count from: its first point is that point's
+    /// `since_prev_us` after it (UTC: add the header's `monotonic_to_utc_offset_ns`).
+    pub start_ns: u64,
+    /// The sending thread (0: not one netpath follows, as under `trace --container`).
+    pub tid: u32,
+    pub headers: Headers,
     /// Set when the packet's addresses changed on the way (NAT): "before → after".
     pub translated: Option<String>,
     pub total_us: f64,
     pub rx_passes: u16,
     pub softirq_runs: u16,
     pub points: Vec<TimelineHop>,
+}
+
+/// The packet's headers as the kernel side read them where it was first seen: IPv4 addresses,
+/// protocol and ports; for ICMP its type and code, the echo identifier as both ports and the
+/// sequence number. No length, TCP sequence or flags: the kernel side does not read them.
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Headers {
+    pub proto: u8,
+    pub saddr: std::net::Ipv4Addr,
+    pub daddr: std::net::Ipv4Addr,
+    pub sport: u16,
+    pub dport: u16,
+    pub icmp_type: u8,
+    pub icmp_code: u8,
+    pub icmp_seq: u16,
+}
+
+impl Default for Headers {
+    fn default() -> Headers {
+        let none = std::net::Ipv4Addr::UNSPECIFIED;
+        Headers {
+            proto: 0,
+            saddr: none,
+            daddr: none,
+            sport: 0,
+            dport: 0,
+            icmp_type: 0,
+            icmp_code: 0,
+            icmp_seq: 0,
+        }
+    }
+}
+
+impl Headers {
+    fn of(s: &SkbState) -> Headers {
+        let ip = |a: u32| std::net::Ipv4Addr::from(u32::from_be(a));
+        Headers {
+            proto: s.proto,
+            saddr: ip(s.saddr),
+            daddr: ip(s.daddr),
+            sport: u16::from_be(s.sport),
+            dport: u16::from_be(s.dport),
+            icmp_type: s.icmp_type,
+            icmp_code: s.icmp_code,
+            icmp_seq: u16::from_be(s.icmp_seq),
+        }
+    }
+}
+
+/// The `'static` name a saved timeline's string stands for (a point, device or scheduler kind,
+/// hop or direction), so a timeline read back from JSON is the live type; "?" for a name this
+/// netpath does not know (a newer file).
+pub fn static_name(s: &str) -> &'static str {
+    const OTHER: [&str; 8] = [
+        "",
+        "request",
+        "response",
+        "idle",
+        "idle,x-cpu",
+        "busy",
+        "busy,x-cpu",
+        "?",
+    ];
+    let points = Point::ALL.iter().map(|p| p.name());
+    let kinds = netpath_common::DevKind::ALL.iter().map(|k| k.name());
+    let hops = Hop::ALL.iter().map(|h| h.name());
+    (OTHER.into_iter().chain(points).chain(kinds).chain(hops))
+        .find(|n| *n == s)
+        .unwrap_or("?")
 }
 
 pub(super) fn device_name(devices: &[Device], netns: u32, ifindex: u32) -> String {
@@ -92,7 +167,7 @@ pub fn timeline(s: &SkbState, devices: &[Device]) -> Timeline {
             let d = p.ts.saturating_sub(prev);
             prev = p.ts;
             TimelineHop {
-                point: Point::from_u16(p.point).map(|p| p.name()).unwrap_or("?"),
+                point: Point::from_u16(p.point).map_or("?", |p| p.name()),
                 device: device_name(devices, p.netns, p.ifindex),
                 kind: if p.point == Point::SchedSwitch as u16 {
                     sched_kind(p.kind)
@@ -148,6 +223,9 @@ pub fn timeline(s: &SkbState, devices: &[Device]) -> Timeline {
         translated: (!translated.is_empty()).then(|| translated.join(", ")),
         dir: if s.dir == 1 { "response" } else { "request" },
         tuple: tuple(s),
+        start_ns: s.first_ts,
+        tid: s.tid,
+        headers: Headers::of(s),
         total_us: s.last_ts.saturating_sub(s.first_ts) as f64 / 1000.0,
         rx_passes: s.rx_passes,
         softirq_runs: s.softirqs,

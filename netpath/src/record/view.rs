@@ -53,6 +53,76 @@ pub struct DriverView {
     pub cpus: Option<serde_json::Value>,
     pub placement: Option<serde_json::Value>,
     pub machine: Option<serde_json::Value>,
+    /// Sampled journeys (the report draws one a driver).
+    #[serde(default)]
+    pub timelines: Vec<TimelineView>,
+}
+
+/// A sampled journey as saved (`record::Timeline`); fields a file lacks (older outputs) default.
+#[derive(Debug, Deserialize)]
+pub struct TimelineView {
+    pub dir: String,
+    #[serde(default)]
+    pub tuple: String,
+    pub translated: Option<String>,
+    #[serde(default)]
+    pub start_ns: u64,
+    #[serde(default)]
+    pub tid: u32,
+    #[serde(default)]
+    pub headers: super::Headers,
+    #[serde(default)]
+    pub total_us: f64,
+    #[serde(default)]
+    pub rx_passes: u16,
+    #[serde(default)]
+    pub softirq_runs: u16,
+    pub points: Vec<TimelinePointView>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct TimelinePointView {
+    pub point: String,
+    #[serde(default)]
+    pub device: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub netns: u32,
+    #[serde(default)]
+    pub hop: String,
+    pub since_prev_us: f64,
+    #[serde(default)]
+    pub cpu: u16,
+}
+
+impl TimelineView {
+    /// The journey as the live record has it, its names matched to netpath's own.
+    pub fn timeline(&self) -> super::Timeline {
+        use super::timeline::static_name;
+        super::Timeline {
+            dir: static_name(&self.dir),
+            tuple: self.tuple.clone(),
+            translated: self.translated.clone(),
+            start_ns: self.start_ns,
+            tid: self.tid,
+            headers: self.headers.clone(),
+            total_us: self.total_us,
+            rx_passes: self.rx_passes,
+            softirq_runs: self.softirq_runs,
+            points: (self.points.iter())
+                .map(|p| super::TimelineHop {
+                    point: static_name(&p.point),
+                    device: p.device.clone(),
+                    kind: static_name(&p.kind),
+                    netns: p.netns,
+                    hop: static_name(&p.hop),
+                    since_prev_us: p.since_prev_us,
+                    cpu: p.cpu,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// One round of a driver (`record::per_round::RoundRow`); fields a file lacks (older outputs) default.

@@ -47,6 +47,7 @@ pub fn page(view: &CompareView) -> Result<String> {
                 div.chart { (PreEscaped(bars)) }
                 div.chart { (PreEscaped(p99)) }
                 (hop_table(view))
+                (super::journey_svg::section(view))
                 h2 { "Distribution" }
                 div.chart { (PreEscaped(cdf)) }
                 h2 { "Lost events" }

@@ -19,7 +19,12 @@ fn selected(ts: &[Timeline]) -> Vec<String> {
         .iter()
         .map(|t| {
             let h = &t.headers;
-            let hops: Vec<&str> = t.points.iter().map(|p| p.hop).collect();
+            // The wakeup's parts (idle-exit or runqueue, a copy) vary from packet to packet:
+            // the path up to the wakeup is what a filter selects.
+            let hops: Vec<&str> = (t.points.iter())
+                .map(|p| p.hop)
+                .filter(|h| !netpath::record::WAKEUP_PARTS.contains(h) || *h == "wakeup")
+                .collect();
             format!(
                 "{} {} {}>{} {} {}",
                 t.dir,

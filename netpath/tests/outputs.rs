@@ -96,7 +96,7 @@ fn compare_json_matches_its_schema() {
             .arg(&json)
             .arg("-o")
             .arg(&html)
-            .arg("--svg")
+            .arg("-o")
             .arg(&svg),
     );
     // Two drivers of the saved run, diffed (paired: one interleaved run), per-hop deltas with
@@ -238,7 +238,16 @@ fn trace_json_matches_its_schema() {
 fn bench_json_matches_its_schema() {
     let _g = common::need_root();
     let v = netpath(&[
-        "bench", "-d", "host", "--rounds", "1", "--secs", "1", "-n", "500", "--json",
+        "bench",
+        "-d",
+        "host",
+        "--rounds",
+        "1",
+        "--duration",
+        "1",
+        "-n",
+        "500",
+        "--json",
     ]);
     common::schema::validate("bench", &v);
     // Each wait mode ran its four runs, the empty programs' among them (an attach failure on
@@ -275,7 +284,7 @@ fn bench_udp_json_matches_its_schema() {
         "udp",
         "--rounds",
         "1",
-        "--secs",
+        "--duration",
         "1",
         "-n",
         "300",
@@ -346,7 +355,7 @@ fn bench_udp_json_matches_its_schema() {
 #[test]
 fn progress_bars_on_a_terminal_only() {
     let _g = common::need_root();
-    let args = "compare -d host -n 300 --warmup 20 --rounds 2 --bulk-secs 0.2 --burst 0";
+    let args = "compare -d host -n 300 --warmup 20 --rounds 2 --bulk 200ms --burst 0";
     let tty = Command::new("script")
         .args([
             "-qec",

@@ -10,7 +10,7 @@ use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::unistd::Pid;
 
 /// Where the client and server threads run, as asked on the command line.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Deserialize)]
 pub enum Cpus {
     /// Both on one CPU.
     Same,
@@ -101,7 +101,16 @@ pub fn allowed_cpus() -> Result<Vec<usize>> {
 
 /// A placement resolved against this machine: the client's and the server's CPU, or none.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, schemars::JsonSchema,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
 )]
 pub struct Pin {
     pub client: Option<usize>,

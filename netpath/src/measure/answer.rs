@@ -9,14 +9,14 @@ use crate::measure::ab;
 use crate::record::DriverReport;
 
 /// What `compare` concludes: text and JSON (`summary`) carry the same.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     pub drivers: Vec<DriverLine>,
     pub pairs: Vec<Pair>,
 }
 
 /// One driver in one line.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct DriverLine {
     pub driver: String,
     /// The wait mode of the rounds `rtt_p50_us` comes from.
@@ -31,7 +31,7 @@ pub struct DriverLine {
     pub note: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct HopShare {
     pub hop: String,
     pub dir: String,
@@ -43,7 +43,7 @@ pub struct HopShare {
 }
 
 /// A driver against its reference.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Pair {
     pub driver: String,
     pub reference: String,
@@ -64,7 +64,7 @@ pub struct Pair {
     pub sentence: String,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct HopDelta {
     /// "hop (dir)", with `diff`'s note when the crossings differ.
     pub hop: String,

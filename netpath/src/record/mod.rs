@@ -24,7 +24,7 @@ pub struct Quiet;
 
 impl Sink for Quiet {}
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct RttSummary {
     pub count: u64,
     pub mean_us: f64,
@@ -65,7 +65,7 @@ impl RttSummary {
 
 /// One hop of one direction in a traced run: what it adds to a packet, its distribution per
 /// crossing, and netpath's own time in it. A round's hop (`RoundRow::hops`) is this alone.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct HopFigures {
     pub hop: &'static str,
     #[schemars(schema_with = "schema_parts::dir")]
@@ -82,7 +82,9 @@ pub struct HopFigures {
 }
 
 /// A hop of the run's table: its figures, its share and the figures compensated.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
+// Its `&'static str` names borrow from the JSON read (`render::compare::Saved`).
+#[serde(bound(deserialize = "'de: 'static"))]
 pub struct HopRow {
     #[serde(flatten)]
     pub at: HopFigures,
@@ -95,7 +97,7 @@ pub struct HopRow {
     pub compensated_p50_us: f64,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Distribution {
     pub count: u64,
     pub mean_us: f64,
@@ -108,7 +110,7 @@ pub struct Distribution {
     pub compensated_p50_us: f64,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct PassRow {
     #[schemars(schema_with = "schema_parts::dir")]
     pub dir: &'static str,
@@ -117,7 +119,7 @@ pub struct PassRow {
     pub packets: u64,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct DropRow {
     pub reason: u32,
     pub reason_name: String,
@@ -128,7 +130,7 @@ pub struct DropRow {
     pub count: u64,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct DeviceRow {
     pub name: String,
     pub netns: String,
@@ -139,7 +141,7 @@ pub struct DeviceRow {
     pub tc_egress_pkts: u64,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct DriverReport {
     pub driver: String,
     pub backend: &'static str,
@@ -210,7 +212,7 @@ pub struct DriverReport {
 }
 
 /// Median and range of one figure over rounds.
-#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Spread {
     pub median: f64,
     pub min: f64,
@@ -237,7 +239,7 @@ impl Spread {
     }
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct RrRounds {
     pub rounds: usize,
     pub req_per_s: Spread,
@@ -264,7 +266,7 @@ impl RrRounds {
     }
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct BulkRounds {
     pub streams: usize,
     pub gbit_per_s: Spread,
@@ -272,7 +274,7 @@ pub struct BulkRounds {
     pub per_round: Vec<crate::harness::StreamResult>,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct BurstPhase {
     pub multiplier: f64,
     pub rate: f64,
@@ -288,7 +290,7 @@ pub struct BurstPhase {
     pub p99_uncorrected_us: f64,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct RunContext {
     pub client_mtu: u32,
     pub server_mtu: u32,
@@ -302,7 +304,7 @@ pub struct RunContext {
     pub wire: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ProgCost {
     pub program: String,
     pub runs: u64,

@@ -6,7 +6,9 @@ use super::{DriverReport, HopFigures, RttSummary, Spread};
 use crate::sys::machine::Placement;
 
 /// One round of one path.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
+// Its `&'static str` names borrow from the JSON read (`render::compare::Saved`).
+#[serde(bound(deserialize = "'de: 'static"))]
 pub struct RoundRow {
     pub round: usize,
     pub untraced_p50_us: Option<f64>,
@@ -36,7 +38,7 @@ pub struct RoundRow {
     pub untraced_mean_us: Option<f64>,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct RoundPasses {
     #[schemars(schema_with = "super::schema_parts::dir")]
     pub dir: &'static str,
@@ -45,7 +47,7 @@ pub struct RoundPasses {
 }
 
 /// The blocking run printed beside the default spin tables: what an application sees.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct BlockLine {
     pub untraced: RttSummary,
     pub traced: RttSummary,

@@ -1,12 +1,15 @@
 //! The run record as text: each driver's block (printed as soon as it is measured: runs are
 //! long) and the summary of several; `CompareOutput` is what `compare` prints at the end.
+use std::io::Write;
+
 use serde::Serialize;
 
 use crate::probe::backend::Backend;
 use crate::record::{DriverReport, RttSummary};
 
 /// `compare`'s result (its JSON body: `backend`, `drivers`, `summary`).
-#[derive(Serialize, schemars::JsonSchema)]
+#[derive(Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(bound(deserialize = "'de: 'static"))]
 pub struct CompareOutput {
     pub backend: Backend,
     pub drivers: Vec<DriverReport>,
@@ -19,6 +22,73 @@ impl super::Render for CompareOutput {
     /// The answer: the run printed each driver's block and the table of several as it went.
     fn text(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
         super::answer::write(&self.summary, w)
+    }
+
+    fn full_text(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        full_text(w, self, false)
+    }
+
+    /// Read back from its JSON, as `netpath report` reads a saved run: both render the same.
+    fn page(
+        &self,
+        backend: Option<&str>,
+        f: super::output::FileFormat,
+    ) -> Option<anyhow::Result<String>> {
+        let view = crate::record::header::to_value(Self::KIND, backend, self)
+            .and_then(super::CompareView::from_value);
+        Some(view.and_then(|v| super::page(&v, f)))
+    }
+}
+
+/// A saved run (`compare --json`, `-o run.json`) read back, for `netpath report`: rendered as
+/// the run rendered it.
+pub struct Saved {
+    value: serde_json::Value,
+    out: CompareOutput,
+}
+
+impl Saved {
+    pub fn from_value(value: serde_json::Value) -> anyhow::Result<Saved> {
+        use anyhow::Context as _;
+        // The record's names are `&'static str` (hops, directions, counters): they borrow
+        // from the text read, kept for the life of the process (one run read per process).
+        let text: &'static str = Box::leak(value.to_string().into_boxed_str());
+        let out = serde_json::from_str(text).context(
+            "not the JSON of this netpath's `compare --json` (an older one's renders as HTML only)",
+        )?;
+        Ok(Saved { value, out })
+    }
+
+    /// On standard output: the record as it is, or its text (only the answer with `quiet`).
+    pub fn print(&self, f: super::Format, quiet: bool) -> anyhow::Result<()> {
+        use std::io::Write as _;
+        let mut w = std::io::stdout().lock();
+        match (f, quiet) {
+            (super::Format::Json, _) => {
+                writeln!(w, "{}", serde_json::to_string_pretty(&self.value)?)?
+            }
+            (super::Format::Text, true) => super::Render::answer(&self.out, &mut w)?,
+            (super::Format::Text, false) => super::Render::full_text(&self.out, &mut w)?,
+        }
+        w.flush()?;
+        Ok(())
+    }
+
+    /// A file's bytes: the text, the record, the HTML report or its charts.
+    pub fn file(&self, f: super::output::FileFormat) -> anyhow::Result<Vec<u8>> {
+        use super::output::FileFormat;
+        Ok(match f {
+            FileFormat::Json => serde_json::to_string_pretty(&self.value)?.into_bytes(),
+            FileFormat::Text => {
+                let mut buf = Vec::new();
+                super::Render::full_text(&self.out, &mut buf)?;
+                buf
+            }
+            FileFormat::Html | FileFormat::Svg => {
+                let view = super::CompareView::from_value(self.value.clone())?;
+                super::page(&view, f)?.into_bytes()
+            }
+        })
     }
 }
 
@@ -38,72 +108,106 @@ impl TextSink {
             said_machine: false,
         }
     }
+
+    /// One driver's block, to `w`.
+    pub fn driver_to(&mut self, w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
+        if self.verbose {
+            driver(w, r)?;
+        } else {
+            if !self.said_machine {
+                if let Some(m) = &r.machine {
+                    writeln!(w, "{}", m.line())?;
+                }
+                if let Some(p) = &r.placement {
+                    writeln!(w, "{} (first driver; --verbose: each)", p.line())?;
+                }
+                writeln!(w)?;
+                self.said_machine = true;
+            }
+            super::block::driver(w, r)?;
+        }
+        writeln!(w)
+    }
+
+    /// The table of several (`verbose` only), to `w`.
+    pub fn summary_to(&mut self, w: &mut dyn Write, all: &[DriverReport]) -> std::io::Result<()> {
+        if self.verbose {
+            summary(w, all)?;
+            writeln!(w)?;
+        }
+        Ok(())
+    }
+}
+
+/// As `println!` does: a failed print panics (a closed pipe ends quietly, see `main`).
+fn or_panic(r: std::io::Result<()>) {
+    if let Err(e) = r {
+        panic!("failed printing to stdout: {e}");
+    }
 }
 
 impl crate::record::Sink for TextSink {
     fn driver(&mut self, r: &DriverReport) {
-        if self.verbose {
-            driver(r);
-        } else {
-            if !self.said_machine {
-                if let Some(m) = &r.machine {
-                    println!("{}", m.line());
-                }
-                if let Some(p) = &r.placement {
-                    println!("{} (first driver; --verbose: each)", p.line());
-                }
-                println!();
-                self.said_machine = true;
-            }
-            super::block::driver(r);
-        }
-        println!();
+        or_panic(self.driver_to(&mut std::io::stdout().lock(), r));
     }
 
     fn summary(&mut self, all: &[DriverReport]) {
-        if self.verbose {
-            summary(all);
-            println!();
-        }
+        or_panic(self.summary_to(&mut std::io::stdout().lock(), all));
     }
 }
 
 /// Said before a compare run: the backend (and with `verbose` the hops it can see).
-pub fn backend_line(backend: Backend, verbose: bool) {
+pub fn backend_line(w: &mut dyn Write, backend: Backend, verbose: bool) -> std::io::Result<()> {
     if verbose {
         let hops: Vec<&str> = backend.visible_hops().iter().map(|h| h.name()).collect();
-        println!(
+        writeln!(
+            w,
             "backend: {} (hops it can see: {})",
             backend.name(),
             hops.join(", ")
-        );
+        )
     } else {
-        println!("backend: {}", backend.name());
+        writeln!(w, "backend: {}", backend.name())
     }
 }
 
+/// Everything a text run of compare prints, from its result: the backend, each driver's
+/// block, and the answer (`netpath report run.json --format text`, `-o run.txt`, the
+/// README's example).
+pub fn full_text(w: &mut dyn Write, out: &CompareOutput, verbose: bool) -> std::io::Result<()> {
+    backend_line(w, out.backend, verbose)?;
+    let mut sink = TextSink::new(verbose);
+    for r in &out.drivers {
+        sink.driver_to(w, r)?;
+    }
+    sink.summary_to(w, &out.drivers)?;
+    super::Render::text(out, w)
+}
+
 /// One driver's block: mode, RTT, per-hop table, attribution, passes, drops, losses.
-pub fn driver(r: &DriverReport) {
-    println!("== driver {}  (backend {})", r.driver, r.backend);
-    mode(r);
+pub fn driver(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
+    writeln!(w, "== driver {}  (backend {})", r.driver, r.backend)?;
+    mode(w, r)?;
     if !r.function_probes.is_empty() {
         let f: Vec<String> = r
             .function_probes
             .iter()
             .map(|p| format!("{} ({})", p.function, p.mechanism))
             .collect();
-        println!("   function probes: {}", f.join(", "));
+        writeln!(w, "   function probes: {}", f.join(", "))?;
     }
     if !r.missing_tracepoints.is_empty() {
-        println!(
+        writeln!(
+            w,
             "   this kernel lacks {}: neighbouring hops merge",
             r.missing_tracepoints.join(", ")
-        );
+        )?;
     }
-    phases(r);
-    rtts(r);
+    phases(w, r)?;
+    rtts(w, r)?;
     if r.untraced.is_some() {
-        println!(
+        writeln!(
+            w,
             "   probe effect: mean {:+.1}%  p50 {:+.1}%{}",
             r.probe_effect_mean_pct.unwrap_or(0.0),
             r.probe_effect_p50_pct.unwrap_or(0.0),
@@ -113,14 +217,15 @@ pub fn driver(r: &DriverReport) {
             } else {
                 ""
             }
-        );
+        )?;
     }
-    hop_table(r);
-    tail(r);
+    hop_table(w, r)?;
+    tail(w, r)?;
+    Ok(())
 }
 
 /// The traced and untraced round trips, a row each.
-fn rtts(r: &DriverReport) {
+fn rtts(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
     let row = |label: &str, s: &RttSummary| {
         let mut v = vec![label.to_string(), s.count.to_string()];
         v.extend([s.mean_us, s.p50_us, s.p95_us, s.p99_us, s.max_us].map(|x| format!("{x:.1}")));
@@ -130,13 +235,15 @@ fn rtts(r: &DriverReport) {
     let mut rows = vec![row("RTT traced", &r.traced)];
     rows.extend(r.untraced.iter().map(|u| row("RTT untraced", u)));
     let header = ["", "n", "mean µs", "p50", "p95", "p99", "max", "req/s"];
-    super::table::print("   ", &header, rows, &[0]);
+    super::table::write(w, "   ", &header, rows, &[0])?;
+    Ok(())
 }
 
 /// The untraced phases over rounds (request/response, bulk, burst) and the run's context.
-fn phases(r: &DriverReport) {
+fn phases(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
     if let Some(rr) = &r.rr {
-        println!(
+        writeln!(
+            w,
             "   RR untraced, median of {} round(s): {:.0} req/s  p50 {:.1} µs [{:.1}–{:.1}]  p95 {:.1}  p99 {:.1} µs [{:.1}–{:.1}]",
             rr.rounds,
             rr.req_per_s.median,
@@ -147,20 +254,22 @@ fn phases(r: &DriverReport) {
             rr.p99_us.median,
             rr.p99_us.min,
             rr.p99_us.max
-        );
+        )?;
     }
     if let Some(b) = &r.bulk {
-        println!(
+        writeln!(
+            w,
             "   bulk {} stream(s): {:.2} Gbit/s [{:.2}–{:.2}]  retransmits {:.0}",
             b.streams,
             b.gbit_per_s.median,
             b.gbit_per_s.min,
             b.gbit_per_s.max,
             b.retransmits.median
-        );
+        )?;
     }
     for b in &r.burst {
-        println!(
+        writeln!(
+            w,
             "   burst ×{} {:.0} req/s: sent {}/{} done {}  p50 {:.1} µs  p99 {:.1} µs (uncorrected {:.1})  max {:.1}",
             b.multiplier,
             b.rate,
@@ -171,7 +280,7 @@ fn phases(r: &DriverReport) {
             b.p99_us,
             b.p99_uncorrected_us,
             b.max_us
-        );
+        )?;
     }
     if let Some(c) = &r.context {
         let rps: Vec<String> = c
@@ -184,7 +293,8 @@ fn phases(r: &DriverReport) {
             })
             .map(|d| format!("{}@{}={}", d.name, d.netns, d.rps_cpus.join("/")))
             .collect();
-        println!(
+        writeln!(
+            w,
             "   context: MTU client {} server {}; client TCP retrans {} (spurious by DSACK {}) ofo {} sack-reorder {}; server retrans {} ofo {}; RPS {}",
             c.client_mtu,
             c.server_mtu,
@@ -199,16 +309,17 @@ fn phases(r: &DriverReport) {
             } else {
                 rps.join(" ")
             }
-        );
-        if let Some(w) = &c.wire {
-            println!("   wire: {w}");
+        )?;
+        if let Some(wire) = &c.wire {
+            writeln!(w, "   wire: {wire}")?;
         }
     }
+    Ok(())
 }
 
 /// The per-hop table (netpath's own time taken out, with a column for it), the one-way and
 /// turnaround distributions.
-fn hop_table(r: &DriverReport) {
+fn hop_table(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
     let us = |x: f64| format!("{x:.2}µs");
     let rows = r
         .hops
@@ -238,7 +349,7 @@ fn hop_table(r: &DriverReport) {
         "p99",
         "share",
     ];
-    super::table::print("   ", &header, rows, &[0, 1]);
+    super::table::write(w, "   ", &header, rows, &[0, 1])?;
     // The one-way times and the server's turnaround, each a row.
     let row = |name: String, d: &crate::record::Distribution| {
         let mut v = vec![name, d.count.to_string()];
@@ -263,10 +374,11 @@ fn hop_table(r: &DriverReport) {
             .map(|t| row("server turnaround".into(), t)),
     );
     let header = ["", "n", "mean µs", "p50", "p99", "raw mean", "netpath"];
-    super::table::print("   ", &header, rows, &[0]);
+    super::table::write(w, "   ", &header, rows, &[0])?;
     if let Some(c) = &r.consistency {
-        println!("   {}", consistency_line(c));
+        writeln!(w, "   {}", consistency_line(c))?;
     }
+    Ok(())
 }
 
 /// Whether the hops, netpath's own time taken out, add up to the untraced round trip.
@@ -304,11 +416,12 @@ pub fn consistency_line(c: &crate::record::own::Consistency) -> String {
 }
 
 /// Attribution, receive passes, drops, program costs and every loss counted or not.
-fn tail(r: &DriverReport) {
-    println!(
+fn tail(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
+    writeln!(
+        w,
         "   attribution: request + response + turnaround = {:.2} µs vs RTT mean {:.2} µs ({:.1}%), unattributed {:.2} µs",
         r.attributed_us, r.rtt_mean_us, r.attributed_pct, r.unattributed_us
-    );
+    )?;
     let passes: Vec<String> = r
         .passes
         .iter()
@@ -320,16 +433,18 @@ fn tail(r: &DriverReport) {
         })
         .collect();
     if !passes.is_empty() {
-        println!(
+        writeln!(
+            w,
             "   receive passes/softirq runs per packet: {}",
             passes.join(", ")
-        );
+        )?;
     }
     for d in &r.drops {
-        println!(
+        writeln!(
+            w,
             "   DROP reason {} in hop {} ({} after {} on {}) ×{}",
             d.reason_name, d.hop, d.dir, d.last_point, d.device, d.count
-        );
+        )?;
     }
     if !r.prog_costs.is_empty() {
         let rows = (r.prog_costs.iter())
@@ -343,27 +458,32 @@ fn tail(r: &DriverReport) {
             })
             .collect();
         let header = ["program", "runs", "runs/RTT", "avg ns"];
-        super::table::print("   ", &header, rows, &[0]);
+        super::table::write(w, "   ", &header, rows, &[0])?;
     }
     let lost: Vec<String> = r.lost.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    println!("   events: {}", lost.join(", "));
+    writeln!(w, "   events: {}", lost.join(", "))?;
     for u in &r.uncounted {
-        println!("   not counted by this kernel: {u}");
+        writeln!(w, "   not counted by this kernel: {u}")?;
     }
+    Ok(())
 }
 
 /// The summary table of several drivers, their ratios and the machine's state.
-pub fn summary(reports: &[DriverReport]) {
-    table(reports);
-    println!("   ratios per round between neighbouring runs (untraced p50):");
-    ratios(reports);
-    pair_checks(reports);
+pub fn summary(w: &mut dyn Write, reports: &[DriverReport]) -> std::io::Result<()> {
+    table(w, reports)?;
+    writeln!(
+        w,
+        "   ratios per round between neighbouring runs (untraced p50):"
+    )?;
+    ratios(w, reports)?;
+    pair_checks(w, reports)?;
     if let Some(m) = reports.last().and_then(|r| r.machine.as_ref()) {
-        println!("   {}", m.line());
+        writeln!(w, "   {}", m.line())?;
     }
+    Ok(())
 }
 
-fn table(reports: &[DriverReport]) {
+fn table(w: &mut dyn Write, reports: &[DriverReport]) -> std::io::Result<()> {
     let mut protos: Vec<&str> = Vec::new();
     for r in reports {
         if !protos.contains(&r.proto.name()) {
@@ -381,7 +501,10 @@ fn table(reports: &[DriverReport]) {
             )
         })
         .unwrap_or_default();
-    println!("== summary ({mode}; untraced medians; traced figures are in each driver's block)");
+    writeln!(
+        w,
+        "== summary ({mode}; untraced medians; traced figures are in each driver's block)"
+    )?;
     let rows = reports.iter().map(summary_row).collect();
     let header = [
         "driver",
@@ -394,7 +517,7 @@ fn table(reports: &[DriverReport]) {
         "MTU",
         "attributed",
     ];
-    super::table::print("   ", &header, rows, &[0]);
+    super::table::write(w, "   ", &header, rows, &[0])?;
     let rows = crate::record::claims(reports)
         .into_iter()
         .map(|c| {
@@ -406,7 +529,8 @@ fn table(reports: &[DriverReport]) {
             vec![c.name, format!("{:.2}×", c.ratio), noisy.to_string()]
         })
         .collect();
-    super::table::print("   ", &["claim", "ratio", ""], rows, &[0, 2]);
+    super::table::write(w, "   ", &["claim", "ratio", ""], rows, &[0, 2])?;
+    Ok(())
 }
 
 /// A driver's row of the summary: untraced medians over rounds (traced figures without
@@ -457,35 +581,38 @@ fn summary_row(r: &DriverReport) -> Vec<String> {
 }
 
 /// The lines of a driver's block on run mode, placement, machine, rounds and the block run.
-fn mode(r: &DriverReport) {
+fn mode(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
     let napi = match r.busy_poll_napi {
         Some((0, _)) | Some((_, 0)) => {
             "  (busy-poll: a receiving device has no NAPI, SO_INCOMING_NAPI_ID 0: those receives block)"
         }
         _ => "",
     };
-    println!(
+    writeln!(
+        w,
         "   {} request/response, wait {}, cpus {}{napi}",
         r.proto.name().to_uppercase(),
         r.wait.name(),
         r.cpus
-    );
+    )?;
     if let Some(p) = &r.placement {
-        println!("   {}", p.line());
+        writeln!(w, "   {}", p.line())?;
     }
     if let Some(m) = &r.machine {
-        println!("   {}", m.line());
+        writeln!(w, "   {}", m.line())?;
     }
     for row in r.round_detail.iter().filter(|x| x.mode_change) {
-        println!(
+        writeln!(
+            w,
             "   round {}: wakeup p50 {:.1} µs differs from the other rounds' by more than the data path ({:.1} µs): a mode change of the machine",
             row.round,
             row.wakeup_p50_us.unwrap_or(0.0),
             row.data_path_p50_us.unwrap_or(0.0)
-        );
+        )?;
     }
     if let Some(b) = &r.block {
-        println!(
+        writeln!(
+            w,
             "   RTT block (what an application sees): untraced p50 {:.1} µs, traced p50 {:.1} µs; wakeup (all its parts) p50 request {:.1} µs ({:.0}% of its one-way), response {:.1} µs; {}",
             b.untraced.p50_us,
             b.traced.p50_us,
@@ -493,18 +620,22 @@ fn mode(r: &DriverReport) {
             b.wakeup_request_share_pct.unwrap_or(0.0),
             b.wakeup_response_p50_us.unwrap_or(0.0),
             b.placement.line()
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// Each driver's difference to its reference, from the compensated hops and from the
 /// untraced round trips.
-fn pair_checks(reports: &[DriverReport]) {
+fn pair_checks(w: &mut dyn Write, reports: &[DriverReport]) -> std::io::Result<()> {
     let checks = crate::record::own::pair_checks(reports);
     if checks.is_empty() {
-        return;
+        return Ok(());
     }
-    println!("   differences, hops less netpath's own time vs untraced RTT means:");
+    writeln!(
+        w,
+        "   differences, hops less netpath's own time vs untraced RTT means:"
+    )?;
     let rows = checks
         .into_iter()
         .map(|c| {
@@ -534,11 +665,12 @@ fn pair_checks(reports: &[DriverReport]) {
         "error µs, median of rounds",
         "",
     ];
-    super::table::print("   ", &header, rows, &[0, 6]);
+    super::table::write(w, "   ", &header, rows, &[0, 6])?;
+    Ok(())
 }
 
 /// The per-round ratio lines of the summary.
-fn ratios(reports: &[DriverReport]) {
+fn ratios(w: &mut dyn Write, reports: &[DriverReport]) -> std::io::Result<()> {
     let rows = crate::record::per_round::neighbour_ratios(reports)
         .into_iter()
         .map(|c| {
@@ -558,5 +690,6 @@ fn ratios(reports: &[DriverReport]) {
         })
         .collect();
     let header = ["", "median", "spread", "per round", ""];
-    super::table::print("   ", &header, rows, &[0, 3, 4]);
+    super::table::write(w, "   ", &header, rows, &[0, 3, 4])?;
+    Ok(())
 }

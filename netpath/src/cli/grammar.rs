@@ -357,7 +357,10 @@ fn every_flag_the_docs_name_is_in_help() {
         .map(|c| (c.get_name().to_string(), listed(c)))
         .collect();
     let names: BTreeSet<String> = by_cmd.keys().cloned().collect();
-    let any: BTreeSet<&String> = by_cmd.values().flatten().collect();
+    let top = listed(&t);
+    let any: BTreeSet<&String> = by_cmd.values().flatten().chain(&top).collect();
+    // docs/cli.md lists the old spellings, which --help hides.
+    let old: BTreeSet<&str> = super::renamed::RENAMED.iter().map(|r| r.old).collect();
     let mut wrong = Vec::new();
     let mut checked = 0;
     for (page, text) in pages() {
@@ -365,6 +368,7 @@ fn every_flag_the_docs_name_is_in_help() {
             for (cmd, flag) in named_flags(&piece, &names) {
                 checked += 1;
                 let ok = match &cmd {
+                    _ if page == "docs/cli.md" && old.contains(flag.as_str()) => true,
                     Some(c) => by_cmd[c].contains(&flag),
                     None => any.contains(&flag) || OTHER_TOOLS.contains(&flag.as_str()),
                 };

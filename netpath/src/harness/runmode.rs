@@ -10,7 +10,7 @@ use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::unistd::Pid;
 
 /// Where the client and server threads run, as asked on the command line.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Cpus {
     /// Both on one CPU.
     Same,
@@ -59,6 +59,14 @@ impl std::fmt::Display for Cpus {
 impl serde::Serialize for Cpus {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.collect_str(self)
+    }
+}
+
+/// Read back as `--cpus` takes it (a saved run, `render::compare::Saved`).
+impl<'de> serde::Deserialize<'de> for Cpus {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Cpus, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
     }
 }
 

@@ -74,6 +74,13 @@ impl Saved {
         Ok(())
     }
 
+    /// The text a live run printed (with `verbose`, a `--verbose` run).
+    pub fn text(&self, verbose: bool) -> anyhow::Result<String> {
+        let mut buf = Vec::new();
+        full_text(&mut buf, &self.out, verbose)?;
+        Ok(String::from_utf8(buf)?)
+    }
+
     /// A file's bytes: the text, the record, the HTML report or its charts.
     pub fn file(&self, f: super::output::FileFormat) -> anyhow::Result<Vec<u8>> {
         use super::output::FileFormat;

@@ -19,6 +19,7 @@ pub mod output;
 pub mod progress;
 pub mod prom;
 pub mod prom_hist;
+pub mod readme;
 pub mod schema;
 pub mod svg;
 pub mod table;

@@ -107,6 +107,7 @@ impl super::Command for CompareArgs {
             backend,
             drivers,
             summary,
+            verbose: a.verbose,
         };
         a.output.emit(Some(backend.name()), &out)
     }

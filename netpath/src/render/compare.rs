@@ -15,6 +15,9 @@ pub struct CompareOutput {
     pub drivers: Vec<DriverReport>,
     /// The answer: each driver in a line, each against its reference.
     pub summary: crate::measure::answer::Summary,
+    /// `--verbose`: a text file (`-o run.txt`) has every line, as the run printed.
+    #[serde(skip)]
+    pub verbose: bool,
 }
 
 impl super::Render for CompareOutput {
@@ -25,7 +28,7 @@ impl super::Render for CompareOutput {
     }
 
     fn full_text(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
-        full_text(w, self, false)
+        full_text(w, self, self.verbose)
     }
 
     /// Read back from its JSON, as `netpath report` reads a saved run: both render the same.
@@ -77,7 +80,7 @@ impl Saved {
     /// The text a live run printed (with `verbose`, a `--verbose` run).
     pub fn text(&self, verbose: bool) -> anyhow::Result<String> {
         let mut buf = Vec::new();
-        full_text(&mut buf, &self.out, verbose)?;
+        full_text(&mut buf, &self.out, verbose || self.out.verbose)?;
         Ok(String::from_utf8(buf)?)
     }
 

@@ -28,7 +28,7 @@ pub mod tune;
 pub mod validate;
 
 pub use crate::record::view::CompareView;
-pub use output::{Format, OutputArgs, Render, emit};
+pub use output::{Format, OutputArgs, Render};
 
 /// A compare run as its HTML report or its SVG charts.
 pub fn page(view: &CompareView, f: output::FileFormat) -> anyhow::Result<String> {

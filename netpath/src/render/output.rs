@@ -185,14 +185,6 @@ pub fn clap_line(e: &clap::Error) -> String {
     parts.join(" ").trim_start_matches("error: ").to_string()
 }
 
-/// Prints `r` in `format` on standard output.
-pub fn emit<T: Render>(format: Format, backend: Option<&str>, r: &T) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    format.write(&mut out, backend, r)?;
-    out.flush()?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

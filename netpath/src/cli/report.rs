@@ -34,7 +34,7 @@ impl super::Command for ReportArgs {
         };
         o.check_files("report", true)?;
         let value = crate::record::view::CompareView::read_value_for(&a.input, "report", "renders")?;
-        let saved = render::compare::Saved::from_value(value)
+        let saved = render::saved::Saved::from_value(value)
             .map_err(|e| e.context(a.input.display().to_string()))?;
         if a.output.format_given() {
             saved.print(a.output.format(), a.output.quiet)?;

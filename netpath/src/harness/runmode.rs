@@ -62,7 +62,7 @@ impl serde::Serialize for Cpus {
     }
 }
 
-/// Read back as `--cpus` takes it (a saved run, `render::compare::Saved`).
+/// Read back as `--cpus` takes it (a saved run, `render::saved::Saved`).
 impl<'de> serde::Deserialize<'de> for Cpus {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Cpus, D::Error> {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;

@@ -83,7 +83,7 @@ pub struct HopFigures {
 
 /// A hop of the run's table: its figures, its share and the figures compensated.
 #[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
-// Its `&'static str` names borrow from the JSON read (`render::compare::Saved`).
+// Its `&'static str` names borrow from the JSON read (`render::saved::Saved`).
 #[serde(bound(deserialize = "'de: 'static"))]
 pub struct HopRow {
     #[serde(flatten)]

@@ -7,7 +7,7 @@ use crate::sys::machine::Placement;
 
 /// One round of one path.
 #[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
-// Its `&'static str` names borrow from the JSON read (`render::compare::Saved`).
+// Its `&'static str` names borrow from the JSON read (`render::saved::Saved`).
 #[serde(bound(deserialize = "'de: 'static"))]
 pub struct RoundRow {
     pub round: usize,

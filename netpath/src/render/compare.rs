@@ -43,65 +43,6 @@ impl super::Render for CompareOutput {
     }
 }
 
-/// A saved run (`compare --json`, `-o run.json`) read back, for `netpath report`: rendered as
-/// the run rendered it.
-pub struct Saved {
-    value: serde_json::Value,
-    out: CompareOutput,
-}
-
-impl Saved {
-    pub fn from_value(value: serde_json::Value) -> anyhow::Result<Saved> {
-        use anyhow::Context as _;
-        // The record's names are `&'static str` (hops, directions, counters): they borrow
-        // from the text read, kept for the life of the process (one run read per process).
-        let text: &'static str = Box::leak(value.to_string().into_boxed_str());
-        let out = serde_json::from_str(text).context(
-            "not the JSON of this netpath's `compare --json` (an older one's renders as HTML only)",
-        )?;
-        Ok(Saved { value, out })
-    }
-
-    /// On standard output: the record as it is, or its text (only the answer with `quiet`).
-    pub fn print(&self, f: super::Format, quiet: bool) -> anyhow::Result<()> {
-        use std::io::Write as _;
-        let mut w = std::io::stdout().lock();
-        match (f, quiet) {
-            (super::Format::Json, _) => {
-                writeln!(w, "{}", serde_json::to_string_pretty(&self.value)?)?
-            }
-            (super::Format::Text, true) => super::Render::answer(&self.out, &mut w)?,
-            (super::Format::Text, false) => super::Render::full_text(&self.out, &mut w)?,
-        }
-        w.flush()?;
-        Ok(())
-    }
-
-    /// The text a live run printed (with `verbose`, a `--verbose` run).
-    pub fn text(&self, verbose: bool) -> anyhow::Result<String> {
-        let mut buf = Vec::new();
-        full_text(&mut buf, &self.out, verbose || self.out.verbose)?;
-        Ok(String::from_utf8(buf)?)
-    }
-
-    /// A file's bytes: the text, the record, the HTML report or its charts.
-    pub fn file(&self, f: super::output::FileFormat) -> anyhow::Result<Vec<u8>> {
-        use super::output::FileFormat;
-        Ok(match f {
-            FileFormat::Json => serde_json::to_string_pretty(&self.value)?.into_bytes(),
-            FileFormat::Text => {
-                let mut buf = Vec::new();
-                super::Render::full_text(&self.out, &mut buf)?;
-                buf
-            }
-            FileFormat::Html | FileFormat::Svg => {
-                let view = super::CompareView::from_value(self.value.clone())?;
-                super::page(&view, f)?.into_bytes()
-            }
-        })
-    }
-}
-
 /// `compare`'s text while it runs: each driver's block as soon as it is measured (short, or
 /// every line with `verbose`), the machine's state and placement once, and with `verbose` the
 /// table of several.
@@ -142,7 +83,7 @@ impl TextSink {
     /// The table of several (`verbose` only), to `w`.
     pub fn summary_to(&mut self, w: &mut dyn Write, all: &[DriverReport]) -> std::io::Result<()> {
         if self.verbose {
-            summary(w, all)?;
+            super::several::write(w, all)?;
             writeln!(w)?;
         }
         Ok(())
@@ -478,118 +419,6 @@ fn tail(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The summary table of several drivers, their ratios and the machine's state.
-pub fn summary(w: &mut dyn Write, reports: &[DriverReport]) -> std::io::Result<()> {
-    table(w, reports)?;
-    writeln!(
-        w,
-        "   ratios per round between neighbouring runs (untraced p50):"
-    )?;
-    ratios(w, reports)?;
-    pair_checks(w, reports)?;
-    if let Some(m) = reports.last().and_then(|r| r.machine.as_ref()) {
-        writeln!(w, "   {}", m.line())?;
-    }
-    Ok(())
-}
-
-fn table(w: &mut dyn Write, reports: &[DriverReport]) -> std::io::Result<()> {
-    let mut protos: Vec<&str> = Vec::new();
-    for r in reports {
-        if !protos.contains(&r.proto.name()) {
-            protos.push(r.proto.name());
-        }
-    }
-    let mode = reports
-        .first()
-        .map(|r| {
-            format!(
-                "{}, wait {}, cpus {}",
-                protos.join(","),
-                r.wait.name(),
-                r.cpus
-            )
-        })
-        .unwrap_or_default();
-    writeln!(
-        w,
-        "== summary ({mode}; untraced medians; traced figures are in each driver's block)"
-    )?;
-    let rows = reports.iter().map(summary_row).collect();
-    let header = [
-        "driver",
-        "req/s",
-        "p50 µs",
-        "p95 µs",
-        "p99 µs",
-        "Gbit/s",
-        "retrans",
-        "MTU",
-        "attributed",
-    ];
-    super::table::write(w, "   ", &header, rows, &[0])?;
-    let rows = crate::record::claims(reports)
-        .into_iter()
-        .map(|c| {
-            let noisy = if c.noisy {
-                "(spread of the per-round ratios exceeds the difference: not a result)"
-            } else {
-                ""
-            };
-            vec![c.name, format!("{:.2}×", c.ratio), noisy.to_string()]
-        })
-        .collect();
-    super::table::write(w, "   ", &["claim", "ratio", ""], rows, &[0, 2])?;
-    Ok(())
-}
-
-/// A driver's row of the summary: untraced medians over rounds (traced figures without
-/// rounds), bulk, MTU, attributed share.
-fn summary_row(r: &DriverReport) -> Vec<String> {
-    let (rps, p50, p95, p99) =
-        r.rr.as_ref()
-            .map(|x| {
-                (
-                    x.req_per_s.median,
-                    x.p50_us.median,
-                    x.p95_us.median,
-                    x.p99_us.median,
-                )
-            })
-            .unwrap_or((
-                r.traced.req_per_s,
-                r.traced.p50_us,
-                r.traced.p95_us,
-                r.traced.p99_us,
-            ));
-    let (g, rt) = r
-        .bulk
-        .as_ref()
-        .map(|b| {
-            (
-                format!("{:.2}", b.gbit_per_s.median),
-                format!("{:.0}", b.retransmits.median),
-            )
-        })
-        .unwrap_or(("-".into(), "-".into()));
-    let mtu = r
-        .context
-        .as_ref()
-        .map(|c| c.client_mtu.to_string())
-        .unwrap_or("-".into());
-    vec![
-        r.driver.clone(),
-        format!("{rps:.0}"),
-        format!("{p50:.1}"),
-        format!("{p95:.1}"),
-        format!("{p99:.1}"),
-        g,
-        rt,
-        mtu,
-        format!("{:.1}%", r.attributed_pct),
-    ]
-}
-
 /// The lines of a driver's block on run mode, placement, machine, rounds and the block run.
 fn mode(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
     let napi = match r.busy_poll_napi {
@@ -632,74 +461,5 @@ fn mode(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
             b.placement.line()
         )?;
     }
-    Ok(())
-}
-
-/// Each driver's difference to its reference, from the compensated hops and from the
-/// untraced round trips.
-fn pair_checks(w: &mut dyn Write, reports: &[DriverReport]) -> std::io::Result<()> {
-    let checks = crate::record::own::pair_checks(reports);
-    if checks.is_empty() {
-        return Ok(());
-    }
-    writeln!(
-        w,
-        "   differences, hops less netpath's own time vs untraced RTT means:"
-    )?;
-    let rows = checks
-        .into_iter()
-        .map(|c| {
-            let off = if c.within_tolerance {
-                ""
-            } else {
-                "(differs by more than 0.3 µs)"
-            };
-            vec![
-                format!("{} − {}", c.driver, c.reference),
-                format!("{:+.2}", c.compensated_delta_us),
-                format!("{:+.2}", c.untraced_delta_us),
-                format!("{:.2}", c.untraced_delta_range_us),
-                format!("{:+.2}", c.raw_delta_us),
-                c.error_rounds_median_us
-                    .map_or("–".to_string(), |e| format!("{e:+.2}")),
-                off.to_string(),
-            ]
-        })
-        .collect();
-    let header = [
-        "",
-        "hops µs",
-        "untraced µs",
-        "its range µs",
-        "raw hops µs",
-        "error µs, median of rounds",
-        "",
-    ];
-    super::table::write(w, "   ", &header, rows, &[0, 6])?;
-    Ok(())
-}
-
-/// The per-round ratio lines of the summary.
-fn ratios(w: &mut dyn Write, reports: &[DriverReport]) -> std::io::Result<()> {
-    let rows = crate::record::per_round::neighbour_ratios(reports)
-        .into_iter()
-        .map(|c| {
-            let rounds: Vec<String> = c.per_round.iter().map(|x| format!("{x:.2}")).collect();
-            let mode = if c.mode_change {
-                "(a round was a mode change of the machine)"
-            } else {
-                ""
-            };
-            vec![
-                c.name,
-                format!("{:.2}×", c.spread.median),
-                format!("{:.2}–{:.2}", c.spread.min, c.spread.max),
-                rounds.join(" "),
-                mode.to_string(),
-            ]
-        })
-        .collect();
-    let header = ["", "median", "spread", "per round", ""];
-    super::table::write(w, "   ", &header, rows, &[0, 3, 4])?;
     Ok(())
 }

@@ -66,10 +66,10 @@ pub fn render(root: &std::path::Path) -> Result<String> {
     Ok(example(&fixture(root)?.text(false)?))
 }
 
-fn fixture(root: &std::path::Path) -> Result<super::compare::Saved> {
+fn fixture(root: &std::path::Path) -> Result<super::saved::Saved> {
     let run = root.join(FIXTURE);
     let value = crate::record::view::CompareView::read_value_for(&run, "readme", "renders")?;
-    super::compare::Saved::from_value(value)
+    super::saved::Saved::from_value(value)
 }
 
 #[cfg(test)]

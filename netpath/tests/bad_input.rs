@@ -88,7 +88,11 @@ fn check_all(cases: &[Case]) {
         if out.status.success() {
             failures.push(format!("{what} exited 0"));
         }
-        if lines.len() != 1 || !lines[0].starts_with("netpath: ") || !lines[0].contains(&c.says) {
+        // One `netpath:` prefix, not two ("netpath: netpath report: …").
+        let once = lines
+            .first()
+            .is_some_and(|l| l.starts_with("netpath: ") && !l.starts_with("netpath: netpath"));
+        if lines.len() != 1 || !once || !lines[0].contains(&c.says) {
             failures.push(format!(
                 "{what}: want one line containing {:?}, got {lines:?}",
                 c.says

@@ -23,7 +23,7 @@ pub trait Command {
 pub fn require_root() -> Result<()> {
     if !nix::unistd::geteuid().is_root() {
         bail!(
-            "netpath needs root (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN): run it as root, e.g. `sudo netpath …`"
+            "needs root (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN): run it as root, e.g. `sudo netpath …`"
         );
     }
     Ok(())

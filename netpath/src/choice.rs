@@ -11,6 +11,7 @@ macro_rules! choice {
         $(#[$meta])*
         #[derive(
             Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize,
+            serde::Deserialize,
             schemars::JsonSchema,
         )]
         pub enum $ty {

@@ -90,7 +90,7 @@ fn harness_proto(p: Option<L4>) -> Result<Proto> {
         None => Ok(Proto::Tcp),
         Some(L4::Harness(p)) => Ok(p),
         Some(L4::Number(n)) => bail!(
-            "--proto {n}: the lab's harness sends tcp, udp or icmp; a protocol number filters only traffic netpath does not generate (with --container)"
+            "--filter-proto {n}: the lab's harness sends tcp, udp or icmp (--proto); a protocol number filters only traffic netpath does not generate (with --container)"
         ),
     }
 }

@@ -88,7 +88,11 @@ fn check_all(cases: &[Case]) {
         if out.status.success() {
             failures.push(format!("{what} exited 0"));
         }
-        if lines.len() != 1 || !lines[0].starts_with("netpath: ") || !lines[0].contains(&c.says) {
+        // One `netpath:` prefix, not two ("netpath: netpath report: …").
+        let once = lines
+            .first()
+            .is_some_and(|l| l.starts_with("netpath: ") && !l.starts_with("netpath: netpath"));
+        if lines.len() != 1 || !once || !lines[0].contains(&c.says) {
             failures.push(format!(
                 "{what}: want one line containing {:?}, got {lines:?}",
                 c.says
@@ -119,26 +123,23 @@ const AS_ROOT: &[(&str, &str)] = &[
         "compare -d bridge --warmup 99999999999999 -n 10",
         "--warmup",
     ),
-    (
-        "compare -d bridge --bulk-secs 100000000000",
-        "--bulk <DURATION>",
-    ),
+    ("compare -d bridge --bulk 100000000000", "--bulk <DURATION>"),
     ("compare -d bridge -n 0", "--requests"),
     ("compare -d bridge --rounds 0", "--rounds"),
     ("trace --count 0", "--count"),
     // More numbers out of range, not numbers, zero where it means nothing.
-    ("compare --burst-secs 0", "--burst-duration"),
-    ("compare --bulk-secs=-1", "--bulk <DURATION>"),
+    ("compare --burst-duration 0", "--burst-duration"),
+    ("compare --bulk=-1", "--bulk <DURATION>"),
     ("compare --bulk nan", "--bulk <DURATION>"),
     ("compare --resp-size 0", "--resp-size"),
     ("compare --sample-every 2000000", "--sample-every"),
     ("compare --streams 0", "--streams"),
     ("compare -n lots", "--requests"),
-    ("trace --duration 0", "--duration"),
-    ("trace --port 70000", "--port"),
-    ("trace --host 10.0.0.300", "--host"),
+    ("trace --timeout 0", "--timeout"),
+    ("trace --filter-port 70000", "--filter-port"),
+    ("trace --filter-addr 10.0.0.300", "--filter-addr"),
     ("bench --rounds 0", "--rounds"),
-    ("bench --secs 0", "--duration"),
+    ("bench --duration 0", "--duration"),
     ("bench --proto icmp", "sockperf has no ICMP mode"),
     ("bench --stability --proto udp", "has no --proto"),
     ("compare --underlay-delay 5s", "at most 1s"),
@@ -150,7 +151,12 @@ const AS_ROOT: &[(&str, &str)] = &[
     ("doctor --format xml", "possible values: text, json"),
     ("trace -c 1 --json --format text", "cannot be used with"),
     // Values only the run can check: refused before any lab is built.
-    ("trace --proto bogus -c 1", "unknown protocol"),
+    ("trace --filter-proto bogus -c 1", "unknown protocol"),
+    ("trace --proto udp,icmp -c 1", "trace takes one --proto"),
+    ("tune -d bridge,host --knob gro", "tune takes one -d"),
+    ("diff -d overlay,host --vs bridge", "diff takes one -d"),
+    ("doctor -o /nonexistent/dir/d.json", "does not exist"),
+    ("doctor -o d.html", "writes text or JSON"),
     // Protocols a path cannot carry the way netpath measures them, said before any lab.
     (
         "compare -d published-proxy --proto udp -n 10",
@@ -181,9 +187,13 @@ const AS_ROOT: &[(&str, &str)] = &[
         "echo reply carries",
     ),
     ("compare -d bridge --proto sctp", "possible values"),
-    ("trace -d bridge --proto 47 -c 1", "protocol number"),
-    ("trace --netns nosuch -c 1", "no lab netns"),
-    ("trace --iface nosuch0 -c 1", "no lab device"),
+    ("trace -d bridge --filter-proto 47 -c 1", "protocol number"),
+    (
+        "trace -d bridge --proto tcp --filter-proto udp -c 1",
+        "nothing else would match",
+    ),
+    ("trace --filter-netns nosuch -c 1", "no lab netns"),
+    ("trace --filter-iface nosuch0 -c 1", "no lab device"),
 ];
 
 /// …run as `nobody`: the environment lacks root.

@@ -1,6 +1,7 @@
 //! The command line's conventions, checked on the binary without privilege: `netpath` alone
-//! prints the usual help and fails, every subcommand's help ends with examples, and a duration
-//! flag takes humantime and its older spelling.
+//! prints the usual help and fails, every subcommand's help ends with examples, a duration
+//! flag takes humantime and its older spelling, completions name every flag `--help` lists, a
+//! closed pipe ends quietly, `-V` names the commit, and `report` renders a saved run.
 
 use std::process::{Command, Output};
 
@@ -89,7 +90,18 @@ fn a_duration_flag_takes_humantime_and_its_old_spelling() {
         let o = netpath(&all);
         let t = text(&o);
         assert!(!o.status.success(), "{t}");
-        assert_eq!(t.trim().lines().count(), 1, "{t}");
+        // An old spelling says its new name in a line of its own (docs/cli.md).
+        let (hints, lines): (Vec<&str>, Vec<&str>) = t
+            .trim()
+            .lines()
+            .partition(|l| l.contains("the old name goes in the next release"));
+        let old = args.iter().any(|a| a.ends_with("-secs"));
+        assert_eq!(
+            hints.len(),
+            usize::from(old && lines[0].contains("are for measuring")),
+            "{t}"
+        );
+        assert_eq!(lines.len(), 1, "{t}");
         t.contains("are for measuring now")
     };
     for ok in [
@@ -110,4 +122,153 @@ fn a_duration_flag_takes_humantime_and_its_old_spelling() {
     ] {
         assert!(!parsed(bad), "{bad:?} was taken");
     }
+}
+
+/// The long flags a command's `--help` lists.
+fn help_flags(sub: &str) -> Vec<String> {
+    let t = text(&netpath(&[sub, "--help"]));
+    t.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l
+                .strip_prefix("-")
+                .filter(|r| r.len() > 3 && &r[1..3] == ", ")
+                .map_or(l, |r| &r[3..]);
+            l.strip_prefix("--")
+                .map(|r| format!("--{}", r.split([' ', ',', '=']).next().unwrap_or_default()))
+        })
+        .collect()
+}
+
+#[test]
+fn completions_name_every_flag_help_lists() {
+    let o = netpath(&["completions", "bash"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let script = String::from_utf8_lossy(&o.stdout);
+    let mut checked = 0;
+    for sub in subcommands().iter().filter(|s| *s != "agent") {
+        assert!(
+            script.contains(&format!("netpath__{}", sub.replace('-', "__")))
+                || script.contains(sub.as_str()),
+            "{sub}"
+        );
+        for flag in help_flags(sub) {
+            checked += 1;
+            assert!(
+                script.contains(&flag),
+                "bash completion lacks netpath {sub} {flag}"
+            );
+        }
+        // Old spellings are hidden: not completed.
+        for old in netpath::cli::renamed::RENAMED
+            .iter()
+            .filter(|r| r.command == sub)
+        {
+            assert!(
+                !help_flags(sub).contains(&old.old.to_string()),
+                "{sub} {}",
+                old.old
+            );
+        }
+    }
+    assert!(checked > 100, "{checked}");
+}
+
+/// Standard output already closed (`netpath … | true`): exit 0, nothing on stderr.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    for args in [
+        &["completions", "bash"][..],
+        &["--help"],
+        &[
+            "report",
+            "../docs/data/readme-compare.json",
+            "--format",
+            "text",
+        ],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let o = Command::new(NETPATH)
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(writer)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "netpath {args:?}: {:?} {}",
+            o.status,
+            text(&o)
+        );
+        assert!(o.stderr.is_empty(), "netpath {args:?}: {}", text(&o));
+    }
+}
+
+#[test]
+fn version_names_its_commit() {
+    let o = netpath(&["-V"]);
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{t}");
+    // Built from a git checkout: `netpath 0.1.0 (0123456789ab)`.
+    let commit = t
+        .trim()
+        .rsplit_once('(')
+        .map(|(_, c)| c.trim_end_matches(')'))
+        .unwrap_or("");
+    assert!(
+        commit.len() >= 7 && commit.chars().all(|c| c.is_ascii_hexdigit()),
+        "{t}"
+    );
+}
+
+/// A saved compare: the HTML report by default (named after the run, in the current
+/// directory), the text with --format text, the charts and the text by -o's extension.
+#[test]
+fn report_renders_a_saved_run() {
+    let run =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/data/readme-compare.json");
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(NETPATH)
+        .arg("report")
+        .arg(&run)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let html = std::fs::read_to_string(dir.path().join("readme-compare.html")).unwrap();
+    assert!(
+        html.starts_with("<!DOCTYPE html>"),
+        "{}",
+        &html[..100.min(html.len())]
+    );
+    assert!(
+        text(&o).contains("wrote readme-compare.html"),
+        "{}",
+        text(&o)
+    );
+    let (svg, txt) = (dir.path().join("c.svg"), dir.path().join("c.txt"));
+    let o = Command::new(NETPATH)
+        .arg("report")
+        .arg(&run)
+        .arg("-q")
+        .arg("-o")
+        .arg(&svg)
+        .arg("-o")
+        .arg(&txt)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success() && o.stdout.is_empty() && o.stderr.is_empty(),
+        "{}",
+        text(&o)
+    );
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    let printed = netpath(&["report", run.to_str().unwrap(), "--format", "text"]);
+    let t = String::from_utf8(printed.stdout).unwrap();
+    assert_eq!(t, std::fs::read_to_string(&txt).unwrap());
+    assert!(
+        t.starts_with("backend: ") && t.contains("== the answer"),
+        "{t}"
+    );
 }

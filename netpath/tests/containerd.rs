@@ -60,8 +60,11 @@ fn serve_follows_pods_and_prometheus_scrapes_their_labels() {
     let (mut node, a, b) = node_with_two_pods();
     let env = node.env();
     let (a_path, b_path) = (a.path(), b.path());
-    let (serve, port) =
-        scrape::serve_following(&[&a_path, &b_path], &["--sample", "1"], &[(env.0, &env.1)]);
+    let (serve, port) = scrape::serve_following(
+        &[&a_path, &b_path],
+        &["--sample-every", "1"],
+        &[(env.0, &env.1)],
+    );
     traffic(&a, &b, 3);
     wait_for("hop histograms of pod b", 30, || {
         !series_of(&metrics(port), "netpath_hop_latency_seconds_bucket", &b).is_empty()
@@ -136,7 +139,7 @@ fn trace_container_prints_a_pods_timelines_with_its_labels() {
             &b.path(),
             "-c",
             "4",
-            "--duration",
+            "--timeout",
             "60",
         ])
         .args(["--format", "json"])

@@ -45,7 +45,7 @@ fn raw_tracepoints_of(pid: u32) -> Vec<String> {
 fn serve_samples_journeys_by_direction_and_peer_without_thread_probes() {
     let _g = common::need_root();
     let (dl, _, server) = common::named_bridge_lab();
-    let (serve, port) = scrape::serve_following(&[&server], &["--sample", "8"], &[]);
+    let (serve, port) = scrape::serve_following(&[&server], &["--sample-every", "8"], &[]);
     // What the kernel has attached for this exporter: the path, not the thread probes.
     let tps = raw_tracepoints_of(serve.0.id());
     eprintln!("serve's raw tracepoints: {tps:?}");
@@ -133,13 +133,13 @@ fn median(v: &mut [f64]) -> f64 {
 fn prometheus_hop_quantiles_match_the_cli() {
     let _g = common::need_root();
     let (dl, client, server) = common::named_bridge_lab();
-    let (serve, port) = scrape::serve_following(&[&client, &server], &["--sample", "1"], &[]);
+    let (serve, port) = scrape::serve_following(&[&client, &server], &["--sample-every", "1"], &[]);
     let prom = Prometheus::start(port);
     // Ends by itself after its duration. Traffic only once its programs are attached (the
     // kernel's list of what its process has attached), for a fixed time, so both tools see
     // the same packets with both sets of programs in place.
     let mut trace = Command::new(env!("CARGO_BIN_EXE_netpath"))
-        .args(["trace", "--json", "-c", "100000", "--duration", "25s"])
+        .args(["trace", "--json", "-c", "100000", "--timeout", "25s"])
         .args(["--container", &client, "--container", &server])
         .stdout(Stdio::piped())
         .spawn()
@@ -267,7 +267,7 @@ fn open_fds(pid: u32) -> Vec<String> {
 fn a_container_killed_mid_scrape_leaves_no_series_and_no_fds() {
     let _g = common::need_root();
     let (dl, _, server) = common::named_bridge_lab();
-    let (serve, port) = scrape::serve_following(&[&server], &["--sample", "1"], &[]);
+    let (serve, port) = scrape::serve_following(&[&server], &["--sample-every", "1"], &[]);
     let pid = serve.0.id();
     let has_series = |m: &str| m.contains(&format!("container=\"{server}\""));
     wait_for("the server's series", 60, || {

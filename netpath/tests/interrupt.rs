@@ -163,9 +163,9 @@ fn interrupted_lab_runs_leave_nothing() {
             d.name(),
             "-n",
             "3000",
-            "--bulk-secs",
+            "--bulk",
             "0.5",
-            "--burst-secs",
+            "--burst-duration",
             "0.5",
         ];
         if interrupt_once(&args, sig, delay) {
@@ -266,9 +266,9 @@ fn concurrent_runs_and_cleanup_do_not_collide() {
         "bridge",
         "-n",
         "5000",
-        "--bulk-secs",
+        "--bulk",
         "1",
-        "--burst-secs",
+        "--burst-duration",
         "0.5",
     ];
     let mut a = compare(&args);

@@ -101,7 +101,7 @@ fn compare_json_matches_its_schema() {
             .arg(&json)
             .arg("-o")
             .arg(&html)
-            .arg("--svg")
+            .arg("-o")
             .arg(&svg),
     );
     // Two drivers of the saved run, diffed (paired: one interleaved run), per-hop deltas with
@@ -259,7 +259,16 @@ fn trace_json_matches_its_schema() {
 fn bench_json_matches_its_schema() {
     let _g = common::need_root();
     let v = netpath(&[
-        "bench", "-d", "host", "--rounds", "1", "--secs", "1", "-n", "500", "--json",
+        "bench",
+        "-d",
+        "host",
+        "--rounds",
+        "1",
+        "--duration",
+        "1",
+        "-n",
+        "500",
+        "--json",
     ]);
     common::schema::validate("bench", &v);
     // Each wait mode ran its four runs, the empty programs' among them (an attach failure on
@@ -296,7 +305,7 @@ fn bench_udp_json_matches_its_schema() {
         "udp",
         "--rounds",
         "1",
-        "--secs",
+        "--duration",
         "1",
         "-n",
         "300",
@@ -367,7 +376,7 @@ fn bench_udp_json_matches_its_schema() {
 #[test]
 fn progress_bars_on_a_terminal_only() {
     let _g = common::need_root();
-    let args = "compare -d host -n 300 --warmup 20 --rounds 2 --bulk-secs 0.2 --burst 0";
+    let args = "compare -d host -n 300 --warmup 20 --rounds 2 --bulk 200ms --burst 0";
     let tty = Command::new("script")
         .args([
             "-qec",

@@ -54,7 +54,7 @@ fn serve_exports_hop_histograms_that_prometheus_scrapes() {
     let (dl, client, server) = common::named_bridge_lab();
     let (serve, port) = scrape::serve_following(
         &[&client, &server],
-        &["--sample", "1", "--program-stats"],
+        &["--sample-every", "1", "--prog-stats"],
         &[],
     );
     common::traffic(&dl, 3);

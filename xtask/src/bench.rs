@@ -2,7 +2,7 @@
 //! regenerates `BENCHMARKS.md` at the repository root (with a one-million-journey run unless
 //! `--journeys` says otherwise) and the hops-you-can-prove section (`--proof`), and its
 //! stability section (`netpath bench --stability`).
-//! `--proto udp` passes through: the UDP bench writes `BENCHMARKS-udp.md` instead (so the TCP
+//! `--proto udp` passes through: the UDP bench writes BENCHMARKS-udp.md instead (so the TCP
 //! report stays), and has no journey run or stability section (both are TCP runs).
 //!
 //! The bench measures netpath's own cost as ratios (harness vs sockperf and iperf3, traced vs

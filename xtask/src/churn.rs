@@ -70,7 +70,7 @@ pub fn run(args: &ChurnArgs) -> anyhow::Result<()> {
         Command::new(&exe)
             // Every journey followed: each container's 20 round trips make its series (at
             // the default one in 64 a batch often makes none).
-            .args(["serve", "--all", "--rescan-secs", "0.5", "--sample", "1"])
+            .args(["serve", "--all", "--rescan", "500ms", "--sample-every", "1"])
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .stdout(Stdio::null())
             .spawn()

@@ -1,5 +1,5 @@
 //! Developer tasks for netpath: `cargo xtask setup | test | vm-test | run -- <netpath args> |
-//! bench | profile | soak | churn | fuzz | screenshot | image | schemas | circles`.
+//! bench | profile | soak | churn | fuzz | screenshot | image | schemas | man | readme | circles`.
 //!
 //! Everything here runs plain commands with `std::process::Command` and prints each one
 //! before it runs, so a failing step can be repeated by hand.
@@ -12,8 +12,10 @@ mod counts;
 mod dockerd;
 mod fuzz;
 mod image;
+mod man;
 mod paths;
 mod profile;
+mod readme;
 mod run;
 mod schemas;
 mod screenshot;
@@ -62,6 +64,11 @@ enum Command {
     Profile(profile::ProfileArgs),
     /// Write schemas/*.json from netpath's output types (after changing one).
     Schemas,
+    /// Write netpath's man pages (netpath.1, netpath-COMMAND.1) into a directory.
+    Man(man::ManArgs),
+    /// Render README's example output again from its checked-in run (after compare's text
+    /// changed).
+    Readme,
     /// List the source files of netpath and xtask that import each other in a loop; fail if any.
     Circles,
 }
@@ -82,6 +89,8 @@ fn main() -> ExitCode {
         Command::Image => image::run(),
         Command::Profile(args) => profile::run(&args),
         Command::Schemas => schemas::run(),
+        Command::Man(args) => man::run(&args),
+        Command::Readme => readme::run(),
         Command::Circles => circles::run(),
     };
     match result {

@@ -59,11 +59,11 @@ fn fresh_report() -> anyhow::Result<PathBuf> {
         "5000",
         "--rounds",
         "3",
-        "--bulk-secs",
+        "--bulk",
         "0",
         "--burst",
         "0",
-        "--report",
+        "-o",
         html.to_str().context("target path is not UTF-8")?,
     ]))?;
     Ok(html)

@@ -34,7 +34,7 @@ pub struct SoakArgs {
     #[arg(
         trailing_var_arg = true,
         allow_hyphen_values = true,
-        default_values_t = ["-d", "bridge,host", "-n", "5000", "--bulk-secs", "1", "--burst-secs", "0.5"].map(String::from)
+        default_values_t = ["-d", "bridge,host", "-n", "5000", "--bulk", "1", "--burst-duration", "0.5"].map(String::from)
     )]
     pub args: Vec<String>,
 }

@@ -249,3 +249,160 @@ fn normalize(p: &Path) -> PathBuf {
     }
     out
 }
+
+/// A backticked repository path in a page or a module comment: `netpath/src/cli/mod.rs`,
+/// `docs/cli.md`, `deploy/swarm/`, `cli/<command>.rs` (not checked: placeholders).
+fn paths_named(text: &str) -> Vec<String> {
+    let exts = [
+        ".rs", ".md", ".json", ".yml", ".yaml", ".toml", ".sh", ".txt", ".bpf.c",
+    ];
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| {
+            let s = s.trim_end_matches('/');
+            !s.contains(char::is_whitespace)
+                && !s.contains(['<', '>', '*', '…', '{', '$', '|', '~'])
+                && !s.contains("://")
+                && !s.starts_with('/')
+                && !s.starts_with(['-', '.'])
+                && (s.contains('/') || exts.iter().any(|e| s.ends_with(e)))
+                && (exts.iter().any(|e| s.ends_with(e)) || s.ends_with('/') || s.contains('/'))
+                && s.chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '.')
+        })
+        .filter(|s| exts.iter().any(|e| s.ends_with(e)) || s.ends_with('/'))
+        .map(String::from)
+        .collect()
+}
+
+/// Where a path named in `file` may be: from the root, or the file's own directory; a path
+/// that starts with none of the workspace's top directories (a layout list's `cli/mod.rs`
+/// under `netpath/src/`) wherever it ends an existing path. Bare names of other kinds
+/// (`swarm.json`) and anything under a `target/` are files netpath or cargo make.
+fn resolves(file: &Path, named: &str, all: &BTreeSet<String>) -> bool {
+    let root = root();
+    let named = named.split(['#', ':']).next().unwrap_or(named);
+    let bare = named.trim_end_matches('/');
+    if !(bare.contains('/') || bare.ends_with(".rs") || bare.ends_with(".md")) {
+        return true;
+    }
+    if bare.split('/').any(|c| c == "target") {
+        return true;
+    }
+    if root.join(named).exists()
+        || file
+            .parent()
+            .is_some_and(|d| root.join(d).join(named).exists())
+    {
+        return true;
+    }
+    let top = bare.split('/').next().unwrap_or_default();
+    !root.join(top).exists()
+        && all
+            .iter()
+            .any(|p| p == bare || p.ends_with(&format!("/{bare}")))
+}
+
+const CRATES: [&str; 4] = ["netpath", "netpath-common", "netpath-ebpf", "xtask"];
+
+/// Every file and directory of the workspace (not target/ nor .git), relative to its root.
+fn all_names() -> BTreeSet<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeSet<String>) {
+        for e in fs::read_dir(dir).expect("a directory").flatten() {
+            let name = e.file_name();
+            if name == "target" || name == ".git" {
+                continue;
+            }
+            let p = e.path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            }
+            let rel = p.strip_prefix(root).expect("under the root");
+            out.insert(rel.to_string_lossy().into_owned());
+        }
+    }
+    let root = root();
+    let mut out = BTreeSet::new();
+    walk(&root, &root, &mut out);
+    out
+}
+
+/// Module comments (`//!`) of the workspace's Rust files, as (path, text).
+fn module_comments() -> Vec<(PathBuf, String)> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in fs::read_dir(dir).expect("a source directory").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let root = root();
+    let mut files = Vec::new();
+    for krate in CRATES {
+        for sub in ["src", "tests", "examples"] {
+            let d = root.join(krate).join(sub);
+            if d.is_dir() {
+                walk(&d, &mut files);
+            }
+        }
+    }
+    files
+        .into_iter()
+        .map(|p| {
+            let text: String = fs::read_to_string(&p)
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.trim_start().starts_with("//!"))
+                .map(|l| format!("{}\n", l.trim_start().trim_start_matches("//!")))
+                .collect();
+            (
+                p.strip_prefix(&root).expect("under the root").to_path_buf(),
+                text,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_path_named_exists() {
+    let mut texts: Vec<(PathBuf, String)> = pages()
+        .into_iter()
+        .map(|p| {
+            let t = read(&p);
+            (p, t)
+        })
+        .collect();
+    texts.extend(module_comments());
+    let all = all_names();
+    let mut stale = Vec::new();
+    let mut checked = 0;
+    for (file, text) in &texts {
+        for named in paths_named(text) {
+            checked += 1;
+            if !resolves(file, &named, &all) {
+                stale.push(format!("{}: `{named}`", file.display()));
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} paths found");
+    assert!(
+        stale.is_empty(),
+        "paths named that do not exist:\n{}",
+        stale.join("\n")
+    );
+}
+
+#[test]
+fn paths_are_told_from_other_code() {
+    let t = "`netpath/src/cli/mod.rs`, `docs/cli.md`, `deploy/swarm/`, `cli/<command>.rs`, \
+             `--json`, `np<id>-cli`, `/proc/self/ns/net`, `a b.rs`, `render::compare`";
+    assert_eq!(
+        paths_named(t),
+        ["netpath/src/cli/mod.rs", "docs/cli.md", "deploy/swarm/"]
+    );
+}

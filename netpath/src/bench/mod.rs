@@ -418,7 +418,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
 }
 
 /// `--proto icmp`, refused: what and how to fix.
-pub const ICMP_REFUSED: &str = "netpath bench --proto icmp: sockperf has no ICMP mode, so there \
+pub const ICMP_REFUSED: &str = "bench --proto icmp: sockperf has no ICMP mode, so there \
      is nothing to compare netpath's echo with; use --proto tcp or udp here (and `netpath \
      compare --proto icmp` for echo round trips)";
 

@@ -302,7 +302,7 @@ fn start_serve(container: &str, empty: bool) -> Result<Serve> {
     let t0 = Instant::now();
     loop {
         if let Ok(Some(st)) = s.0.try_wait() {
-            bail!("netpath serve --container {container} exited early ({st})");
+            bail!("`netpath serve --container {container}` exited early ({st})");
         }
         if scrape_ok(addr) {
             // Its first rescan has attached and followed the container by now.
@@ -310,7 +310,7 @@ fn start_serve(container: &str, empty: bool) -> Result<Serve> {
             return Ok(s);
         }
         if t0.elapsed() > Duration::from_secs(60) {
-            bail!("netpath serve --container {container} did not answer on {addr} within 60 s");
+            bail!("`netpath serve --container {container}` did not answer on {addr} within 60 s");
         }
         std::thread::sleep(Duration::from_millis(250));
     }

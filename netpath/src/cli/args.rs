@@ -25,8 +25,9 @@ pub const OUTPUT: &str = "Output";
 #[derive(Clone, Debug, PartialEq, clap::Args)]
 #[command(next_help_heading = TRAFFIC)]
 pub struct TrafficArgs {
-    /// Rounds: each visits every driver in turn (untraced and traced runs alternating,
-    /// order reversed every other round); medians, spread and per-round ratios (1-100).
+    /// Interleaved rounds (each visits every driver in turn, untraced and traced runs
+    /// alternating, order reversed every other round; medians, spread and per-round ratios;
+    /// 1-100).
     #[arg(long, default_value_t = 5, value_parser = bounds::rounds())]
     pub rounds: usize,
     /// Bulk transfer per round, after the request/response rounds, e.g. 2s or 500ms (0: no
@@ -44,7 +45,7 @@ pub struct TrafficArgs {
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = bounds::phase_nonzero(), alias = "burst-secs")]
     pub burst_duration: Duration,
     /// Measured requests per run (1-1000000).
-    #[arg(long, short = 'n', default_value_t = 10_000, value_parser = bounds::requests())]
+    #[arg(long, short = 'n', default_value_t = bounds::REQUESTS, value_parser = bounds::requests())]
     pub requests: u64,
     /// Unmeasured warm-up requests (0-100000).
     #[arg(long, default_value_t = 1_000, value_parser = bounds::warmup())]
@@ -68,18 +69,23 @@ pub struct TracingArgs {
     /// Skip the untraced run (no probe-effect figure).
     #[arg(long)]
     pub no_untraced: bool,
-    /// Keep the full timeline of one packet in N (0: none, 1: every packet; at most 1000000).
-    #[arg(long, default_value_t = 64, value_parser = bounds::sample_every())]
+    /// Sample one journey in N (its full timeline kept; 0: none, 1: every one; at most
+    /// 1000000).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = bounds::sample_every())]
     pub sample_every: u32,
     #[command(flatten)]
     pub backend: BackendArg,
     /// Attach TC ingress/egress packet counters to every lab device as a cross-check.
     #[arg(long)]
     pub tc_counters: bool,
-    /// Report each kernel program's run count and mean cost (BPF run-time stats).
-    #[arg(long)]
+    #[arg(long, help = PROG_STATS_HELP)]
     pub prog_stats: bool,
 }
+
+/// `--prog-stats`: one text wherever it is (here and `serve`).
+pub const PROG_STATS_HELP: &str = "Each kernel program's run count and mean cost (the kernel's BPF statistics, turned on \
+     for the run: two clock reads more per run of every BPF program on the machine; serve \
+     exports them as netpath_bpf_program_*)";
 
 /// `--backend`, one description for every command that loads the probes.
 #[derive(Clone, Copy, Debug, PartialEq, clap::Args)]

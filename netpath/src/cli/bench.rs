@@ -18,17 +18,17 @@ use crate::render::{self, OutputArgs};
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct BenchArgs {
-    /// Rounds per driver (figures are medians over rounds; 1-100).
+    /// Interleaved rounds (per driver; figures are medians over rounds; 1-100).
     #[arg(long, default_value_t = 3, value_parser = bounds::rounds())]
     pub rounds: usize,
     /// Each sockperf, iperf3 and bulk run, in whole seconds, e.g. 3s (1s to 10m).
     #[arg(long, value_name = "DURATION", default_value = "3s", alias = "secs", value_parser = bounds::duration(Duration::from_secs(1), bounds::PHASE))]
     pub duration: Duration,
-    /// Measured requests per request/response run (1-1000000).
-    #[arg(long, short = 'n', default_value_t = 20_000, value_parser = bounds::requests())]
+    /// Measured requests per run (1-1000000).
+    #[arg(long, short = 'n', default_value_t = bounds::REQUESTS, value_parser = bounds::requests())]
     pub requests: u64,
     /// Drivers, comma-separated (default: bridge,host).
-    #[arg(long, short = 'd', value_delimiter = ',')]
+    #[arg(long, short = 'd', value_name = "DRIVER", value_delimiter = ',')]
     pub driver: Vec<Driver>,
     /// Instead: the stability section, five `compare -d host,bridge,overlay --rounds 3`
     /// runs alternating an idle machine and a busy loop on one CPU, and their ratios.
@@ -57,10 +57,11 @@ pub struct BenchArgs {
     /// Instead: only the "serve left on" section (its Markdown on stdout and to --markdown).
     #[arg(long, conflicts_with = "stability")]
     pub only_serve_left_on: bool,
-    /// Transport of the latency runs, sockperf's and netpath's: tcp or udp (sockperf's default
-    /// mode; the TCP-only bulk and journey runs are skipped). sockperf has no ICMP mode.
-    #[arg(long, default_value = "tcp", value_parser = SockperfProto)]
-    pub proto: Proto,
+    /// What the request/response runs send (sockperf's and netpath's; bench takes one): tcp
+    /// or udp (sockperf's default mode; the TCP-only bulk and journey runs are skipped).
+    /// sockperf has no ICMP mode.
+    #[arg(long, default_value = "tcp", value_delimiter = ',', value_parser = SockperfProto)]
+    pub proto: Vec<Proto>,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -69,21 +70,22 @@ impl super::Command for BenchArgs {
     fn run(self) -> Result<()> {
         let a = self;
         super::require_root()?;
-        if a.proto == Proto::Icmp {
+        let proto = super::one("bench", "--proto", &a.proto, Proto::Tcp)?;
+        if proto == Proto::Icmp {
             bail!("{}", crate::bench::ICMP_REFUSED);
         }
-        if a.stability && a.proto != Proto::Tcp {
+        if a.stability && proto != Proto::Tcp {
             bail!(
-                "netpath bench --stability measures compare's TCP ratios and has no --proto; drop \
-             --proto {} (or --stability)",
-                a.proto
+                "bench --stability measures compare's TCP ratios and has no --proto; drop \
+             --proto {proto} (or --stability)"
             );
         }
+        a.output.check_files("bench", false)?;
         lab::install_signal_cleanup();
         crate::sys::btf::require()?;
         if a.stability {
-            let r = crate::bench::stability::run(a.requests.min(10_000), a.output.is_text())?;
-            return render::bench::emit_stability(a.output.format(), &r);
+            let r = crate::bench::stability::run(a.requests.min(10_000), a.output.live())?;
+            return render::bench::emit_stability(&a.output, &r);
         }
         if a.only_serve_left_on {
             let gets = a.requests * crate::bench::serve_on::GETS_PER_REQUEST;
@@ -94,12 +96,7 @@ impl super::Command for BenchArgs {
                 std::fs::write(path, &s)
                     .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
             }
-            if a.output.is_text() {
-                print!("{s}");
-            } else {
-                println!("{}", serde_json::to_string_pretty(&o)?);
-            }
-            return Ok(());
+            return a.output.emit_plain(&s, &serde_json::to_string_pretty(&o)?);
         }
         let mut opts = crate::bench::BenchOptions {
             rounds: a.rounds,
@@ -107,7 +104,7 @@ impl super::Command for BenchArgs {
             requests: a.requests,
             journeys: a.journeys,
             note: a.note,
-            proto: a.proto,
+            proto,
             proof: a.proof,
             serve_on: a.serve_left_on,
             ..Default::default()
@@ -119,9 +116,11 @@ impl super::Command for BenchArgs {
         if let Some(path) = &a.markdown {
             std::fs::write(path, render::markdown::markdown(&r))
                 .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
-            eprintln!("bench: wrote {}", path.display());
+            if !a.output.quiet {
+                eprintln!("bench: wrote {}", path.display());
+            }
         }
-        render::emit(a.output.format(), Some(r.backend.name()), &r)
+        a.output.emit(Some(r.backend.name()), &r)
     }
 }
 

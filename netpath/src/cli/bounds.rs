@@ -21,6 +21,9 @@ pub fn streams() -> RangedU64ValueParser<usize> {
     RangedU64ValueParser::new().range(1..=256)
 }
 
+/// `-n/--requests`'s default, the same in every command (tune's nodelay knob excepted).
+pub const REQUESTS: u64 = 10_000;
+
 /// `-n/--requests`: measured request/response exchanges per run.
 pub fn requests() -> RangedU64ValueParser<u64> {
     RangedU64ValueParser::new().range(1..=1_000_000)

@@ -7,11 +7,15 @@ use crate::lab;
 /// Remove every netpath namespace, link and table a killed run left behind.
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
-pub struct CleanupArgs {}
+pub struct CleanupArgs {
+    #[command(flatten)]
+    pub output: crate::render::OutputArgs,
+}
 
 impl super::Command for CleanupArgs {
     fn run(self) -> Result<()> {
         super::require_root()?;
+        self.output.check_files("cleanup", false)?;
         let mut removed = lab::cleanup_leftovers()?;
         // Docker objects: through the daemon when one answers, else what can be removed
         // without it (macvlan parents, state files, a second daemon netpath started).
@@ -21,14 +25,8 @@ impl super::Command for CleanupArgs {
                 "/proc/self/ns/net",
             ))?),
         }
-        if removed.is_empty() {
-            println!("nothing of netpath's was left");
-        } else {
-            for r in removed {
-                println!("removed {r}");
-            }
-        }
-        Ok(())
+        let out = crate::render::cleanup::CleanupOutput { removed };
+        self.output.emit(None, &out)
     }
 }
 

@@ -9,12 +9,13 @@ use crate::lab;
 use crate::measure::compare;
 use crate::render::{self, OutputArgs};
 
+
 /// Run request/response traffic per driver, traced and untraced, and attribute latency to hops.
 #[derive(clap::Args)]
-#[command(after_help = EXAMPLES)]
+#[command(after_help = EXAMPLES, mut_arg("output", |a| a.alias("report").alias("svg")))]
 pub struct CompareArgs {
-    /// Drivers to measure, comma-separated (default: all of them).
-    #[arg(long, short = 'd', value_delimiter = ',')]
+    /// Drivers, comma-separated (default: all of them).
+    #[arg(long, short = 'd', value_name = "DRIVER", value_delimiter = ',')]
     pub driver: Vec<Driver>,
     #[command(flatten)]
     pub traffic: TrafficArgs,
@@ -37,7 +38,7 @@ pub struct CompareArgs {
     pub between: Vec<String>,
     /// Emulate the wire between two nodes: netem delays every packet a node sends on the
     /// overlay's underlay link (the egress drivers' uplink) by this much (e.g. 50us, 2ms),
-    /// so cross-node drivers can be compared with same-node ones. Needs a kernel with netem (sch_netem).
+    /// so cross-node drivers can be compared with same-node ones (default: none). Needs a kernel with netem (sch_netem).
     #[arg(long, value_name = "DURATION", value_parser = lab::netem::parse_wire_duration, help_heading = TRAFFIC, conflicts_with_all = ["docker", "between"])]
     pub underlay_delay: Option<std::time::Duration>,
     /// With --underlay-delay: jitter around that delay (uniform, e.g. 10us).
@@ -48,18 +49,13 @@ pub struct CompareArgs {
     #[arg(long, value_name = "DRIVER", help_heading = OUTPUT)]
     pub reference: Option<String>,
     /// Every line of each driver's block (the hops netpath can see, raw and own-time columns,
-    /// context, passes, every counter, machine and placement per driver) and the table of
-    /// several with per-round ratios.
+    /// passes, every counter, machine and placement per driver) and the table of several
+    /// with per-round ratios.
     #[arg(long, short = 'v', help_heading = OUTPUT)]
     pub verbose: bool,
-    /// Also write a self-contained HTML report (inline SVG charts, no script) to this file.
-    #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
-    pub report: Option<std::path::PathBuf>,
-    /// Also write the report's charts as one SVG file.
-    #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
-    pub svg: Option<std::path::PathBuf>,
     /// Also write a sample of each driver's journeys (16 a driver) as a Perfetto trace to
-    /// FILE (ui.perfetto.dev): a track per CPU and followed thread, each hop a slice.
+    /// FILE (ui.perfetto.dev): a track per CPU and followed thread, each hop a slice (or -o
+    /// FILE.perfetto-trace).
     #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
     pub perfetto: Option<std::path::PathBuf>,
     #[command(flatten, next_help_heading = OUTPUT)]
@@ -68,9 +64,9 @@ pub struct CompareArgs {
 
 impl super::Command for CompareArgs {
     fn run(self) -> Result<()> {
-        let a = self;
+        let mut a = self;
         super::require_root()?;
-        let text = a.output.is_text();
+        let text = a.output.live();
         let drivers = if a.driver.is_empty() {
             Driver::ALL.to_vec()
         } else {
@@ -89,21 +85,17 @@ impl super::Command for CompareArgs {
         // A placement this machine cannot give is said before anything is loaded or built.
         let mut opts = a.traffic.options(drivers, underlay)?;
         opts.set_protos(&a.proto)?;
-        for (flag, p) in [("--report", &a.report), ("--svg", &a.svg)] {
-            if let Some(p) = p {
-                render::check_output_path(flag, p)?;
-            }
-        }
-        let exports = render::export::asked(None, a.perfetto.clone())?;
+        let exports = render::export::asked(None, a.perfetto.clone(), &mut a.output.output)?;
         if !exports.is_empty() {
             opts.keep_timelines = opts.keep_timelines.max(PERFETTO_JOURNEYS);
         }
+        a.output.check_files("compare", true)?;
         let backend = super::traced_run(a.traffic.tracing.backend.backend, text)?;
         // A missing daemon is said before anything else is printed.
         let engine = a.docker.then(crate::docker::Engine::connect).transpose()?;
         let node = between.then(crate::runtime::Node::connect).transpose()?;
         if text {
-            render::compare::backend_line(backend, a.verbose);
+            render::compare::backend_line(&mut std::io::stdout().lock(), backend, a.verbose)?;
         }
         // Text shows each driver as it is measured (runs are long); JSON waits for the end.
         let mut text_sink = render::compare::TextSink::new(a.verbose, opts.drivers.len());
@@ -124,20 +116,16 @@ impl super::Command for CompareArgs {
             backend,
             drivers,
             summary,
+            verbose: a.verbose,
         };
-        render::emit(a.output.format(), Some(backend.name()), &out)?;
+        a.output.emit(Some(backend.name()), &out)?;
         let runs: Vec<_> = (out.drivers.iter())
             .map(|d| (d.driver.as_str(), d.timelines.as_slice()))
             .collect();
         for l in render::export::write(&exports, &runs)? {
-            if text {
+            if a.output.live() {
                 println!("{l}");
             }
-        }
-        if a.report.is_some() || a.svg.is_some() {
-            let v = crate::record::header::to_value("compare", Some(backend.name()), &out)?;
-            let view = render::CompareView::from_value(v)?;
-            render::write_reports(&view, a.report.as_deref(), a.svg.as_deref())?;
         }
         Ok(())
     }
@@ -154,8 +142,9 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath compare -d bridge --proto tcp,udp,icmp   three protocols interleaved, a row each
     netpath compare -d bridge,overlay --underlay-delay 50us   same node vs cross node
     netpath compare -d bridge -n 50000 --json > bridge.json
-    netpath compare -d bridge,host --report run.html --svg run.svg
-    netpath compare -d bridge,overlay --perfetto run.perfetto-trace   journeys across CPUs
+    netpath compare -d bridge,host -o run.html -o run.json   the HTML report and the JSON, text shown
+    netpath compare -q -o run.json                   only the answer on the terminal, the JSON saved
+    netpath compare -d bridge,overlay -o run.perfetto-trace   journeys across CPUs (ui.perfetto.dev)
     netpath compare --docker --lab -d bridge         a Docker network next to its lab version
     netpath compare --between web db                 between two running containers
     netpath compare --between shop/web-0 shop/db-0   between two pods (Docker or containerd)";

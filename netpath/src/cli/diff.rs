@@ -4,7 +4,7 @@ use anyhow::{Result, bail};
 
 use super::args::TrafficArgs;
 use crate::driver::Driver;
-use crate::render::{self, OutputArgs};
+use crate::render::OutputArgs;
 
 /// One driver against another, noise-aware: which hops make the difference.
 ///
@@ -14,14 +14,15 @@ use crate::render::{self, OutputArgs};
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct DiffArgs {
-    /// Saved `netpath compare --json` outputs: A and B, or one file with --driver X --vs Y.
+    /// Saved `netpath compare --json` outputs: A and B, or one file with -d X --vs Y.
     /// None: measure -d A --vs B now.
     pub files: Vec<std::path::PathBuf>,
-    /// A's driver (in both files when --vs is not given).
-    #[arg(long, short = 'd')]
-    pub driver: Option<String>,
-    /// B's driver.
-    #[arg(long)]
+    /// Drivers, comma-separated (diff takes one: A's, or the one to pick in both files when
+    /// --vs is not given).
+    #[arg(long, short = 'd', value_name = "DRIVER", value_delimiter = ',')]
+    pub driver: Vec<String>,
+    /// B's driver (default: none; with -d A, to measure now or to pick in one saved file).
+    #[arg(long, value_name = "DRIVER")]
     pub vs: Option<String>,
     #[command(flatten)]
     pub traffic: TrafficArgs,
@@ -31,6 +32,13 @@ pub struct DiffArgs {
 
 impl super::Command for DiffArgs {
     fn run(self) -> Result<()> {
+        if self.driver.len() > 1 {
+            bail!(
+                "diff takes one -d, got {}: -d A --vs B",
+                self.driver.join(",")
+            );
+        }
+        self.output.check_files("diff", false)?;
         // Saved files are read and need no privilege.
         if !self.files.is_empty() {
             return diff_files(&self);
@@ -44,30 +52,31 @@ impl super::Command for DiffArgs {
 fn diff_files(a: &DiffArgs) -> Result<()> {
     if !a.traffic.is_default() {
         bail!(
-            "netpath diff: the traffic and mode flags (--rounds, -n, --wait, --cpus, --backend …) are for measuring now; saved files were measured already: drop those flags, or the files to measure -d A --vs B"
+            "diff: the traffic and mode flags (--rounds, -n, --wait, --cpus, --backend …) are for measuring now; saved files were measured already: drop those flags, or the files to measure -d A --vs B"
         );
     }
-    let r = crate::measure::diff::from_files(&a.files, a.driver.as_deref(), a.vs.as_deref())?;
-    render::emit(a.output.format(), None, &r)
+    let driver = a.driver.first().map(String::as_str);
+    let r = crate::measure::diff::from_files(&a.files, driver, a.vs.as_deref())?;
+    a.output.emit(None, &r)
 }
 
 /// `diff -d A --vs B`: both measured now, interleaved.
 fn diff_live(a: DiffArgs) -> Result<()> {
-    let (da, db) = live_pair(a.driver.as_deref(), a.vs.as_deref())?;
+    let (da, db) = live_pair(a.driver.first().map(String::as_str), a.vs.as_deref())?;
     let mut opts = a.traffic.options(vec![da, db], None)?;
     // diff compares the runs its tables come from; compare's extra blocking line
     // would cost a run per driver and say nothing here (`--wait block` diffs that).
     opts.mode.also_block = false;
-    let backend = super::traced_run(a.traffic.tracing.backend.backend, a.output.is_text())?;
+    let backend = super::traced_run(a.traffic.tracing.backend.backend, a.output.live())?;
     let r = crate::measure::diff::live(backend, &opts)?;
-    render::emit(a.output.format(), Some(backend.name()), &r)
+    a.output.emit(Some(backend.name()), &r)
 }
 
 /// `diff -d A --vs B`: two different lab drivers.
 fn live_pair(a: Option<&str>, b: Option<&str>) -> Result<(Driver, Driver)> {
     let (Some(a), Some(b)) = (a, b) else {
         bail!(
-            "netpath diff: give two saved `compare --json` files, or -d A --vs B to measure two drivers now (e.g. -d overlay --vs bridge)"
+            "diff: give two saved `compare --json` files, or -d A --vs B to measure two drivers now (e.g. -d overlay --vs bridge)"
         );
     };
     let parse = |flag: &str, s: &str| {
@@ -77,9 +86,9 @@ fn live_pair(a: Option<&str>, b: Option<&str>) -> Result<(Driver, Driver)> {
             anyhow::anyhow!("{flag} {s}: no such driver; use one of {}", all.join(", "))
         })
     };
-    let (a, b) = (parse("--driver", a)?, parse("--vs", b)?);
+    let (a, b) = (parse("-d", a)?, parse("--vs", b)?);
     if a == b {
-        bail!("--driver and --vs both name {a}: diff two different drivers");
+        bail!("-d and --vs both name {a}: diff two different drivers");
     }
     Ok((a, b))
 }
@@ -88,5 +97,5 @@ fn live_pair(a: Option<&str>, b: Option<&str>) -> Result<(Driver, Driver)> {
 const EXAMPLES: &str = "EXAMPLES:
     netpath diff -d overlay --vs bridge              which hops make overlay slower, measured now
     netpath diff -d overlay --vs bridge --rounds 5 --bulk 0 --burst 0
-    netpath diff a.json b.json --driver bridge       the same driver in two saved runs
+    netpath diff a.json b.json -d bridge             the same driver in two saved runs
     netpath diff run.json -d overlay --vs bridge     two drivers of one saved run";

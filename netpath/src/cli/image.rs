@@ -8,17 +8,19 @@ use anyhow::Result;
 /// the swarm stack under deploy/ (which run `/netpath serve`).
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
-pub struct ImageArgs {}
+pub struct ImageArgs {
+    #[command(flatten)]
+    pub output: crate::render::OutputArgs,
+}
 
 impl super::Command for ImageArgs {
     fn run(self) -> Result<()> {
         super::require_root()?;
+        self.output.check_files("image", false)?;
         let engine = crate::docker::Engine::connect()?;
-        println!(
-            "{}",
-            crate::docker::image::ensure_agent_image(&engine, true)?
-        );
-        Ok(())
+        let tag = crate::docker::image::ensure_agent_image(&engine, true)?;
+        self.output
+            .emit(None, &crate::render::cleanup::ImageOutput { tag })
     }
 }
 

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use crate::render::{self, OutputArgs};
+use crate::render::OutputArgs;
 
 /// The thirty-second check of a container's network.
 ///
@@ -20,9 +20,10 @@ pub struct InspectArgs {
 impl super::Command for InspectArgs {
     fn run(self) -> Result<()> {
         super::require_root()?;
+        self.output.check_files("inspect", false)?;
         let mut node = crate::runtime::Node::connect()?;
         let r = crate::runtime::inspect(&mut node, &self.container)?;
-        render::emit(self.output.format(), None, &r)
+        self.output.emit(None, &r)
     }
 }
 

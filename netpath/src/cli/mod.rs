@@ -6,6 +6,12 @@
 pub mod args;
 pub mod bounds;
 pub mod pcap_filter;
+#[cfg(test)]
+mod grammar;
+pub mod renamed;
+pub mod top;
+
+pub use top::Cli;
 
 use anyhow::{Result, bail};
 
@@ -18,10 +24,31 @@ pub trait Command {
 pub fn require_root() -> Result<()> {
     if !nix::unistd::geteuid().is_root() {
         bail!(
-            "netpath needs root (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN): run it as root, e.g. `sudo netpath …`"
+            "needs root (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN): run it as root, e.g. `sudo netpath …`"
         );
     }
     Ok(())
+}
+
+/// A list flag (`-d`, `--proto`: lists in every command, docs/cli.md) of a command that
+/// takes one value: that value, `default` when none is given, refused when several are.
+pub fn one<T: Copy + std::fmt::Display>(
+    command: &str,
+    flag: &str,
+    given: &[T],
+    default: T,
+) -> Result<T> {
+    match given {
+        [] => Ok(default),
+        [one] => Ok(*one),
+        several => {
+            let names: Vec<String> = several.iter().map(|v| v.to_string()).collect();
+            bail!(
+                "{command} takes one {flag}, got {}: run it once per value",
+                names.join(",")
+            )
+        }
+    }
 }
 
 /// Readies a traced run over built paths and picks its backend: labs removed on SIGINT and
@@ -72,6 +99,7 @@ commands! {
     Serve => serve::ServeArgs,
     Image => image::ImageArgs,
     Cleanup => cleanup::CleanupArgs,
+    Completions => completions::CompletionsArgs,
     #[command(hide = true)]
     Agent => agent::AgentArgs,
 }

@@ -1,40 +1,63 @@
-//! `netpath report`: a saved `compare --json` rendered as the HTML report and SVG charts.
+//! `netpath report`: a saved `compare --json` rendered again: the HTML report, its SVG charts,
+//! or compare's text.
 
-use anyhow::{Result, bail};
+use std::path::{Path, PathBuf};
 
-/// Render a saved `netpath compare --json` output as the HTML report (and SVG charts).
+use anyhow::Result;
+
+use crate::render::{self, OutputArgs, output::FileFormat};
+
+/// Render a saved `netpath compare --json` output: the HTML report (by default RUN.html in the
+/// current directory), its SVG charts, or compare's text.
 #[derive(clap::Args)]
-#[command(after_help = EXAMPLES)]
+#[command(after_help = EXAMPLES, mut_arg("output", |a| a.alias("svg")))]
 pub struct ReportArgs {
-    /// The JSON file `netpath compare --json` wrote.
-    pub input: std::path::PathBuf,
-    /// The HTML file to write.
-    #[arg(long, short = 'o', value_name = "FILE")]
-    pub output: Option<std::path::PathBuf>,
-    /// The charts as one SVG file.
-    #[arg(long, value_name = "FILE")]
-    pub svg: Option<std::path::PathBuf>,
+    /// The JSON file `netpath compare --json` (or `-o run.json`) wrote.
+    pub input: PathBuf,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 impl super::Command for ReportArgs {
     /// Reads a file and writes others: needs no privilege.
     fn run(self) -> Result<()> {
         let a = &self;
-        let (output, svg) = (a.output.as_deref(), a.svg.as_deref());
-        if output.is_none() && svg.is_none() {
-            bail!("netpath report: nothing to write; give -o out.html and/or --svg out.svg");
+        // Nothing asked: the report, named after the run. --format alone prints instead.
+        let files = if a.output.output.is_empty() && !a.output.format_given() {
+            vec![default_file(&a.input)]
+        } else {
+            a.output.output.clone()
+        };
+        let o = OutputArgs {
+            output: files.clone(),
+            ..a.output.clone()
+        };
+        o.check_files("report", true)?;
+        let value = crate::record::view::CompareView::read_value_for(&a.input, "report", "renders")?;
+        let saved = render::saved::Saved::from_value(value)
+            .map_err(|e| e.context(a.input.display().to_string()))?;
+        if a.output.format_given() {
+            saved.print(a.output.format(), a.output.quiet)?;
         }
-        for (flag, p) in [("-o", output), ("--svg", svg)] {
-            if let Some(p) = p {
-                crate::render::check_output_path(flag, p)?;
+        for p in &files {
+            let bytes = saved.file(o.file_format(p))?;
+            std::fs::write(p, bytes).map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?;
+            if !a.output.quiet {
+                eprintln!("wrote {}", p.display());
             }
         }
-        let view = crate::render::CompareView::from_file(&a.input)?;
-        crate::render::write_reports(&view, output, svg)
+        Ok(())
     }
+}
+
+/// `run.json` → `run.html`, in the current directory.
+fn default_file(input: &Path) -> PathBuf {
+    let stem = input.file_stem().unwrap_or(input.as_os_str());
+    PathBuf::from(stem).with_extension(FileFormat::Html.extension())
 }
 
 /// `report --help` ends with these.
 const EXAMPLES: &str = "EXAMPLES:
-    netpath report bridge.json -o bridge.html        the HTML report of a saved compare --json
-    netpath report bridge.json --svg bridge.svg      its charts alone";
+    netpath report bridge.json                       the HTML report of a saved run: bridge.html
+    netpath report bridge.json -o out/bridge.html -o bridge.svg   the report and its charts
+    netpath report bridge.json --format text         compare's text again, from the saved run";

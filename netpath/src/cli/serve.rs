@@ -19,8 +19,8 @@ pub struct ServeArgs {
     /// node's default route leaves from, where other nodes reach it.
     #[arg(long, default_value = "127.0.0.1:9433", value_parser = listen_addr)]
     pub listen: SocketAddr,
-    /// Follow this container (id, name or namespace/pod[/container], on Docker, containerd or
-    /// found by its cgroup; repeat for several); picked up when it starts.
+    /// A running container to follow (id, name or namespace/pod[/container], on Docker,
+    /// containerd or found by its cgroup; repeat for several); picked up when it starts.
     #[arg(long, conflicts_with = "all")]
     pub container: Vec<String>,
     /// Follow the running containers with this label (KEY or KEY=VALUE; repeat: all must
@@ -33,16 +33,15 @@ pub struct ServeArgs {
     /// Time between listings of the running containers, e.g. 2s (100ms to 1h).
     #[arg(long, value_name = "DURATION", default_value = "2s", alias = "rescan-secs", value_parser = super::bounds::rescan())]
     pub rescan: std::time::Duration,
-    /// Follow one journey in N (1: every one): the others cost the kernel a device lookup and
-    /// a count. Quantiles then rest on the journeys followed (see docs/fleet.md).
-    #[arg(long, value_name = "N", default_value_t = crate::serve::DEFAULT_SAMPLE, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub sample: u32,
-    /// Export each kernel program's run count and time (netpath_bpf_program_*): turns on the
-    /// kernel's BPF statistics, two clock reads more per run of every BPF program on the node.
-    #[arg(long)]
-    pub program_stats: bool,
+    /// Sample one journey in N (followed; the others cost the kernel a device lookup and a
+    /// count; 1: every one; at most 1000000). Quantiles then rest on the journeys followed
+    /// (see docs/fleet.md).
+    #[arg(long, value_name = "N", default_value_t = crate::serve::DEFAULT_SAMPLE, alias = "sample", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub sample_every: u32,
+    #[arg(long, alias = "program-stats", help = super::args::PROG_STATS_HELP)]
+    pub prog_stats: bool,
     /// The host's /proc, mounted here, when netpath runs in a PID namespace of its own
-    /// (a swarm service: deploy/swarm mounts it at /host/proc).
+    /// (a swarm service: deploy/swarm mounts it at /host/proc; default: /proc).
     #[arg(long)]
     pub host_proc: Option<std::path::PathBuf>,
     #[command(flatten)]
@@ -55,7 +54,7 @@ impl super::Command for ServeArgs {
         super::require_root()?;
         if a.container.is_empty() && a.label.is_empty() && !a.all {
             bail!(
-                "netpath serve: say which containers to follow: --container NAME, --label K=V or --all"
+                "serve: say which containers to follow: --container NAME, --label K=V or --all"
             );
         }
         if let Some(dir) = a.host_proc {
@@ -76,8 +75,8 @@ impl super::Command for ServeArgs {
                     all: a.all,
                 },
                 rescan: a.rescan,
-                sample: a.sample,
-                program_stats: a.program_stats,
+                sample: a.sample_every,
+                program_stats: a.prog_stats,
             },
         )
     }
@@ -108,7 +107,7 @@ const EXAMPLES: &str = "EXAMPLES:
     netpath serve --all                              Prometheus metrics of every running container's traffic
     netpath serve --label app=web --listen node:9433 on the node's own address, for a central Prometheus
     netpath serve --container web --container db --rescan 5s
-    netpath serve --all --sample 1 --program-stats    every journey, and each program's kernel time";
+    netpath serve --all --sample-every 1 --prog-stats   every journey, and each program's kernel time";
 
 #[cfg(test)]
 mod tests {

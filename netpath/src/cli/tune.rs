@@ -22,36 +22,38 @@ const CHANGE: &str = "Outside change";
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct TuneArgs {
-    /// The driver whose lab is built (twice for a knob, once per setting; once for
-    /// --apply). Default: bridge.
-    #[arg(long, short = 'd')]
-    pub driver: Option<Driver>,
+    /// Drivers, comma-separated (tune takes one, whose lab is built twice for a knob, once
+    /// per setting, once for --apply; default: bridge).
+    #[arg(long, short = 'd', value_name = "DRIVER", value_delimiter = ',')]
+    pub driver: Vec<Driver>,
     /// NAME[=A,B]: rps (HEX mask|all|off), gro, tso, gso (on|off), mtu (68-65535), qdisc
     /// (noqueue|pfifo_fast|pfifo|fq|fq_codel), conntrack (notrack|track), proxy (on|off: docker-proxy or DNAT),
     /// nodelay (on|off), wait (block|spin|busy-poll), cpus (same|split|auto|N|N,M; write
     /// A/B when a setting holds a comma). Without values: gro=on,off, mtu=9000,1500,
-    /// qdisc=pfifo_fast,noqueue, nodelay=off,on, wait=block,spin, cpus=same,split, …
+    /// qdisc=pfifo_fast,noqueue, nodelay=off,on, wait=block,spin, cpus=same,split, … (this
+    /// or --apply is required)
     #[arg(long, required_unless_present = "apply", conflicts_with = "apply")]
     pub knob: Option<String>,
     /// A change of your own, side A: this shell command (`sh -c`) runs before A's turns,
     /// whenever the run moves from B to A; the machine is in B's state before the run.
-    /// The path's names are in its environment (NP_…, listed below).
+    /// The path's names are in its environment (NP_…, listed below; default: none, --knob).
     #[arg(long, value_name = "CMD", requires = "revert", help_heading = CHANGE)]
     pub apply: Option<String>,
     /// Undoes --apply (side B): runs before B's turns whenever the run moves from A to B, and
     /// whatever ends the run (its end, an error, a failing --apply, Ctrl-C, SIGTERM, a panic)
-    /// if the change is in place.
+    /// if the change is in place (required with --apply).
     #[arg(long, value_name = "CMD", requires = "apply", help_heading = CHANGE)]
     pub revert: Option<String>,
     /// The network namespace --apply and --revert run in: host (netpath's own), or the
     /// path's client, server or node.
     #[arg(long, value_enum, default_value = "host", requires = "apply", help_heading = CHANGE)]
     pub commands_in: RunIn,
-    /// With --apply: measure between two running containers (client in the first, server in
-    /// the second; Docker's or any runtime's, as `compare --between`) instead of a lab.
+    /// Measure between two running containers instead (client in the first, server in the
+    /// second; Docker's or any runtime's, as `compare --between`; with --apply only).
     #[arg(long, num_args = 2, value_names = ["CLIENT", "SERVER"], requires = "apply", conflicts_with = "driver", help_heading = CHANGE)]
     pub between: Vec<String>,
-    /// Rounds, each measuring A and B in turn (order reversed every other round; 1-100).
+    /// Interleaved rounds (each measures A and B in turn, order reversed every other round;
+    /// 1-100).
     #[arg(long, default_value_t = 3, value_parser = bounds::rounds())]
     pub rounds: usize,
     /// Measured requests per run (1-1000000; default 10000, 200 for nodelay, whose Nagle
@@ -61,18 +63,20 @@ pub struct TuneArgs {
     /// Unmeasured warm-up requests (0-100000; default 1000, 10 for nodelay).
     #[arg(long, value_parser = bounds::warmup())]
     pub warmup: Option<u64>,
-    /// What both sides' request/response runs send: tcp, udp (one datagram each way) or icmp
-    /// (echo request and reply). Bulk is TCP only: with udp or icmp none runs.
-    #[arg(long, value_enum, default_value = "tcp")]
-    pub proto: Proto,
-    /// Bulk transfer per round and side, e.g. 2s (0: none; default 2s, 0 for nodelay; at
+    /// What the request/response runs send (both sides'; tune takes one): tcp, udp (one
+    /// datagram each way) or icmp (echo request and reply). Bulk is TCP only: with udp or
+    /// icmp none runs.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "tcp")]
+    pub proto: Vec<Proto>,
+    /// Bulk transfer per round, e.g. 2s, per side (0: none; default 2s, 0 for nodelay; at
     /// most 10m).
     #[arg(long, value_name = "DURATION", alias = "bulk-secs", value_parser = bounds::phase())]
     pub bulk: Option<std::time::Duration>,
     #[command(flatten)]
     pub mode: crate::cli::args::RunModeArgs,
-    /// Keep the full timeline of one packet in N (0: none; at most 1000000).
-    #[arg(long, default_value_t = 64, value_parser = bounds::sample_every(), help_heading = super::args::TRACING)]
+    /// Sample one journey in N (its full timeline kept; 0: none, 1: every one; at most
+    /// 1000000).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = bounds::sample_every(), help_heading = super::args::TRACING)]
     pub sample_every: u32,
     #[command(flatten, next_help_heading = super::args::TRACING)]
     pub backend: super::args::BackendArg,
@@ -85,33 +89,35 @@ impl super::Command for TuneArgs {
     fn run(self) -> Result<()> {
         let args = self;
         super::require_root()?;
+        let driver = super::one("tune", "-d", &args.driver, Driver::Bridge)?;
+        let proto = super::one("tune", "--proto", &args.proto, Proto::Tcp)?;
+        args.output.check_files("tune", false)?;
         let Some(knob) = &args.knob else {
-            return run_change(&args);
+            return run_change(&args, driver, proto);
         };
-        let driver = args.driver.unwrap_or(Driver::Bridge);
         let spec = knobs::parse(knob)?;
         knobs::check_driver(&spec, driver)?;
-        knobs::check_proto(&spec, driver, args.proto)?;
+        knobs::check_proto(&spec, driver, proto)?;
         knobs::check_kernel(&spec)?;
-        let opts = options(&args, spec.knob == Knob::Nodelay)?;
-        let backend = super::traced_run(args.backend.backend, args.output.is_text())?;
-        if args.output.is_text() {
-            crate::render::tune::start_line(backend, &spec, driver, args.proto);
+        let opts = options(&args, proto, spec.knob == Knob::Nodelay)?;
+        let text = args.output.live();
+        let backend = super::traced_run(args.backend.backend, text)?;
+        if text {
+            crate::render::tune::start_line(backend, &spec, driver, proto);
         }
-        let text = args.output.is_text();
         let mut on_applied = |label: &str, ap: &crate::tune::devices::Applied| {
             if text {
                 crate::render::tune::applied(label, ap);
             }
         };
         let r = crate::tune::run(backend, driver, &spec, &opts, &mut on_applied)?;
-        crate::render::emit(args.output.format(), Some(backend.name()), &r)
+        args.output.emit(Some(backend.name()), &r)
     }
 }
 
 /// `--apply CMD --revert CMD`: one path, the lab's or between two containers, A with the
 /// change in place and B without.
-fn run_change(args: &TuneArgs) -> Result<()> {
+fn run_change(args: &TuneArgs, driver: Driver, proto: Proto) -> Result<()> {
     let (Some(apply), Some(revert)) = (&args.apply, &args.revert) else {
         anyhow::bail!("tune needs --knob NAME, or --apply CMD with --revert CMD");
     };
@@ -125,18 +131,17 @@ fn run_change(args: &TuneArgs) -> Result<()> {
         revert: revert.clone(),
         run_in: args.commands_in,
     };
-    let driver = args.driver.unwrap_or(Driver::Bridge);
     if args.between.is_empty() {
-        crate::harness::supported::check(driver, args.proto)?;
+        crate::harness::supported::check(driver, proto)?;
     }
-    let opts = options(args, false)?;
-    let backend = super::traced_run(args.backend.backend, args.output.is_text())?;
+    let opts = options(args, proto, false)?;
+    let backend = super::traced_run(args.backend.backend, args.output.live())?;
     let built = match args.between.as_slice() {
         [client, server] => {
             // Resolved before any program is loaded: a typo fails first.
             let mut node = crate::runtime::Node::connect()?;
             let b = crate::runtime::between(&mut node, client, server)?;
-            crate::harness::supported::check_docker(b.path.driver, args.proto)?;
+            crate::harness::supported::check_docker(b.path.driver, proto)?;
             let tracer = crate::probe::tracer::Tracer::load(backend, &opts.tracer())?;
             (tracer, (b.path, b.label))
         }
@@ -145,23 +150,25 @@ fn run_change(args: &TuneArgs) -> Result<()> {
             (tracer, (crate::lab::build(driver)?, driver.name().to_string()))
         }
     };
-    if args.output.is_text() {
-        crate::render::tune::change_line(backend, &cmds, &built.1.1, args.proto);
+    if args.output.live() {
+        crate::render::tune::change_line(backend, &cmds, &built.1.1, proto);
     }
     let r = crate::tune::change::run(built.0, built.1, &cmds, &opts)?;
-    crate::render::emit(args.output.format(), Some(backend.name()), &r)
+    args.output.emit(Some(backend.name()), &r)
 }
 
 /// The run's options from the flags; `nagle` (the nodelay knob) changes the defaults.
-fn options(args: &TuneArgs, nagle: bool) -> Result<CompareOptions> {
+fn options(args: &TuneArgs, proto: Proto, nagle: bool) -> Result<CompareOptions> {
     let mode = args.mode.resolve()?;
-    let requests = args.requests.unwrap_or(if nagle { 200 } else { 10_000 });
+    let requests = args
+        .requests
+        .unwrap_or(if nagle { 200 } else { bounds::REQUESTS });
         let warmup = args.warmup.unwrap_or(if nagle { 10 } else { 1_000 });
         let bulk = args
             .bulk
             .unwrap_or(std::time::Duration::from_secs(if nagle { 0 } else { 2 }));
         let mut opts = CompareOptions {
-            drivers: args.driver.into_iter().collect(),
+            drivers: args.driver.clone(),
             protos: Vec::new(),
             rr: RrConfig {
                 requests,
@@ -184,7 +191,7 @@ fn options(args: &TuneArgs, nagle: bool) -> Result<CompareOptions> {
             underlay: None,
             mode,
         };
-        opts.set_protos(&[args.proto])?;
+        opts.set_protos(&[proto])?;
         Ok(opts)
 }
 

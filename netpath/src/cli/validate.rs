@@ -4,7 +4,7 @@ use anyhow::Result;
 
 use super::args::TrafficArgs;
 use crate::driver::Driver;
-use crate::render::{self, OutputArgs};
+use crate::render::OutputArgs;
 
 /// Check the hop tables against exactly known delays.
 ///
@@ -14,8 +14,8 @@ use crate::render::{self, OutputArgs};
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct ValidateArgs {
-    /// Lab drivers, comma-separated (default: bridge,overlay).
-    #[arg(long, short = 'd', value_delimiter = ',')]
+    /// Drivers, comma-separated (default: bridge,overlay).
+    #[arg(long, short = 'd', value_name = "DRIVER", value_delimiter = ',')]
     pub driver: Vec<Driver>,
     /// Injected delays in µs, comma-separated (0, the reference, is always measured).
     #[arg(long, value_delimiter = ',', default_value = "0,0.5,1,2,5,10", value_parser = super::bounds::float(super::bounds::DELAY_US))]
@@ -33,6 +33,7 @@ impl super::Command for ValidateArgs {
     fn run(self) -> Result<()> {
         let a = self;
         super::require_root()?;
+        a.output.check_files("validate", false)?;
         let drivers = if a.driver.is_empty() {
             vec![Driver::Bridge, Driver::Overlay]
         } else {
@@ -40,7 +41,7 @@ impl super::Command for ValidateArgs {
         };
         let mut compare = a.traffic.options(drivers.clone(), None)?;
         compare.mode.also_block = false;
-        let backend = super::traced_run(a.traffic.tracing.backend.backend, a.output.is_text())?;
+        let backend = super::traced_run(a.traffic.tracing.backend.backend, a.output.live())?;
         let mut tracer = crate::probe::tracer::Tracer::load(backend, &compare.tracer())?;
         let o = crate::validate::ValidateOptions {
             drivers,
@@ -49,7 +50,7 @@ impl super::Command for ValidateArgs {
             compare,
         };
         let out = crate::validate::run(&mut tracer, &o)?;
-        render::emit(a.output.format(), Some(backend.name()), &out)
+        a.output.emit(Some(backend.name()), &out)
     }
 }
 

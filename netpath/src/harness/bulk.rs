@@ -44,7 +44,7 @@ impl Default for BulkConfig {
 }
 
 /// One stream's summary.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct StreamResult {
     /// Bytes the client wrote.
     pub bytes: u64,

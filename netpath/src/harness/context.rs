@@ -17,7 +17,17 @@ use crate::path::NetPath;
 use crate::sys::netns::Netns;
 
 /// TCP counters of one network namespace (cumulative since it was created).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 pub struct NetCounters {
     /// `TcpExt: TCPOFOQueue`, segments put in the out-of-order queue.
     pub tcp_ofo_queue: u64,
@@ -121,7 +131,9 @@ pub fn read_counters(ns: &Netns) -> Result<NetCounters> {
 }
 
 /// Settings of one lab device that matter to latency.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct DevContext {
     pub netns: String,
     pub name: String,

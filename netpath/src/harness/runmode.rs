@@ -62,6 +62,14 @@ impl serde::Serialize for Cpus {
     }
 }
 
+/// Read back as `--cpus` takes it (a saved run, `render::saved::Saved`).
+impl<'de> serde::Deserialize<'de> for Cpus {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Cpus, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// Serialized as `--cpus` takes it.
 impl schemars::JsonSchema for Cpus {
     fn schema_name() -> std::borrow::Cow<'static, str> {
@@ -104,7 +112,16 @@ pub fn allowed_cpus() -> Result<Vec<usize>> {
 
 /// A placement resolved against this machine: the client's and the server's CPU, or none.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, schemars::JsonSchema,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
 )]
 pub struct Pin {
     pub client: Option<usize>,

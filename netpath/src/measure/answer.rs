@@ -13,7 +13,9 @@ use crate::harness::WaitMode;
 use crate::record::{DriverReport, HopRow, Spread};
 
 /// What `compare` concludes: text and JSON (`summary`) carry the same.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
+// Its `&'static str` names borrow from the JSON read (`render::saved::Saved`).
+#[serde(bound(deserialize = "'de: 'static"))]
 pub struct Summary {
     /// A row per driver, in the order measured.
     pub rows: Vec<AnswerRow>,
@@ -26,7 +28,7 @@ pub struct Summary {
 }
 
 /// One driver in one row.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct AnswerRow {
     pub driver: String,
     /// Untraced RTT p50 with receivers spinning, median and range over the rounds.
@@ -41,7 +43,7 @@ pub struct AnswerRow {
     pub check: Option<Check>,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Check {
     pub within_tolerance: bool,
     /// Stall-free compensated hop sum against the stall-free untraced RTT mean, %: the
@@ -53,7 +55,7 @@ pub struct Check {
 }
 
 /// A driver against its reference.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Pair {
     pub driver: String,
     pub reference: String,
@@ -83,7 +85,7 @@ pub struct Pair {
     pub sentence: String,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct HopDelta {
     pub hop: String,
     /// request, response, or both (the two directions' differences summed).
@@ -94,7 +96,7 @@ pub struct HopDelta {
 }
 
 /// The check over every driver, said once.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct CheckSummary {
     pub within: usize,
     pub checked: usize,

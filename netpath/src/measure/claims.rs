@@ -8,7 +8,7 @@ use super::answer::{self, Pair};
 use crate::harness::WaitMode;
 use crate::record::DriverReport;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     Holds,
@@ -26,7 +26,7 @@ impl Verdict {
     }
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ClaimVerdict {
     /// The claim as people make it.
     pub claim: &'static str,

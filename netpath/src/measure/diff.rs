@@ -243,7 +243,7 @@ pub fn from_files(files: &[PathBuf], driver: Option<&str>, vs: Option<&str>) -> 
             ))
         }
         _ => bail!(
-            "netpath diff takes two saved `compare --json` files (or one with --driver X --vs Y), or none with -d A --vs B to measure live; got {}",
+            "diff takes two saved `compare --json` files (or one with --driver X --vs Y), or none with -d A --vs B to measure live; got {}",
             files.len()
         ),
     }
@@ -260,7 +260,7 @@ pub fn live(backend: Backend, opts: &CompareOptions) -> Result<DiffResult> {
         &v,
     )?)?;
     let [da, db] = &view.drivers[..] else {
-        bail!("netpath diff needs both drivers measured, and only one was (see the line above)");
+        bail!("diff needs both drivers measured, and only one was (see the line above)");
     };
     let h = view.header.as_ref();
     Ok(diff_sides(

@@ -24,7 +24,7 @@ pub struct Quiet;
 
 impl Sink for Quiet {}
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct RttSummary {
     pub count: u64,
     pub mean_us: f64,
@@ -65,7 +65,7 @@ impl RttSummary {
 
 /// One hop of one direction in a traced run: what it adds to a packet, its distribution per
 /// crossing, and netpath's own time in it. A round's hop (`RoundRow::hops`) is this alone.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct HopFigures {
     pub hop: &'static str,
     #[schemars(schema_with = "schema_parts::dir")]
@@ -99,7 +99,9 @@ impl HopFigures {
 }
 
 /// A hop of the run's table: its figures, its share and the figures compensated.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
+// Its `&'static str` names borrow from the JSON read (`render::saved::Saved`).
+#[serde(bound(deserialize = "'de: 'static"))]
 pub struct HopRow {
     #[serde(flatten)]
     pub at: HopFigures,
@@ -112,7 +114,7 @@ pub struct HopRow {
     pub compensated_p50_us: f64,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Distribution {
     pub count: u64,
     pub mean_us: f64,
@@ -125,7 +127,7 @@ pub struct Distribution {
     pub compensated_p50_us: f64,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct PassRow {
     #[schemars(schema_with = "schema_parts::dir")]
     pub dir: &'static str,
@@ -134,7 +136,7 @@ pub struct PassRow {
     pub packets: u64,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct DropRow {
     pub reason: u32,
     pub reason_name: String,
@@ -145,7 +147,7 @@ pub struct DropRow {
     pub count: u64,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct DeviceRow {
     pub name: String,
     pub netns: String,
@@ -156,7 +158,7 @@ pub struct DeviceRow {
     pub tc_egress_pkts: u64,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct DriverReport {
     pub driver: String,
     pub backend: &'static str,
@@ -283,7 +285,7 @@ impl DriverReport {
 }
 
 /// Median and range of one figure over rounds.
-#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Spread {
     pub median: f64,
     pub min: f64,
@@ -310,7 +312,7 @@ impl Spread {
     }
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct RrRounds {
     pub rounds: usize,
     pub req_per_s: Spread,
@@ -337,7 +339,7 @@ impl RrRounds {
     }
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct BulkRounds {
     pub streams: usize,
     pub gbit_per_s: Spread,
@@ -345,7 +347,7 @@ pub struct BulkRounds {
     pub per_round: Vec<crate::harness::StreamResult>,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct BurstPhase {
     pub multiplier: f64,
     pub rate: f64,
@@ -361,7 +363,7 @@ pub struct BurstPhase {
     pub p99_uncorrected_us: f64,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct RunContext {
     pub client_mtu: u32,
     pub server_mtu: u32,
@@ -375,7 +377,7 @@ pub struct RunContext {
     pub wire: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ProgCost {
     pub program: String,
     pub runs: u64,

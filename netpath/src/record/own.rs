@@ -21,7 +21,7 @@ pub fn own_per_crossing_ns(st: &HopStat, run_ns: f64) -> f64 {
 }
 
 /// Compensated request + response + turnaround against the interleaved untraced round trip.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Consistency {
     /// ns charged per program run, calibrated where the tracer was loaded.
     pub run_cost_ns: f64,

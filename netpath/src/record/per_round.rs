@@ -5,7 +5,9 @@ use serde::Serialize;
 use super::{DriverReport, HopFigures, Spread};
 
 /// One round of one path.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
+// Its `&'static str` names borrow from the JSON read (`render::saved::Saved`).
+#[serde(bound(deserialize = "'de: 'static"))]
 pub struct RoundRow {
     pub round: usize,
     pub untraced_p50_us: Option<f64>,
@@ -35,7 +37,7 @@ pub struct RoundRow {
     pub untraced_mean_us: Option<f64>,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct RoundPasses {
     #[schemars(schema_with = "super::schema_parts::dir")]
     pub dir: &'static str,

@@ -110,7 +110,9 @@ pub struct Tails {
 }
 
 /// Stalls of one driver's picked round, untraced and traced, and where the traced ones were.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
+// Its `&'static str` names borrow from the JSON read (`render::saved::Saved`).
+#[serde(bound(deserialize = "'de: 'static"))]
 pub struct Stalls {
     /// A stall exceeded its distribution's median by more than this, µs (`STALL_FACTOR` × the
     /// round's untraced RTT p50).
@@ -125,7 +127,7 @@ pub struct Stalls {
     pub hops: Vec<HopStall>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct StallCount {
     /// Round trips that stalled.
     pub count: u64,
@@ -134,7 +136,7 @@ pub struct StallCount {
     pub max_us: f64,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct HopStall {
     pub hop: &'static str,
     pub dir: &'static str,

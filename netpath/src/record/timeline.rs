@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::path::Device;
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct TimelineHop {
     pub point: &'static str,
     pub device: String,
@@ -16,7 +16,7 @@ pub struct TimelineHop {
     pub cpu: u16,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Timeline {
     #[schemars(schema_with = "super::schema_parts::dir")]
     pub dir: &'static str,

@@ -252,6 +252,16 @@ impl CompareView {
     /// A saved compare JSON read for `netpath <cmd>`, which `verb`s it: every error one line
     /// naming the file and what to give instead.
     pub fn read_for(path: &std::path::Path, cmd: &str, verb: &str) -> Result<CompareView> {
+        let v = Self::read_value_for(path, cmd, verb)?;
+        Self::from_value(v).with_context(|| path.display().to_string())
+    }
+
+    /// The JSON of a saved compare, checked to be one (`read_for`'s errors).
+    pub fn read_value_for(
+        path: &std::path::Path,
+        cmd: &str,
+        verb: &str,
+    ) -> Result<serde_json::Value> {
         let s =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let v: serde_json::Value = serde_json::from_str(&s).with_context(|| {
@@ -268,7 +278,7 @@ impl CompareView {
                 path.display()
             );
         }
-        Self::from_value(v).with_context(|| path.display().to_string())
+        Ok(v)
     }
 
     /// Hop names in the order they first appear (request path, then response), for one

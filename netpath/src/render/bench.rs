@@ -12,13 +12,13 @@ impl super::Render for BenchReport {
 
 /// `bench --stability`: its table, or its JSON as it has always been, without the header
 /// (`cargo xtask bench` reads it as is).
-pub fn emit_stability(format: super::Format, r: &StabilityReport) -> anyhow::Result<()> {
-    let w = &mut std::io::stdout().lock();
-    match format {
-        super::Format::Json => writeln!(w, "{}", serde_json::to_string_pretty(r)?)?,
-        _ => stability(w, r)?,
-    }
-    Ok(())
+pub fn emit_stability(o: &super::OutputArgs, r: &StabilityReport) -> anyhow::Result<()> {
+    let mut text = Vec::new();
+    stability(&mut text, r)?;
+    o.emit_plain(
+        &String::from_utf8_lossy(&text),
+        &serde_json::to_string_pretty(r)?,
+    )
 }
 
 fn x(r: f64) -> String {

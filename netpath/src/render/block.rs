@@ -1,6 +1,8 @@
 //! A driver's block as people scan it: its mode, the round trip traced and untraced, the hops
 //! in path order with one per-packet time column (netpath's own time taken out), and what was
 //! lost only when something was. `--verbose` prints every line `compare::driver` has.
+use std::io::Write;
+
 use super::answer::time;
 use crate::record::{DriverReport, RttSummary};
 
@@ -29,9 +31,10 @@ fn rtt(label: &str, s: &RttSummary) -> String {
 
 /// The round trip: untraced over rounds, traced, blocking; a traced figure below its
 /// untraced one is flagged (probes only add work: that is the machine's noise).
-fn round_trip(r: &DriverReport) {
+fn round_trip(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
     if let Some(rr) = &r.rr {
-        println!(
+        writeln!(
+            w,
             "   RTT untraced ({} wait, median of {} round(s)): p50 {} [{}–{}]  p99 {}  {:.0} req/s",
             r.wait.name(),
             rr.rounds,
@@ -40,17 +43,18 @@ fn round_trip(r: &DriverReport) {
             time(rr.p50_us.max),
             time(rr.p99_us.median),
             rr.req_per_s.median
-        );
+        )?;
     }
-    println!("{}", rtt("traced", &r.traced));
+    writeln!(w, "{}", rtt("traced", &r.traced))?;
     if let Some(u) = &r.untraced
         && r.traced.p50_us < u.p50_us
     {
-        println!(
+        writeln!(
+            w,
             "   FLAG: traced p50 {} is below its round's untraced p50 {}: noise or a change of the machine's state outweighs the probes here; not a result",
             time(r.traced.p50_us),
             time(u.p50_us)
-        );
+        )?;
     }
     if let Some(b) = &r.block {
         let flag = if b.probe_effect_below_noise {
@@ -58,17 +62,19 @@ fn round_trip(r: &DriverReport) {
         } else {
             ""
         };
-        println!(
+        writeln!(
+            w,
             "   RTT blocking (what an application sees): untraced p50 {}, traced p50 {}{flag}",
             time(b.p50_us()),
             time(b.traced.p50_us)
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// The hop table: per packet (netpath's own time out), per crossing where a hop is crossed
 /// more than once per packet, p50 and p99 per crossing, share of the direction.
-fn hops(r: &DriverReport) {
+fn hops(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
     let packets = |dir: &str| r.one_way.get(dir).map(|d| d.count).unwrap_or(0);
     let repeated = r.hops.iter().any(|h| h.at.crossings != packets(h.at.dir));
     let mut header = vec!["hop", "dir", "per packet"];
@@ -99,10 +105,11 @@ fn hops(r: &DriverReport) {
         })
         .collect();
     for l in table(&header, rows) {
-        println!("{l}");
+        writeln!(w, "{l}")?;
     }
     if let Some(c) = &r.consistency {
-        println!(
+        writeln!(
+            w,
             "   hops{} add up to {} vs untraced RTT mean {} ({:+.1}%{}){}",
             if c.edges_us.is_some() {
                 " and the client's syscall edges"
@@ -118,8 +125,9 @@ fn hops(r: &DriverReport) {
                 ", beyond the check's tolerance: see the check's line"
             },
             stalls(r)
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// "; stalls taken out: 2 untraced (max 5.0 ms), 1 traced (wakeup request)" when any.
@@ -144,7 +152,7 @@ fn stalls(r: &DriverReport) -> String {
 }
 
 /// Losses and drops, only what is not zero.
-fn losses(r: &DriverReport) {
+fn losses(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
     let lost: Vec<String> = crate::record::LOST
         .iter()
         .map(|&c| netpath_common::counter::NAMES[c as usize])
@@ -156,37 +164,42 @@ fn losses(r: &DriverReport) {
         })
         .collect();
     if lost.is_empty() && r.drops.is_empty() {
-        println!("   nothing lost");
+        writeln!(w, "   nothing lost")?;
     } else if !lost.is_empty() {
-        println!("   lost or unmatched: {}", lost.join(", "));
+        writeln!(w, "   lost or unmatched: {}", lost.join(", "))?;
     }
     for d in &r.drops {
-        println!(
+        writeln!(
+            w,
             "   DROP {} in hop {} ({}, {}) ×{}",
             d.reason_name, d.hop, d.dir, d.device, d.count
-        );
+        )?;
     }
     for u in &r.uncounted {
-        println!("   not counted by this kernel: {u}");
+        writeln!(w, "   not counted by this kernel: {u}")?;
     }
+    Ok(())
 }
 
 /// One driver's block, short.
-pub fn driver(r: &DriverReport) {
-    println!(
+pub fn driver(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
+    writeln!(
+        w,
         "== {}  ({}, wait {}, cpus {})",
         r.driver,
         r.proto.name().to_uppercase(),
         r.wait.name(),
         r.cpus
-    );
-    round_trip(r);
+    )?;
+    round_trip(w, r)?;
     if let Some(b) = &r.bulk {
-        println!(
+        writeln!(
+            w,
             "   bulk: {:.2} Gbit/s [{:.2}–{:.2}]",
             b.gbit_per_s.median, b.gbit_per_s.min, b.gbit_per_s.max
-        );
+        )?;
     }
-    hops(r);
-    losses(r);
+    hops(w, r)?;
+    losses(w, r)?;
+    Ok(())
 }

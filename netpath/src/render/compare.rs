@@ -1,5 +1,7 @@
 //! The run record as text: each driver's block (printed as soon as it is measured: runs are
 //! long) and the summary of several; `CompareOutput` is what `compare` prints at the end.
+use std::io::Write;
+
 use serde::Serialize;
 
 use crate::probe::backend::Backend;
@@ -7,12 +9,16 @@ use crate::record::{DriverReport, RttSummary};
 
 /// `compare`'s result (its JSON body: `summary`, the answer, first; then `backend` and
 /// `drivers`, every record it was drawn from).
-#[derive(Serialize, schemars::JsonSchema)]
+#[derive(Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(bound(deserialize = "'de: 'static"))]
 pub struct CompareOutput {
     /// The answer: a row per driver, each against its reference, the claims, the check.
     pub summary: crate::measure::answer::Summary,
     pub backend: Backend,
     pub drivers: Vec<DriverReport>,
+    /// `--verbose`: a text file (`-o run.txt`) has every line, as the run printed.
+    #[serde(skip)]
+    pub verbose: bool,
 }
 
 impl super::Render for CompareOutput {
@@ -20,6 +26,21 @@ impl super::Render for CompareOutput {
     /// The answer: the run printed each driver's block and the table of several as it went.
     fn text(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
         super::answer::write(&self.summary, w)
+    }
+
+    fn full_text(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        full_text(w, self, self.verbose)
+    }
+
+    /// Read back from its JSON, as `netpath report` reads a saved run: both render the same.
+    fn page(
+        &self,
+        backend: Option<&str>,
+        f: super::output::FileFormat,
+    ) -> Option<anyhow::Result<String>> {
+        let view = crate::record::header::to_value(Self::KIND, backend, self)
+            .and_then(super::CompareView::from_value);
+        Some(view.and_then(|v| super::page(&v, f)))
     }
 }
 
@@ -45,80 +66,115 @@ impl TextSink {
             said_machine: false,
         }
     }
+
+    /// One driver's block, to `w`.
+    pub fn driver_to(&mut self, w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
+        if self.verbose {
+            driver(w, r)?;
+            return writeln!(w);
+        }
+        if !self.said_machine {
+            if let Some(m) = &r.machine {
+                writeln!(w, "{}", m.line())?;
+            }
+            if let Some(p) = &r.placement {
+                writeln!(w, "{} (first driver; --verbose: each)", p.line())?;
+            }
+            if !self.blocks {
+                writeln!(
+                    w,
+                    "each driver's hops: -d DRIVER (up to {BLOCKS_UP_TO} drivers show their blocks) or --verbose"
+                )?;
+            }
+            writeln!(w)?;
+            self.said_machine = true;
+        }
+        if self.blocks {
+            super::block::driver(w, r)?;
+            writeln!(w)?;
+        }
+        Ok(())
+    }
+
+    /// The table of several (`verbose` only), to `w`.
+    pub fn summary_to(&mut self, w: &mut dyn Write, all: &[DriverReport]) -> std::io::Result<()> {
+        if self.verbose {
+            super::several::write(w, all)?;
+            writeln!(w)?;
+        }
+        Ok(())
+    }
+}
+
+/// As `println!` does: a failed print panics (a closed pipe ends quietly, see `main`).
+fn or_panic(r: std::io::Result<()>) {
+    if let Err(e) = r {
+        panic!("failed printing to stdout: {e}");
+    }
 }
 
 impl crate::record::Sink for TextSink {
     fn driver(&mut self, r: &DriverReport) {
-        if self.verbose {
-            driver(r);
-            println!();
-            return;
-        }
-        if !self.said_machine {
-            if let Some(m) = &r.machine {
-                println!("{}", m.line());
-            }
-            if let Some(p) = &r.placement {
-                println!("{} (first driver; --verbose: each)", p.line());
-            }
-            if !self.blocks {
-                println!(
-                    "each driver's hops: -d DRIVER (up to {BLOCKS_UP_TO} drivers show their blocks) or --verbose"
-                );
-            }
-            println!();
-            self.said_machine = true;
-        }
-        if self.blocks {
-            super::block::driver(r);
-            println!();
-        }
+        or_panic(self.driver_to(&mut std::io::stdout().lock(), r));
     }
 
     fn summary(&mut self, all: &[DriverReport]) {
-        if self.verbose {
-            summary(all);
-            println!();
-        }
+        or_panic(self.summary_to(&mut std::io::stdout().lock(), all));
     }
 }
 
 /// Said before a compare run: the backend (and with `verbose` the hops it can see).
-pub fn backend_line(backend: Backend, verbose: bool) {
+pub fn backend_line(w: &mut dyn Write, backend: Backend, verbose: bool) -> std::io::Result<()> {
     if verbose {
         let hops: Vec<&str> = backend.visible_hops().iter().map(|h| h.name()).collect();
-        println!(
+        writeln!(
+            w,
             "backend: {} (hops it can see: {})",
             backend.name(),
             hops.join(", ")
-        );
+        )
     } else {
-        println!("backend: {}", backend.name());
+        writeln!(w, "backend: {}", backend.name())
     }
 }
 
+/// Everything a text run of compare prints, from its result: the backend, each driver's
+/// block, and the answer (`netpath report run.json --format text`, `-o run.txt`, the
+/// README's example).
+pub fn full_text(w: &mut dyn Write, out: &CompareOutput, verbose: bool) -> std::io::Result<()> {
+    backend_line(w, out.backend, verbose)?;
+    let mut sink = TextSink::new(verbose, out.drivers.len());
+    for r in &out.drivers {
+        sink.driver_to(w, r)?;
+    }
+    sink.summary_to(w, &out.drivers)?;
+    super::Render::text(out, w)
+}
+
 /// One driver's block: mode, RTT, per-hop table, attribution, passes, drops, losses.
-pub fn driver(r: &DriverReport) {
-    println!("== driver {}  (backend {})", r.driver, r.backend);
-    mode(r);
+pub fn driver(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
+    writeln!(w, "== driver {}  (backend {})", r.driver, r.backend)?;
+    mode(w, r)?;
     if !r.function_probes.is_empty() {
         let f: Vec<String> = r
             .function_probes
             .iter()
             .map(|p| format!("{} ({})", p.function, p.mechanism))
             .collect();
-        println!("   function probes: {}", f.join(", "));
+        writeln!(w, "   function probes: {}", f.join(", "))?;
     }
     if !r.missing_tracepoints.is_empty() {
-        println!(
+        writeln!(
+            w,
             "   this kernel lacks {}: neighbouring hops merge",
             r.missing_tracepoints.join(", ")
-        );
+        )?;
     }
-    phases(r);
-    rtts(r);
+    phases(w, r)?;
+    rtts(w, r)?;
     if r.untraced.is_some() {
-        println!(
+        writeln!(
+            w,
             "   probe effect: mean {:+.1}%  p50 {:+.1}%{}",
             r.probe_effect_mean_pct.unwrap_or(0.0),
             r.probe_effect_p50_pct.unwrap_or(0.0),
@@ -128,14 +184,15 @@ pub fn driver(r: &DriverReport) {
             } else {
                 ""
             }
-        );
+        )?;
     }
-    hop_table(r);
-    tail(r);
+    hop_table(w, r)?;
+    tail(w, r)?;
+    Ok(())
 }
 
 /// The traced and untraced round trips, a row each.
-fn rtts(r: &DriverReport) {
+fn rtts(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
     let row = |label: &str, s: &RttSummary| {
         let mut v = vec![label.to_string(), s.count.to_string()];
         v.extend([s.mean_us, s.p50_us, s.p95_us, s.p99_us, s.max_us].map(|x| format!("{x:.1}")));
@@ -145,13 +202,15 @@ fn rtts(r: &DriverReport) {
     let mut rows = vec![row("RTT traced", &r.traced)];
     rows.extend(r.untraced.iter().map(|u| row("RTT untraced", u)));
     let header = ["", "n", "mean µs", "p50", "p95", "p99", "max", "req/s"];
-    super::table::print("   ", &header, rows, &[0]);
+    super::table::write(w, "   ", &header, rows, &[0])?;
+    Ok(())
 }
 
 /// The untraced phases over rounds (request/response, bulk, burst) and the run's context.
-fn phases(r: &DriverReport) {
+fn phases(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
     if let Some(rr) = &r.rr {
-        println!(
+        writeln!(
+            w,
             "   RR untraced, median of {} round(s): {:.0} req/s  p50 {:.1} µs [{:.1}–{:.1}]  p95 {:.1}  p99 {:.1} µs [{:.1}–{:.1}]",
             rr.rounds,
             rr.req_per_s.median,
@@ -162,20 +221,22 @@ fn phases(r: &DriverReport) {
             rr.p99_us.median,
             rr.p99_us.min,
             rr.p99_us.max
-        );
+        )?;
     }
     if let Some(b) = &r.bulk {
-        println!(
+        writeln!(
+            w,
             "   bulk {} stream(s): {:.2} Gbit/s [{:.2}–{:.2}]  retransmits {:.0}",
             b.streams,
             b.gbit_per_s.median,
             b.gbit_per_s.min,
             b.gbit_per_s.max,
             b.retransmits.median
-        );
+        )?;
     }
     for b in &r.burst {
-        println!(
+        writeln!(
+            w,
             "   burst ×{} {:.0} req/s: sent {}/{} done {}  p50 {:.1} µs  p99 {:.1} µs (uncorrected {:.1})  max {:.1}",
             b.multiplier,
             b.rate,
@@ -186,7 +247,7 @@ fn phases(r: &DriverReport) {
             b.p99_us,
             b.p99_uncorrected_us,
             b.max_us
-        );
+        )?;
     }
     if let Some(c) = &r.context {
         let rps: Vec<String> = c
@@ -199,7 +260,8 @@ fn phases(r: &DriverReport) {
             })
             .map(|d| format!("{}@{}={}", d.name, d.netns, d.rps_cpus.join("/")))
             .collect();
-        println!(
+        writeln!(
+            w,
             "   context: MTU client {} server {}; client TCP retrans {} (spurious by DSACK {}) ofo {} sack-reorder {}; server retrans {} ofo {}; RPS {}",
             c.client_mtu,
             c.server_mtu,
@@ -214,16 +276,17 @@ fn phases(r: &DriverReport) {
             } else {
                 rps.join(" ")
             }
-        );
-        if let Some(w) = &c.wire {
-            println!("   wire: {w}");
+        )?;
+        if let Some(wire) = &c.wire {
+            writeln!(w, "   wire: {wire}")?;
         }
     }
+    Ok(())
 }
 
 /// The per-hop table (netpath's own time taken out, with a column for it), the one-way and
 /// turnaround distributions.
-fn hop_table(r: &DriverReport) {
+fn hop_table(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
     let us = |x: f64| format!("{x:.2}µs");
     let rows = r
         .hops
@@ -253,7 +316,7 @@ fn hop_table(r: &DriverReport) {
         "p99",
         "share",
     ];
-    super::table::print("   ", &header, rows, &[0, 1]);
+    super::table::write(w, "   ", &header, rows, &[0, 1])?;
     // The one-way times and the server's turnaround, each a row.
     let row = |name: String, d: &crate::record::Distribution| {
         let mut v = vec![name, d.count.to_string()];
@@ -278,10 +341,11 @@ fn hop_table(r: &DriverReport) {
             .map(|t| row("server turnaround".into(), t)),
     );
     let header = ["", "n", "mean µs", "p50", "p99", "raw mean", "netpath"];
-    super::table::print("   ", &header, rows, &[0]);
+    super::table::write(w, "   ", &header, rows, &[0])?;
     if let Some(c) = &r.consistency {
-        println!("   {}", consistency_line(c));
+        writeln!(w, "   {}", consistency_line(c))?;
     }
+    Ok(())
 }
 
 /// Whether the hops, netpath's own time taken out, add up to the untraced round trip.
@@ -319,11 +383,12 @@ pub fn consistency_line(c: &crate::record::own::Consistency) -> String {
 }
 
 /// Attribution, receive passes, drops, program costs and every loss counted or not.
-fn tail(r: &DriverReport) {
-    println!(
+fn tail(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
+    writeln!(
+        w,
         "   attribution: request + response + turnaround = {:.2} µs vs RTT mean {:.2} µs ({:.1}%), unattributed {:.2} µs",
         r.attributed_us, r.rtt_mean_us, r.attributed_pct, r.unattributed_us
-    );
+    )?;
     let passes: Vec<String> = r
         .passes
         .iter()
@@ -335,16 +400,18 @@ fn tail(r: &DriverReport) {
         })
         .collect();
     if !passes.is_empty() {
-        println!(
+        writeln!(
+            w,
             "   receive passes/softirq runs per packet: {}",
             passes.join(", ")
-        );
+        )?;
     }
     for d in &r.drops {
-        println!(
+        writeln!(
+            w,
             "   DROP reason {} in hop {} ({} after {} on {}) ×{}",
             d.reason_name, d.hop, d.dir, d.last_point, d.device, d.count
-        );
+        )?;
     }
     if !r.prog_costs.is_empty() {
         let rows = (r.prog_costs.iter())
@@ -358,137 +425,49 @@ fn tail(r: &DriverReport) {
             })
             .collect();
         let header = ["program", "runs", "runs/RTT", "avg ns"];
-        super::table::print("   ", &header, rows, &[0]);
+        super::table::write(w, "   ", &header, rows, &[0])?;
     }
     let lost: Vec<String> = r.lost.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    println!("   events: {}", lost.join(", "));
+    writeln!(w, "   events: {}", lost.join(", "))?;
     for u in &r.uncounted {
-        println!("   not counted by this kernel: {u}");
+        writeln!(w, "   not counted by this kernel: {u}")?;
     }
-}
-
-/// The summary table of several drivers, their ratios and the machine's state.
-pub fn summary(reports: &[DriverReport]) {
-    table(reports);
-    println!("   ratios per round between neighbouring runs (untraced p50):");
-    ratios(reports);
-    pair_checks(reports);
-    if let Some(m) = reports.last().and_then(|r| r.machine.as_ref()) {
-        println!("   {}", m.line());
-    }
-}
-
-fn table(reports: &[DriverReport]) {
-    let mut protos: Vec<&str> = Vec::new();
-    for r in reports {
-        if !protos.contains(&r.proto.name()) {
-            protos.push(r.proto.name());
-        }
-    }
-    let mode = reports
-        .first()
-        .map(|r| {
-            format!(
-                "{}, wait {}, cpus {}",
-                protos.join(","),
-                r.wait.name(),
-                r.cpus
-            )
-        })
-        .unwrap_or_default();
-    println!("== summary ({mode}; untraced medians; traced figures are in each driver's block)");
-    let rows = reports.iter().map(summary_row).collect();
-    let header = [
-        "driver",
-        "req/s",
-        "p50 µs",
-        "p95 µs",
-        "p99 µs",
-        "Gbit/s",
-        "retrans",
-        "MTU",
-        "attributed",
-    ];
-    super::table::print("   ", &header, rows, &[0]);
-}
-
-/// A driver's row of the summary: untraced medians over rounds (traced figures without
-/// rounds), bulk, MTU, attributed share.
-fn summary_row(r: &DriverReport) -> Vec<String> {
-    let (rps, p50, p95, p99) =
-        r.rr.as_ref()
-            .map(|x| {
-                (
-                    x.req_per_s.median,
-                    x.p50_us.median,
-                    x.p95_us.median,
-                    x.p99_us.median,
-                )
-            })
-            .unwrap_or((
-                r.traced.req_per_s,
-                r.traced.p50_us,
-                r.traced.p95_us,
-                r.traced.p99_us,
-            ));
-    let (g, rt) = r
-        .bulk
-        .as_ref()
-        .map(|b| {
-            (
-                format!("{:.2}", b.gbit_per_s.median),
-                format!("{:.0}", b.retransmits.median),
-            )
-        })
-        .unwrap_or(("-".into(), "-".into()));
-    let mtu = r
-        .context
-        .as_ref()
-        .map(|c| c.client_mtu.to_string())
-        .unwrap_or("-".into());
-    vec![
-        r.driver.clone(),
-        format!("{rps:.0}"),
-        format!("{p50:.1}"),
-        format!("{p95:.1}"),
-        format!("{p99:.1}"),
-        g,
-        rt,
-        mtu,
-        format!("{:.1}%", r.attributed_pct),
-    ]
+    Ok(())
 }
 
 /// The lines of a driver's block on run mode, placement, machine, rounds and the block run.
-fn mode(r: &DriverReport) {
+fn mode(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
     let napi = match r.busy_poll_napi {
         Some((0, _)) | Some((_, 0)) => {
             "  (busy-poll: a receiving device has no NAPI, SO_INCOMING_NAPI_ID 0: those receives block)"
         }
         _ => "",
     };
-    println!(
+    writeln!(
+        w,
         "   {} request/response, wait {}, cpus {}{napi}",
         r.proto.name().to_uppercase(),
         r.wait.name(),
         r.cpus
-    );
+    )?;
     if let Some(p) = &r.placement {
-        println!("   {}", p.line());
+        writeln!(w, "   {}", p.line())?;
     }
     if let Some(m) = &r.machine {
-        println!("   {}", m.line());
+        writeln!(w, "   {}", m.line())?;
     }
     for row in r.round_detail.iter().filter(|x| x.mode_change) {
-        println!(
+        writeln!(
+            w,
             "   round {}: wakeup p50 {:.1} µs differs from the other rounds' by more than the data path ({:.1} µs): a mode change of the machine",
             row.round,
             row.wakeup_p50_us.unwrap_or(0.0),
             row.data_path_p50_us.unwrap_or(0.0)
-        );
+        )?;
     }
     if let Some(b) = &r.block {
-        println!(
+        writeln!(
+            w,
             "   RTT block (what an application sees): untraced p50 {:.1} µs, traced p50 {:.1} µs; wakeup (all its parts) p50 request {:.1} µs ({:.0}% of its one-way), response {:.1} µs; {}",
             b.p50_us(),
             b.traced.p50_us,
@@ -496,72 +475,9 @@ fn mode(r: &DriverReport) {
             b.wakeup_share("request").unwrap_or(0.0),
             b.wakeup_p50("response").unwrap_or(0.0),
             b.placement.clone().unwrap_or_default().line()
-        );
+        )?;
     }
-}
-
-/// Each driver's difference to its reference, from the compensated hops and from the
-/// untraced round trips.
-fn pair_checks(reports: &[DriverReport]) {
-    let checks = crate::record::own::pair_checks(reports);
-    if checks.is_empty() {
-        return;
-    }
-    println!("   differences, hops less netpath's own time vs untraced RTT means:");
-    let rows = checks
-        .into_iter()
-        .map(|c| {
-            let off = if c.within_tolerance {
-                ""
-            } else {
-                "(differs by more than 0.3 µs)"
-            };
-            vec![
-                format!("{} − {}", c.driver, c.reference),
-                format!("{:+.2}", c.compensated_delta_us),
-                format!("{:+.2}", c.untraced_delta_us),
-                format!("{:.2}", c.untraced_delta_range_us),
-                format!("{:+.2}", c.raw_delta_us),
-                c.error_rounds_median_us
-                    .map_or("–".to_string(), |e| format!("{e:+.2}")),
-                off.to_string(),
-            ]
-        })
-        .collect();
-    let header = [
-        "",
-        "hops µs",
-        "untraced µs",
-        "its range µs",
-        "raw hops µs",
-        "error µs, median of rounds",
-        "",
-    ];
-    super::table::print("   ", &header, rows, &[0, 6]);
-}
-
-/// The per-round ratio lines of the summary.
-fn ratios(reports: &[DriverReport]) {
-    let rows = crate::record::per_round::neighbour_ratios(reports)
-        .into_iter()
-        .map(|c| {
-            let rounds: Vec<String> = c.per_round.iter().map(|x| format!("{x:.2}")).collect();
-            let mode = if c.mode_change {
-                "(a round was a mode change of the machine)"
-            } else {
-                ""
-            };
-            vec![
-                c.name,
-                format!("{:.2}×", c.spread.median),
-                format!("{:.2}–{:.2}", c.spread.min, c.spread.max),
-                rounds.join(" "),
-                mode.to_string(),
-            ]
-        })
-        .collect();
-    let header = ["", "median", "spread", "per round", ""];
-    super::table::print("   ", &header, rows, &[0, 3, 4]);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -574,6 +490,7 @@ mod tests {
             summary: Default::default(),
             backend: Backend::Tracepoint,
             drivers: Vec::new(),
+            verbose: false,
         };
         let j = crate::record::header::to_json("compare", Some("tracepoint"), &out).unwrap();
         let at = |k: &str| j.find(&format!("\"{k}\"")).unwrap();

@@ -18,6 +18,10 @@ impl super::Render for DoctorOutput {
     fn text(&self, w: &mut dyn Write) -> std::io::Result<()> {
         print(w, &self.capabilities, self.backend)
     }
+    /// Nothing: with -q the exit status says whether a backend can attach.
+    fn answer(&self, _w: &mut dyn Write) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn print(w: &mut dyn Write, c: &Capabilities, chosen: Option<Backend>) -> std::io::Result<()> {

@@ -40,12 +40,25 @@ impl Export {
     }
 }
 
-/// The exports a command was asked for: each flag's file (checked, its directory must exist).
-pub fn asked(pcapng: Option<PathBuf>, perfetto: Option<PathBuf>) -> Result<Vec<(Export, PathBuf)>> {
-    let v: Vec<(Export, PathBuf)> = [(Export::Pcapng, pcapng), (Export::Perfetto, perfetto)]
+/// The exports a command was asked for: each flag's file, and each `-o` file whose extension
+/// names one (taken out of `outputs`: the result's own formats are written from what is
+/// left), checked (its directory must exist).
+pub fn asked(
+    pcapng: Option<PathBuf>,
+    perfetto: Option<PathBuf>,
+    outputs: &mut Vec<PathBuf>,
+) -> Result<Vec<(Export, PathBuf)>> {
+    let mut v: Vec<(Export, PathBuf)> = [(Export::Pcapng, pcapng), (Export::Perfetto, perfetto)]
         .into_iter()
         .filter_map(|(e, p)| p.map(|p| (e, p)))
         .collect();
+    outputs.retain(|p| match Export::by_extension(p) {
+        Some(e) => {
+            v.push((e, p.clone()));
+            false
+        }
+        None => true,
+    });
     for (e, p) in &v {
         super::check_output_path(e.flag(), p)?;
     }

@@ -7,6 +7,7 @@
 pub mod answer;
 pub mod bench;
 pub mod block;
+pub mod cleanup;
 pub mod compare;
 pub mod diff;
 pub mod doctor;
@@ -22,7 +23,10 @@ pub mod perfetto;
 pub mod progress;
 pub mod prom;
 pub mod prom_hist;
+pub mod readme;
+pub mod saved;
 pub mod schema;
+pub mod several;
 pub mod svg;
 pub mod table;
 pub mod trace;
@@ -30,23 +34,15 @@ pub mod tune;
 pub mod validate;
 
 pub use crate::record::view::CompareView;
-pub use output::{Format, OutputArgs, Render, emit};
+pub use output::{Format, OutputArgs, Render};
 
-/// Writes the report files a compare run asked for (`--report`, `--svg`).
-pub fn write_reports(
-    view: &CompareView,
-    html_out: Option<&std::path::Path>,
-    svg_out: Option<&std::path::Path>,
-) -> anyhow::Result<()> {
-    use anyhow::Context as _;
-    if let Some(p) = html_out {
-        std::fs::write(p, html::page(view)?).with_context(|| format!("writing {}", p.display()))?;
+/// A compare run as its HTML report or its SVG charts.
+pub fn page(view: &CompareView, f: output::FileFormat) -> anyhow::Result<String> {
+    match f {
+        output::FileFormat::Html => html::page(view),
+        output::FileFormat::Svg => svg::document(view),
+        other => anyhow::bail!("{other:?} is no page"),
     }
-    if let Some(p) = svg_out {
-        std::fs::write(p, svg::document(view)?)
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
-    Ok(())
 }
 
 /// An output file's directory must exist: checked before a long run, not after it.
@@ -70,18 +66,37 @@ pub fn check_output_path(flag: &str, p: &std::path::Path) -> anyhow::Result<()> 
 
 /// `netpath … | head`: the reader going away ends the output, it is no crash. The panic std
 /// raises on the failed print still unwinds (through the lab cleanup's hook, which chains
-/// this one, so a live lab is still removed); only its message is not printed.
+/// this one, so a live lab is still removed); only its message is not printed, and `main`
+/// exits 0 (`is_pipe_panic`).
 pub fn quiet_broken_pipe() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let p = info.payload();
-        let msg = p
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| p.downcast_ref::<&str>().copied())
-            .unwrap_or("");
-        if !(msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe")) {
+        if !pipe_message(panic_text(info.payload())) {
             default(info);
         }
     }));
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> &str {
+    p.downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| p.downcast_ref::<&str>().copied())
+        .unwrap_or("")
+}
+
+fn pipe_message(msg: &str) -> bool {
+    msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe")
+}
+
+/// A panic of `println!` on a closed standard output.
+pub fn is_pipe_panic(p: &(dyn std::any::Any + Send)) -> bool {
+    pipe_message(panic_text(p))
+}
+
+/// An error that is a write to a closed pipe, anywhere in its chain.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

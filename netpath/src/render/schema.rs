@@ -41,6 +41,8 @@ fn outputs(g: &mut SchemaGenerator) -> Vec<Output> {
         output::<crate::measure::diff::DiffResult>(g, "netpath diff --json"),
         output::<crate::tune::TuneResult>(g, "netpath tune --json"),
         output::<crate::validate::ValidateOutput>(g, "netpath validate --json"),
+        output::<super::cleanup::CleanupOutput>(g, "netpath cleanup --json"),
+        output::<super::cleanup::ImageOutput>(g, "netpath image --json"),
     ]
 }
 

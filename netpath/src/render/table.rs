@@ -47,13 +47,6 @@ pub fn write(
     Ok(())
 }
 
-/// Prints `text`'s lines on stdout (compare's blocks are printed as each driver is measured).
-pub fn print(indent: &str, header: &[&str], rows: Vec<Vec<String>>, left: &[usize]) {
-    for l in text(indent, header, rows, left) {
-        println!("{l}");
-    }
-}
-
 /// A GitHub Markdown table, ending with a newline: a `|` in a cell is escaped (it would end
 /// the cell) and a line break becomes a space (it would end the row).
 pub fn markdown(header: &[&str], rows: Vec<Vec<String>>) -> String {

@@ -60,7 +60,7 @@ pub fn applied(label: &str, ap: &Applied) {
 /// The result on a terminal: both sides' tables, then the verdict lines.
 pub fn print(w: &mut dyn Write, r: &TuneResult) -> std::io::Result<()> {
     for s in [&r.a, &r.b] {
-        super::compare::driver(&s.report);
+        super::compare::driver(w, &s.report)?;
         if !s.restored.is_empty() {
             let lines: Vec<String> = s.restored.iter().map(ReadBack::line).collect();
             writeln!(w, "   {}: restored {}", s.label, lines.join(", "))?;

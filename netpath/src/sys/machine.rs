@@ -50,7 +50,7 @@ pub fn loadavg() -> String {
 }
 
 /// The machine's idle and scheduling configuration, and what happened on it during a run.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct MachineState {
     /// `/sys/devices/system/cpu/cpuidle/current_driver` ("none": no cpuidle driver).
     pub cpuidle_driver: String,
@@ -170,7 +170,9 @@ impl MachineState {
 
 /// Where the client, the server and the NET_RX softirq ran, from the CPU of each point of the
 /// sampled timelines, and how many wakeups (socket woken → receive returns) crossed CPUs.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct Placement {
     /// Sampled journeys counted.
     pub samples: u64,

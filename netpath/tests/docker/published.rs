@@ -79,8 +79,14 @@ fn publish_web(engine: &Engine, un: &UserNet) -> (String, SocketAddr, String) {
 /// `netpath trace --container web --port P`: 20 timelines or 30 s, with `more` options.
 fn trace_published(web: &str, port: u16, more: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_netpath"))
-        .args(["trace", "--container", web, "--port", &port.to_string()])
-        .args(["-c", "20", "--duration", "30"])
+        .args([
+            "trace",
+            "--container",
+            web,
+            "--filter-port",
+            &port.to_string(),
+        ])
+        .args(["-c", "20", "--timeout", "30"])
         .args(more)
         .output()
         .unwrap()

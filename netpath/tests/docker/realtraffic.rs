@@ -72,8 +72,8 @@ fn trace_container_names_every_device_of_real_traffic() {
         ],
     );
     let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
-        .args(["trace", "--container", &srv, "--port", "6379"])
-        .args(["-c", "40", "--duration", "30", "--json"])
+        .args(["trace", "--container", &srv, "--filter-port", "6379"])
+        .args(["-c", "40", "--timeout", "30", "--json"])
         .output()
         .unwrap();
     drop(gone);

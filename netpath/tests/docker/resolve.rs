@@ -101,11 +101,11 @@ fn containers_started_with_the_docker_cli_are_resolved() {
                 &cli,
                 "--container",
                 &srv,
-                "--port",
+                "--filter-port",
                 "11111",
                 "-c",
                 "20",
-                "--duration",
+                "--timeout",
                 "30",
                 "--json",
             ])

@@ -22,20 +22,11 @@ fn ipvlan_and_netkit_cross_their_hops_or_are_skipped() {
             eprintln!("{name} not on this kernel, checking its skip line: {why}");
             let kind = format!("cannot create {name} devices");
             assert!(why.contains(&kind), "{why}");
-            let err =
-                common::one_line_error(&["compare", "-d", name, "-n", "10", "--bulk-secs", "0"]);
+            let err = common::one_line_error(&["compare", "-d", name, "-n", "10", "--bulk", "0"]);
             assert!(err.contains(&kind), "{err}");
             let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
                 .args(["compare", "-d", &format!("host,{name}"), "-n", "20"])
-                .args([
-                    "--warmup",
-                    "5",
-                    "--rounds",
-                    "1",
-                    "--bulk-secs",
-                    "0",
-                    "--json",
-                ])
+                .args(["--warmup", "5", "--rounds", "1", "--bulk", "0", "--json"])
                 .output()
                 .unwrap();
             let err = String::from_utf8_lossy(&out.stderr);

@@ -132,7 +132,7 @@ enum Link {
 }
 
 /// How one kernel function is probed in this run.
-#[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct FnProbe {
     pub function: &'static str,
     /// "fentry", "kprobe", or why neither works.

@@ -36,7 +36,7 @@ const MIN_TURNS: usize = 6;
 const TURNS_FOR: Duration = Duration::from_secs(2);
 
 /// One run's cost, as calibrated.
-#[derive(Clone, Copy, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct RunCost {
     /// ns charged per program run.
     pub ns: f64,

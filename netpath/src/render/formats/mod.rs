@@ -11,7 +11,26 @@ use serde::Serialize;
 /// JSON Schema is derived from the type (`render::schema`).
 pub trait Render: Serialize + schemars::JsonSchema {
     const KIND: &'static str;
+    /// What standard output gets at the end of a text run.
     fn text(&self, w: &mut dyn Write) -> std::io::Result<()>;
+    /// What `-q` prints: the answer alone (nothing where the exit status says it).
+    fn answer(&self, w: &mut dyn Write) -> std::io::Result<()> {
+        self.text(w)
+    }
+    /// A text file (`-o run.txt`): everything the run printed, also the lines it printed
+    /// while it went on.
+    fn full_text(&self, w: &mut dyn Write) -> std::io::Result<()> {
+        self.text(w)
+    }
+    /// The HTML report or its SVG charts (`-o run.html`, `-o run.svg`), for results that
+    /// have them.
+    fn page(
+        &self,
+        _backend: Option<&str>,
+        _f: super::output::FileFormat,
+    ) -> Option<anyhow::Result<String>> {
+        None
+    }
 }
 
 /// Declares each format's module and variant (its doc comment is its `--format` help) and the

@@ -13,7 +13,7 @@ pub fn serve_on(s: &mut String, o: &crate::bench::serve_on::ServeOn) {
          connections, {} GETs per run) in another, on a Docker bridge network of their own; \
          {} rounds, the four modes interleaved, medians; ×off is the median of each round's \
          ratio to that round's serve off (the ratios of every round beside it); `serve` at its \
-         default --sample {}. *Empty programs on serve's hooks*: `serve` following the server \
+         default --sample-every {}. *Empty programs on serve's hooks*: `serve` following the server \
          with one empty program on each of its hooks instead of its own, the least any program \
          there costs. Goals when following the server: throughput ≥ {GOAL_THROUGHPUT}×, \
          p50 ≤ {GOAL_P50}× of serve off. CPU: the serve process's user+system time over the \

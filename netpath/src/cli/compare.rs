@@ -53,9 +53,9 @@ pub struct CompareArgs {
     /// with per-round ratios.
     #[arg(long, short = 'v', help_heading = OUTPUT)]
     pub verbose: bool,
-    /// Also write a sample of each driver's journeys (16 a driver) as a Perfetto trace to
-    /// FILE (ui.perfetto.dev): a track per CPU and followed thread, each hop a slice (or -o
-    /// FILE.perfetto-trace).
+    /// Also write the journeys as a Perfetto trace to FILE (or -o FILE.perfetto-trace;
+    /// ui.perfetto.dev), 16 sampled a driver: a track per CPU and followed thread, each hop a
+    /// slice, each journey a flow.
     #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
     pub perfetto: Option<std::path::PathBuf>,
     #[command(flatten, next_help_heading = OUTPUT)]

@@ -5,9 +5,9 @@
 
 pub mod args;
 pub mod bounds;
-pub mod pcap_filter;
 #[cfg(test)]
 mod grammar;
+pub mod pcap_filter;
 pub mod renamed;
 pub mod top;
 

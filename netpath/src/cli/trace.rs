@@ -41,8 +41,8 @@ pub struct TraceArgs {
     /// Only packets first seen on this lab interface.
     #[arg(long, value_name = "IFACE", alias = "iface")]
     pub filter_iface: Option<String>,
-    /// A pcap filter expression, as tcpdump and pwru take it ('tcp port 5432 and host
-    /// 10.0.0.2'), compiled to the kernel's filters: tcp, udp, icmp, proto N, port N, host A,
+    /// Only packets a pcap filter expression selects, as tcpdump and pwru take it ('tcp port
+    /// 5432 and host 10.0.0.2'), compiled to the kernel's filters: tcp, udp, icmp, proto N, port N, host A,
     /// joined by `and`. Instead of --filter-proto, --filter-addr and --filter-port.
     #[arg(long, value_name = "EXPR", conflicts_with_all = ["filter_proto", "filter_addr", "filter_port", "expression"])]
     pub filter_expr: Option<String>,

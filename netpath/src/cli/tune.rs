@@ -68,8 +68,8 @@ pub struct TuneArgs {
     /// icmp none runs.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "tcp")]
     pub proto: Vec<Proto>,
-    /// Bulk transfer per round, e.g. 2s, per side (0: none; default 2s, 0 for nodelay; at
-    /// most 10m).
+    /// Bulk transfer per round, after the request/response rounds, e.g. 2s, per side (0:
+    /// none; default 2s, 0 for nodelay; at most 10m).
     #[arg(long, value_name = "DURATION", alias = "bulk-secs", value_parser = bounds::phase())]
     pub bulk: Option<std::time::Duration>,
     #[command(flatten)]

@@ -12,6 +12,7 @@ pub mod proto;
 pub mod rr;
 pub mod runmode;
 mod server;
+pub mod speed;
 pub mod supported;
 pub mod tcp;
 pub mod wait;

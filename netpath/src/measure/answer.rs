@@ -25,6 +25,10 @@ pub struct Summary {
     pub claims: Vec<super::claims::ClaimVerdict>,
     /// Whether the hops add up to the untraced round trip, over every driver.
     pub check: CheckSummary,
+    /// The machine's speed over the run: the loopback probe's p50 before each sweep run
+    /// (`harness::speed`), its lowest and highest, µs. Apart by more than a tenth, the machine
+    /// changed speed during the run, and the intervals carry it.
+    pub machine_speed_us: Option<Spread>,
 }
 
 /// One driver in one row.
@@ -67,9 +71,6 @@ pub struct Pair {
     pub ci_low: Option<f64>,
     pub ci_high: Option<f64>,
     pub rounds: usize,
-    /// Rounds left out of the ratio: they straddled a change of the machine's speed (one
-    /// side fast, the other slow against their own medians).
-    pub rounds_straddled: usize,
     /// The interval holds 1 (or there is none): the two are not shown to differ.
     pub not_a_result: bool,
     /// Untraced RTT mean difference, stall-free, median of the paired rounds', µs.
@@ -247,45 +248,14 @@ fn hops_delta(a: &DriverReport, b: &DriverReport) -> Option<f64> {
     paired_median(a, b, |r| r.compensated_sum_us).or_else(|| Some(sum(a)? - sum(b)?))
 }
 
-/// A round whose two p50s sit this far apart from their own medians (one side fast, the
-/// other slow) straddled a change of the machine's speed.
-const STRADDLE: f64 = 1.15;
-
-/// Untraced p50 ratios a/b, round by round, and the rounds left out because they straddled
-/// a change of the machine's speed: this machine's vCPUs ran every path 1.5× slower for tens
-/// of seconds at a time, and a round of ten drivers lasts long enough to be cut by it. A
-/// driver's p50 on a steady machine stays within a few % of its own median over the rounds;
-/// a round where one side sits well off its median and the other does not compared a fast
-/// machine with a slow one.
-fn per_round_ratios(a: &DriverReport, b: &DriverReport) -> (Vec<f64>, usize) {
-    let p50s = |r: &DriverReport| -> Vec<Option<f64>> {
-        r.round_detail.iter().map(|x| x.untraced_p50_us).collect()
-    };
-    paired_ratios(&p50s(a), &p50s(b))
-}
-
-/// `per_round_ratios` on the two sides' p50s per round.
-fn paired_ratios(pa: &[Option<f64>], pb: &[Option<f64>]) -> (Vec<f64>, usize) {
-    let med = |v: &[Option<f64>]| crate::sys::stats::median(v.iter().flatten().copied());
-    let (Some(ma), Some(mb)) = (med(pa), med(pb)) else {
-        return (Vec::new(), 0);
-    };
-    let mut out = Vec::new();
-    let mut straddled = 0;
-    for (x, y) in pa.iter().zip(pb) {
-        let (Some(x), Some(y)) = (*x, *y) else {
-            continue;
-        };
-        if x <= 0.0 || y <= 0.0 {
-            continue;
-        }
-        if ((x / ma) / (y / mb)).ln().abs() > STRADDLE.ln() {
-            straddled += 1;
-        } else {
-            out.push(x / y);
-        }
-    }
-    (out, straddled)
+/// Untraced p50 ratios a/b, round by round (each round's sweep runs: `interleave::sweep`).
+fn per_round_ratios(a: &DriverReport, b: &DriverReport) -> Vec<f64> {
+    (a.round_detail.iter().zip(&b.round_detail))
+        .filter_map(|(x, y)| {
+            let (x, y) = (x.untraced_p50_us?, y.untraced_p50_us?);
+            (y > 0.0).then(|| x / y)
+        })
+        .collect()
 }
 
 fn sentence(p: &Pair) -> String {
@@ -305,12 +275,6 @@ fn sentence(p: &Pair) -> String {
     );
     if p.not_a_result {
         s.push_str(", not a result");
-    }
-    if p.rounds_straddled > 0 {
-        s.push_str(&format!(
-            "; {} round(s) left out, the machine changed speed between the two",
-            p.rounds_straddled
-        ));
     }
     let h: Vec<String> = p.hops.iter().map(hop_text).collect();
     s.push_str(&format!(
@@ -336,7 +300,7 @@ pub fn hop_text(h: &HopDelta) -> String {
 
 /// `a` against `b`, both records of one wait mode measured in the same rounds.
 pub fn pair(a: &DriverReport, b: &DriverReport) -> Option<Pair> {
-    let (per_round, straddled) = per_round_ratios(a, b);
+    let per_round = per_round_ratios(a, b);
     let (ratio, ci) = ratio_interval(&per_round)?;
     let total = hops_delta(a, b)?;
     let rtt_delta_us = paired_median(a, b, |r| r.untraced_mean_us);
@@ -349,7 +313,6 @@ pub fn pair(a: &DriverReport, b: &DriverReport) -> Option<Pair> {
         ci_low: ci.map(|c| c.0),
         ci_high: ci.map(|c| c.1),
         rounds: per_round.len(),
-        rounds_straddled: straddled,
         not_a_result: ci.is_none_or(|(l, h)| l <= 1.0 && 1.0 <= h),
         rtt_delta_us,
         hops_delta_us: total,
@@ -415,7 +378,11 @@ pub fn summarise(reports: &[DriverReport], reference: Option<&str>) -> Summary {
         rows.push(row(r, p.as_ref().map(|p| p.reference.as_str()), cpus));
         pairs.extend(p);
     }
+    let speeds: Vec<f64> = (reports.iter())
+        .flat_map(|r| r.round_detail.iter().filter_map(|x| x.machine_speed_us))
+        .collect();
     Summary {
+        machine_speed_us: (!speeds.is_empty()).then(|| Spread::of(speeds)),
         claims: super::claims::judge(reports),
         check: check_summary(reports),
         rows,
@@ -456,21 +423,6 @@ mod tests {
         let (_, ci) = ratio_interval(&[0.8, 1.2, 1.0]).unwrap();
         let (l, h) = ci.unwrap();
         assert!(l < 1.0 && h > 1.0);
-    }
-
-    #[test]
-    fn a_round_that_straddles_a_change_of_speed_is_left_out() {
-        // Recorded (2026-12-06): host fast in round 1 (8.2 µs), bridge already slow (17.7);
-        // both slow after. Round 1 compared a fast machine with a slow one.
-        let host = [Some(8.2), Some(13.0), Some(13.0)];
-        let bridge = [Some(17.7), Some(17.8), Some(19.5)];
-        let (r, left_out) = paired_ratios(&host, &bridge);
-        assert_eq!(left_out, 1);
-        assert_eq!(r.len(), 2);
-        assert!(r.iter().all(|x| (0.66..0.74).contains(x)), "{r:?}");
-        // A steady machine keeps every round, noise and all.
-        let (r, left_out) = paired_ratios(&[Some(8.2), Some(8.4), Some(8.1)], &bridge);
-        assert_eq!((r.len(), left_out), (3, 0));
     }
 
     fn d(hop: &str, delta_us: f64) -> HopDelta {

@@ -8,7 +8,9 @@ use super::answer::{self, Pair};
 use crate::harness::WaitMode;
 use crate::record::DriverReport;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     Holds,
@@ -408,7 +410,6 @@ mod tests {
             ci_low: Some(ci.0),
             ci_high: Some(ci.1),
             rounds: 3,
-            rounds_straddled: 0,
             not_a_result: ci.0 <= 1.0 && 1.0 <= ci.1,
             rtt_delta_us: None,
             hops_delta_us,

@@ -97,8 +97,13 @@ struct Acc {
     untraced: Vec<RrResult>,
     traced: Vec<DriverReport>,
     bulk: Vec<harness::BulkResult>,
-    /// The blocking runs of the same rounds (`RunMode::also_block`).
+    /// Each round's untraced run in the round's sweep (beside the other paths' runs: what
+    /// ratios pair), and the machine's speed just before it (`harness::speed`), µs.
+    sweep: Vec<RrResult>,
+    probes: Vec<Option<f64>>,
+    /// The blocking runs of the same rounds (`RunMode::also_block`), and its sweep's.
     block_untraced: Vec<RrResult>,
+    block_sweep: Vec<RrResult>,
     block_traced: Vec<DriverReport>,
     /// What the side's own turns moved the counters by (sides may share a path).
     counters: Counters,
@@ -189,6 +194,7 @@ pub fn run_sides(tracer: &mut Tracer, sides: &[Side]) -> Result<Vec<DriverReport
     // runs a ratio pairs seconds apart, where a bulk phase between them would let the
     // machine change state (a vCPU's speed here moved 2× on a scale of tens of seconds).
     for r in 0..rounds {
+        sweep(sides, &rrs, r, &mut acc)?;
         for i in round_order(r, n) {
             let s = &sides[i];
             bars[i].phase(format!("interleaved round {}/{rounds}", r + 1));
@@ -229,6 +235,43 @@ pub fn run_sides(tracer: &mut Tracer, sides: &[Side]) -> Result<Vec<DriverReport
         out.push(rep);
     }
     Ok(out)
+}
+
+/// A round's sweep (several paths, untraced runs asked): every path's untraced run back to
+/// back, then every path's blocking one, each after a probe of the machine's speed. A ratio
+/// pairs two paths' sweep runs, a second or two apart, where the paths' whole turns lie up to
+/// a round apart: this machine changed its speed on a scale of seconds.
+fn sweep(sides: &[Side], rrs: &[RrConfig], r: usize, acc: &mut [Acc]) -> Result<()> {
+    if sides.len() < 2 || !sides.iter().all(|s| s.opts.untraced) {
+        return Ok(());
+    }
+    let order = round_order(r, sides.len());
+    for &i in &order {
+        let s = &sides[i];
+        crate::sys::pmqos::apply(s.opts.mode.idle)?;
+        enter(s)?;
+        // A loaded machine may fail the probe: the round then pairs without it.
+        acc[i].probes.push(harness::speed::probe(rrs[i].pin).ok());
+        let u = harness::run_rr(s.path, &rrs[i], &NoPhases)
+            .with_context(|| format!("{}, round {}: untraced sweep run", s.label, r + 1))?;
+        acc[i].sweep.push(u);
+    }
+    for &i in &order {
+        let s = &sides[i];
+        if !s.opts.mode.also_block || rrs[i].wait == WaitMode::Block {
+            continue;
+        }
+        crate::sys::pmqos::apply(s.opts.mode.idle)?;
+        enter(s)?;
+        let block = RrConfig {
+            wait: WaitMode::Block,
+            ..rrs[i].clone()
+        };
+        let u = harness::run_rr(s.path, &block, &NoPhases)
+            .with_context(|| format!("{}, round {}: blocking sweep run", s.label, r + 1))?;
+        acc[i].block_sweep.push(u);
+    }
+    Ok(())
 }
 
 /// Puts the machine in `s`'s state, if the side says how.
@@ -394,8 +437,10 @@ fn round_hops(t: &DriverReport, stalls: Option<&record::stalls::Stalls>) -> Vec<
 fn round_rows(
     traced: &[DriverReport],
     untraced: &[RrResult],
+    sweep: &[RrResult],
     bulk: &[harness::BulkResult],
 ) -> Vec<RoundRow> {
+    let p50 = |u: &RrResult| u.percentile_ns(50.0) as f64 / 1000.0;
     let mut rows: Vec<RoundRow> = traced
         .iter()
         .enumerate()
@@ -416,9 +461,8 @@ fn round_rows(
             });
             RoundRow {
                 round: i + 1,
-                untraced_p50_us: untraced
-                    .get(i)
-                    .map(|u| u.percentile_ns(50.0) as f64 / 1000.0),
+                // The ratios' figure: the sweep's run where there is one.
+                untraced_p50_us: sweep.get(i).or(untraced.get(i)).map(p50),
                 traced_p50_us: t.traced.p50_us,
                 wakeup_p50_us: w,
                 data_path_p50_us: ow.zip(w).map(|(o, w)| (o - w).max(0.0)),
@@ -431,6 +475,7 @@ fn round_rows(
                 consistency_error_pct: record::own::round_error_pct(comp, untraced_mean),
                 compensated_sum_us: comp,
                 untraced_mean_us: untraced_mean,
+                machine_speed_us: None,
             }
         })
         .collect();
@@ -460,7 +505,13 @@ pub fn mark_mode_changes(rows: &mut [RoundRow]) {
 /// untraced rounds, bulk, burst, the blocking run (default mode) and the machine's state.
 fn finish(tracer: &mut Tracer, s: &Side, mut acc: Acc, t0: CpuTimes) -> Result<DriverReport> {
     let (path, proto, opts) = (s.path, s.proto, s.opts);
-    let mut rep = picked(&acc.traced, &acc.untraced, &acc.bulk)?;
+    let mut rep = picked(
+        &acc.traced,
+        &acc.untraced,
+        &acc.sweep,
+        &acc.bulk,
+        &acc.probes,
+    )?;
     rep.bulk = record::bulk_rounds(&acc.bulk);
     tracer.detach()?;
     if proto == Proto::Tcp && opts.burst.is_some() {
@@ -472,7 +523,13 @@ fn finish(tracer: &mut Tracer, s: &Side, mut acc: Acc, t0: CpuTimes) -> Result<D
     }
     let machine = |wait| MachineState::since(t0, wait, opts.mode.cpus, opts.mode.pin);
     if !acc.block_traced.is_empty() {
-        let mut b = picked(&acc.block_traced, &acc.block_untraced, &[])?;
+        let mut b = picked(
+            &acc.block_traced,
+            &acc.block_untraced,
+            &acc.block_sweep,
+            &[],
+            &acc.probes,
+        )?;
         b.cpus = opts.mode.cpus;
         b.machine = Some(machine(WaitMode::Block));
         rep.block = Some(Box::new(b));
@@ -488,9 +545,14 @@ fn finish(tracer: &mut Tracer, s: &Side, mut acc: Acc, t0: CpuTimes) -> Result<D
 fn picked(
     traced: &[DriverReport],
     untraced: &[RrResult],
+    sweep: &[RrResult],
     bulk: &[harness::BulkResult],
+    probes: &[Option<f64>],
 ) -> Result<DriverReport> {
-    let rows = round_rows(traced, untraced, bulk);
+    let mut rows = round_rows(traced, untraced, sweep, bulk);
+    for (r, p) in rows.iter_mut().zip(probes) {
+        r.machine_speed_us = *p;
+    }
     let mut by_p50: Vec<usize> = (0..traced.len()).collect();
     by_p50.sort_by(|a, b| {
         traced[*a]
@@ -502,7 +564,7 @@ fn picked(
         .get(by_p50.len() / 2)
         .context("no traced run was made")?;
     let mut rep = traced[pick].clone();
-    rep.set_rounds(untraced, pick);
+    rep.set_rounds(untraced, sweep, pick);
     if let Some(c) = rep.consistency.as_mut() {
         let errors: Vec<f64> = rows
             .iter()
@@ -582,6 +644,7 @@ mod tests {
             consistency_error_pct: None,
             compensated_sum_us: None,
             untraced_mean_us: None,
+            machine_speed_us: None,
         }
     }
 

@@ -340,8 +340,12 @@ pub fn build(t: &TracedRun) -> DriverReport {
 impl DriverReport {
     /// The untraced rounds around this (the picked round's) traced run: the probe effect
     /// against the untraced run of the same round, and medians and spread over the rounds.
-    pub fn set_rounds(&mut self, untraced: &[RrResult], pick: usize) {
-        let rounds: Vec<RttSummary> = untraced.iter().map(RttSummary::from_rr).collect();
+    /// `untraced`: each round's untraced twin of its traced run (the check's and the probe
+    /// effect's); `sweep`: each round's untraced run taken beside the other paths' (the
+    /// rounds' figures and ratios), or none (then the twins are).
+    pub fn set_rounds(&mut self, untraced: &[RrResult], sweep: &[RrResult], pick: usize) {
+        let of = if sweep.is_empty() { untraced } else { sweep };
+        let rounds: Vec<RttSummary> = of.iter().map(RttSummary::from_rr).collect();
         if let Some(u) = untraced.get(pick) {
             let u = RttSummary::from_rr(u);
             let pct = |a: f64, b: f64| if b > 0.0 { (a / b - 1.0) * 100.0 } else { 0.0 };

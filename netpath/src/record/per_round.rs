@@ -35,6 +35,10 @@ pub struct RoundRow {
     pub consistency_error_pct: Option<f64>,
     pub compensated_sum_us: Option<f64>,
     pub untraced_mean_us: Option<f64>,
+    /// The machine's speed before the round's runs: a loopback ping-pong's p50 on the same
+    /// CPUs, µs (`harness::speed`). Two paths' rounds pair only where it agrees.
+    #[serde(default)]
+    pub machine_speed_us: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]

@@ -127,6 +127,12 @@ pub fn write(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
             "ᵇ {d} measured blocking only, against blocking ({n})"
         ));
     }
+    if let Some(m) = s.machine_speed_us.filter(|m| m.max > m.min * 1.1) {
+        notes.push(format!(
+            "the machine changed speed during the run: a loopback ping-pong before each sweep run took {:.1}–{:.1} µs; the intervals carry it",
+            m.min, m.max
+        ));
+    }
     for n in notes {
         writeln!(w, "   {n}")?;
     }

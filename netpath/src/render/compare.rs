@@ -142,8 +142,16 @@ pub fn backend_line(w: &mut dyn Write, backend: Backend, verbose: bool) -> std::
 /// block, and the answer (`netpath report run.json --format text`, `-o run.txt`, the
 /// README's example).
 pub fn full_text(w: &mut dyn Write, out: &CompareOutput, verbose: bool) -> std::io::Result<()> {
-    backend_line(w, out.backend, verbose)?;
-    let mut sink = TextSink::new(verbose, out.drivers.len());
+    full_text_with(w, out, TextSink::new(verbose, out.drivers.len()))
+}
+
+/// `full_text` through `sink` (e.g. with each driver's short block, whatever their number).
+pub fn full_text_with(
+    w: &mut dyn Write,
+    out: &CompareOutput,
+    mut sink: TextSink,
+) -> std::io::Result<()> {
+    backend_line(w, out.backend, sink.verbose)?;
     for r in &out.drivers {
         sink.driver_to(w, r)?;
     }

@@ -148,7 +148,11 @@ mod tests {
                 true,
             ),
         ] {
-            let text = saved.text(verbose).unwrap();
+            let text = if verbose {
+                saved.text(true).unwrap()
+            } else {
+                saved.text_with_blocks().unwrap()
+            };
             let names = spans(&list);
             assert!(names.len() > 5, "{names:?}");
             let absent: Vec<&String> = names

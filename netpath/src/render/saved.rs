@@ -43,6 +43,16 @@ impl Saved {
         Ok(String::from_utf8(buf)?)
     }
 
+    /// The text with every driver's short block, however many drivers ran (the default
+    /// prints them for up to `compare::BLOCKS_UP_TO`).
+    pub fn text_with_blocks(&self) -> anyhow::Result<String> {
+        let mut sink = super::compare::TextSink::new(false, 1);
+        sink.blocks = true;
+        let mut buf = Vec::new();
+        super::compare::full_text_with(&mut buf, &self.out, sink)?;
+        Ok(String::from_utf8(buf)?)
+    }
+
     /// A file's bytes: the text, the record, the HTML report or its charts.
     pub fn file(&self, f: super::output::FileFormat) -> anyhow::Result<Vec<u8>> {
         use super::output::FileFormat;

@@ -4,7 +4,7 @@
 //! it says which to add.
 use serde::Serialize;
 
-use super::answer::{self, Pair};
+use super::pair::{self as answer, Pair};
 use crate::harness::WaitMode;
 use crate::record::DriverReport;
 
@@ -183,7 +183,11 @@ fn bridge_over_host(reports: &[DriverReport]) -> ClaimVerdict {
     } else {
         Verdict::DoesNotHold
     };
-    let figure = format!("bridge/host {}, {:+.1} µs", interval(&p), p.hops_delta_us);
+    let figure = format!(
+        "bridge/host {}, {:+.1} µs",
+        interval(&p),
+        p.rtt_delta_us.unwrap_or(p.hops_delta_us)
+    );
     with_pair(C, &p, figure, v, why)
 }
 
@@ -209,7 +213,7 @@ fn overlay_vxlan(reports: &[DriverReport]) -> ClaimVerdict {
         Verdict::DoesNotHold
     };
     let figure = format!(
-        "vxlan-encap and -decap {vxlan:+.1} of {:+.1} µs ({share:.0}%)",
+        "vxlan-encap and -decap {vxlan:+.1} of the hops' {:+.1} µs ({share:.0}%)",
         p.hops_delta_us
     );
     let why = format!(

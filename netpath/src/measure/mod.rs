@@ -10,3 +10,4 @@ pub mod compare;
 pub mod delta;
 pub mod diff;
 pub mod interleave;
+pub mod pair;

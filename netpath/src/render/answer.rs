@@ -46,7 +46,8 @@ fn ratio(p: &Pair) -> String {
 
 /// "+4.6: bridge +2.6, backlog +1.0": the hops' difference and the named hops, µs.
 fn difference(p: &Pair) -> String {
-    let hops: Vec<String> = (p.hops.iter())
+    // Three at most on a screen; the JSON has every named one.
+    let hops: Vec<String> = (p.hops.iter().take(3))
         .map(|h| match h.dir.as_str() {
             "request" => format!("{} req {:+.1}", h.hop, h.delta_us),
             "response" => format!("{} resp {:+.1}", h.hop, h.delta_us),
@@ -107,7 +108,7 @@ pub fn write(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
         "block p50",
         "against",
         "ratio",
-        "hops µs",
+        "difference µs",
         "check",
     ];
     let rows = s.rows.iter().map(|r| row(r, &s.pairs)).collect();

@@ -142,7 +142,7 @@ mod tests {
         };
         let saved = fixture(&root()).unwrap();
         for (list, verbose) in [
-            (part("Per driver, a block:", "With `--verbose`"), false),
+            (part("Per driver, a block", "With `--verbose`"), false),
             (
                 part("each block has every line instead:", "Then a summary"),
                 true,

@@ -174,15 +174,16 @@ fn a_change_is_in_place_only_for_side_a_and_reverted_at_the_end() {
     args.extend(["--apply", APPLY, "--revert", REVERT]);
     let out = common::output_ok(&mut s.tune("server", 0, &args));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    // Two rounds, each side two runs (untraced and traced) of 300 requests.
-    let applies = check_windows(&s.log(), Some(2 * 2 * 300));
-    // A, B | B, A: applied for round 1's A, reverted for B, applied again for round 2's A,
-    // and reverted at the end.
-    assert_eq!(applies, 2, "{:?}", s.log());
+    // Two rounds, each side three runs of 300 requests: the round's opening sweep (every
+    // side's untraced run back to back, which the ratio pairs), then untraced and traced.
+    let applies = check_windows(&s.log(), Some(2 * 3 * 300));
+    // Sweep A, B, runs A, B | sweep B, A, runs B, A: applied for each of A's four turns,
+    // reverted after each (the last one at the end).
+    assert_eq!(applies, 4, "{:?}", s.log());
     let c = &v["change"];
     assert_eq!(
         (c["applied"].as_u64(), c["reverted"].as_u64()),
-        (Some(2), Some(2)),
+        (Some(4), Some(4)),
         "{c}"
     );
     assert_eq!(c["run_in"], "host");

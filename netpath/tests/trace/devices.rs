@@ -55,7 +55,14 @@ fn compare_weighs_veth_against_macvlan_ipvlan_and_netkit() {
     let before = lab::list_netpath_netns().unwrap();
     let n = std::env::var("NETPATH_DEVICES_N").unwrap_or_else(|_| "2000".into());
     let out = Command::new(env!("CARGO_BIN_EXE_netpath"))
-        .args(["compare", "-d", "bridge,macvlan,ipvlan,netkit", "-n", &n])
+        .args([
+            "compare",
+            "-v",
+            "-d",
+            "bridge,macvlan,ipvlan,netkit",
+            "-n",
+            &n,
+        ])
         .args(["--warmup", "200", "--rounds", "3"])
         .args(common::LATENCY_ONLY)
         .output()
@@ -77,16 +84,16 @@ fn compare_weighs_veth_against_macvlan_ipvlan_and_netkit() {
         (Driver::Netkit, "netkit"),
     ] {
         let name = driver.name();
-        // Each driver's block opens with `== <driver>  (<protocol>, wait …)`.
-        let header = format!("== {name}  (");
+        // With -v each driver's block opens with `== driver <driver>  (backend …)`.
+        let header = format!("== driver {name}  (");
         if stderr.contains(&format!("skipped {name}: ")) {
             assert!(!stdout.contains(&header), "{stdout}");
             continue;
         }
         let table = stdout
             .split("\n== ")
-            .find(|t| t.starts_with(&format!("{name}  (")))
-            .unwrap_or_else(|| panic!("no {name} row: {stdout}"));
+            .find(|t| t.starts_with(&format!("driver {name}  (")))
+            .unwrap_or_else(|| panic!("no {name} block: {stdout}"));
         assert!(
             table.lines().any(|l| l.trim_start().starts_with(hop)),
             "{name}: no {hop} hop: {table}"

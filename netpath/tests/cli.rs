@@ -272,3 +272,87 @@ fn report_renders_a_saved_run() {
         "{t}"
     );
 }
+
+/// The report of a saved default run opens with its answer: the answer table with each
+/// driver's ratio and interval as the JSON has them, the claims with their verdicts, whether
+/// the hops add up; then each driver's figures. No section is empty: a table has rows, a
+/// chart has marks, an empty one says "none".
+#[test]
+fn the_report_opens_with_the_answer_and_no_section_is_empty() {
+    let run =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/data/readme-compare.json");
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("r.html");
+    let o = netpath(&[
+        "report",
+        run.to_str().unwrap(),
+        "-q",
+        "-o",
+        page.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&run).unwrap()).unwrap();
+    let at = |s: &str| html.find(s).unwrap_or_else(|| panic!("no {s}"));
+    let order = [
+        "<h2>The answer</h2>",
+        "<h2>The claims, judged on this run</h2>",
+        "<h2>Do the hops add up?</h2>",
+        "<h2>Each driver's round trips</h2>",
+        "<h2>Where the time goes</h2>",
+        "<h2>Lost events</h2>",
+    ];
+    let pos: Vec<usize> = order.iter().map(|s| at(s)).collect();
+    assert!(pos.windows(2).all(|w| w[0] < w[1]), "{order:?} at {pos:?}");
+    let answer = &html[pos[0]..pos[1]];
+    let s = &json["summary"];
+    for p in s["pairs"].as_array().unwrap() {
+        let r = format!("{:.2}×", p["ratio"].as_f64().unwrap());
+        // In the table and beside its dot in the chart.
+        assert!(answer.matches(&r).count() >= 2, "{r}: {answer}");
+        let label = format!(
+            "{} / {}",
+            p["driver"].as_str().unwrap(),
+            p["reference"].as_str().unwrap()
+        );
+        assert!(answer.contains(&label), "{label}");
+    }
+    for r in s["rows"].as_array().unwrap() {
+        assert!(answer.contains(&format!("<td>{}</td>", r["driver"].as_str().unwrap())));
+    }
+    let claims = &html[pos[1]..pos[2]];
+    for c in s["claims"].as_array().unwrap() {
+        let v = c["verdict"].as_str().unwrap();
+        assert!(claims.contains(&format!("verdict {v}")), "{v}");
+        assert!(claims.contains(c["claim"].as_str().unwrap()), "{c}");
+    }
+    let within = format!(
+        "{} of {}",
+        s["check"]["within"].as_u64().unwrap(),
+        s["check"]["checked"].as_u64().unwrap()
+    );
+    assert!(html[pos[2]..pos[3]].contains(&within), "{within}");
+    // Protocol-true and in words.
+    assert!(html.contains("over one TCP connection"));
+    assert!(
+        !html.contains("cross_cpu_wakeups"),
+        "placement as a key dump"
+    );
+    // No table without rows, no chart without marks.
+    for t in html.split("<table>").skip(1) {
+        let t = &t[..t.find("</table>").unwrap()];
+        assert!(t.contains("<td"), "a table without rows: {t}");
+    }
+    for svg in html.split("<svg").skip(1) {
+        let svg = &svg[..svg.find("</svg>").unwrap()];
+        assert!(
+            ["<circle", "<rect", "<path", "<polyline", "<line"]
+                .iter()
+                .any(|m| svg.contains(m)),
+            "a chart without marks"
+        );
+    }
+    // This run lost nothing: said, not an empty table.
+    assert!(html[pos[5]..].contains("none: every event"));
+}

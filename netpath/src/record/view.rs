@@ -11,6 +11,10 @@ use super::header::Header;
 #[derive(Debug, Deserialize)]
 pub struct CompareView {
     pub header: Option<Header>,
+    /// The answer (`measure::answer::Summary`), read by the renderer that shows it (older
+    /// files: none).
+    #[serde(default)]
+    pub summary: Option<serde_json::Value>,
     #[serde(default)]
     pub backend: String,
     pub drivers: Vec<DriverView>,
@@ -50,6 +54,8 @@ pub struct DriverView {
     /// How the harness waited for data, the CPU placement asked and the one observed, and
     /// the machine's state, when the run says so (shown as the JSON has them).
     pub wait: Option<serde_json::Value>,
+    /// The traffic's protocol (`tcp`, `udp`, `icmp`; older files: none).
+    pub proto: Option<String>,
     pub cpus: Option<serde_json::Value>,
     pub placement: Option<serde_json::Value>,
     pub machine: Option<serde_json::Value>,

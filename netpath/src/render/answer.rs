@@ -29,7 +29,7 @@ fn us(x: f64) -> String {
 }
 
 /// "12.8 [12.5–13.0]": median and range over rounds, µs.
-fn spread(s: Option<Spread>) -> String {
+pub(super) fn spread(s: Option<Spread>) -> String {
     match s {
         Some(s) if s.min < s.max => format!("{} [{}–{}]", us(s.median), us(s.min), us(s.max)),
         Some(s) => us(s.median),
@@ -37,7 +37,7 @@ fn spread(s: Option<Spread>) -> String {
     }
 }
 
-fn ratio(p: &Pair) -> String {
+pub(super) fn ratio(p: &Pair) -> String {
     match (p.ci_low, p.ci_high) {
         (Some(l), Some(h)) => format!("{:.2}× [{l:.2}–{h:.2}]", p.ratio),
         _ => format!("{:.2}×", p.ratio),
@@ -45,7 +45,7 @@ fn ratio(p: &Pair) -> String {
 }
 
 /// "+4.6: bridge +2.6, backlog +1.0": the hops' difference and the named hops, µs.
-fn difference(p: &Pair) -> String {
+pub(super) fn difference(p: &Pair) -> String {
     // Three at most on a screen; the JSON has every named one.
     let hops: Vec<String> = (p.hops.iter().take(3))
         .map(|h| match h.dir.as_str() {
@@ -58,7 +58,7 @@ fn difference(p: &Pair) -> String {
     format!("{delta:+.1}: {}", hops.join(", "))
 }
 
-fn check(r: &AnswerRow) -> String {
+pub(super) fn check(r: &AnswerRow) -> String {
     match &r.check {
         Some(c) if c.within_tolerance => "ok".into(),
         Some(c) => format!("off {:+.0}%", c.error_pct),
@@ -66,7 +66,7 @@ fn check(r: &AnswerRow) -> String {
     }
 }
 
-fn row(r: &AnswerRow, pairs: &[Pair]) -> Vec<String> {
+pub(super) fn row(r: &AnswerRow, pairs: &[Pair]) -> Vec<String> {
     let p = pairs.iter().find(|p| p.driver == r.driver);
     let mut v = vec![
         r.driver.clone(),

@@ -35,12 +35,13 @@ pub fn page(view: &CompareView) -> Result<String> {
             head {
                 meta charset="utf-8";
                 title { "netpath compare: " (names(view)) }
-                style { (PreEscaped(STYLE)) }
+                style { (PreEscaped(STYLE)) (PreEscaped(super::html_answer::STYLE)) }
             }
             body {
                 h1 { "netpath compare: " (names(view)) }
                 (run_context(view))
-                h2 { "Round trips" }
+                (super::html_answer::section(view))
+                h2 { "Each driver's round trips" }
                 (rtt_table(view))
                 h2 { "Where the time goes" }
                 p.note { "Each bar is one driver's traced run: the time each hop adds to one packet, the request's hops, a black mark, then the response's. Mean bars add up to the one-way means; percentile bars stack per-hop percentiles, which do not add exactly: the table below has the figures." }
@@ -49,7 +50,11 @@ pub fn page(view: &CompareView) -> Result<String> {
                 (hop_table(view))
                 (super::journey_svg::section(view))
                 h2 { "Distribution" }
-                div.chart { (PreEscaped(cdf)) }
+                @if view.drivers.iter().any(|d| !d.rtt_cdf.is_empty()) {
+                    div.chart { (PreEscaped(cdf)) }
+                } @else {
+                    p.note { "none: this file holds no round-trip distribution." }
+                }
                 h2 { "Lost events" }
                 (lost_table(view))
             }
@@ -81,10 +86,36 @@ fn run_context(view: &CompareView) -> Markup {
                 (format!("{:.2} {:.2} {:.2}", m.loadavg[0], m.loadavg[1], m.loadavg[2]))
                 ", " (m.runnable) " runnable threads"
                 @if busy { span.warn { " (busy: other work shared the CPUs, so wakeups were faster than on an idle machine and figures are not comparable with an idle run's)" } }
-                @else { " (idle: an idle CPU takes tens of µs to wake a thread, which dominates RTT)" }
+                @else { " (no other work at start)" }
+            }
+            @if let Some(m) = view.drivers.first().and_then(|d| d.machine.as_ref()) {
+                dt { "during the run" } dd { (during(m)) }
             }
         }
     }
+}
+
+/// The machine while the first driver ran, in words: idle policy, busy, steal.
+fn during(m: &serde_json::Value) -> String {
+    let f = |k: &str| m.get(k).and_then(serde_json::Value::as_f64);
+    let idle = match (m.get("idle").and_then(|v| v.as_str()), f("cpu_latency_limit_us")) {
+        (Some("poll"), Some(l)) => format!(
+            "CPUs kept out of idle by netpath (CPU latency QoS {l:.0} µs, --idle poll): blocking runs show a warm wakeup, not an idle exit"
+        ),
+        (Some("deep"), _) => "CPUs let idle as the machine does (--idle deep): blocking runs carry each CPU's idle exit".into(),
+        _ => "idle policy not recorded".into(),
+    };
+    let mut out = idle;
+    if let Some(b) = f("busy_pct") {
+        out += &format!("; CPUs busy {b:.0}%");
+    }
+    if let Some(s) = f("steal_pct") {
+        out += &format!(", steal {s:.1}%");
+    }
+    if let Some(d) = m.get("deepest_idle_state").and_then(|v| v.as_str()) {
+        out += &format!("; deepest idle state {d}");
+    }
+    out
 }
 
 /// A JSON value in one short line: strings bare, objects as `key value` pairs.
@@ -109,7 +140,7 @@ fn wait(d: &DriverView) -> (String, String) {
         .as_ref()
         .map_or("blocking read (not recorded)".into(), compact);
     let asked = d.cpus.as_ref().map(compact);
-    let seen = d.placement.as_ref().map(compact);
+    let seen = d.placement.as_ref().map(placement_words);
     let p = match (asked, seen) {
         (Some(a), Some(s)) => format!("{a} (observed: {s})"),
         (Some(a), None) => a,
@@ -119,6 +150,58 @@ fn wait(d: &DriverView) -> (String, String) {
     (w, p)
 }
 
+/// Where the sampled journeys ran, in words: "client on CPU 0, server on CPU 1, NET_RX
+/// softirq on CPUs 0 and 1; 274 of 314 wakeups crossed CPUs (314 sampled)".
+fn placement_words(v: &serde_json::Value) -> String {
+    let cpus = |k: &str| -> Option<String> {
+        let m = v.get(k)?.as_object()?;
+        let c: Vec<&str> = m.keys().map(String::as_str).collect();
+        Some(match c.as_slice() {
+            [] => return None,
+            [one] => format!("{k} on CPU {one}"),
+            more => format!("{k} on CPUs {}", more.join(" and ")),
+        })
+    };
+    let mut parts: Vec<String> = ["client", "server"]
+        .iter()
+        .filter_map(|k| cpus(k))
+        .collect();
+    if let Some(s) = cpus("softirq") {
+        parts.push(s.replace("softirq", "NET_RX softirq"));
+    }
+    let n = |k: &str| v.get(k).and_then(serde_json::Value::as_u64);
+    let mut out = parts.join(", ");
+    if let (Some(w), Some(x)) = (n("wakeups"), n("cross_cpu_wakeups")) {
+        out += &format!("; {x} of {w} wakeups crossed CPUs");
+    }
+    if let Some(s) = n("samples") {
+        out += &format!(" ({s} journeys sampled)");
+    }
+    if out.is_empty() { compact(v) } else { out }
+}
+
+/// What the round trips were, protocol-true.
+fn traffic(view: &CompareView) -> String {
+    let mut protos: Vec<&str> = (view.drivers.iter())
+        .filter_map(|d| d.proto.as_deref())
+        .collect();
+    protos.dedup();
+    match protos.as_slice() {
+        ["tcp"] => "RTT of request/response over one TCP connection".into(),
+        ["udp"] => "RTT of request/response, one UDP datagram each way".into(),
+        ["icmp"] => "RTT of ICMP echo request and reply".into(),
+        [] => "RTT of request/response (protocol not recorded)".into(),
+        more => format!("RTT of request/response ({})", more.join(", ")),
+    }
+}
+
+fn bulk(d: &DriverView) -> String {
+    d.bulk.as_ref().map_or("–".into(), |b| {
+        let g = &b.gbit_per_s;
+        format!("{:.1} [{:.1}–{:.1}]", g.median, g.min, g.max)
+    })
+}
+
 fn rtt_table(view: &CompareView) -> Markup {
     html! {
         table {
@@ -126,7 +209,7 @@ fn rtt_table(view: &CompareView) -> Markup {
                 th { "driver" } th { "untraced p50 µs [rounds]" } th { "untraced p99 µs" }
                 th { "traced p50 µs" } th { "probe effect p50 / mean" } th { "rounds" }
                 th { "receive passes, softirq runs per packet (req / resp)" }
-                th { "attributed" } th { "wait mode" } th { "placement" }
+                th { "attributed" } th { "bulk Gbit/s [rounds]" } th { "wait mode" } th { "placement" }
             }
             @for d in &view.drivers {
                 @let (w, p) = wait(d);
@@ -142,11 +225,12 @@ fn rtt_table(view: &CompareView) -> Markup {
                     td { (d.rr.as_ref().map_or(0, |r| r.rounds)) }
                     td { (passes(d)) }
                     td { (format!("{:.0}%", d.attributed_pct)) }
+                    td { (bulk(d)) }
                     td { (w) } td { (p) }
                 }
             }
         }
-        p.note { "RTT of request/response over one TCP connection; traced rows count " (view.drivers.first().map_or(0, |d| d.traced.count)) " round trips." }
+        p.note { (traffic(view)) "; traced rows count " (view.drivers.first().map_or(0, |d| d.traced.count)) " round trips." }
     }
 }
 
@@ -214,6 +298,9 @@ fn hop_table(view: &CompareView) -> Markup {
     }
 }
 
+/// Counters that count what went right (journeys started, completed, sampled), not losses.
+const LOST_BOOKKEEPING: [&str; 3] = ["started", "completed", "samples"];
+
 /// Counters as rows, drivers as columns: ten counters do not fit across a page.
 fn lost_table(view: &CompareView) -> Markup {
     let keys: Vec<&String> = view
@@ -221,6 +308,11 @@ fn lost_table(view: &CompareView) -> Markup {
         .first()
         .map(|d| d.lost.keys().collect())
         .unwrap_or_default();
+    let lost = |k: &str| !LOST_BOOKKEEPING.contains(&k);
+    let any = (view.drivers.iter()).any(|d| d.lost.iter().any(|(k, n)| lost(k) && *n > 0));
+    if !any {
+        return html! { p { "none: every event the kernel side sent arrived and was matched, for every driver." } };
+    }
     html! {
         table {
             tr { th { "counter" } @for d in &view.drivers { th { (d.driver) } } }

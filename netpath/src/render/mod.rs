@@ -14,6 +14,7 @@ pub mod doctor;
 pub mod export;
 pub mod formats;
 pub mod html;
+pub mod html_answer;
 pub mod inspect;
 pub mod journey_svg;
 pub mod markdown;

@@ -44,20 +44,35 @@ fn selected(ts: &[Timeline]) -> Vec<String> {
 #[test]
 fn a_filter_expression_selects_what_its_flags_select() {
     let _g = common::need_root();
+    // TCP on every kernel; UDP (one datagram a request) where the kernel names a datagram's
+    // socket (6.3+): before, `trace --proto udp` is refused with its reason.
+    selects_alike(Proto::Tcp).unwrap();
+    match selects_alike(Proto::Udp) {
+        Err(e) if e.to_string().contains("needs the socket tracepoints") => {
+            eprintln!("udp refused on this kernel, as it says: {e}");
+        }
+        other => other.unwrap(),
+    }
+}
+
+/// Traces the bridge lab three times, by flags, by the equivalent expression, and by an
+/// expression nothing matches; compares what each selected. Err: the kernel refused `proto`.
+fn selects_alike(proto: Proto) -> anyhow::Result<()> {
     let backend = common::backend();
     let lab = lab::build(Driver::Bridge).unwrap();
     let server = *lab.server_bind.ip();
     let port = lab.server_bind.port();
+    let word = proto.name();
     let flags = TraceOptions {
         driver: Driver::Bridge,
         count: 6,
-        proto: Some(L4::Harness(Proto::Udp)),
+        proto: Some(L4::Harness(proto)),
         host: Some(server),
         port: Some(port),
         netns: None,
         iface: None,
     };
-    let expr = format!("udp port {port} and host {server}");
+    let expr = format!("{word} port {port} and host {server}");
     let c = pcap_filter::compile(&expr).unwrap();
     let compiled = TraceOptions {
         proto: c.proto,
@@ -66,20 +81,26 @@ fn a_filter_expression_selects_what_its_flags_select() {
         ..flags.clone()
     };
     let by_flags = trace::run_on(backend, &lab, &flags);
-    let by_expr = trace::run_on(backend, &lab, &compiled);
+    let by_expr = by_flags
+        .is_ok()
+        .then(|| trace::run_on(backend, &lab, &compiled));
     // Nothing on the lab is 10.9.9.9: the kernel drops every packet at its first point.
     let none = TraceOptions {
-        host: pcap_filter::compile("udp and host 10.9.9.9").unwrap().host,
+        host: (pcap_filter::compile(&format!("{word} and host 10.9.9.9")).unwrap()).host,
         ..compiled.clone()
     };
-    let by_none = trace::run_on(backend, &lab, &none);
+    let by_none = by_flags
+        .is_ok()
+        .then(|| trace::run_on(backend, &lab, &none));
     lab.teardown().unwrap();
-    let (by_flags, by_expr, by_none) = (by_flags.unwrap(), by_expr.unwrap(), by_none.unwrap());
+    let by_flags = by_flags?;
+    let (by_expr, by_none) = (by_expr.unwrap().unwrap(), by_none.unwrap().unwrap());
     assert_eq!(by_flags.timelines.len(), 6);
     assert_eq!(by_expr.timelines.len(), 6);
     assert_eq!(selected(&by_flags.timelines), selected(&by_expr.timelines));
+    let number = if proto == Proto::Udp { 17 } else { 6 };
     for t in &by_expr.timelines {
-        assert_eq!(t.headers.proto, 17, "{t:?}");
+        assert_eq!(t.headers.proto, number, "{t:?}");
         assert!(
             t.headers.saddr == server || t.headers.daddr == server,
             "{t:?}"
@@ -91,4 +112,5 @@ fn a_filter_expression_selects_what_its_flags_select() {
         "host 10.9.9.9 selected {:?}",
         by_none.timelines
     );
+    Ok(())
 }

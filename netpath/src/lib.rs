@@ -1,11 +1,15 @@
 //! netpath: where the microseconds go when containers talk.
 //!
 //! The binary is a thin CLI over this library so integration tests drive the same code.
-//! Layers, top to bottom: `cli` (each command's flags and run) → the command engines
-//! (`measure` for compare/diff, `tune`, `bench`, `trace`, `serve`, `validate`) → `record`
-//! (what a run produced) and `render` (how it is shown) → `harness` (traffic), `probe` (the
-//! eBPF side), `lab`/`docker`/`runtime`/`path` (the paths measured) → `sys` (namespaces,
-//! netlink, BTF, /proc).
+//! Layers, top to bottom (a file imports its own layer and those below; `xtask/src/layers.rs`
+//! holds this table and `cargo xtask circles` checks it):
+//! `cli` and `serve` (the commands, the exporter) → `render` (how results are shown) → the
+//! engines (`measure` for compare/diff, `trace`, `tune`, `validate`, `bench`; their result
+//! types beside them) → `record` (what a run produced) → `probe` (the eBPF side) → `runtime`
+//! (containers netpath did not start) → `docker` (the Engine and the Docker lab) → `harness`
+//! (traffic) and `lab` (the netns lab) → `path` (a path's devices and ends) → `driver` → `sys`
+//! (namespaces, netlink, BTF, /proc, PM QoS, affinity) → `options`, `choice` and `progress`
+//! (what every layer names; engines report progress through the hook the CLI installs).
 
 pub mod bench;
 mod choice;
@@ -15,8 +19,10 @@ pub mod driver;
 pub mod harness;
 pub mod lab;
 pub mod measure;
+pub mod options;
 pub mod path;
 pub mod probe;
+pub mod progress;
 pub mod record;
 pub mod render;
 pub mod runtime;

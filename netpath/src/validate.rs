@@ -208,7 +208,7 @@ fn rounds(
         ..opts.rr.clone()
     };
     let mut runs: Vec<Runs> = delays.iter().map(|_| Runs::default()).collect();
-    let bar = crate::render::progress::DriverBar::new(lab.driver.name(), opts.rounds.max(1) as u64);
+    let bar = crate::progress::Bar::new(lab.driver.name(), opts.rounds.max(1) as u64);
     for r in 0..opts.rounds.max(1) {
         bar.phase(format!("round {}/{}", r + 1, opts.rounds.max(1)));
         let order: Vec<usize> = if r % 2 == 0 {

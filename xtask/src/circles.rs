@@ -51,6 +51,11 @@ pub fn run() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Every file's imports (relative to `src`), as the loops are found from.
+pub fn edges(src: &Path, root_file: &str) -> anyhow::Result<BTreeMap<String, BTreeSet<String>>> {
+    Ok(Tree::read(src, root_file)?.edges())
+}
+
 /// One loop per group of files that import each other: its files in import order, the first
 /// repeated at the end (relative to `src`).
 pub fn circles(src: &Path, root_file: &str) -> anyhow::Result<Vec<Vec<String>>> {

@@ -12,6 +12,7 @@ mod counts;
 mod dockerd;
 mod fuzz;
 mod image;
+mod layers;
 mod man;
 mod paths;
 mod profile;
@@ -91,7 +92,7 @@ fn main() -> ExitCode {
         Command::Schemas => schemas::run(),
         Command::Man(args) => man::run(&args),
         Command::Readme => readme::run(),
-        Command::Circles => circles::run(),
+        Command::Circles => circles::run().and_then(|()| layers::run()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -171,7 +171,7 @@ pub fn run(rounds: usize, requests: u64) -> Result<ServeOn> {
     Ok(ServeOn {
         rounds: rounds.max(1),
         requests,
-        sample: crate::serve::DEFAULT_SAMPLE,
+        sample: crate::probe::DEFAULT_SAMPLE,
         rows: rows(&all),
     })
 }

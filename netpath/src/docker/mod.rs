@@ -6,7 +6,7 @@
 //! `hold`); [`DockerLab`] (`drivers/`, one file per [`Driver`](crate::driver::Driver) like
 //! `lab/`; `resources` holds what it made, `swarm` the overlay's swarm) builds the
 //! [`NetPath`](crate::path::NetPath) between client and server containers on a real Docker
-//! network. [`resolve_container`] / [`inspect()`] read the network side of containers netpath
+//! network. [`resolve_container`] reads the network side of containers netpath
 //! did not start, [`between()`] the path between two (`compare --between A B`);
 //! [`cleanup_docker`] removes everything netpath made in Docker.
 //!
@@ -23,7 +23,6 @@ mod drivers;
 mod engine;
 mod hostveth;
 pub mod image;
-mod inspect;
 mod published;
 mod resources;
 mod state;
@@ -40,7 +39,6 @@ pub(crate) use container::{interfaces_with, proc_root};
 pub use daemon::SecondDaemon;
 pub use drivers::{DockerLab, DockerLabOptions};
 pub use engine::Engine;
-pub use inspect::{InspectReport, InterfaceReport, inspect, inspect_net};
 pub use published::{PublishedLeg, published_leg};
 
 /// Label on every container, network and image netpath creates (value `1`).

@@ -18,9 +18,10 @@ use anyhow::{Context, Result, bail};
 use hdrhistogram::Histogram;
 
 use super::conns::{Plan, run_pairs, sleep_until, tight_timer_slack};
-use super::runmode::{Pin, pin_current};
+use super::runmode::pin_current;
 use super::tcp::echo_with;
 use super::wait::{Receiver, WaitMode};
+use crate::options::Pin;
 use crate::path::NetPath;
 use crate::sys::netns::Netns;
 

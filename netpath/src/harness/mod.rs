@@ -10,7 +10,6 @@ pub mod dgram;
 pub mod icmp;
 pub mod proto;
 pub mod rr;
-pub mod runmode;
 mod server;
 pub mod speed;
 pub mod supported;
@@ -19,6 +18,9 @@ pub mod wait;
 
 use anyhow::{Result, bail};
 
+pub use crate::options::{Cpus, Pin};
+/// Where the harness threads run: `sys::runmode` (OS affinity), named here as before.
+pub use crate::sys::runmode;
 pub use bulk::{BulkConfig, BulkResult, StreamResult, run_bulk, run_bulk_to, tcp_info};
 pub use burst::{
     BurstConfig, BurstResult, run_burst, run_burst_phases, run_burst_to, scheduled_requests,
@@ -26,7 +28,6 @@ pub use burst::{
 pub use context::{DevContext, NetCounters, device_context, read_counters};
 pub use proto::Proto;
 pub use rr::{NoPhases, Phases, RrConfig, RrResult};
-pub use runmode::{Cpus, Pin};
 pub use tcp::{echo, echo_with};
 pub use wait::WaitMode;
 

@@ -9,8 +9,9 @@ use anyhow::{Context as _, Result};
 use hdrhistogram::Histogram;
 
 use super::proto::Proto;
-use super::runmode::{Pin, pin_current};
+use super::runmode::pin_current;
 use super::wait::{WaitMode, napi_id_of};
+use crate::options::Pin;
 use crate::path::NetPath;
 
 /// Ping-pong parameters.

@@ -12,20 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-crate::choice::choice! {
-    /// How a receiving harness thread waits for its data.
-    #[derive(Default)]
-    pub enum WaitMode {
-        /// Blocking receives: what an application sees, the scheduler's wakeup included.
-        Block => "block",
-        /// Non-blocking receives in a tight loop: the data path without the scheduler.
-        #[default]
-        Spin => "spin",
-        /// `SO_BUSY_POLL` on the harness sockets: the kernel polls the device's NAPI in the
-        /// receive (blocking receives where the device has no NAPI).
-        BusyPoll => "busy-poll",
-    }
-}
+pub use crate::options::WaitMode;
 
 /// `SO_BUSY_POLL` budget per receive, µs (what the kernel documentation suggests for sockets).
 pub const BUSY_POLL_US: i32 = 50;

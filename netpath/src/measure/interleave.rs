@@ -188,7 +188,7 @@ pub fn run_sides(tracer: &mut Tracer, sides: &[Side]) -> Result<Vec<DriverReport
     // On a terminal: a bar per path, stepping through the interleaved rounds.
     let bars: Vec<_> = sides
         .iter()
-        .map(|s| crate::render::progress::DriverBar::new(&s.label, rounds as u64))
+        .map(|s| crate::progress::Bar::new(&s.label, rounds as u64))
         .collect();
     // Request/response rounds first, then the bulk rounds: a round of short runs keeps the
     // runs a ratio pairs seconds apart, where a bulk phase between them would let the

@@ -1,6 +1,6 @@
 //! `netpath inspect`'s text: the container, its networks, each interface and its other end,
 //! published ports and their docker-proxy, NAT rules and device settings.
-use crate::docker::{InspectReport, InterfaceReport};
+use crate::runtime::{InspectReport, InterfaceReport};
 
 impl super::Render for InspectReport {
     const KIND: &'static str = "inspect";

@@ -9,9 +9,30 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
-/// Turns bars on for this process when `wanted` and stderr is a terminal.
+/// Turns bars on for this process when `wanted` and stderr is a terminal: the engines'
+/// bars (`crate::progress`) are then these.
 pub fn enable(wanted: bool) {
-    ENABLED.store(wanted && std::io::stderr().is_terminal(), Ordering::SeqCst);
+    let on = wanted && std::io::stderr().is_terminal();
+    ENABLED.store(on, Ordering::SeqCst);
+    crate::progress::install(on.then_some(shown as crate::progress::Maker));
+}
+
+fn shown(label: &str, steps: u64) -> Box<dyn crate::progress::Show> {
+    Box::new(DriverBar::new(label, steps))
+}
+
+impl crate::progress::Show for DriverBar {
+    fn phase(&self, what: String) {
+        DriverBar::phase(self, what);
+    }
+
+    fn done(&self) {
+        DriverBar::done(self);
+    }
+
+    fn finish(&self) {
+        DriverBar::finish(self);
+    }
 }
 
 pub fn enabled() -> bool {

@@ -37,7 +37,7 @@ fn outputs(g: &mut SchemaGenerator) -> Vec<Output> {
         output::<crate::trace::TraceOutput>(g, "netpath trace --json"),
         output::<super::doctor::DoctorOutput>(g, "netpath doctor --json"),
         output::<crate::bench::BenchReport>(g, "netpath bench --json"),
-        output::<crate::docker::InspectReport>(g, "netpath inspect CONTAINER --json"),
+        output::<crate::runtime::InspectReport>(g, "netpath inspect CONTAINER --json"),
         output::<crate::measure::diff::DiffResult>(g, "netpath diff --json"),
         output::<crate::tune::TuneResult>(g, "netpath tune --json"),
         output::<crate::validate::ValidateOutput>(g, "netpath validate --json"),

@@ -3,8 +3,9 @@
 
 use anyhow::Result;
 
+use super::InspectReport;
 use super::{Node, Runtime, host_netns};
-use crate::docker::{Between, InspectReport, between_nets};
+use crate::docker::{Between, between_nets};
 use crate::sys::netns::Netns;
 
 /// `compare --between CLIENT SERVER`, whatever runs them: the path between them on a network
@@ -33,7 +34,7 @@ pub fn inspect(node: &mut Node, name: &str) -> Result<InspectReport> {
         }
         _ => host_netns()?,
     };
-    let mut rep = crate::docker::inspect_net(&host, r.net);
+    let mut rep = super::inspect_net(&host, r.net);
     rep.record = Some(r.record);
     Ok(rep)
 }

@@ -17,6 +17,7 @@ pub mod cgroup;
 pub mod containerd;
 mod devices;
 mod docker;
+mod inspect_report;
 mod lookup;
 mod net;
 mod node;
@@ -27,6 +28,7 @@ pub mod select;
 use std::collections::BTreeMap;
 
 pub use devices::{node_devices, with_known};
+pub use inspect_report::{InspectReport, InterfaceReport, inspect_docker, inspect_net};
 pub use lookup::{between, inspect};
 pub use net::net_of;
 pub use node::{Node, Resolved};

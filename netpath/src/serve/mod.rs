@@ -25,10 +25,8 @@ use follow::{Followed, Peers, device_set, followed, observe};
 
 pub use crate::runtime::select::Selection;
 
-/// Journeys followed by default: one in this many. A busy container's journeys then cost the
-/// kernel and the exporter little, and a hop's p50 from a minute of a few hundred journeys a
-/// second still rests on thousands of samples.
-pub const DEFAULT_SAMPLE: u32 = 64;
+/// Journeys `serve` follows by default: one in this many (`probe::DEFAULT_SAMPLE`).
+pub use crate::probe::DEFAULT_SAMPLE;
 
 pub struct ServeOptions {
     pub listen: SocketAddr,

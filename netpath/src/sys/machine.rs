@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use netpath_common::{MAX_POINTS, Point, SkbState};
 use serde::Serialize;
 
-use crate::harness::{Cpus, Pin, WaitMode};
+use crate::options::{Cpus, Pin, WaitMode};
 
 /// Aggregate CPU times from the first line of `/proc/stat`, in ticks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -134,9 +134,7 @@ impl MachineState {
                 .unwrap_or_else(|| "none".into()),
             deepest_idle_state: deepest_idle_state(),
             cmdline: idle_words(&read("/proc/cmdline").unwrap_or_default()),
-            cpus_online: crate::harness::runmode::allowed_cpus()
-                .map(|c| c.len())
-                .unwrap_or(0),
+            cpus_online: super::runmode::allowed_cpus().map(|c| c.len()).unwrap_or(0),
             steal_pct: 100.0 * steal / total,
             busy_pct: 100.0 * busy / total,
             loadavg: loadavg(),

@@ -7,6 +7,7 @@ pub mod netns;
 pub mod nl;
 pub mod pmqos;
 pub mod proxy;
+pub mod runmode;
 pub mod stats;
 
 /// Tracepoint attach needs tracefs (event ids live there). Mount it if nobody has: mounting

@@ -38,7 +38,7 @@ fn agent_image_builds_and_bridge_container_is_inspected() {
     ]);
     assert_eq!(cmd, "[\"hold\"] true");
 
-    let rep = docker::inspect(&engine, &server_name(&dl)).unwrap();
+    let rep = netpath::runtime::inspect_docker(&engine, &server_name(&dl)).unwrap();
     eprintln!("{}", rep.render());
     assert_eq!(rep.mtu, Some(1500));
     assert_eq!(rep.network_mode, "bridge");

@@ -4,7 +4,6 @@
 
 use std::net::Ipv4Addr;
 
-use netpath::docker;
 use netpath::driver::Driver;
 use netpath_common::DevKind;
 
@@ -57,7 +56,7 @@ fn overlay_lab_runs_rr_and_inspect_reports_mtu_1450() {
             dl.path.devices
         );
         assert!(has(&dl.path.devices, DevKind::Bridge, "br0"));
-        let rep = docker::inspect(&engine, &server_name(dl)).unwrap();
+        let rep = netpath::runtime::inspect_docker(&engine, &server_name(dl)).unwrap();
         eprintln!("{}", rep.render());
         assert_eq!(rep.mtu, Some(1450));
         let eth0 = rep.interfaces.iter().find(|i| i.name == "eth0").unwrap();

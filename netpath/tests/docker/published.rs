@@ -22,7 +22,7 @@ fn published_proxy_lab_goes_through_docker_proxy() {
         assert!(exe.to_string_lossy().contains("docker-proxy"), "{exe:?}");
         let p = dl.path.published.unwrap();
         assert_eq!(p.ip(), &Ipv4Addr::LOCALHOST);
-        let rep = docker::inspect(&engine, &server_name(dl)).unwrap();
+        let rep = netpath::runtime::inspect_docker(&engine, &server_name(dl)).unwrap();
         eprintln!("{}", rep.render());
         assert!(
             rep.proxies

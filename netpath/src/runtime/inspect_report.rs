@@ -9,8 +9,9 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use super::Engine;
-use super::container::{ContainerNet, Interface, NetAttachment, PortMapping, resolve_container};
+use crate::docker::{
+    ContainerNet, Engine, Interface, NetAttachment, PortMapping, resolve_container,
+};
 use crate::harness::DevContext;
 use crate::sys::netns::Netns;
 use crate::sys::proxy::{ProxyProcess, proxy_processes};
@@ -60,11 +61,11 @@ pub struct InspectReport {
     /// Who runs it and the pod it belongs to (set when found through
     /// [`runtime`](crate::runtime)).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub record: Option<crate::runtime::Container>,
+    pub record: Option<super::Container>,
 }
 
 /// Inspect Docker container `name` (netpath's or not).
-pub fn inspect(engine: &Engine, name: &str) -> Result<InspectReport> {
+pub fn inspect_docker(engine: &Engine, name: &str) -> Result<InspectReport> {
     let c = resolve_container(engine, name)?;
     let host = Netns::at(&engine.host_netns_name, &engine.host_netns)?;
     Ok(inspect_net(&host, c))

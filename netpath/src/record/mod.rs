@@ -1,7 +1,7 @@
 //! The run record: per driver, the RTT, per-hop table, attribution check, lost events, receive
 //! passes and softirqs, drops, context and machine state, the ratios between drivers. Built in
 //! `build` (one traced run) and `DriverReport::set_rounds` (the rounds around it); shown by
-//! `render` (text: `render::text`, or JSON).
+//! `render` (text: `render::compare` and `render::block`, or JSON).
 use std::collections::BTreeMap;
 
 use netpath_common::counter;

@@ -1,8 +1,8 @@
 //! Renderers of every command's results: `--format` and the dispatch to a format (`output`),
 //! the text of each command (`text` for compare's run record, `trace`, `doctor`, `inspect`,
 //! `bench`, `diff`, `tune`), the HTML report with its SVG charts, and the Prometheus
-//! exposition of `serve`. They read the records (`report::DriverReport` and friends, each
-//! command's result, the versioned JSON header in `report::header`); no record imports a
+//! exposition of `serve`. They read the records (`record::DriverReport` and friends, each
+//! command's result, the versioned JSON header in `record::header`); no record imports a
 //! renderer, so a saved JSON renders the same as a live run.
 pub mod answer;
 pub mod bench;

@@ -2,7 +2,7 @@
 //! each with its values per round, and says what differed in the two sides' context
 //! (backend, kernel, wait mode, placement, machine state, netpath version).
 //!
-//! Both sides are read as `report::view` reads a saved `compare --json` (a live report goes
+//! Both sides are read as `record::view` reads a saved `compare --json` (a live report goes
 //! through its own JSON first, `view_of`), so a live run and a saved file give the same
 //! figures. Per-round values come from the untraced rounds (`rounds`), and from each round's
 //! traced run in brief (`round_detail`: its p50 and p99, one-way p50, per-hop table, receive

@@ -144,24 +144,22 @@ fn serve(o: &ServeOpts) -> Result<()> {
     }
 }
 
-/// UDP: answers each `req`-byte datagram with a `resp`-byte one to its sender (behind NAT,
-/// the translated address), the request's first bytes echoed so the client knows which
-/// request it answers; other sizes are not requests and get no answer.
+/// UDP: answers each request to its sender (behind NAT, the translated address), in the
+/// harness's own wire format (`harness::dgram::Answerer`).
 fn serve_udp(o: &ServeOpts) -> Result<()> {
     let s = UdpSocket::bind(o.bind).with_context(|| format!("cannot bind UDP {}", o.bind))?;
     eprintln!("netpath agent: serving UDP on {}", o.bind);
-    let mut req = vec![0u8; o.req + 1];
-    let mut resp = vec![0x5au8; o.resp];
-    let n = 8.min(o.req).min(o.resp);
+    let mut echo = crate::harness::dgram::Answerer::new(o.req, o.resp);
     loop {
-        match s.recv_from(&mut req) {
-            Ok((len, peer)) if len == o.req => {
-                resp[..n].copy_from_slice(&req[..n]);
-                if let Err(e) = s.send_to(&resp, peer) {
+        match s.recv_from(echo.buffer()) {
+            Ok((len, peer)) => {
+                let Some(resp) = echo.answer(len) else {
+                    continue;
+                };
+                if let Err(e) = s.send_to(resp, peer) {
                     eprintln!("netpath agent: answering {peer}: {e}");
                 }
             }
-            Ok(_) => {}
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => bail!("netpath agent: receiving: {e}"),
         }

@@ -22,6 +22,42 @@ use super::wait::{Receiver, napi_id_of};
 /// How often a blocked server looks whether the client has finished.
 const SERVER_POLL: Duration = Duration::from_millis(100);
 
+/// The UDP echo's server half, one for the harness's server and the container agent's: a
+/// request is exactly `req_size` bytes; its answer is `resp_size` bytes of 0x5a with the
+/// request's first 8 bytes (the client's sequence number) echoed, so the client knows which
+/// request it answers; a datagram of any other size is not a request and gets no answer.
+pub struct Answerer {
+    req: Vec<u8>,
+    resp: Vec<u8>,
+    req_size: usize,
+}
+
+impl Answerer {
+    pub fn new(req_size: usize, resp_size: usize) -> Answerer {
+        Answerer {
+            // One byte more: a longer datagram shows as longer, not as a request cut short.
+            req: vec![0u8; req_size + 1],
+            resp: vec![0x5au8; resp_size],
+            req_size,
+        }
+    }
+
+    /// Where the next datagram is received.
+    pub fn buffer(&mut self) -> &mut [u8] {
+        &mut self.req
+    }
+
+    /// The answer to the `len` bytes just received, or `None` when they are no request.
+    pub fn answer(&mut self, len: usize) -> Option<&[u8]> {
+        if len != self.req_size {
+            return None;
+        }
+        let n = 8.min(self.req_size).min(self.resp.len());
+        self.resp[..n].copy_from_slice(&self.req[..n]);
+        Some(&self.resp)
+    }
+}
+
 /// A datagram socket of `ty`/`proto` connected to `to`, never bound explicitly: the kernel
 /// picks the source address the route gives and a free port (no wildcard bind).
 pub fn connected(proto: i32, to: SocketAddrV4) -> std::io::Result<UdpSocket> {
@@ -149,25 +185,41 @@ fn serve_udp(
     })?;
     let rx = Receiver::new(cfg.wait, cfg.pin.same_cpu(), None);
     rx.prepare(&sock, Some(SERVER_POLL))?;
-    let mut req = vec![0u8; cfg.req_size + 1];
-    let mut resp = vec![0x5au8; cfg.resp_size];
-    let n = 8.min(cfg.req_size).min(cfg.resp_size);
+    let mut echo = Answerer::new(cfg.req_size, cfg.resp_size);
     let mut finished = || done.load(Ordering::Relaxed);
     let mut served = 0u64;
     loop {
         run.note_server_napi(served, sock.as_raw_fd(), napi);
         // The server answers whoever asked (behind NAT: the translated address).
-        let got = rx.poll(|| sock.recv_from(&mut req), &mut finished);
+        let got = rx.poll(|| sock.recv_from(echo.buffer()), &mut finished);
         let (len, peer) = match got.context("server: receiving a request")? {
             Some(x) => x,
             None => return Ok(()),
         };
-        if len != cfg.req_size {
+        let Some(resp) = echo.answer(len) else {
             continue;
-        }
+        };
         served += 1;
-        resp[..n].copy_from_slice(&req[..n]);
-        sock.send_to(&resp, peer)
+        sock.send_to(resp, peer)
             .context("server: sending a response")?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Answerer;
+
+    #[test]
+    fn a_request_is_answered_with_its_sequence_and_nothing_else_is() {
+        let mut a = Answerer::new(16, 32);
+        a.buffer()[..16].copy_from_slice(&[7u8; 16]);
+        let r = a.answer(16).unwrap().to_vec();
+        assert_eq!(r.len(), 32);
+        assert_eq!(&r[..8], &[7u8; 8]);
+        assert!(r[8..].iter().all(|b| *b == 0x5a));
+        // Shorter or longer: no request.
+        assert!(a.answer(15).is_none());
+        assert!(a.answer(17).is_none());
+        assert_eq!(a.buffer().len(), 17);
     }
 }

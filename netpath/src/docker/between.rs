@@ -101,17 +101,8 @@ pub fn between_nets(
 
 /// The lab driver whose path a container's interface on `network` follows.
 fn driver_of(cn: &ContainerNet, network: &str) -> Driver {
-    let Some(i) = cn
-        .interfaces
-        .iter()
+    (cn.interfaces.iter())
         .find(|i| i.network.as_deref() == Some(network))
-    else {
-        return Driver::Bridge;
-    };
-    match (i.link.kind.as_str(), &i.peer) {
-        ("macvlan", _) => Driver::Macvlan,
-        ("ipvlan", _) => Driver::Ipvlan,
-        (_, Some(p)) if !p.vxlans.is_empty() => Driver::Overlay,
-        _ => Driver::Bridge,
-    }
+        .and_then(|i| i.driver())
+        .unwrap_or(Driver::Bridge)
 }

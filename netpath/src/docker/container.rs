@@ -60,6 +60,22 @@ pub struct Interface {
     pub peer: Option<PeerLink>,
 }
 
+impl Interface {
+    /// The network driver this interface's link says: macvlan or ipvlan by its kind, overlay
+    /// when its host peer has a VXLAN device beside it, bridge when the peer is a bridge port;
+    /// `None` for anything else. The one reading of it (`compare --between`, `serve`).
+    pub fn driver(&self) -> Option<crate::driver::Driver> {
+        use crate::driver::Driver;
+        match (self.link.kind.as_str(), &self.peer) {
+            ("macvlan", _) => Some(Driver::Macvlan),
+            ("ipvlan", _) => Some(Driver::Ipvlan),
+            (_, Some(p)) if !p.vxlans.is_empty() => Some(Driver::Overlay),
+            (_, Some(p)) if p.bridge.is_some() => Some(Driver::Bridge),
+            _ => None,
+        }
+    }
+}
+
 /// One published port (`-p host_ip:host_port:container_port/proto`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct PortMapping {

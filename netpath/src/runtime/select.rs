@@ -102,11 +102,10 @@ pub fn driver_of(net: &ContainerNet) -> String {
     let Some(i) = net.interfaces.iter().find(|i| i.link.name != "lo") else {
         return "none".into();
     };
-    match (i.link.kind.as_str(), &i.peer) {
-        (k @ ("macvlan" | "ipvlan"), _) => k.into(),
-        (_, Some(p)) if !p.vxlans.is_empty() => "overlay".into(),
-        (_, Some(p)) if p.bridge.is_some() => "bridge".into(),
-        (k, _) if !k.is_empty() => k.into(),
-        _ => "none".into(),
+    match (i.driver(), i.link.kind.as_str()) {
+        (Some(d), _) => d.name().into(),
+        // A link no driver makes (a plain veth, a CNI's own device): its kind says what it is.
+        (None, k) if !k.is_empty() => k.into(),
+        (None, _) => "none".into(),
     }
 }

@@ -127,9 +127,17 @@ pub fn section(view: &CompareView) -> Markup {
         .filter_map(|d| {
             let ts: Vec<Timeline> = d.timelines.iter().map(|t| t.timeline()).collect();
             let t = pick(&ts)?;
+            let s = |n: u16| if n == 1 { "" } else { "s" };
             let title = format!(
-                "{}: a {} ({}), {:.1} µs, {} receive passes in {} NET_RX softirq runs",
-                d.driver, t.dir, t.tuple, t.total_us, t.rx_passes, t.softirq_runs
+                "{}: a {} ({}), {:.1} µs, {} receive pass{} in {} NET_RX softirq run{}",
+                d.driver,
+                t.dir,
+                t.tuple,
+                t.total_us,
+                t.rx_passes,
+                if t.rx_passes == 1 { "" } else { "es" },
+                t.softirq_runs,
+                s(t.softirq_runs)
             );
             Some((d.driver.clone(), lanes(&title, t, &colour)))
         })

@@ -127,8 +127,8 @@ fn compare_json_matches_its_schema() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert_eq!(
         page.matches("<svg").count(),
-        5,
-        "two bar charts, the CDF and a journey per driver"
+        6,
+        "the answer's ratio chart, two bar charts, the CDF and a journey per driver"
     );
     for d in ["host", "bridge"] {
         assert!(page.contains(&format!("\n{d} mean\n")), "no {d} bar");

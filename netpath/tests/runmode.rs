@@ -251,7 +251,15 @@ fn default_mode_is_spin_split_with_a_block_line() {
     let hops: Vec<&str> = (b["hops"].as_array().unwrap().iter())
         .map(|h| h["hop"].as_str().unwrap())
         .collect();
-    assert!(hops.contains(&"wakeup"), "{hops:?}");
+    // The wakeup shows as its parts: `wakeup` to the waking, then `runqueue` (a busy CPU) or
+    // `idle-exit` (an idle one). Not every run has each: a 6.1 VM under TCG showed
+    // `idle-exit` with no `wakeup` part.
+    assert!(
+        ["wakeup", "idle-exit", "runqueue"]
+            .iter()
+            .any(|w| hops.contains(w)),
+        "{hops:?}"
+    );
     assert_eq!(b["machine"]["idle"], "poll");
     assert!(b["block"].is_null());
 }

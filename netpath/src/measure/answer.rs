@@ -9,8 +9,6 @@ use crate::record::{DriverReport, Spread};
 
 /// What `compare` concludes: text and JSON (`summary`) carry the same.
 #[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
-// Its `&'static str` names borrow from the JSON read (`render::saved::Saved`).
-#[serde(bound(deserialize = "'de: 'static"))]
 pub struct Summary {
     /// A row per driver, in the order measured.
     pub rows: Vec<AnswerRow>,

@@ -31,7 +31,8 @@ impl Verdict {
 #[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ClaimVerdict {
     /// The claim as people make it.
-    pub claim: &'static str,
+    // One of this file's constants; owned when read back from a saved run.
+    pub claim: std::borrow::Cow<'static, str>,
     /// netpath's figure, in words and units.
     pub figure: String,
     /// The figure's value and 95% interval, where it is a ratio.
@@ -54,7 +55,7 @@ fn find<'r>(reports: &'r [DriverReport], d: &str) -> Option<&'r DriverReport> {
 
 fn cannot(claim: &'static str, why: String) -> ClaimVerdict {
     ClaimVerdict {
-        claim,
+        claim: claim.into(),
         figure: "–".into(),
         value: None,
         ci_low: None,
@@ -102,7 +103,7 @@ fn with_pair(
     why: String,
 ) -> ClaimVerdict {
     ClaimVerdict {
-        claim,
+        claim: claim.into(),
         figure,
         value: Some(p.ratio),
         ci_low: p.ci_low,
@@ -151,7 +152,7 @@ fn veth_passes(reports: &[DriverReport]) -> ClaimVerdict {
         )
     };
     ClaimVerdict {
-        claim: C,
+        claim: C.into(),
         figure,
         value: None,
         ci_low: None,
@@ -254,7 +255,7 @@ fn overlay_p99(reports: &[DriverReport]) -> ClaimVerdict {
         ),
     };
     ClaimVerdict {
-        claim: C,
+        claim: C.into(),
         figure,
         value: Some(r99),
         ci_low: ci.map(|c| c.0),

@@ -2,7 +2,7 @@
 //! with their verdicts, and whether the hops add up (`measure::answer`).
 use std::io::Write;
 
-use crate::measure::answer::{AnswerRow, Pair, Summary};
+use crate::measure::answer::{AnswerRow, CheckSummary, Pair, Summary};
 use crate::record::Spread;
 
 /// A duration in µs, scaled: ns below 1 µs, ms from 1000 µs.
@@ -115,6 +115,15 @@ pub fn write(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
     for l in super::table::text("   ", &header, rows, &[0, 3, 5, 6]) {
         writeln!(w, "{}", l.trim_end())?;
     }
+    for n in notes(s) {
+        writeln!(w, "   {n}")?;
+    }
+    claims(s, w)?;
+    check_lines(s, w)
+}
+
+/// The lines under the answer table: what its marks mean, and a machine that changed speed.
+pub(super) fn notes(s: &Summary) -> Vec<String> {
     let mut notes = Vec::new();
     if s.pairs.iter().any(|p| p.not_a_result) {
         notes.push("≈ the interval holds 1: not shown to differ".to_string());
@@ -134,11 +143,7 @@ pub fn write(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
             m.min, m.max
         ));
     }
-    for n in notes {
-        writeln!(w, "   {n}")?;
-    }
-    claims(s, w)?;
-    check_lines(s, w)
+    notes
 }
 
 fn claims(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
@@ -157,25 +162,33 @@ fn claims(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// "the hops add up to the untraced RTT mean (±5%) for 10 of 10 drivers".
+pub(super) fn check_head(c: &CheckSummary) -> String {
+    format!(
+        "the hops add up to the untraced RTT mean (±{}%) for {} of {} drivers",
+        crate::record::own::TOLERANCE_PCT,
+        c.within,
+        c.checked,
+    )
+}
+
+/// How many round trips were taken out as stalls, and by which rule.
+pub(super) fn stalls_line(c: &CheckSummary) -> String {
+    format!(
+        "stalls (round trips held up more than {}× the p50 beyond it) taken out of both means: {} untraced, {} traced",
+        crate::record::stalls::STALL_FACTOR,
+        c.stalls_untraced,
+        c.stalls_traced
+    )
+}
+
 fn check_lines(s: &Summary, w: &mut dyn Write) -> std::io::Result<()> {
     let c = &s.check;
     if c.checked == 0 {
         return Ok(());
     }
-    writeln!(
-        w,
-        "== check: the hops add up to the untraced RTT mean (±{}%) for {} of {} drivers",
-        crate::record::own::TOLERANCE_PCT,
-        c.within,
-        c.checked,
-    )?;
-    writeln!(
-        w,
-        "   stalls (round trips held up more than {}× the p50 beyond it) taken out of both means: {} untraced, {} traced",
-        crate::record::stalls::STALL_FACTOR,
-        c.stalls_untraced,
-        c.stalls_traced
-    )?;
+    writeln!(w, "== check: {}", check_head(c))?;
+    writeln!(w, "   {}", stalls_line(c))?;
     for m in &c.misses {
         writeln!(w, "   {m}")?;
     }

@@ -3,34 +3,11 @@
 //! hops add up. The same figures as the text answer (`render::answer`), read from the run's
 //! JSON `summary`, so a saved run renders as a live one.
 use maud::{Markup, PreEscaped, html};
-use serde::Deserialize;
 
-use super::answer::{check, difference, ratio, spread};
-use crate::measure::answer::{AnswerRow, CheckSummary, Pair};
-use crate::record::Spread;
+use super::answer::{check, check_head, difference, notes, ratio, spread, stalls_line};
+use crate::measure::answer::{CheckSummary, Pair, Summary};
+use crate::measure::claims::ClaimVerdict;
 use crate::record::view::CompareView;
-
-/// `measure::answer::Summary` as its JSON has it (the claims' text owned).
-#[derive(Debug, Deserialize)]
-struct SummaryView {
-    rows: Vec<AnswerRow>,
-    #[serde(default)]
-    pairs: Vec<Pair>,
-    #[serde(default)]
-    claims: Vec<ClaimView>,
-    #[serde(default)]
-    check: CheckSummary,
-    #[serde(default)]
-    machine_speed_us: Option<Spread>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ClaimView {
-    claim: String,
-    figure: String,
-    verdict: String,
-    why: String,
-}
 
 pub const STYLE: &str = "
 .verdict { display: inline-block; min-width: 150px; font-weight: bold; padding: 1px 6px; border-radius: 3px; }
@@ -48,7 +25,7 @@ pub fn section(view: &CompareView) -> Markup {
     let s = view
         .summary
         .clone()
-        .and_then(|v| serde_json::from_value::<SummaryView>(v).ok());
+        .and_then(|v| serde_json::from_value::<Summary>(v).ok());
     let Some(s) = s.filter(|s| !s.rows.is_empty()) else {
         return html! { p.warn { "This file holds no answer (written before netpath kept one): the figures below are each driver's own." } };
     };
@@ -65,7 +42,7 @@ pub fn section(view: &CompareView) -> Markup {
     }
 }
 
-fn table(s: &SummaryView) -> Markup {
+fn table(s: &Summary) -> Markup {
     let header = [
         "driver",
         "spin p50 µs",
@@ -86,7 +63,7 @@ fn table(s: &SummaryView) -> Markup {
                     td { (spread(r.spin_p50_us)) }
                     td { (spread(r.block_p50_us)) }
                     @if let Some(p) = p {
-                        td { (p.reference) @if r.spin_p50_us.is_none() { " (blocking)" } }
+                        td { (p.reference) @if r.spin_p50_us.is_none() { " ᵇ" } }
                         td.approx[approx] { (ratio(p)) @if approx { " ≈" } }
                         td style="text-align:left" { (difference(p)) }
                     } @else {
@@ -97,28 +74,6 @@ fn table(s: &SummaryView) -> Markup {
             }
         }
     }
-}
-
-fn notes(s: &SummaryView) -> Vec<String> {
-    let mut v = Vec::new();
-    if s.pairs.iter().any(|p| p.not_a_result) {
-        v.push("≈ the interval holds 1: not shown to differ.".to_string());
-    }
-    for r in &s.rows {
-        if let Some(n) = &r.note {
-            v.push(format!(
-                "{} measured blocking only, against blocking ({n}).",
-                r.driver
-            ));
-        }
-    }
-    if let Some(m) = s.machine_speed_us.filter(|m| m.max > m.min * 1.1) {
-        v.push(format!(
-            "The machine changed speed during the run: a loopback ping-pong before each sweep run took {:.1}–{:.1} µs; the intervals carry it.",
-            m.min, m.max
-        ));
-    }
-    v
 }
 
 /// A row per pair: the interval as a line, the ratio as a dot, 1× as a dashed rule.
@@ -168,7 +123,7 @@ fn ratio_chart(pairs: &[Pair]) -> Markup {
     }
 }
 
-fn claims(cs: &[ClaimView]) -> Markup {
+fn claims(cs: &[ClaimVerdict]) -> Markup {
     if cs.is_empty() {
         return html! { p.note { "none judged: this run measured none of the drivers they need." } };
     }
@@ -176,7 +131,9 @@ fn claims(cs: &[ClaimView]) -> Markup {
         ul.claims {
             @for c in cs {
                 li {
-                    span class=(format!("verdict {}", c.verdict)) { (c.verdict.replace('-', " ")) }
+                    // The class is the verdict as the JSON spells it.
+                    @let class = serde_json::to_value(c.verdict).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+                    span class=(format!("verdict {class}")) { (c.verdict.name()) }
                     " " (c.claim)
                     @if c.figure != "–" { ": " strong { (c.figure) } }
                     div.why { (c.why) }
@@ -191,12 +148,7 @@ fn check_section(c: &CheckSummary) -> Markup {
         return html! { p.note { "Not checked: no driver had an untraced run to check against." } };
     }
     html! {
-        p {
-            "The hops add up to the untraced RTT mean (±" (crate::record::own::TOLERANCE_PCT) "%) for "
-            strong { (c.within) " of " (c.checked) } " drivers. Stalls (round trips held up more than "
-            (crate::record::stalls::STALL_FACTOR) "× the p50 beyond it) taken out of both means: "
-            (c.stalls_untraced) " untraced, " (c.stalls_traced) " traced."
-        }
+        p { "Checked: " (check_head(c)) ". " (stalls_line(c)) "." }
         @for m in &c.misses { p.warn { (m) } }
     }
 }

@@ -95,27 +95,12 @@ fn run_context(view: &CompareView) -> Markup {
     }
 }
 
-/// The machine while the first driver ran, in words: idle policy, busy, steal.
+/// The machine while the first driver ran, as the text says it (`MachineState::line`).
 fn during(m: &serde_json::Value) -> String {
-    let f = |k: &str| m.get(k).and_then(serde_json::Value::as_f64);
-    let idle = match (m.get("idle").and_then(|v| v.as_str()), f("cpu_latency_limit_us")) {
-        (Some("poll"), Some(l)) => format!(
-            "CPUs kept out of idle by netpath (CPU latency QoS {l:.0} µs, --idle poll): blocking runs show a warm wakeup, not an idle exit"
-        ),
-        (Some("deep"), _) => "CPUs let idle as the machine does (--idle deep): blocking runs carry each CPU's idle exit".into(),
-        _ => "idle policy not recorded".into(),
-    };
-    let mut out = idle;
-    if let Some(b) = f("busy_pct") {
-        out += &format!("; CPUs busy {b:.0}%");
-    }
-    if let Some(s) = f("steal_pct") {
-        out += &format!(", steal {s:.1}%");
-    }
-    if let Some(d) = m.get("deepest_idle_state").and_then(|v| v.as_str()) {
-        out += &format!("; deepest idle state {d}");
-    }
-    out
+    serde_json::from_value::<crate::sys::machine::MachineState>(m.clone()).map_or_else(
+        |_| compact(m),
+        |m| m.line().trim_start_matches("machine: ").to_string(),
+    )
 }
 
 /// A JSON value in one short line: strings bare, objects as `key value` pairs.
@@ -140,7 +125,7 @@ fn wait(d: &DriverView) -> (String, String) {
         .as_ref()
         .map_or("blocking read (not recorded)".into(), compact);
     let asked = d.cpus.as_ref().map(compact);
-    let seen = d.placement.as_ref().map(placement_words);
+    let seen = d.placement.as_ref().map(placement_line);
     let p = match (asked, seen) {
         (Some(a), Some(s)) => format!("{a} (observed: {s})"),
         (Some(a), None) => a,
@@ -150,34 +135,10 @@ fn wait(d: &DriverView) -> (String, String) {
     (w, p)
 }
 
-/// Where the sampled journeys ran, in words: "client on CPU 0, server on CPU 1, NET_RX
-/// softirq on CPUs 0 and 1; 274 of 314 wakeups crossed CPUs (314 sampled)".
-fn placement_words(v: &serde_json::Value) -> String {
-    let cpus = |k: &str| -> Option<String> {
-        let m = v.get(k)?.as_object()?;
-        let c: Vec<&str> = m.keys().map(String::as_str).collect();
-        Some(match c.as_slice() {
-            [] => return None,
-            [one] => format!("{k} on CPU {one}"),
-            more => format!("{k} on CPUs {}", more.join(" and ")),
-        })
-    };
-    let mut parts: Vec<String> = ["client", "server"]
-        .iter()
-        .filter_map(|k| cpus(k))
-        .collect();
-    if let Some(s) = cpus("softirq") {
-        parts.push(s.replace("softirq", "NET_RX softirq"));
-    }
-    let n = |k: &str| v.get(k).and_then(serde_json::Value::as_u64);
-    let mut out = parts.join(", ");
-    if let (Some(w), Some(x)) = (n("wakeups"), n("cross_cpu_wakeups")) {
-        out += &format!("; {x} of {w} wakeups crossed CPUs");
-    }
-    if let Some(s) = n("samples") {
-        out += &format!(" ({s} journeys sampled)");
-    }
-    if out.is_empty() { compact(v) } else { out }
+/// Where the sampled journeys ran, as the text says it (`Placement::line`).
+fn placement_line(v: &serde_json::Value) -> String {
+    serde_json::from_value::<crate::sys::machine::Placement>(v.clone())
+        .map_or_else(|_| compact(v), |p| p.line())
 }
 
 /// What the round trips were, protocol-true.

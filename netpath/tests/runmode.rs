@@ -6,11 +6,12 @@ use std::{collections::BTreeSet, process::Command};
 
 use netpath::{
     driver::Driver,
-    harness::{Cpus, WaitMode, runmode::RunMode},
+    harness::{Cpus, WaitMode},
     lab,
     measure::compare::{self, CompareOptions},
     probe::tracer::{Tracer, TracerOptions},
     record::DriverReport,
+    sys::runmode::RunMode,
 };
 
 const N: u64 = 300;
@@ -47,7 +48,7 @@ fn cpus_of(m: &std::collections::BTreeMap<u16, u64>) -> BTreeSet<u16> {
 
 /// Whether this process may use fewer than two CPUs; if so, says why the test skips.
 fn skipped_without_two_cpus(why: &str) -> bool {
-    let short = netpath::harness::runmode::allowed_cpus().unwrap().len() < 2;
+    let short = netpath::sys::runmode::allowed_cpus().unwrap().len() < 2;
     if short {
         eprintln!("skipped: {why}");
     }
@@ -268,7 +269,7 @@ fn default_mode_is_spin_split_with_a_block_line() {
 fn bad_values_get_one_clear_line() {
     let _g = common::need_root();
     let before = lab::list_netpath_netns().unwrap();
-    let n = netpath::harness::runmode::allowed_cpus().unwrap().len();
+    let n = netpath::sys::runmode::allowed_cpus().unwrap().len();
     let missing = (n + 5).to_string();
     let out = netpath(&["compare", "-d", "bridge", "--cpus", &missing]);
     let err = String::from_utf8_lossy(&out.stderr);

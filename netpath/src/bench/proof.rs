@@ -8,9 +8,10 @@
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 
+use crate::sys::runmode::RunMode;
 use crate::{
     driver::Driver,
-    harness::{Cpus, Proto, RrConfig, WaitMode, runmode::RunMode},
+    harness::{Cpus, Proto, RrConfig, WaitMode},
     measure::interleave::CompareOptions,
     probe::{backend::Backend, tracer::TracerOptions},
     record::{

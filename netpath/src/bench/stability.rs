@@ -12,9 +12,10 @@ use std::sync::{
 use anyhow::Result;
 use serde::Serialize;
 
+use crate::sys::runmode::RunMode;
 use crate::{
     driver::Driver,
-    harness::{self, RrConfig, runmode::RunMode},
+    harness::{self, RrConfig},
     measure::compare::{self, CompareOptions},
     probe::backend::{self, BackendChoice},
     probe::doctor,
@@ -60,7 +61,7 @@ impl BusyLoop {
         let handle = std::thread::Builder::new()
             .name("np-busy".into())
             .spawn(move || {
-                let _ = harness::runmode::pin_current(Some(cpu));
+                let _ = crate::sys::runmode::pin_current(Some(cpu));
                 while !flag.load(Ordering::Relaxed) {
                     std::hint::spin_loop();
                 }
@@ -117,7 +118,7 @@ pub fn run(requests: u64, progress: bool) -> Result<StabilityReport> {
     };
     let caps = doctor::probe()?;
     let backend = backend::select(BackendChoice::Auto, &caps)?;
-    let busy_cpu = *harness::runmode::allowed_cpus()?
+    let busy_cpu = *crate::sys::runmode::allowed_cpus()?
         .last()
         .ok_or_else(|| anyhow::anyhow!("no CPU to run on"))?;
     let opts = options(mode, requests);

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use anyhow::Result;
 
+use crate::sys::runmode::RunMode;
 use crate::{
     cli::bounds,
     driver::Driver,
-    harness::{self, Cpus, Proto, RrConfig, WaitMode, runmode::RunMode},
+    harness::{self, Cpus, Proto, RrConfig, WaitMode},
     lab::netem::WireDelay,
     measure::compare::CompareOptions,
     probe::backend::BackendChoice,

@@ -18,12 +18,12 @@ use anyhow::{Context, Result, bail};
 use hdrhistogram::Histogram;
 
 use super::conns::{Plan, run_pairs, sleep_until, tight_timer_slack};
-use super::runmode::pin_current;
 use super::tcp::echo_with;
 use super::wait::{Receiver, WaitMode};
 use crate::options::Pin;
 use crate::path::NetPath;
 use crate::sys::netns::Netns;
+use crate::sys::runmode::pin_current;
 
 /// Thread names (comm) of the burst threads.
 pub const BURST_CLIENT_COMM: &str = "np-burst-cli";

@@ -19,8 +19,6 @@ pub mod wait;
 use anyhow::{Result, bail};
 
 pub use crate::options::{Cpus, Pin};
-/// Where the harness threads run: `sys::runmode` (OS affinity), named here as before.
-pub use crate::sys::runmode;
 pub use bulk::{BulkConfig, BulkResult, StreamResult, run_bulk, run_bulk_to, tcp_info};
 pub use burst::{
     BurstConfig, BurstResult, run_burst, run_burst_phases, run_burst_to, scheduled_requests,

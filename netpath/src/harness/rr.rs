@@ -9,10 +9,10 @@ use anyhow::{Context as _, Result};
 use hdrhistogram::Histogram;
 
 use super::proto::Proto;
-use super::runmode::pin_current;
 use super::wait::{WaitMode, napi_id_of};
 use crate::options::Pin;
 use crate::path::NetPath;
+use crate::sys::runmode::pin_current;
 
 /// Ping-pong parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 
-use super::runmode::pin_current;
 use crate::options::Pin;
+use crate::sys::runmode::pin_current;
 
 const ROUND_TRIPS: usize = 2000;
 /// A probe whose datagram does not come back within this is given up (a loaded machine).

@@ -8,9 +8,10 @@
 //! more than the whole data path is marked a mode change: the machine, not the driver, moved.
 use anyhow::{Context as _, Result};
 
+use crate::sys::runmode::RunMode;
 use crate::{
     driver::Driver,
-    harness::{self, NoPhases, Proto, RrConfig, RrResult, WaitMode, runmode::RunMode},
+    harness::{self, NoPhases, Proto, RrConfig, RrResult, WaitMode},
     lab::netem::WireDelay,
     path::NetPath,
     probe::tracer::{Tracer, TracerOptions},
@@ -396,7 +397,7 @@ pub fn traced(
 /// The relay netpath started (docker-proxy) runs beside the server.
 fn pin_relay(path: &NetPath, rr: &RrConfig) -> Result<()> {
     match path.proxy_pid {
-        Some(pid) => harness::runmode::pin_process(pid, rr.pin.server),
+        Some(pid) => crate::sys::runmode::pin_process(pid, rr.pin.server),
         None => Ok(()),
     }
 }

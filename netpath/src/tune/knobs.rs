@@ -225,7 +225,7 @@ fn value(knob: Knob, v: &str) -> std::result::Result<Value, String> {
 
 /// `all` (every CPU this process may use), `off` (0) or a hex mask of CPUs that exist here.
 fn rps_mask(v: &str) -> std::result::Result<u64, String> {
-    let allowed = crate::harness::runmode::allowed_cpus().map_err(|e| format!("{e:#}"))?;
+    let allowed = crate::sys::runmode::allowed_cpus().map_err(|e| format!("{e:#}"))?;
     let all: u64 = allowed
         .iter()
         .filter(|&&c| c < 64)

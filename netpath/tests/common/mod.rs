@@ -157,7 +157,7 @@ pub fn one_traced_run(driver: Driver, requests: u64, warmup: u64) -> CompareOpti
         bulk: None,
         burst: None,
         underlay: None,
-        mode: netpath::harness::runmode::RunMode {
+        mode: netpath::sys::runmode::RunMode {
             wait: netpath::harness::WaitMode::Block,
             ..Default::default()
         },

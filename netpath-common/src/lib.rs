@@ -1,6 +1,7 @@
-//! Types shared by the kernel programs and the loader, plus the hop model.
+//! Types shared by the kernel programs and the loader, plus the hop model and the one reader
+//! of `ldd`'s output that netpath and xtask share (`ldd`).
 //!
-//! Everything here is `#[repr(C)]` with explicit padding fields so that the kernel and user
+//! The shared types are `#[repr(C)]` with explicit padding fields so that the kernel and user
 //! side agree on layout byte for byte. `no_std`: the kernel side never pulls in std.
 #![no_std]
 
@@ -11,6 +12,7 @@ pub mod config;
 pub mod devrole;
 pub mod hist;
 pub mod hop;
+pub mod ldd;
 mod sockq;
 
 pub use config::{FilterConfig, LoadConfig};

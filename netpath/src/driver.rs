@@ -56,7 +56,20 @@ impl Driver {
     /// underlay, the egress drivers' uplink to `remote`) that `compare --underlay-delay` can
     /// slow down; the others are one node.
     pub fn crosses_nodes(self) -> bool {
-        matches!(self, Driver::Overlay | Driver::Egress | Driver::HostEgress)
+        // Every variant named (no `matches!`, whose hidden `_` says false): a new driver is
+        // a decision here.
+        match self {
+            Driver::Overlay | Driver::Egress | Driver::HostEgress => true,
+            Driver::Host
+            | Driver::Bridge
+            | Driver::None
+            | Driver::Macvlan
+            | Driver::PublishedProxy
+            | Driver::PublishedNat
+            | Driver::Gateway
+            | Driver::Ipvlan
+            | Driver::Netkit => false,
+        }
     }
 }
 

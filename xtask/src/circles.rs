@@ -6,7 +6,8 @@
 //! declaration is no import. A file using its own folder's `mod.rs` (or the crate root) is no
 //! edge either: the folder's face holds what its files share and dispatches to them; loops
 //! among sibling files and across folders are what this finds. The kernel crate's hook
-//! modules sit above its state machine's primitives (`state.rs`), so it is checked too.
+//! modules sit above its state machine's primitives (`netpath-ebpf/src/state.rs`), so it is
+//! checked too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -1,7 +1,8 @@
 //! The README and the pages under docs/: the README stays short enough to read (at most 300
 //! lines), no table cell grows into a paragraph (at most 300 characters), every page of docs/
-//! is reachable from the README, and every relative link points to a file that exists and,
-//! with a `#fragment`, to a heading of that page. Reads files only; needs no privilege.
+//! is reachable from the README, every relative link points to a file that exists and, with a
+//! `#fragment`, to a heading of that page, and every repository path a page or a module comment
+//! names (backticked or in running text) exists. Reads files only; needs no privilege.
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -277,10 +278,39 @@ fn paths_named(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Where a path named in `file` may be: from the root, or the file's own directory; a path
-/// that starts with none of the workspace's top directories (a layout list's `cli/mod.rs`
-/// under `netpath/src/`) wherever it ends an existing path. Bare names of other kinds
-/// (`swarm.json`) and anything under a `target/` are files netpath or cargo make.
+/// Files a command writes at the root that the repository does not keep: named in the text,
+/// absent from a checkout. `cargo xtask bench --proto udp` writes the first.
+const WRITTEN: [&str; 1] = ["BENCHMARKS-udp.md"];
+
+/// A repository path in running text (outside backticks): a word that starts with a top
+/// directory of the workspace (`netpath/src/lab/mod.rs`, `docs/drivers.md`, a link's
+/// `docs/cli.md`) or a page at the root (`BENCHMARKS.md`). Other bare words are prose.
+fn prose_paths(text: &str) -> Vec<String> {
+    let root = root();
+    let is_top = |w: &str| {
+        w.split_once('/')
+            .is_some_and(|(top, _)| !top.is_empty() && top != "target" && root.join(top).is_dir())
+    };
+    let is_root_page = |w: &str| {
+        w.ends_with(".md") && !w.contains('/') && w.starts_with(|c: char| c.is_ascii_uppercase())
+    };
+    text.split('`')
+        .step_by(2)
+        .flat_map(|s| s.split(|c: char| c.is_whitespace() || "()[],;\"'".contains(c)))
+        .map(|w| w.trim_end_matches(['.', ':', '!', '?']))
+        .filter(|w| !w.contains(['<', '>', '*', '…', '{', '$', '|', '~']))
+        .filter(|w| is_top(w) || is_root_page(w))
+        .map(String::from)
+        .collect()
+}
+
+/// Where a path named in `file` may be: from the root, or the file's own directory. In a
+/// module comment also from its crate's `src/` (a module-relative `render/mod.rs`) or the
+/// crate itself (`tests/docs.rs`), and nowhere else: the crate's own tree is what a reader
+/// opens. In a page a path that starts with none of the workspace's top directories (a layout
+/// list's `cli/mod.rs` under `netpath/src/`) may end any existing path. Bare names of other
+/// kinds (`swarm.json`), a folder's `mod.rs` (the convention, not a file), anything under a
+/// `target/` and [`WRITTEN`] are files netpath or cargo make.
 fn resolves(file: &Path, named: &str, all: &BTreeSet<String>) -> bool {
     let root = root();
     let named = named.split(['#', ':']).next().unwrap_or(named);
@@ -288,15 +318,16 @@ fn resolves(file: &Path, named: &str, all: &BTreeSet<String>) -> bool {
     if !(bare.contains('/') || bare.ends_with(".rs") || bare.ends_with(".md")) {
         return true;
     }
-    if bare.split('/').any(|c| c == "target") {
+    if bare == "mod.rs" || WRITTEN.contains(&bare) || bare.split('/').any(|c| c == "target") {
         return true;
     }
-    if root.join(named).exists()
-        || file
-            .parent()
-            .is_some_and(|d| root.join(d).join(named).exists())
-    {
+    let from = |dir: &Path| root.join(dir).join(named).exists();
+    if from(Path::new("")) || file.parent().is_some_and(from) {
         return true;
+    }
+    let krate = file.iter().next().and_then(|c| c.to_str());
+    if let Some(krate) = krate.filter(|k| CRATES.contains(k)) {
+        return from(&Path::new(krate).join("src")) || from(Path::new(krate));
     }
     let top = bare.split('/').next().unwrap_or_default();
     !root.join(top).exists()
@@ -382,7 +413,7 @@ fn every_path_named_exists() {
     let mut stale = Vec::new();
     let mut checked = 0;
     for (file, text) in &texts {
-        for named in paths_named(text) {
+        for named in paths_named(text).into_iter().chain(prose_paths(text)) {
             checked += 1;
             if !resolves(file, &named, &all) {
                 stale.push(format!("{}: `{named}`", file.display()));
@@ -405,4 +436,29 @@ fn paths_are_told_from_other_code() {
         paths_named(t),
         ["netpath/src/cli/mod.rs", "docs/cli.md", "deploy/swarm/"]
     );
+    let prose = "see docs/cli.md, (xtask/src/vm/mod.rs) and BENCHMARKS.md: not `docs/x.md`, \
+                 netpath/src/<command>.rs, the netpath binary, a/b nor https://x/docs/y.md";
+    assert_eq!(
+        prose_paths(prose),
+        ["docs/cli.md", "xtask/src/vm/mod.rs", "BENCHMARKS.md"]
+    );
+}
+
+#[test]
+fn a_module_comment_names_its_own_crate() {
+    let all = all_names();
+    let lab = Path::new("netpath/src/lab/mod.rs");
+    assert!(resolves(lab, "render/mod.rs", &all));
+    assert!(resolves(
+        Path::new("xtask/src/main.rs"),
+        "tests/docs.rs",
+        &all
+    ));
+    assert!(!resolves(lab, "vm/mod.rs", &all), "xtask's, not netpath's");
+    assert!(resolves(
+        Path::new("docs/development.md"),
+        "vm/mod.rs",
+        &all
+    ));
+    assert!(!resolves(lab, "PLATFORM.md", &all));
 }

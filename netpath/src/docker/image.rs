@@ -190,28 +190,15 @@ pub fn shared_libraries(exe: &Path) -> Result<Vec<PathBuf>> {
     parse_ldd(&text)
 }
 
-/// Parse `ldd` output: `name => /path (0x…)`, `/lib64/ld-linux-x86-64.so.2 (0x…)`;
-/// the vDSO has no file and is skipped; `not found` is an error.
+/// The files `ldd` output names (`netpath_common::ldd::files`), each once and sorted: the
+/// image copies each file once. A library `not found` is an error: the agent would not start.
 pub fn parse_ldd(text: &str) -> Result<Vec<PathBuf>> {
     let mut v = BTreeSet::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.contains("statically linked") {
-            continue;
-        }
-        let path = match line.split_once("=>") {
-            Some((name, rest)) => {
-                let rest = rest.trim();
-                if rest.starts_with("not found") {
-                    bail!("shared library {} not found", name.trim());
-                }
-                rest.split_whitespace().next().unwrap_or("")
-            }
-            None => line.split_whitespace().next().unwrap_or(""),
+    for file in netpath_common::ldd::files(text) {
+        match file {
+            Ok(path) => v.insert(PathBuf::from(path)),
+            Err(name) => bail!("shared library {name} not found"),
         };
-        if path.starts_with('/') {
-            v.insert(PathBuf::from(path));
-        }
     }
     Ok(v.into_iter().collect())
 }
@@ -241,9 +228,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_ldd_output() {
+    fn ldd_files_once_sorted_and_a_missing_one_an_error() {
         let out = "\tlinux-vdso.so.1 (0x00007ffd)\n\
                    \tlibgcc_s.so.1 => /lib/x86_64-linux-gnu/libgcc_s.so.1 (0x00007f)\n\
+                   \tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f)\n\
                    \tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f)\n\
                    \t/lib64/ld-linux-x86-64.so.2 (0x00007f)\n";
         let v = parse_ldd(out).unwrap();
@@ -255,7 +243,8 @@ mod tests {
                 PathBuf::from("/lib64/ld-linux-x86-64.so.2"),
             ]
         );
-        assert!(parse_ldd("\tlibfoo.so => not found\n").is_err());
+        let e = parse_ldd("\tlibfoo.so => not found\n").unwrap_err();
+        assert_eq!(e.to_string(), "shared library libfoo.so not found");
         assert!(parse_ldd("\tstatically linked\n").unwrap().is_empty());
     }
 

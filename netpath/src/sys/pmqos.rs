@@ -1,9 +1,9 @@
 //! Keeping CPUs out of idle states while netpath measures (`--idle poll`).
 //!
 //! A receiver that blocks wakes on a CPU that may have gone idle; on a virtual CPU leaving the
-//! idle state is a VM exit of tens of µs, which buries the few µs a path costs (PLATFORM.md:
-//! blocking ping-pong 24–28 µs one way idle, 4.6 µs with CPUs kept awake). Latency-tuned hosts
-//! keep CPUs out of deep idle through the kernel's CPU latency QoS (tuned's
+//! idle state is a VM exit of tens of µs, which buries the few µs a path costs (docs/answer.md:
+//! a bridge's blocking p50 17–19 µs kept awake, 50–60 µs idle, on a 2-vCPU VM). Latency-tuned
+//! hosts keep CPUs out of deep idle through the kernel's CPU latency QoS (tuned's
 //! latency-performance profile does it): a process writes a 32-bit 0 to
 //! `/dev/cpu_dma_latency` and keeps the file open. The request is the process's own: the
 //! kernel drops it when the file is closed, which includes the process's exit on any path,

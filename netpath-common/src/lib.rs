@@ -362,12 +362,20 @@ pub struct TidState {
     pub wake_skb: u64,
     pub wake_gen: u64,
     pub wake_cpu: u32,
-    pub _pad: u32,
+    /// `OWN_*` bits: whose tail this thread measures, and its send count above them.
+    pub own_bits: u32,
     /// netpath's own accounting when the send in progress started, and when the server's
     /// last receive returned (the turnaround's start).
     pub send_snap: OwnSnap,
     pub turn_snap: OwnSnap,
 }
+
+/// `TidState::own_bits`: the journey the send in progress starts has its own time measured.
+pub const OWN_SEND: u32 = 1;
+/// `TidState::own_bits`: the server's turnaround open since its last receive is measured.
+pub const OWN_TURN: u32 = 2;
+/// `TidState::own_bits`: the thread's send count starts at this bit.
+pub const OWN_COUNT_SHIFT: u32 = 8;
 
 /// One entry of the direct-mapped flight table (`FLIGHTS`): the packet's state, tagged with its
 /// skb address (0: free). Claimed and released with compare-and-swap on `skb`.

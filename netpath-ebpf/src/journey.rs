@@ -2,8 +2,8 @@
 //! the server's turnaround, or continues a relayed journey) and the receive that completes it.
 use aya_ebpf::helpers::bpf_get_current_pid_tgid;
 use netpath_common::{
-    CLIENT_GAP, DevKey, Dir, Hop, OwnSnap, Point, ROLE_RELAY, ROLE_SERVER, RelayHold, TidState,
-    counter,
+    CLIENT_GAP, DevKey, Dir, Hop, OWN_COUNT_SHIFT, OWN_SEND, OWN_TURN, OwnSnap, Point, ROLE_RELAY,
+    ROLE_SERVER, RelayHold, TidState, counter,
 };
 
 use crate::{
@@ -53,7 +53,7 @@ fn send_enter(count_unmatched: bool, sk: u64) -> Done {
     };
     // tcp_sendmsg_locked fires once per skb filled; the first one starts the send.
     if ts.send_ts != 0 {
-        return Ok(Some(st.t));
+        return Ok((ts.own_bits & OWN_SEND != 0).then_some(st.t));
     }
     if sk != 0 {
         ts.sock = sk;
@@ -69,23 +69,31 @@ fn send_enter(count_unmatched: bool, sk: u64) -> Done {
         return Ok(Some(st.t));
     }
     if ts.turn_ts != 0 {
-        let own = ts.turn_snap.until(&st.own);
+        let own = (ts.own_bits & OWN_TURN != 0).then(|| ts.turn_snap.until(&st.own));
         let (dir, hop) = if ts.role == ROLE_SERVER {
             (Dir::Turnaround, Hop::OneWay)
         } else {
             CLIENT_GAP
         };
-        record(
-            dir as u32,
-            hop as u32,
-            st.t.wrapping_sub(ts.turn_ts),
-            Some(own),
-        );
+        record(dir as u32, hop as u32, st.t.wrapping_sub(ts.turn_ts), own);
         ts.turn_ts = 0;
     }
     ts.send_ts = st.t;
     ts.send_snap = st.own;
-    Ok(Some(st.t))
+    Ok(own_send(ts).then_some(st.t))
+}
+
+/// Whether the journey this send starts has its own time measured (one send in `own_every`,
+/// counted per thread): decided here, so that only then does the send pay the second clock
+/// read for its tail, which lies in that journey's first hop; `path::start` gives the journey
+/// the same answer.
+#[inline(always)]
+fn own_send(ts: &mut TidState) -> bool {
+    let n = ts.own_bits >> OWN_COUNT_SHIFT;
+    let own = crate::own::measured(n as u64);
+    let next = (n.wrapping_add(1) & (u32::MAX >> OWN_COUNT_SHIFT)) << OWN_COUNT_SHIFT;
+    ts.own_bits = next | (ts.own_bits & OWN_TURN) | if own { OWN_SEND } else { 0 };
+    own
 }
 
 /// A relay thread starts a send: only sends that carry a journey the relay received are
@@ -148,8 +156,8 @@ pub fn on_send_exit() -> Done {
 }
 
 /// A traced thread's receive on socket `sk` (0: not known, syscall tracepoints) returns `ret`
-/// bytes: completes the journey. The server's and a relay's tail is always measured, like the
-/// send's: the turnaround and the proxy hop run from one to the other.
+/// bytes: completes the journey. A relay's tail is always measured: the proxy hop runs from
+/// it to the relay's send; the server's when the journey's own time is (its turnaround's).
 #[inline(always)]
 pub fn on_recv_exit(ret: i64, sk: u64) -> Done {
     // Errors, EOF and EAGAIN first: no lookup at all.
@@ -213,6 +221,9 @@ pub fn on_recv_exit(ret: i64, sk: u64) -> Done {
     }
     let own = f.own();
     complete(skb, f, t);
+    // What the receive opens (the server's turnaround, the client's gap) has its own time
+    // measured when this journey's was: then this receive's tail, its first, is measured too.
+    ts.own_bits = (ts.own_bits & !OWN_TURN) | if own { OWN_TURN } else { 0 };
     if ts.role != ROLE_SERVER {
         // The client's receive ends its round trip: its tail is in no hop but in the client's
         // gap (`CLIENT_GAP`), kept on the journeys whose own time is measured.
@@ -225,5 +236,5 @@ pub fn on_recv_exit(ret: i64, sk: u64) -> Done {
     }
     ts.turn_ts = t;
     ts.turn_snap = st.own;
-    Ok(Some(t0))
+    Ok(own.then_some(t0))
 }

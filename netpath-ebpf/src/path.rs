@@ -5,8 +5,8 @@
 use aya_ebpf::helpers::bpf_get_smp_processor_id;
 use netpath_common::{
     DEV_SLOTS, DEV_WATCHED, DIR_IN, DIR_OUT, DevInfo, DevKey, DevKind, DropRecord, FLIGHT_ANY,
-    FLIGHT_RELAYED, FLIGHT_SAMPLED, Flight, NO_HOP, Point, ROLE_RELAY, ROLE_SERVER, TidState,
-    TimelinePoint, counter, devrole, ptr_slot,
+    FLIGHT_OWN, FLIGHT_RELAYED, FLIGHT_SAMPLED, Flight, NO_HOP, OWN_SEND, Point, ROLE_RELAY,
+    ROLE_SERVER, TidState, TimelinePoint, counter, devrole, ptr_slot,
 };
 
 use crate::{
@@ -79,6 +79,16 @@ fn start(tid: u32, ts: &mut TidState, skb: u64, dev: DevInfo, st: &Stamp, point:
     };
     let mut flags = begin_journey()?;
     let sampled = flags & FLIGHT_SAMPLED != 0;
+    // The send decided whether this journey's own time is measured (`journey::own_send`), and
+    // measured its tail only then; a relay's send always measures it.
+    if !relay {
+        flags &= !FLIGHT_OWN;
+        flags |= if ts.own_bits & OWN_SEND != 0 {
+            FLIGHT_OWN
+        } else {
+            0
+        };
+    }
     // Passively traced (`trace --container`), a relayed leg ends at its socket too.
     flags |= match (relay, kernel::trace_any()) {
         (true, true) => FLIGHT_RELAYED | FLIGHT_ANY,
@@ -127,6 +137,20 @@ fn recycled(old: &Flight, point: Point) -> bool {
         || lp == Point::SchedSwitch as u16
 }
 
+/// The device of a receive pass that follows the packet's `netif_rx`: the same one (the
+/// backlog hands the packet to the device it was queued for), so its kind is known and the
+/// kernel read of `skb->dev` is spared. A sampled packet reads it anyway: its timeline names
+/// the device.
+#[inline(always)]
+fn same_dev(f: &Flight, point: Point) -> Option<DevInfo> {
+    (point == Point::NetifReceive && f.last_point == Point::NetifRx as u16 && !f.sampled()).then(
+        || DevInfo {
+            kind: f.last_kind as u32,
+            ..DevInfo::default()
+        },
+    )
+}
+
 /// A device-level point: `dev` is the `struct net_device *` if the probe has it, else 0
 /// (read from `skb->dev`).
 #[inline(always)]
@@ -150,7 +174,7 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Done {
         forget(skb, unsafe { (*f).sampled() });
         return Ok(None);
     }
-    let info = point_dev(skb, dev)?;
+    let info = same_dev(unsafe { &*f }, point).map_or_else(|| point_dev(skb, dev), Ok)?;
     if point == Point::NetifReceive {
         on_receive_pass(f, skb, st.t);
     }

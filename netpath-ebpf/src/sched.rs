@@ -19,7 +19,7 @@ use crate::{
     flights, kernel,
     maps::*,
     own::{Done, stamp, tail},
-    state::{advance, receiving},
+    state::{advance, current_tid, receiving},
     tids::{maybe_traced, state, traced},
 };
 
@@ -91,9 +91,9 @@ fn maybe_woken(task: u64) -> bool {
     TASK_BITS.get(w).is_some_and(|v| *v & bit != 0)
 }
 
-/// `sched:sched_switch(preempt, prev, next)`: `next` runs on this CPU.
+/// `sched:sched_switch(preempt, prev, next)`: `next` runs on this CPU (`prev` is current).
 #[inline(always)]
-pub fn on_switch(prev: u64, next: u64) -> Done {
+pub fn on_switch(next: u64) -> Done {
     if !maybe_woken(next) {
         return Ok(None);
     }
@@ -118,7 +118,8 @@ pub fn on_switch(prev: u64, next: u64) -> Done {
     }
     let cpu = unsafe { bpf_get_smp_processor_id() };
     let mut kind = 0;
-    if kernel::task_pid(prev) == 0 {
+    // `prev` is still the current task here: its id comes from a helper, not a kernel read.
+    if current_tid() == 0 {
         kind |= SCHED_IDLE;
     }
     if cpu != ts.wake_cpu {

@@ -13,6 +13,6 @@ pub fn sched_waking(ctx: RawTracePointContext) -> i32 {
 /// TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next, ...)
 #[raw_tracepoint(tracepoint = "sched_switch")]
 pub fn sched_switch(ctx: RawTracePointContext) -> i32 {
-    own::run(|| sched::on_switch(ctx.arg::<u64>(1), ctx.arg::<u64>(2)));
+    own::run(|| sched::on_switch(ctx.arg::<u64>(2)));
     0
 }

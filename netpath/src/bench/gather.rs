@@ -177,6 +177,10 @@ pub(super) fn kernel_cost(
     let floor_ns = costs.floor_ns();
     let programs = &costs.programs;
     let ns_per_rtt: f64 = programs.iter().map(|p| p.avg_ns * p.runs_per_rtt).sum();
+    let runs_per_rtt: f64 = programs.iter().map(|p| p.runs_per_rtt).sum();
+    let body_ns_per_rtt = ns_per_rtt - floor_ns * runs_per_rtt;
+    let spin = &latency.spin;
+    let dispatch_ns_per_rtt = 1000.0 * (spin.empty.median.p50_us - spin.untraced.median.p50_us);
     let hot = || programs.iter().filter(|p| p.runs_per_rtt >= 1.0);
     let hot_ns_per_event = weighted_ns(hot());
     let hot_over_floors_ns = costs.over_floors_ns(hot());
@@ -195,6 +199,9 @@ pub(super) fn kernel_cost(
         share_of_untraced_p50: ns_per_rtt / 1000.0 / latency.block.untraced.median.p50_us,
         share_of_untraced_mean: ns_per_rtt / 1000.0 / latency.block.untraced.median.mean_us,
         ns_per_rtt,
+        body_ns_per_rtt,
+        dispatch_ns_per_rtt,
+        cpu_ns_per_rtt: body_ns_per_rtt + dispatch_ns_per_rtt,
         floor_ns,
         hot_ns_per_event,
         hot_over_floors_ns,

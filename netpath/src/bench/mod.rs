@@ -220,6 +220,15 @@ pub struct KernelCost {
     pub floor_ns: f64,
     /// Σ runs × mean run time / round trips, ns.
     pub ns_per_rtt: f64,
+    /// `ns_per_rtt` less the floor once per run: the programs' own work, without the
+    /// dispatch and the statistics' clock reads every run pays (`floor_ns`).
+    pub body_ns_per_rtt: f64,
+    /// The dispatch the statistics do not see: the spinning round trip with one empty program
+    /// on each hook, less the untraced one (medians over rounds, ns; spin: every ns on the
+    /// path is a CPU's).
+    pub dispatch_ns_per_rtt: f64,
+    /// netpath's CPU per round trip: `body_ns_per_rtt` + `dispatch_ns_per_rtt`.
+    pub cpu_ns_per_rtt: f64,
     /// Mean ns per run over the hot programs (those running at least once per round trip),
     /// weighted by their runs: the cost of one tracked hop event.
     pub hot_ns_per_event: f64,

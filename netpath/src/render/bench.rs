@@ -162,6 +162,13 @@ fn kernel_cost(d: &DriverBench) -> Vec<Vec<String>> {
                 l.block.hop_events_per_rtt.median,
             ),
         ),
+        (
+            "  netpath CPU per RTT",
+            format!(
+                "{:.0} ns: the programs' work {:.0} (the floor per run out) + dispatch {:.0} (empty programs' spin p50 − untraced)",
+                k.cpu_ns_per_rtt, k.body_ns_per_rtt, k.dispatch_ns_per_rtt,
+            ),
+        ),
         ("  top programs, runs/RTT × ns", top.join(", ")),
         (
             "  floors",

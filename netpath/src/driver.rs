@@ -51,25 +51,70 @@ macro_rules! driver_enum {
 }
 driver_table!(driver_enum);
 
+/// What the rest of netpath needs to know of a driver's path, one row per driver in
+/// `Driver::facts` (a full match: a new driver is a row the compiler asks for).
+#[derive(Clone, Copy, Debug)]
+pub struct Facts {
+    /// Client and server stand for two nodes joined by a wire (the overlay's underlay, the
+    /// egress drivers' uplink to `remote`) that `compare --underlay-delay` can slow down.
+    pub crosses_nodes: bool,
+    /// Client and server talk over loopback alone: no link of the lab's to tune.
+    pub loopback_only: bool,
+    /// The client runs in the Docker host's own namespace (`--network host`).
+    pub client_on_host: bool,
+    /// The path's packets pass a conntrack of netpath's that only tracks them (no NAT of
+    /// theirs depends on it): `tune --knob conntrack` applies.
+    pub conntrack_knob: bool,
+    /// A published port (through docker-proxy or netpath's DNAT): `tune --knob proxy`
+    /// compares the two.
+    pub published: bool,
+}
+
 impl Driver {
-    /// Whether client and server stand for two nodes joined by a wire (the overlay's
-    /// underlay, the egress drivers' uplink to `remote`) that `compare --underlay-delay` can
-    /// slow down; the others are one node.
-    pub fn crosses_nodes(self) -> bool {
-        // Every variant named (no `matches!`, whose hidden `_` says false): a new driver is
-        // a decision here.
+    /// This driver's row of facts.
+    pub const fn facts(self) -> Facts {
+        const NONE: Facts = Facts {
+            crosses_nodes: false,
+            loopback_only: false,
+            client_on_host: false,
+            conntrack_knob: false,
+            published: false,
+        };
         match self {
-            Driver::Overlay | Driver::Egress | Driver::HostEgress => true,
-            Driver::Host
-            | Driver::Bridge
-            | Driver::None
-            | Driver::Macvlan
-            | Driver::PublishedProxy
-            | Driver::PublishedNat
-            | Driver::Gateway
-            | Driver::Ipvlan
-            | Driver::Netkit => false,
+            Driver::Host => Facts {
+                loopback_only: true,
+                client_on_host: true,
+                ..NONE
+            },
+            Driver::None => Facts {
+                loopback_only: true,
+                ..NONE
+            },
+            Driver::Overlay | Driver::Egress => Facts {
+                crosses_nodes: true,
+                ..NONE
+            },
+            Driver::HostEgress => Facts {
+                crosses_nodes: true,
+                client_on_host: true,
+                conntrack_knob: true,
+                ..NONE
+            },
+            Driver::Gateway => Facts {
+                conntrack_knob: true,
+                ..NONE
+            },
+            Driver::PublishedProxy | Driver::PublishedNat => Facts {
+                published: true,
+                ..NONE
+            },
+            Driver::Bridge | Driver::Macvlan | Driver::Ipvlan | Driver::Netkit => NONE,
         }
+    }
+
+    /// Whether client and server stand for two nodes (`Facts::crosses_nodes`).
+    pub fn crosses_nodes(self) -> bool {
+        self.facts().crosses_nodes
     }
 }
 
@@ -129,6 +174,24 @@ mod tests {
     use clap::ValueEnum;
 
     use super::*;
+
+    #[test]
+    fn the_facts_table_says_what_the_paths_are() {
+        let with = |f: fn(Facts) -> bool| -> Vec<&str> {
+            (Driver::ALL.iter())
+                .filter(|d| f(d.facts()))
+                .map(|d| d.name())
+                .collect()
+        };
+        assert_eq!(
+            with(|f| f.crosses_nodes),
+            ["overlay", "egress", "host-egress"]
+        );
+        assert_eq!(with(|f| f.loopback_only), ["host", "none"]);
+        assert_eq!(with(|f| f.client_on_host), ["host", "host-egress"]);
+        assert_eq!(with(|f| f.conntrack_knob), ["host-egress", "gateway"]);
+        assert_eq!(with(|f| f.published), ["published-proxy", "published-nat"]);
+    }
 
     #[test]
     fn names_are_the_cli_names() {

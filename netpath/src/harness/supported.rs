@@ -51,23 +51,8 @@ pub fn check(driver: crate::driver::Driver, proto: Proto) -> Result<(), ProtoUns
 /// open ping sockets to root already; netpath changes no setting of a namespace it did not
 /// create.
 pub fn check_docker(driver: crate::driver::Driver, proto: Proto) -> Result<(), ProtoUnsupported> {
-    use crate::driver::Driver;
     check(driver, proto)?;
-    // Whether the client is in the Docker host's own namespace (`--network host`): every
-    // variant named, so a new driver is a decision here.
-    let host_namespace = match driver {
-        Driver::Host | Driver::HostEgress => true,
-        Driver::Bridge
-        | Driver::None
-        | Driver::Overlay
-        | Driver::Macvlan
-        | Driver::PublishedProxy
-        | Driver::PublishedNat
-        | Driver::Egress
-        | Driver::Gateway
-        | Driver::Ipvlan
-        | Driver::Netkit => false,
-    };
+    let host_namespace = driver.facts().client_on_host;
     if proto != Proto::Icmp || !host_namespace {
         return Ok(());
     }

@@ -250,7 +250,7 @@ pub fn check_driver(spec: &KnobSpec, driver: Driver) -> Result<()> {
     let k = spec.name;
     let why = match spec.knob {
         Knob::Rps | Knob::Gro | Knob::Tso | Knob::Gso | Knob::Mtu | Knob::Qdisc
-            if matches!(driver, Driver::Host | Driver::None) =>
+            if driver.facts().loopback_only =>
         {
             Some(format!("{driver} runs over loopback alone; {k} applies to the lab's links (try -d bridge)"))
         }
@@ -260,10 +260,10 @@ pub fn check_driver(spec: &KnobSpec, driver: Driver) -> Result<()> {
         Knob::Mtu if driver == Driver::Overlay => Some(
             "the overlay's MTU follows its underlay minus VXLAN's 50 bytes; tune mtu on bridge, macvlan, gateway or egress".to_string(),
         ),
-        Knob::Conntrack if !matches!(driver, Driver::Gateway | Driver::HostEgress) => Some(format!(
+        Knob::Conntrack if !driver.facts().conntrack_knob => Some(format!(
             "on {driver} the path's packets either pass no conntrack of netpath's (bridged, no br_netfilter) or need it for NAT; conntrack applies to gateway and host-egress"
         )),
-        Knob::Proxy if !matches!(driver, Driver::PublishedProxy | Driver::PublishedNat) => Some(
+        Knob::Proxy if !driver.facts().published => Some(
             "proxy compares published-proxy with published-nat: use -d published-proxy".to_string(),
         ),
         _ => None,

@@ -111,11 +111,6 @@ impl Driver {
             Driver::Bridge | Driver::Macvlan | Driver::Ipvlan | Driver::Netkit => NONE,
         }
     }
-
-    /// Whether client and server stand for two nodes (`Facts::crosses_nodes`).
-    pub fn crosses_nodes(self) -> bool {
-        self.facts().crosses_nodes
-    }
 }
 
 /// A driver netpath builds in its own lab only: its Docker builder refuses with this before

@@ -199,7 +199,7 @@ fn all_skipped(built: usize, skipped: usize) -> Result<()> {
 /// `--underlay-delay` needs a driver with an underlay and a kernel with netem: said in one
 /// line before anything is built.
 fn check_underlay(w: &WireDelay, drivers: &[Driver]) -> Result<()> {
-    if !drivers.iter().any(|d| d.crosses_nodes()) {
+    if !drivers.iter().any(|d| d.facts().crosses_nodes) {
         let asked: Vec<&str> = drivers.iter().map(|d| d.name()).collect();
         anyhow::bail!(
             "--underlay-delay ({}) applies to cross-node drivers (overlay, egress, host-egress), \

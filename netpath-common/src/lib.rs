@@ -31,6 +31,9 @@ const _: () = assert!(NHOPS == Hop::ALL.len(), "NHOPS must equal the hop list");
 pub const NDIRS: usize = 3;
 /// Slots in the per-hop stats map.
 pub const NSLOTS: usize = NHOPS * NDIRS;
+/// Netfilter boundaries one run can place (one program each, `probes/netfilter.rs`); the
+/// part from boundary `k` to the next one a packet meets has the histograms `k * 2 + dir`.
+pub const NF_BOUNDS: usize = 16;
 
 /// What the harness sends in a traced run: `RUN[run::PROTO]`, which the loader sets before
 /// each run and the programs read (`harness::Proto` converts to it).
@@ -234,6 +237,17 @@ pub struct HopHist {
     pub own_ns: u64,
     pub own_runs: u64,
     pub own_count: u64,
+    pub buckets: [u64; hist::HIST_SLOTS],
+}
+
+/// Value of the per-CPU `NF_PARTS` map: one netfilter part of followed packets, one direction.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PartHist {
+    pub sum_ns: u64,
+    /// The hop open in the packet's journey when the part last ran, plus one (0: none yet):
+    /// the hop the part falls in.
+    pub hop: u64,
     pub buckets: [u64; hist::HIST_SLOTS],
 }
 
@@ -535,6 +549,7 @@ mod pod {
     unsafe impl aya::Pod for super::DevKey {}
     unsafe impl aya::Pod for super::HopStat {}
     unsafe impl aya::Pod for super::HopHist {}
+    unsafe impl aya::Pod for super::PartHist {}
     unsafe impl aya::Pod for super::Flight {}
     unsafe impl aya::Pod for super::DevInfo {}
     unsafe impl aya::Pod for super::FlightSlot {}
@@ -602,6 +617,7 @@ mod tests {
         assert_eq!(size_of::<DevSlot>(), 8 + size_of::<DevInfo>());
         assert_eq!(size_of::<RelayHold>(), 32);
         assert_eq!(size_of::<HopHist>(), 32 + 8 * hist::HIST_SLOTS);
+        assert_eq!(size_of::<PartHist>(), 16 + 8 * hist::HIST_SLOTS);
         assert_eq!(size_of::<Parked>(), size_of::<Flight>() + 8);
         assert_eq!(
             size_of::<SockSlot>(),

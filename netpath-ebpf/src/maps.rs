@@ -5,14 +5,23 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, PerCpuHashMap, RingBuf},
 };
 use netpath_common::{
-    DEV_SLOTS, DevKey, DevSlot, FLIGHT_SLOTS, FlightSlot, HopHist, ID_WORDS, NSLOTS, OwnCpu,
-    RelayHold, SOCK_SLOTS, SkbState, SockSlot, TASK_WORDS, TID_SLOTS, TidSlot, counter, delay, run,
+    DEV_SLOTS, DevKey, DevSlot, FLIGHT_SLOTS, FlightSlot, HopHist, ID_WORDS, NF_BOUNDS, NSLOTS,
+    OwnCpu, PartHist, RelayHold, SOCK_SLOTS, SkbState, SockSlot, TASK_WORDS, TID_SLOTS, TidSlot,
+    counter, delay, run,
 };
 
 /// In-flight packets: the direct-mapped, tagged slot table of `flights.rs`. Entries carry their
 /// generation (`first_ts`).
 #[map]
 pub static FLIGHTS: Array<FlightSlot> = Array::with_max_entries(FLIGHT_SLOTS, 0);
+/// Per CPU: the last netfilter boundary stamped, `[skb, ns, boundary]`: a hook's entries run
+/// one after another on one CPU, so the next boundary of the same packet closes the part.
+#[map]
+pub static NF_LAST: PerCpuArray<[u64; 3]> = PerCpuArray::with_max_entries(1, 0);
+/// Netfilter parts of followed packets: per boundary `k` and direction, the time to the next
+/// boundary (`k * 2 + dir`).
+#[map]
+pub static NF_PARTS: PerCpuArray<PartHist> = PerCpuArray::with_max_entries(NF_BOUNDS as u32 * 2, 0);
 /// Traced thread ids, one bit each: the cheap first filter in front of `TIDS`.
 #[map]
 pub static TID_BITS: Array<u64> = Array::with_max_entries(ID_WORDS, 0);

@@ -22,6 +22,8 @@ mod expected;
 mod filter_expr;
 #[path = "trace/nat.rs"]
 mod nat;
+#[path = "trace/parts.rs"]
+mod parts;
 #[path = "trace/passive.rs"]
 mod passive;
 #[path = "trace/paths.rs"]

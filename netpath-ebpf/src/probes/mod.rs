@@ -5,6 +5,7 @@ pub mod floor;
 pub mod functions;
 pub mod irq;
 pub mod net;
+pub mod netfilter;
 pub mod sched;
 pub mod skb;
 pub mod sock;

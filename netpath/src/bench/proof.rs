@@ -77,6 +77,7 @@ fn options(drivers: Vec<Driver>, rounds: usize, requests: u64) -> Result<Compare
         untraced: true,
         tracer: TracerOptions::default(),
         tc_counters: false,
+        parts: false,
         keep_timelines: 0,
         rounds,
         bulk: None,

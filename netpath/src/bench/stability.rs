@@ -93,6 +93,7 @@ fn options(mode: RunMode, requests: u64) -> CompareOptions {
         untraced: true,
         tracer: TracerOptions::default(),
         tc_counters: false,
+        parts: false,
         keep_timelines: 0,
         rounds: 3,
         bulk: None,

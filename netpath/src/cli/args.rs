@@ -79,6 +79,11 @@ pub struct TracingArgs {
     /// Attach TC ingress/egress packet counters to every lab device as a cross-check.
     #[arg(long)]
     pub tc_counters: bool,
+    /// Split hops into their netfilter parts: a program linked before and after the base
+    /// chains of each hook in each namespace of the path (kernel 6.4+), timing each table's
+    /// chains and conntrack on the followed packets (`-v` shows them under their hops).
+    #[arg(long)]
+    pub parts: bool,
     #[arg(long, help = PROG_STATS_HELP)]
     pub prog_stats: bool,
 }
@@ -189,6 +194,7 @@ impl TrafficArgs {
                 ..TracerOptions::default()
             },
             tc_counters: self.tracing.tc_counters,
+            parts: self.tracing.parts,
             keep_timelines: 4,
             underlay,
             mode,

@@ -181,6 +181,7 @@ fn options(args: &TuneArgs, proto: Proto, nagle: bool) -> Result<CompareOptions>
                 ..TracerOptions::default()
             },
             tc_counters: false,
+            parts: false,
             keep_timelines: 2,
             rounds: args.rounds,
             bulk: (!bulk.is_zero()).then(|| BulkConfig {

@@ -37,6 +37,9 @@ pub struct CompareOptions {
     /// Also attach the TC packet counters to every lab device (a cross-check; costs ~100 ns
     /// per packet per device).
     pub tc_counters: bool,
+    /// Netfilter parts: boundary programs around the base chains of each namespace of the
+    /// path (`path::parts`), linked for the traced runs.
+    pub parts: bool,
     /// Sampled timelines to keep in each report.
     pub keep_timelines: usize,
     /// Repeat the untraced measurements this many times: medians and spread.
@@ -363,12 +366,14 @@ pub fn traced(
     if opts.tc_counters {
         attach_tc(tracer, path)?;
     }
+    let placement = opts.parts.then(|| link_parts(tracer, path)).transpose()?;
     let costs_before = tracer.prog_costs();
     let phases = tracer.tids.clone();
     phases.set_relays(path.proxy_pid.into_iter().collect());
     pin_relay(path, rr)?;
     let res = harness::run_rr(path, rr, phases.as_ref()).context("traced run");
     tracer.detach_tc();
+    tracer.unlink_parts();
     tracer.detach()?;
     let res = res?;
     let snap = tracer.snapshot()?;
@@ -379,7 +384,7 @@ pub fn traced(
     } else {
         Vec::new()
     };
-    let rep = record::build(&record::TracedRun {
+    let mut rep = record::build(&record::TracedRun {
         label,
         tracer,
         rr,
@@ -391,7 +396,19 @@ pub fn traced(
         keep_timelines: opts.keep_timelines,
         prog_costs,
     });
+    if let Some(p) = &placement {
+        rep.parts = record::parts::rows(p, &tracer.read_parts()?);
+    }
     Ok(rep)
+}
+
+/// `--parts`: the path's netfilter boundaries placed from its namespaces' rulesets now, and
+/// linked; the parts' histograms zeroed.
+fn link_parts(tracer: &mut Tracer, path: &NetPath) -> Result<crate::path::parts::Placement> {
+    let placement = crate::path::parts::place(&path.namespaces())?;
+    tracer.clear_parts()?;
+    tracer.link_parts(&placement.bounds)?;
+    Ok(placement)
 }
 
 /// The relay netpath started (docker-proxy) runs beside the server.

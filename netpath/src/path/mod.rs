@@ -7,6 +7,7 @@
 //! it; `docker::between` builds one over containers netpath only looks at.
 
 mod kind;
+pub mod parts;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 

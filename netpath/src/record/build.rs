@@ -35,7 +35,7 @@ pub struct TracedRun<'a> {
 /// The `q`th percentile of a kernel histogram, in µs: within the bucket that holds it,
 /// interpolated linearly by rank (a bucket is up to 1/16 of its value wide; its midpoint alone
 /// would move a p50 in steps of that width).
-fn percentile_us(h: &[u64], q: f64) -> f64 {
+pub(super) fn percentile_us(h: &[u64], q: f64) -> f64 {
     let total: u64 = h.iter().sum();
     if total == 0 {
         return 0.0;
@@ -333,6 +333,7 @@ pub fn build(t: &TracedRun) -> DriverReport {
         block: None,
         round_detail: Vec::new(),
         stalls: None,
+        parts: Vec::new(),
         tails: tails(snap, t.result),
     }
 }

@@ -231,6 +231,9 @@ pub struct DriverReport {
     /// Round trips the machine held up in the picked round, untraced and traced, and the hops
     /// they fell in; taken out of the check's means (`stalls`).
     pub stalls: Option<stalls::Stalls>,
+    /// Netfilter parts of the traced run (`--parts`; empty without), inside their hops.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<parts::PartRow>,
     /// What the stall rule reads of the traced run (histogram tails), not written out.
     #[serde(skip)]
     pub tails: stalls::Tails,
@@ -421,6 +424,7 @@ mod build;
 pub mod header;
 pub mod journey;
 pub mod own;
+pub mod parts;
 pub mod per_round;
 pub(crate) mod schema_parts;
 pub mod stalls;

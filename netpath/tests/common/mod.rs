@@ -152,6 +152,7 @@ pub fn one_traced_run(driver: Driver, requests: u64, warmup: u64) -> CompareOpti
         untraced: false,
         tracer: TracerOptions::default(),
         tc_counters: false,
+        parts: false,
         keep_timelines: 0,
         rounds: 1,
         bulk: None,

@@ -7,6 +7,7 @@ mod delay;
 mod devices;
 mod floor;
 mod load;
+mod netfilter;
 mod own;
 mod proto;
 mod samples;
@@ -19,6 +20,7 @@ use load::{
     clear_array, clear_u64_keys, kernel_at_least, load_config, load_fn_probes, load_tracepoints,
     tcx,
 };
+pub use netfilter::PartCounts;
 pub use own::RunCost;
 pub use tids::TidControl;
 
@@ -182,6 +184,8 @@ pub struct Tracer {
     /// `TracerOptions::threads`, and whether `sock:sk_data_ready` ends passive journeys.
     threads: bool,
     ready: bool,
+    /// Netfilter boundary programs and the run's links (`netfilter.rs`).
+    nf: netfilter::NfState,
 }
 
 /// Everything the programs aggregated, summed over CPUs.
@@ -222,6 +226,8 @@ impl Tracer {
         let mut ebpf = loader
             .load(object()?)
             .context("loading netpath's eBPF object")?;
+        // Before the tracer takes maps out of `ebpf`.
+        let nf = netfilter::NfState::new(&ebpf)?;
         let tps = load_tracepoints(&mut ebpf, backend, opts)?;
         let (raw_plan, missing) = (tps.plan, tps.missing);
         let (syscall_bounds, dgram_bounds) = (tps.syscall_bounds, tps.dgram_bounds);
@@ -272,6 +278,7 @@ impl Tracer {
             run_cost: RunCost::default(),
             threads: opts.threads,
             ready,
+            nf,
             _stats: if opts.prog_stats {
                 Some(aya::sys::enable_stats(aya::sys::Stats::RunTime)?)
             } else {

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::{
     driver::Driver,
-    harness::{self, Proto, RrConfig, WaitMode, proto::L4},
+    harness::{self, Proto, RrConfig, RrLoad, WaitMode, proto::L4},
     lab,
     path::{Device, NetPath},
     probe::backend::Backend,
@@ -134,8 +134,11 @@ pub fn run_on(backend: Backend, lab: &NetPath, o: &TraceOptions) -> Result<Trace
     tracer.attach()?;
     // Each request yields two journeys (request and response); a filter may keep either.
     let rr = RrConfig {
-        requests: o.count.max(1) as u64,
-        warmup: 10,
+        load: RrLoad {
+            requests: o.count.max(1) as u64,
+            warmup: 10,
+            ..RrLoad::default()
+        },
         proto: harness_proto,
         // Blocking: the timelines show the receiver's wakeup, as an application has it.
         wait: WaitMode::Block,

@@ -203,9 +203,10 @@ fn rounds(
 ) -> Result<Vec<Runs>> {
     let opts = &o.compare;
     let rr = RrConfig {
+        load: opts.rr.clone(),
         wait: opts.mode.wait,
         pin: opts.mode.pin,
-        ..opts.rr.clone()
+        ..RrConfig::default()
     };
     let mut runs: Vec<Runs> = delays.iter().map(|_| Runs::default()).collect();
     let bar = crate::progress::Bar::new(lab.driver.name(), opts.rounds.max(1) as u64);

@@ -89,10 +89,9 @@ fn opts() -> DockerLabOptions {
 
 /// common's, with 30 s for an exchange (as since the first Docker tests) rather than 20.
 fn small_rr() -> RrConfig {
-    RrConfig {
-        timeout: Duration::from_secs(30),
-        ..common::small_rr()
-    }
+    let mut rr = common::small_rr();
+    rr.load.timeout = Duration::from_secs(30);
+    rr
 }
 
 /// Names of netpath-labelled containers and networks of run `id` (or of any run).

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use netpath::driver::Driver;
 use netpath::harness::{
-    BulkConfig, BurstConfig, NoPhases, RrConfig, device_context, read_counters, run_bulk,
+    BulkConfig, BurstConfig, NoPhases, RrConfig, RrLoad, device_context, read_counters, run_bulk,
     run_bulk_to, run_burst, run_burst_phases, run_rr, scheduled_requests,
 };
 use netpath::lab;
@@ -67,10 +67,13 @@ fn bulk_on_bridge_one_and_two_streams() {
     }
     // Same port right after, for request/response: no TIME_WAIT trouble.
     let rr = RrConfig {
+        load: RrLoad {
+            requests: 50,
+            warmup: 5,
+            timeout: Duration::from_secs(20),
+            ..RrLoad::default()
+        },
         wait: netpath::harness::WaitMode::Block,
-        requests: 50,
-        warmup: 5,
-        timeout: Duration::from_secs(20),
         ..RrConfig::default()
     };
     assert_eq!(run_rr(&lab, &rr, &NoPhases).unwrap().count, 50);

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use netpath::driver::Driver;
-use netpath::harness::{NoPhases, Phases, RrConfig, run_rr};
+use netpath::harness::{NoPhases, Phases, RrLoad, run_rr};
 use netpath::lab::{self, IFNAME_MAX, cleanup_leftovers};
 use netpath::sys::netns::{Held, Netns, current_inum, read_sysctl};
 use netpath::sys::nl::links_in;
@@ -453,10 +453,8 @@ fn rr_phases_get_real_thread_ids() {
 fn rr_errors_are_clear() {
     let _serial = need_root();
     let mut lab = lab::build(Driver::Bridge).unwrap();
-    let bad = RrConfig {
-        req_size: 0,
-        ..small_rr()
-    };
+    let mut bad = small_rr();
+    bad.load.req_size = 0;
     assert!(run_rr(&lab, &bad, &NoPhases).is_err());
     // Nobody listens there: connect fails, the server is woken and joined, no hang.
     let t0 = std::time::Instant::now();
@@ -471,16 +469,17 @@ fn rr_errors_are_clear() {
 fn rr_timeout_bounds_the_run() {
     let _serial = need_root();
     let lab = lab::build(Driver::Host).unwrap();
-    let cfg = RrConfig {
+    let mut cfg = small_rr();
+    cfg.load = RrLoad {
         requests: u64::MAX / 2,
         warmup: 0,
         timeout: Duration::from_millis(300),
-        ..small_rr()
+        ..cfg.load
     };
     let t0 = std::time::Instant::now();
     let r = run_rr(&lab, &cfg, &NoPhases).unwrap();
     assert!(t0.elapsed() < Duration::from_secs(5));
-    assert!(r.count > 0 && r.count < cfg.requests);
+    assert!(r.count > 0 && r.count < cfg.load.requests);
     assert_eq!(r.hist.len(), r.count);
     lab.teardown().unwrap();
 }
@@ -570,10 +569,8 @@ fn rr_hook_time_is_not_charged_to_the_timeout() {
         }
     }
     let lab = lab::build(Driver::Host).unwrap();
-    let cfg = RrConfig {
-        timeout: Duration::from_secs(1),
-        ..small_rr()
-    };
+    let mut cfg = small_rr();
+    cfg.load.timeout = Duration::from_secs(1);
     let r = run_rr(&lab, &cfg, &Slow).unwrap();
     assert_eq!(r.count, 200);
     lab.teardown().unwrap();

@@ -34,7 +34,6 @@ fn run(driver: Driver, proto: Proto) -> Option<DriverReport> {
     let backend = common::backend();
     let mut opts = common::one_traced_run(driver, N, 50);
     opts.protos = vec![proto];
-    opts.rr.proto = proto;
     opts.tracer = TracerOptions {
         sample_every: 1,
         detail: true,

@@ -22,9 +22,12 @@ const SIDE_PORT: u16 = lab::LAB_PORT + 7;
 
 fn rr(requests: u64) -> RrConfig {
     RrConfig {
+        load: netpath::harness::RrLoad {
+            requests,
+            warmup: 50,
+            ..Default::default()
+        },
         wait: netpath::harness::WaitMode::Block,
-        requests,
-        warmup: 50,
         ..RrConfig::default()
     }
 }

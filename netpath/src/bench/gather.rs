@@ -191,7 +191,7 @@ pub(super) fn kernel_cost(
     let untracked = untracked_costs(tracer, lab, rr)?;
     Ok(KernelCost {
         rtt: Rtt::of(&costed),
-        requests: rr.requests,
+        requests: rr.load.requests,
         round_trips: costed.count,
         journeys_sent: 2 * costed.count,
         journeys_completed: counters[netpath_common::counter::COMPLETED as usize],

@@ -44,8 +44,11 @@ impl JourneyRun {
 pub fn run(tracer: &mut Tracer, lab: &NetPath, journeys: u64) -> Result<JourneyRun> {
     let t0 = Instant::now();
     let rr = RrConfig {
-        requests: (journeys / 2).max(1),
-        timeout: Duration::from_secs(1800),
+        load: crate::harness::RrLoad {
+            requests: (journeys / 2).max(1),
+            timeout: Duration::from_secs(1800),
+            ..crate::harness::RrLoad::default()
+        },
         // Blocking, like the bench's other traced runs and sockperf's.
         wait: crate::harness::WaitMode::Block,
         ..RrConfig::default()

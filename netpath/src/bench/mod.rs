@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::{
     driver::Driver,
-    harness::{self, BulkConfig, NoPhases, Phases as _, Proto, RrConfig, RrResult},
+    harness::{self, BulkConfig, NoPhases, Phases as _, Proto, RrConfig, RrLoad, RrResult},
     lab,
     path::NetPath,
     probe::backend::{self, Backend, BackendChoice},
@@ -478,7 +478,10 @@ fn bench_driver(tracer: &mut Tracer, lab: &NetPath, opts: &BenchOptions) -> Resu
     tracer.detach()?;
     let secs = opts.secs.max(1);
     let rr = RrConfig {
-        requests: opts.requests,
+        load: RrLoad {
+            requests: opts.requests,
+            ..RrLoad::default()
+        },
         proto: opts.proto,
         // Blocking receives, as sockperf's (the runs it is compared with) are.
         wait: WaitMode::Block,

@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::sys::runmode::RunMode;
 use crate::{
     driver::Driver,
-    harness::{Cpus, Proto, RrConfig, WaitMode},
+    harness::{Cpus, Proto, RrLoad, WaitMode},
     measure::interleave::CompareOptions,
     probe::{backend::Backend, tracer::TracerOptions},
     record::{
@@ -69,10 +69,10 @@ fn options(drivers: Vec<Driver>, rounds: usize, requests: u64) -> Result<Compare
     Ok(CompareOptions {
         drivers,
         protos: vec![Proto::Tcp],
-        rr: RrConfig {
+        rr: RrLoad {
             requests,
             warmup: 500,
-            ..RrConfig::default()
+            ..RrLoad::default()
         },
         untraced: true,
         tracer: TracerOptions::default(),

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::sys::runmode::RunMode;
 use crate::{
     driver::Driver,
-    harness::{self, RrConfig},
+    harness::{self, RrLoad},
     measure::compare::{self, CompareOptions},
     probe::backend::{self, BackendChoice},
     probe::doctor,
@@ -86,9 +86,9 @@ fn options(mode: RunMode, requests: u64) -> CompareOptions {
     CompareOptions {
         drivers: vec![Driver::Host, Driver::Bridge, Driver::Overlay],
         protos: vec![harness::Proto::Tcp],
-        rr: RrConfig {
+        rr: RrLoad {
             requests,
-            ..RrConfig::default()
+            ..RrLoad::default()
         },
         untraced: true,
         tracer: TracerOptions::default(),

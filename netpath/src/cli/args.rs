@@ -9,7 +9,7 @@ use crate::sys::runmode::RunMode;
 use crate::{
     cli::bounds,
     driver::Driver,
-    harness::{self, Cpus, Proto, RrConfig, WaitMode},
+    harness::{self, Cpus, Proto, RrLoad, WaitMode},
     lab::netem::WireDelay,
     measure::compare::CompareOptions,
     probe::backend::BackendChoice,
@@ -180,12 +180,12 @@ impl TrafficArgs {
                     vec![1.0, 2.0],
                 )
             }),
-            rr: RrConfig {
+            rr: RrLoad {
                 requests: self.requests,
                 warmup: self.warmup,
                 req_size: self.req_size,
                 resp_size: self.resp_size,
-                ..RrConfig::default()
+                ..RrLoad::default()
             },
             untraced: !self.tracing.no_untraced,
             tracer: TracerOptions {

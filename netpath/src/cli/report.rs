@@ -33,9 +33,7 @@ impl super::Command for ReportArgs {
             ..a.output.clone()
         };
         o.check_files("report", true)?;
-        let value = crate::record::view::CompareView::read_value_for(&a.input, "report", "renders")?;
-        let saved = render::saved::Saved::from_value(value)
-            .map_err(|e| e.context(a.input.display().to_string()))?;
+        let saved = render::saved::Saved::read_for(&a.input, "report", "renders")?;
         if a.output.format_given() {
             saved.print(a.output.format(), a.output.quiet)?;
         }

@@ -5,7 +5,7 @@ use anyhow::Result;
 
 use crate::cli::bounds;
 use crate::driver::Driver;
-use crate::harness::{BulkConfig, Proto, RrConfig};
+use crate::harness::{BulkConfig, Proto, RrLoad};
 use crate::measure::compare::CompareOptions;
 use crate::probe::tracer::TracerOptions;
 use crate::tune::knobs::{self, Knob};
@@ -170,10 +170,10 @@ fn options(args: &TuneArgs, proto: Proto, nagle: bool) -> Result<CompareOptions>
         let mut opts = CompareOptions {
             drivers: args.driver.clone(),
             protos: Vec::new(),
-            rr: RrConfig {
+            rr: RrLoad {
                 requests,
                 warmup,
-                ..RrConfig::default()
+                ..RrLoad::default()
             },
             untraced: true,
             tracer: TracerOptions {

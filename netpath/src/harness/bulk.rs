@@ -47,14 +47,18 @@ impl Default for BulkConfig {
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct StreamResult {
     /// Bytes the client wrote.
+    #[serde(default)]
     pub bytes: u64,
     /// Sender throughput over the stream's write phase.
     pub gbit_per_s: f64,
     /// `tcpi_total_retrans` at the end of the write phase.
+    #[serde(default)]
     pub retransmits: u64,
     /// Smoothed RTT, `tcpi_rtt` (µs).
+    #[serde(default)]
     pub rtt_us: u32,
     /// Congestion window, `tcpi_snd_cwnd` (segments).
+    #[serde(default)]
     pub cwnd: u32,
 }
 

@@ -93,11 +93,11 @@ pub fn client_loop(
     let cfg = run.cfg;
     let tid = gettid();
     let rx = Receiver::new(cfg.wait, cfg.pin.same_cpu(), None);
-    rx.prepare(sock, Some(cfg.timeout))?;
+    rx.prepare(sock, Some(cfg.load.timeout))?;
     let mut req = vec![0xa5u8; ex.req_len];
     // One byte more than expected: a longer datagram is not taken for an answer.
     let mut resp = vec![0u8; ex.resp_len + 1];
-    let bound = cfg.timeout;
+    let bound = cfg.load.timeout;
     let one = |seq: u64, req: &mut [u8], resp: &mut [u8]| -> Result<()> {
         (ex.fill)(seq, req);
         sock.send(req).context("client: sending a request")?;
@@ -155,14 +155,14 @@ fn udp_client(run: &Run, server_tid: u32) -> Result<RrResult> {
         let n = s.len().min(b.len());
         b[..n].copy_from_slice(&s[..n]);
     };
-    let n = 8.min(cfg.req_size).min(cfg.resp_size);
+    let n = 8.min(cfg.load.req_size).min(cfg.load.resp_size);
     let answers =
-        move |seq: u64, b: &[u8]| b.len() == cfg.resp_size && b[..n] == seq.to_le_bytes()[..n];
+        move |seq: u64, b: &[u8]| b.len() == cfg.load.resp_size && b[..n] == seq.to_le_bytes()[..n];
     let ex = Exchange {
         fill: &fill,
         answers: &answers,
-        req_len: cfg.req_size,
-        resp_len: cfg.resp_size,
+        req_len: cfg.load.req_size,
+        resp_len: cfg.load.resp_size,
     };
     client_loop(&sock, run, server_tid, &ex)
 }
@@ -185,7 +185,7 @@ fn serve_udp(
     })?;
     let rx = Receiver::new(cfg.wait, cfg.pin.same_cpu(), None);
     rx.prepare(&sock, Some(SERVER_POLL))?;
-    let mut echo = Answerer::new(cfg.req_size, cfg.resp_size);
+    let mut echo = Answerer::new(cfg.load.req_size, cfg.load.resp_size);
     let mut finished = || done.load(Ordering::Relaxed);
     let mut served = 0u64;
     loop {

@@ -66,7 +66,7 @@ fn icmp_client(run: &Run) -> Result<RrResult> {
             lab.client_ns.name
         )
     })?;
-    let payload = cfg.req_size;
+    let payload = cfg.load.req_size;
     // Echo request, sequence in the header; the kernel fills in the identifier (the socket's)
     // and the checksum.
     let fill = |seq: u64, b: &mut [u8]| {

@@ -25,7 +25,7 @@ pub use burst::{
 };
 pub use context::{DevContext, NetCounters, device_context, read_counters};
 pub use proto::Proto;
-pub use rr::{NoPhases, Phases, RrConfig, RrResult};
+pub use rr::{NoPhases, Phases, RrConfig, RrLoad, RrResult};
 pub use tcp::{echo, echo_with};
 pub use wait::WaitMode;
 
@@ -34,13 +34,13 @@ use crate::path::NetPath;
 /// Runs the ping-pong from `lab.client_ns` to `lab.connect_to`, served on `lab.server_bind`
 /// in `lab.server_ns` (ICMP: answered by the target's kernel), in `cfg.proto`.
 pub fn run_rr(lab: &NetPath, cfg: &RrConfig, phases: &dyn Phases) -> Result<RrResult> {
-    if cfg.req_size == 0 || cfg.resp_size == 0 {
+    if cfg.load.req_size == 0 || cfg.load.resp_size == 0 {
         bail!("request and response sizes must be at least 1 byte");
     }
     if lab.server_bind.ip().is_unspecified() {
         bail!("refusing to bind the lab server to a wildcard address");
     }
-    supported::check_sizes(cfg.proto, cfg.req_size, cfg.resp_size)?;
+    supported::check_sizes(cfg.proto, cfg.load.req_size, cfg.load.resp_size)?;
     let run = &rr::Run::new(lab, cfg, phases);
     match cfg.proto {
         Proto::Tcp => tcp::run_tcp(run),

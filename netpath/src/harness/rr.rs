@@ -14,9 +14,11 @@ use crate::options::Pin;
 use crate::path::NetPath;
 use crate::sys::runmode::pin_current;
 
-/// Ping-pong parameters.
+/// What a request/response run sends: how many requests, their sizes, its bound, Nagle. A
+/// compare's options hold this once (`CompareOptions::rr`); how each run waits, where it
+/// runs and in which protocol come from the run's mode and protocol (`RrConfig`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RrConfig {
+pub struct RrLoad {
     /// Measured requests.
     pub requests: u64,
     /// Unmeasured requests on the same connection before measuring.
@@ -26,10 +28,6 @@ pub struct RrConfig {
     /// Bound on the run: connect, warmup and measured requests (time spent inside the
     /// `Phases` hooks is not counted).
     pub timeout: Duration,
-    /// How both ends wait for data.
-    pub wait: WaitMode,
-    /// Where the client and server threads run.
-    pub pin: Pin,
     /// TCP_NODELAY on the client's socket (the server's always has it: it answers in one
     /// write). Off, with `split_request`, Nagle holds the request's second part until the
     /// first is acknowledged, and the server delays that acknowledgement: `tune --knob nodelay`.
@@ -37,25 +35,33 @@ pub struct RrConfig {
     /// The client writes each request in two writes (first half, then the rest), the
     /// small-write pattern Nagle's algorithm meets in request/response protocols.
     pub split_request: bool,
-    /// TCP connection, UDP datagrams or ICMP echo.
-    pub proto: Proto,
 }
 
-impl Default for RrConfig {
+impl Default for RrLoad {
     fn default() -> Self {
-        RrConfig {
+        RrLoad {
             requests: 20_000,
             warmup: 1_000,
             req_size: 1024,
             resp_size: 1024,
             timeout: Duration::from_secs(30),
-            wait: WaitMode::default(),
-            pin: Pin::default(),
             nodelay: true,
             split_request: false,
-            proto: Proto::Tcp,
         }
     }
+}
+
+/// One request/response run: what it sends, how both ends wait, where they run, and the
+/// protocol.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RrConfig {
+    pub load: RrLoad,
+    /// How both ends wait for data.
+    pub wait: WaitMode,
+    /// Where the client and server threads run.
+    pub pin: Pin,
+    /// TCP connection, UDP datagrams or ICMP echo.
+    pub proto: Proto,
 }
 
 /// Round-trip times of the measured requests.
@@ -83,7 +89,7 @@ impl RrResult {
 
     /// True if the timeout cut the measured phase short.
     pub fn truncated(&self, cfg: &RrConfig) -> bool {
-        self.count < cfg.requests
+        self.count < cfg.load.requests
     }
 }
 
@@ -127,7 +133,7 @@ pub struct Run<'a> {
 
 impl<'a> Run<'a> {
     pub fn new(lab: &'a NetPath, cfg: &'a RrConfig, phases: &'a dyn Phases) -> Run<'a> {
-        let deadline = Instant::now() + cfg.timeout;
+        let deadline = Instant::now() + cfg.load.timeout;
         Run {
             lab,
             cfg,
@@ -151,7 +157,7 @@ impl<'a> Run<'a> {
     /// Leaves a busy-polling server's NAPI id in `napi` once warm-up has been served: its
     /// socket takes the id from the packets it receives, so it is known only by then.
     pub fn note_server_napi(&self, served: u64, fd: RawFd, napi: &AtomicU32) {
-        if served == self.cfg.warmup.max(1) && self.cfg.wait == WaitMode::BusyPoll {
+        if served == self.cfg.load.warmup.max(1) && self.cfg.wait == WaitMode::BusyPoll {
             napi.store(napi_id_of(fd), Ordering::Relaxed);
         }
     }
@@ -173,7 +179,7 @@ pub fn timed_loop(
         ..
     } = *run;
     let mut seq = 0u64;
-    for _ in 0..cfg.warmup {
+    for _ in 0..cfg.load.warmup {
         if Instant::now() >= deadline {
             break;
         }
@@ -191,7 +197,7 @@ pub fn timed_loop(
     let t0 = Instant::now();
     let mut count = 0u64;
     let mut err = None;
-    while count < cfg.requests {
+    while count < cfg.load.requests {
         let t = Instant::now();
         if t >= deadline {
             break;
@@ -223,11 +229,11 @@ pub fn rr_result(
     elapsed: Duration,
     napi_ids: Option<(u32, u32)>,
 ) -> RrResult {
-    if count < cfg.requests {
+    if count < cfg.load.requests {
         log::warn!(
             "request/response stopped by the {:?} timeout after {count} of {} requests",
-            cfg.timeout,
-            cfg.requests
+            cfg.load.timeout,
+            cfg.load.requests
         );
     }
     let secs = elapsed.as_secs_f64();

@@ -92,8 +92,8 @@ fn serve(run: &Run, ready: mpsc::Sender<Result<u32>>, napi: &AtomicU32) -> Resul
     let rx = Receiver::new(cfg.wait, cfg.pin.same_cpu(), None).sharing(lab.proxy_pid.is_some());
     rx.prepare(&conn, None)?;
 
-    let mut req = vec![0u8; cfg.req_size];
-    let resp = vec![0x5au8; cfg.resp_size];
+    let mut req = vec![0u8; cfg.load.req_size];
+    let resp = vec![0x5au8; cfg.load.resp_size];
     let mut served = 0u64;
     loop {
         run.note_server_napi(served, conn.as_raw_fd(), napi);
@@ -110,20 +110,20 @@ fn client(run: &Run, server_tid: u32) -> Result<RrResult> {
     } = *run;
     run.enter_client()?;
     let tid = gettid();
-    let mut conn = connect_from(&lab.client_ns, lab.connect_to, deadline, cfg.timeout)?;
-    conn.set_nodelay(cfg.nodelay)?;
-    let rx = Receiver::new(cfg.wait, cfg.pin.same_cpu(), Some(cfg.timeout))
+    let mut conn = connect_from(&lab.client_ns, lab.connect_to, deadline, cfg.load.timeout)?;
+    conn.set_nodelay(cfg.load.nodelay)?;
+    let rx = Receiver::new(cfg.wait, cfg.pin.same_cpu(), Some(cfg.load.timeout))
         .sharing(lab.proxy_pid.is_some());
     rx.prepare(&conn, None)?;
 
-    let mut req = vec![0xa5u8; cfg.req_size];
-    let mut resp = vec![0u8; cfg.resp_size];
+    let mut req = vec![0xa5u8; cfg.load.req_size];
+    let mut resp = vec![0u8; cfg.load.resp_size];
     let mut one = |conn: &mut TcpStream, seq: u64| -> Result<()> {
         let b = seq.to_le_bytes();
         let n = b.len().min(req.len());
         req[..n].copy_from_slice(&b[..n]);
         // Two writes when asked (each its own sendto), else one.
-        let cut = if cfg.split_request && req.len() > 1 {
+        let cut = if cfg.load.split_request && req.len() > 1 {
             req.len() / 2
         } else {
             req.len()

@@ -11,7 +11,9 @@ use serde::Serialize;
 use crate::measure::ab::{self, Deltas, Side};
 use crate::measure::compare::CompareOptions;
 use crate::probe::backend::Backend;
-use crate::record::view::{CompareView, DriverView};
+use crate::record::DriverReport;
+use crate::record::header::Header;
+use crate::record::saved::SavedRun;
 
 /// One side as the output names it.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
@@ -48,7 +50,7 @@ pub struct DiffResult {
 
 struct Loaded {
     path: PathBuf,
-    view: CompareView,
+    view: SavedRun,
 }
 
 impl Loaded {
@@ -69,7 +71,7 @@ impl Loaded {
         v.join(", ")
     }
 
-    fn find(&self, driver: &str, flag: &str) -> Result<&DriverView> {
+    fn find(&self, driver: &str, flag: &str) -> Result<&DriverReport> {
         match self.view.drivers.iter().find(|d| d.driver == driver) {
             Some(d) => Ok(d),
             None => bail!(
@@ -88,13 +90,13 @@ fn pick<'a>(
     b: &'a Loaded,
     driver: Option<&str>,
     vs: Option<&str>,
-) -> Result<(&'a DriverView, &'a DriverView)> {
+) -> Result<(&'a DriverReport, &'a DriverReport)> {
     match (driver, vs) {
         (Some(x), Some(y)) => Ok((a.find(x, "--driver")?, b.find(y, "--vs")?)),
         (Some(x), None) => Ok((a.find(x, "--driver")?, b.find(x, "--driver")?)),
         (None, Some(_)) => bail!("--vs names B's driver: give A's with --driver too"),
         (None, None) => {
-            let common: Vec<&DriverView> = a
+            let common: Vec<&DriverReport> = a
                 .view
                 .drivers
                 .iter()
@@ -124,34 +126,42 @@ fn pick<'a>(
     }
 }
 
-fn info(label: &str, d: &DriverView, view: &CompareView, file: Option<&Loaded>) -> SideInfo {
+fn info(label: &str, d: &DriverReport, run: &SavedRun, file: Option<&Loaded>) -> SideInfo {
+    let header = run.header.as_ref();
     SideInfo {
         label: label.to_string(),
         driver: d.driver.clone(),
         file: file.map(|f| f.path.display().to_string()),
         backend: if d.backend.is_empty() {
-            view.backend.clone()
+            run.backend
+                .map(|b| b.name().to_string())
+                .unwrap_or_default()
         } else {
-            d.backend.clone()
+            d.backend.to_string()
         },
-        kernel: view.header.as_ref().map(|h| h.kernel.clone()),
+        kernel: header.map(|h| h.kernel.clone()),
         rounds: if d.rounds.is_empty() {
             d.round_detail.len().max(1)
         } else {
             d.rounds.len()
         },
         conditions: ab::conditions(d),
-        wait: d.wait.clone(),
-        cpus: d.cpus.clone(),
-        placement: d.placement.clone(),
-        machine: d.machine.clone(),
+        wait: json(&d.wait),
+        cpus: json(&d.cpus),
+        placement: d.placement.as_ref().and_then(json),
+        machine: d.machine.as_ref().and_then(json),
     }
+}
+
+/// A condition as the compare output writes it (`SideInfo` echoes them as they are).
+fn json<T: Serialize>(v: &T) -> Option<serde_json::Value> {
+    serde_json::to_value(v).ok()
 }
 
 /// The diff of two sides (`a` against `b`).
 fn diff_sides(
-    a: (SideInfo, &DriverView),
-    b: (SideInfo, &DriverView),
+    a: (SideInfo, &DriverReport),
+    b: (SideInfo, &DriverReport),
     ha: Option<&crate::record::header::Header>,
     hb: Option<&crate::record::header::Header>,
     paired: bool,
@@ -203,7 +213,7 @@ pub fn from_files(files: &[PathBuf], driver: Option<&str>, vs: Option<&str>) -> 
     let load = |p: &Path| -> Result<Loaded> {
         Ok(Loaded {
             path: p.to_path_buf(),
-            view: CompareView::read_for(p, "diff", "compares two drivers of")?,
+            view: SavedRun::read_for(p, "diff", "compares two drivers of")?,
         })
     };
     match files {
@@ -252,13 +262,12 @@ pub fn from_files(files: &[PathBuf], driver: Option<&str>, vs: Option<&str>) -> 
 /// `netpath diff -d A --vs B`: both measured in one interleaved run (a compare of the two),
 /// then diffed paired. `opts.drivers` is [A, B].
 pub fn live(backend: Backend, opts: &CompareOptions) -> Result<DiffResult> {
-    let reports = crate::measure::compare::run(backend, opts, &mut crate::record::Quiet)?;
-    let v = serde_json::json!({ "backend": backend, "drivers": reports });
-    let view = CompareView::from_value(crate::record::header::to_value(
-        "compare",
-        Some(backend.name()),
-        &v,
-    )?)?;
+    let drivers = crate::measure::compare::run(backend, opts, &mut crate::record::Quiet)?;
+    let view = SavedRun {
+        header: Some(Header::new("compare", Some(backend.name()))),
+        backend: Some(backend),
+        drivers,
+    };
     let [da, db] = &view.drivers[..] else {
         bail!("diff needs both drivers measured, and only one was (see the line above)");
     };

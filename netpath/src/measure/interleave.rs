@@ -11,7 +11,7 @@ use anyhow::{Context as _, Result};
 use crate::sys::runmode::RunMode;
 use crate::{
     driver::Driver,
-    harness::{self, NoPhases, Proto, RrConfig, RrResult, WaitMode},
+    harness::{self, NoPhases, Proto, RrConfig, RrLoad, RrResult, WaitMode},
     lab::netem::WireDelay,
     path::NetPath,
     probe::tracer::{Tracer, TracerOptions},
@@ -28,9 +28,10 @@ use crate::{
 pub struct CompareOptions {
     pub drivers: Vec<Driver>,
     /// What the request/response runs send, in the order asked: each in the same interleaved
-    /// rounds, a row per path and protocol (`rr.proto` is set per run from this).
+    /// rounds, a row per path and protocol (each run's `RrConfig::proto` is set from this).
     pub protos: Vec<Proto>,
-    pub rr: RrConfig,
+    /// What each request/response run sends; how it waits and where it runs are `mode`'s.
+    pub rr: RrLoad,
     /// Also run each driver with the probes detached, for the probe effect.
     pub untraced: bool,
     pub tracer: TracerOptions,
@@ -182,10 +183,10 @@ pub fn run_sides(tracer: &mut Tracer, sides: &[Side]) -> Result<Vec<DriverReport
     let rrs: Vec<RrConfig> = sides
         .iter()
         .map(|s| RrConfig {
+            load: s.opts.rr.clone(),
             wait: s.opts.mode.wait,
             pin: s.opts.mode.pin,
             proto: s.proto,
-            ..s.opts.rr.clone()
         })
         .collect();
     let rounds = first.opts.rounds.max(1);

@@ -29,9 +29,12 @@ pub struct RttSummary {
     pub count: u64,
     pub mean_us: f64,
     pub p50_us: f64,
+    #[serde(default)]
     pub p95_us: f64,
     pub p99_us: f64,
+    #[serde(default)]
     pub max_us: f64,
+    #[serde(default)]
     pub req_per_s: f64,
 }
 
@@ -78,9 +81,11 @@ pub struct HopFigures {
     pub p50_us: f64,
     pub p99_us: f64,
     /// netpath's own time in this hop, per packet (`report::own`).
+    #[serde(default)]
     pub own_us: f64,
     /// What the round's stalls added to this hop per packet (`stalls`): the hop as the
     /// check and the answer read it is `per_packet_us` less `own_us` less this.
+    #[serde(default)]
     pub stall_us: f64,
 }
 
@@ -106,11 +111,14 @@ pub struct HopRow {
     #[serde(flatten)]
     pub at: HopFigures,
     /// Share of the direction's mean one-way time.
+    #[serde(default)]
     pub share_pct: f64,
     /// `per_packet_us` less `own_us`: the hop as it would be untraced.
+    #[serde(default)]
     pub compensated_us: f64,
     /// `p50_us` less netpath's own time per crossing (a crossing's own time is close to
     /// constant, so the distribution shifts by it).
+    #[serde(default)]
     pub compensated_p50_us: f64,
 }
 
@@ -121,9 +129,12 @@ pub struct Distribution {
     pub p50_us: f64,
     pub p99_us: f64,
     /// netpath's own time per journey (the sum of its hops').
+    #[serde(default)]
     pub own_us: f64,
     /// `mean_us` and `p50_us` less `own_us`.
+    #[serde(default)]
     pub compensated_mean_us: f64,
+    #[serde(default)]
     pub compensated_p50_us: f64,
 }
 
@@ -133,6 +144,7 @@ pub struct PassRow {
     pub dir: &'static str,
     pub rx_passes: u32,
     pub softirq_runs: u32,
+    #[serde(default)]
     pub packets: u64,
 }
 
@@ -161,12 +173,17 @@ pub struct DeviceRow {
 #[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct DriverReport {
     pub driver: String,
+    #[serde(default)]
     pub backend: &'static str,
+    #[serde(default)]
     pub hops_visible: Vec<&'static str>,
+    #[serde(default)]
     pub missing_tracepoints: Vec<String>,
     /// Function probes (kprobe/fentry backends) and how each is attached.
+    #[serde(default)]
     pub function_probes: Vec<crate::probe::tracer::FnProbe>,
     /// Losses this kernel does not count (see `Tracer::uncounted`).
+    #[serde(default)]
     pub uncounted: Vec<&'static str>,
     pub traced: RttSummary,
     pub untraced: Option<RttSummary>,
@@ -175,44 +192,63 @@ pub struct DriverReport {
     pub probe_effect_p50_pct: Option<f64>,
     /// The traced p50 beat every untraced round: probes only add work, so the machine's noise
     /// (or a change of its state between the runs) outweighs the effect here.
+    #[serde(default)]
     pub probe_effect_below_noise: bool,
+    #[serde(default)]
     pub hops: Vec<HopRow>,
     #[schemars(schema_with = "schema_parts::by_dir::<Distribution>")]
+    #[serde(default)]
     pub one_way: BTreeMap<&'static str, Distribution>,
     pub turnaround: Option<Distribution>,
     /// Mean request one-way + mean response one-way + mean server turnaround.
+    #[serde(default)]
     pub attributed_us: f64,
+    #[serde(default)]
     pub rtt_mean_us: f64,
+    #[serde(default)]
     pub unattributed_us: f64,
     /// netpath's own time in the client's gap (`netpath_common::CLIENT_GAP`), µs per round
     /// trip: the part of `unattributed_us` that is netpath's (the client's syscall edges lie
     /// outside every hop). None where it was not measured (ICMP; no journey's own time).
     pub edges_own_us: Option<f64>,
+    #[serde(default)]
     pub attributed_pct: f64,
     /// The cost of one program run the own times are charged with (`tracer::RunCost`).
+    #[serde(default)]
     pub run_cost: crate::probe::tracer::RunCost,
     /// Compensated request + response + turnaround against the untraced RTT (`own.rs`).
     pub consistency: Option<own::Consistency>,
     #[schemars(with = "schema_parts::Lost")]
+    #[serde(default)]
     pub lost: BTreeMap<&'static str, u64>,
+    #[serde(default)]
     pub passes: Vec<PassRow>,
+    #[serde(default)]
     pub drops: Vec<DropRow>,
+    #[serde(default)]
     pub devices: Vec<DeviceRow>,
+    #[serde(default)]
     pub timelines: Vec<Timeline>,
     /// Kernel-measured cost of each program during the traced run (with `--prog-stats`).
+    #[serde(default)]
     pub prog_costs: Vec<ProgCost>,
     /// Untraced request/response, one entry per round, and their median and spread.
+    #[serde(default)]
     pub rounds: Vec<RttSummary>,
     pub rr: Option<RrRounds>,
     /// Bulk throughput, median and spread over rounds.
     pub bulk: Option<BulkRounds>,
     /// Open-loop phases (rate, then a multiple of it), latency corrected for coordinated omission.
+    #[serde(default)]
     pub burst: Vec<BurstPhase>,
     pub context: Option<RunContext>,
     /// What the request/response runs sent (`--proto`).
+    #[serde(default)]
     pub proto: crate::harness::Proto,
     /// Wait mode and asked placement of the runs the tables come from.
+    #[serde(default)]
     pub wait: crate::harness::WaitMode,
+    #[serde(default)]
     pub cpus: crate::harness::Cpus,
     /// `--wait busy-poll`: the client's and server's sockets' NAPI ids (0: no NAPI, blocking).
     pub busy_poll_napi: Option<(u32, u32)>,
@@ -224,9 +260,11 @@ pub struct DriverReport {
     /// itself and when the runs already block.
     pub block: Option<Box<DriverReport>>,
     /// Per round: p50s, wakeup, data path, mode-change mark.
+    #[serde(default)]
     pub round_detail: Vec<per_round::RoundRow>,
     /// RTT distribution of the traced run (the one the hops come from) as `[µs, fraction at
     /// or below]`, for the report's CDF chart.
+    #[serde(default)]
     pub rtt_cdf: Vec<[f64; 2]>,
     /// Round trips the machine held up in the picked round, untraced and traced, and the hops
     /// they fell in; taken out of the check's means (`stalls`).
@@ -288,7 +326,7 @@ impl DriverReport {
 }
 
 /// Median and range of one figure over rounds.
-#[derive(Clone, Copy, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Spread {
     pub median: f64,
     pub min: f64,
@@ -318,9 +356,12 @@ impl Spread {
 #[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct RrRounds {
     pub rounds: usize,
+    #[serde(default)]
     pub req_per_s: Spread,
+    #[serde(default)]
     pub mean_us: Spread,
     pub p50_us: Spread,
+    #[serde(default)]
     pub p95_us: Spread,
     pub p99_us: Spread,
 }
@@ -346,7 +387,9 @@ impl RrRounds {
 pub struct BulkRounds {
     pub streams: usize,
     pub gbit_per_s: Spread,
+    #[serde(default)]
     pub retransmits: Spread,
+    #[serde(default)]
     pub per_round: Vec<crate::harness::StreamResult>,
 }
 
@@ -426,10 +469,10 @@ pub mod journey;
 pub mod own;
 pub mod parts;
 pub mod per_round;
+pub mod saved;
 pub(crate) mod schema_parts;
 pub mod stalls;
 pub(crate) mod timeline;
-pub mod view;
 
 pub use build::{TracedRun, build, bulk_rounds, costs, run_context};
 pub use timeline::{Headers, Timeline, TimelineHop, timeline};

@@ -9,6 +9,7 @@ use super::{DriverReport, HopFigures, Spread};
 // Its `&'static str` names borrow from the JSON read (`render::saved::Saved`).
 #[serde(bound(deserialize = "'de: 'static"))]
 pub struct RoundRow {
+    #[serde(default)]
     pub round: usize,
     pub untraced_p50_us: Option<f64>,
     pub traced_p50_us: f64,
@@ -17,16 +18,21 @@ pub struct RoundRow {
     pub wakeup_p50_us: Option<f64>,
     /// Request one-way p50 minus its wakeup p50: every hop but the wakeup and its parts.
     pub data_path_p50_us: Option<f64>,
+    #[serde(default)]
     pub mode_change: bool,
     /// The round's traced run in brief, so a difference between two results (`diff`, `tune`)
     /// has a spread over rounds, not only the median round's table.
+    #[serde(default)]
     pub traced_p99_us: f64,
     /// One-way p50 per direction.
     #[schemars(schema_with = "super::schema_parts::by_dir::<f64>")]
+    #[serde(default)]
     pub one_way_p50_us: std::collections::BTreeMap<&'static str, f64>,
     /// The round's hops: `HopRow`'s figures, without the shares.
+    #[serde(default)]
     pub hops: Vec<HopFigures>,
     /// Receive passes and NET_RX softirq runs per packet, per direction.
+    #[serde(default)]
     pub passes: Vec<RoundPasses>,
     /// The round's bulk throughput (all streams), when bulk ran.
     pub bulk_gbit_per_s: Option<f64>,

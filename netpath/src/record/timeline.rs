@@ -8,11 +8,16 @@ use crate::path::Device;
 #[derive(Clone, Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct TimelineHop {
     pub point: &'static str,
+    #[serde(default)]
     pub device: String,
+    #[serde(default)]
     pub kind: &'static str,
+    #[serde(default)]
     pub netns: u32,
+    #[serde(default)]
     pub hop: &'static str,
     pub since_prev_us: f64,
+    #[serde(default)]
     pub cpu: u16,
 }
 
@@ -20,17 +25,24 @@ pub struct TimelineHop {
 pub struct Timeline {
     #[schemars(schema_with = "super::schema_parts::dir")]
     pub dir: &'static str,
+    #[serde(default)]
     pub tuple: String,
     /// CLOCK_MONOTONIC ns the journey's times count from: its first point is that point's
     /// `since_prev_us` after it (UTC: add the header's `monotonic_to_utc_offset_ns`).
+    #[serde(default)]
     pub start_ns: u64,
     /// The sending thread (0: not one netpath follows, as under `trace --container`).
+    #[serde(default)]
     pub tid: u32,
+    #[serde(default)]
     pub headers: Headers,
     /// Set when the packet's addresses changed on the way (NAT): "before → after".
     pub translated: Option<String>,
+    #[serde(default)]
     pub total_us: f64,
+    #[serde(default)]
     pub rx_passes: u16,
+    #[serde(default)]
     pub softirq_runs: u16,
     pub points: Vec<TimelineHop>,
 }
@@ -80,28 +92,6 @@ impl Headers {
             icmp_seq: u16::from_be(s.icmp_seq),
         }
     }
-}
-
-/// The `'static` name a saved timeline's string stands for (a point, device or scheduler kind,
-/// hop or direction), so a timeline read back from JSON is the live type; "?" for a name this
-/// netpath does not know (a newer file).
-pub fn static_name(s: &str) -> &'static str {
-    const OTHER: [&str; 8] = [
-        "",
-        "request",
-        "response",
-        "idle",
-        "idle,x-cpu",
-        "busy",
-        "busy,x-cpu",
-        "?",
-    ];
-    let points = Point::ALL.iter().map(|p| p.name());
-    let kinds = netpath_common::DevKind::ALL.iter().map(|k| k.name());
-    let hops = Hop::ALL.iter().map(|h| h.name());
-    (OTHER.into_iter().chain(points).chain(kinds).chain(hops))
-        .find(|n| *n == s)
-        .unwrap_or("?")
 }
 
 pub(super) fn device_name(devices: &[Device], netns: u32, ifindex: u32) -> String {

@@ -13,6 +13,8 @@ use crate::record::{DriverReport, RttSummary};
 #[serde(bound(deserialize = "'de: 'static"))]
 pub struct CompareOutput {
     /// The answer: a row per driver, each against its reference, the claims, the check.
+    // A file written before netpath kept an answer reads as an empty one (no rows).
+    #[serde(default)]
     pub summary: crate::measure::answer::Summary,
     pub backend: Backend,
     pub drivers: Vec<DriverReport>,
@@ -32,15 +34,14 @@ impl super::Render for CompareOutput {
         full_text(w, self, self.verbose)
     }
 
-    /// Read back from its JSON, as `netpath report` reads a saved run: both render the same.
+    /// From the records as they are, as `netpath report` renders a saved run's.
     fn page(
         &self,
         backend: Option<&str>,
         f: super::output::FileFormat,
     ) -> Option<anyhow::Result<String>> {
-        let view = crate::record::header::to_value(Self::KIND, backend, self)
-            .and_then(super::CompareView::from_value);
-        Some(view.and_then(|v| super::page(&v, f)))
+        let header = crate::record::header::Header::new(Self::KIND, backend);
+        Some(super::page(&super::Run::of(Some(&header), self), f))
     }
 }
 

@@ -4,8 +4,10 @@
 use anyhow::Result;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
+use super::Run;
 use super::svg;
-use crate::record::view::{CompareView, DriverView, Stat};
+use crate::record::DriverReport;
+use crate::record::saved::Stat;
 
 const STYLE: &str = "
 body { font-family: sans-serif; margin: 24px; color: #222; max-width: 1040px; }
@@ -25,7 +27,7 @@ code { font-size: 12px; }
 ";
 
 /// The whole page.
-pub fn page(view: &CompareView) -> Result<String> {
+pub fn page(view: &Run) -> Result<String> {
     let bars = svg::hop_bars(view, &[Stat::Mean, Stat::P50])?;
     let p99 = svg::hop_bars(view, &[Stat::P99])?;
     let cdf = svg::rtt_cdf(view)?;
@@ -63,12 +65,12 @@ pub fn page(view: &CompareView) -> Result<String> {
     Ok(m.into_string())
 }
 
-fn names(view: &CompareView) -> String {
+fn names(view: &Run) -> String {
     let n: Vec<&str> = view.drivers.iter().map(|d| d.driver.as_str()).collect();
     n.join(", ")
 }
 
-fn run_context(view: &CompareView) -> Markup {
+fn run_context(view: &Run) -> Markup {
     let Some(h) = &view.header else {
         return html! { p.warn { "This JSON has no header (written before netpath 0.1's versioned output): kernel, time and machine state unknown." } };
     };
@@ -96,56 +98,22 @@ fn run_context(view: &CompareView) -> Markup {
 }
 
 /// The machine while the first driver ran, as the text says it (`MachineState::line`).
-fn during(m: &serde_json::Value) -> String {
-    serde_json::from_value::<crate::sys::machine::MachineState>(m.clone()).map_or_else(
-        |_| compact(m),
-        |m| m.line().trim_start_matches("machine: ").to_string(),
-    )
-}
-
-/// A JSON value in one short line: strings bare, objects as `key value` pairs.
-fn compact(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Object(m) => m
-            .iter()
-            .filter(|(_, v)| !v.is_null())
-            .map(|(k, v)| format!("{k} {}", compact(v)))
-            .collect::<Vec<_>>()
-            .join(", "),
-        serde_json::Value::Array(a) => a.iter().map(compact).collect::<Vec<_>>().join(" "),
-        other => other.to_string(),
-    }
+fn during(m: &crate::sys::machine::MachineState) -> String {
+    m.line().trim_start_matches("machine: ").to_string()
 }
 
 /// Wait mode, and placement (asked; observed when the run sampled it).
-fn wait(d: &DriverView) -> (String, String) {
-    let w = d
-        .wait
-        .as_ref()
-        .map_or("blocking read (not recorded)".into(), compact);
-    let asked = d.cpus.as_ref().map(compact);
-    let seen = d.placement.as_ref().map(placement_line);
-    let p = match (asked, seen) {
-        (Some(a), Some(s)) => format!("{a} (observed: {s})"),
-        (Some(a), None) => a,
-        (None, Some(s)) => s,
-        (None, None) => "not recorded".into(),
+fn wait(d: &DriverReport) -> (String, String) {
+    let p = match &d.placement {
+        Some(seen) => format!("{} (observed: {})", d.cpus, seen.line()),
+        None => d.cpus.to_string(),
     };
-    (w, p)
-}
-
-/// Where the sampled journeys ran, as the text says it (`Placement::line`).
-fn placement_line(v: &serde_json::Value) -> String {
-    serde_json::from_value::<crate::sys::machine::Placement>(v.clone())
-        .map_or_else(|_| compact(v), |p| p.line())
+    (d.wait.to_string(), p)
 }
 
 /// What the round trips were, protocol-true.
-fn traffic(view: &CompareView) -> String {
-    let mut protos: Vec<&str> = (view.drivers.iter())
-        .filter_map(|d| d.proto.as_deref())
-        .collect();
+fn traffic(view: &Run) -> String {
+    let mut protos: Vec<&str> = view.drivers.iter().map(|d| d.proto.name()).collect();
     protos.dedup();
     match protos.as_slice() {
         ["tcp"] => "RTT of request/response over one TCP connection".into(),
@@ -156,14 +124,14 @@ fn traffic(view: &CompareView) -> String {
     }
 }
 
-fn bulk(d: &DriverView) -> String {
+fn bulk(d: &DriverReport) -> String {
     d.bulk.as_ref().map_or("–".into(), |b| {
         let g = &b.gbit_per_s;
         format!("{:.1} [{:.1}–{:.1}]", g.median, g.min, g.max)
     })
 }
 
-fn rtt_table(view: &CompareView) -> Markup {
+fn rtt_table(view: &Run) -> Markup {
     html! {
         table {
             tr {
@@ -172,7 +140,7 @@ fn rtt_table(view: &CompareView) -> Markup {
                 th { "receive passes, softirq runs per packet (req / resp)" }
                 th { "attributed" } th { "bulk Gbit/s [rounds]" } th { "wait mode" } th { "placement" }
             }
-            @for d in &view.drivers {
+            @for d in view.drivers {
                 @let (w, p) = wait(d);
                 tr {
                     td { (d.driver) }
@@ -195,7 +163,7 @@ fn rtt_table(view: &CompareView) -> Markup {
     }
 }
 
-fn untraced_p50(d: &DriverView) -> String {
+fn untraced_p50(d: &DriverReport) -> String {
     match (&d.rr, &d.untraced) {
         (Some(r), _) => format!(
             "{:.1} [{:.1}–{:.1}]",
@@ -210,7 +178,7 @@ fn pct(p: Option<f64>) -> String {
     p.map_or("–".into(), |p| format!("{p:+.0}%"))
 }
 
-fn passes(d: &DriverView) -> String {
+fn passes(d: &DriverReport) -> String {
     let p: Vec<String> = d
         .passes
         .iter()
@@ -221,26 +189,25 @@ fn passes(d: &DriverView) -> String {
 
 /// Hops as rows (request path, then response), drivers as columns: each cell the hop's mean
 /// time per packet, its per-crossing p50 and p99 beside it.
-fn hop_table(view: &CompareView) -> Markup {
+fn hop_table(view: &Run) -> Markup {
     let order = view.hop_order();
-    let cell = |d: &DriverView, dir: &str, hop: &str| {
-        d.hops
-            .iter()
-            .find(|h| h.dir == dir && h.hop == hop)
-            .cloned()
+    let cell = |d: &DriverReport, dir: &str, hop: &str| {
+        (d.hops.iter())
+            .find(|h| h.at.dir == dir && h.at.hop == hop)
+            .map(|h| h.at.clone())
     };
     html! {
         table {
             tr {
                 th { "hop" }
-                @for d in &view.drivers { th { (d.driver) br; span.note { "mean per packet (p50 / p99 per crossing), µs" } } }
+                @for d in view.drivers { th { (d.driver) br; span.note { "mean per packet (p50 / p99 per crossing), µs" } } }
             }
             @for dir in ["request", "response"] {
                 @for (i, hop) in order.iter().enumerate() {
                     @if view.drivers.iter().any(|d| cell(d, dir, hop).is_some()) {
                         tr {
                             td { span style=(format!("color:{}", svg::css_colour(i))) { "■ " } (dir) " " (hop) }
-                            @for d in &view.drivers {
+                            @for d in view.drivers {
                                 td {
                                     @if let Some(h) = cell(d, dir, hop) {
                                         (format!("{:.2}", h.per_packet(Stat::Mean)))
@@ -263,8 +230,8 @@ fn hop_table(view: &CompareView) -> Markup {
 const LOST_BOOKKEEPING: [&str; 3] = ["started", "completed", "samples"];
 
 /// Counters as rows, drivers as columns: ten counters do not fit across a page.
-fn lost_table(view: &CompareView) -> Markup {
-    let keys: Vec<&String> = view
+fn lost_table(view: &Run) -> Markup {
+    let keys: Vec<&&str> = view
         .drivers
         .first()
         .map(|d| d.lost.keys().collect())
@@ -276,9 +243,9 @@ fn lost_table(view: &CompareView) -> Markup {
     }
     html! {
         table {
-            tr { th { "counter" } @for d in &view.drivers { th { (d.driver) } } }
+            tr { th { "counter" } @for d in view.drivers { th { (d.driver) } } }
             @for k in &keys {
-                tr { td { (k) } @for d in &view.drivers { td { (d.lost.get(*k).copied().unwrap_or(0)) } } }
+                tr { td { (k) } @for d in view.drivers { td { (d.lost.get(*k).copied().unwrap_or(0)) } } }
             }
         }
     }

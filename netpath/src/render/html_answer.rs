@@ -4,10 +4,10 @@
 //! JSON `summary`, so a saved run renders as a live one.
 use maud::{Markup, PreEscaped, html};
 
+use super::Run;
 use super::answer::{check, check_head, difference, notes, ratio, spread, stalls_line};
 use crate::measure::answer::{CheckSummary, Pair, Summary};
 use crate::measure::claims::ClaimVerdict;
-use crate::record::view::CompareView;
 
 pub const STYLE: &str = "
 .verdict { display: inline-block; min-width: 150px; font-weight: bold; padding: 1px 6px; border-radius: 3px; }
@@ -21,19 +21,17 @@ td.approx { color: #777; }
 ";
 
 /// The answer section, or one line saying the file has none.
-pub fn section(view: &CompareView) -> Markup {
-    let s = view
-        .summary
-        .clone()
-        .and_then(|v| serde_json::from_value::<Summary>(v).ok());
-    let Some(s) = s.filter(|s| !s.rows.is_empty()) else {
+pub fn section(view: &Run) -> Markup {
+    // A file written before netpath kept an answer reads as an empty one.
+    let s = view.summary;
+    if s.rows.is_empty() {
         return html! { p.warn { "This file holds no answer (written before netpath kept one): the figures below are each driver's own." } };
-    };
+    }
     html! {
         h2 { "The answer" }
         p.note { "Untraced RTT p50 in µs, the median of the rounds [their range]; each driver's ratio to its reference with its 95% interval over the rounds; the difference: the untraced RTT means', µs, and the hops that make it, netpath's own time and stalls taken out." }
-        (table(&s))
-        @for n in notes(&s) { p.note { (n) } }
+        (table(s))
+        @for n in notes(s) { p.note { (n) } }
         (ratio_chart(&s.pairs))
         h2 { "The claims, judged on this run" }
         (claims(&s.claims))

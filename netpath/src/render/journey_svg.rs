@@ -5,7 +5,7 @@
 //! other CPU, is seen rather than read.
 use maud::{Markup, PreEscaped, html};
 
-use crate::record::view::CompareView;
+use super::Run;
 use crate::record::{Timeline, journey};
 
 const WIDTH: f64 = 980.0;
@@ -110,7 +110,7 @@ pub fn pick(timelines: &[Timeline]) -> Option<&Timeline> {
 }
 
 /// The report's section: one journey per driver that kept any, hops coloured as in the bars.
-pub fn section(view: &CompareView) -> Markup {
+pub fn section(view: &Run) -> Markup {
     let order = view.hop_order();
     // A hop the bars do not show (one journey crosses more than the table's hops) takes a
     // colour after theirs, by its place in the hop model.
@@ -118,15 +118,14 @@ pub fn section(view: &CompareView) -> Markup {
         let model = netpath_common::Hop::ALL
             .iter()
             .position(|h| h.name() == hop);
-        super::svg::css_colour(match order.iter().position(|h| h == hop) {
+        super::svg::css_colour(match order.iter().position(|h| *h == hop) {
             Some(i) => i,
             None => order.len() + model.unwrap_or(0),
         })
     };
     let drawn: Vec<(String, String)> = (view.drivers.iter())
         .filter_map(|d| {
-            let ts: Vec<Timeline> = d.timelines.iter().map(|t| t.timeline()).collect();
-            let t = pick(&ts)?;
+            let t = pick(&d.timelines)?;
             let s = |n: u16| if n == 1 { "" } else { "s" };
             let title = format!(
                 "{}: a {} ({}), {:.1} µs, {} receive pass{} in {} NET_RX softirq run{}",

@@ -34,11 +34,38 @@ pub mod trace;
 pub mod tune;
 pub mod validate;
 
-pub use crate::record::view::CompareView;
 pub use output::{Format, OutputArgs, Render};
 
+/// What a page shows of a compare run, borrowed from its records as written: the run's
+/// header (None: a file written before netpath's versioned output) and its result.
+pub struct Run<'a> {
+    pub header: Option<&'a crate::record::header::Header>,
+    pub summary: &'a crate::measure::answer::Summary,
+    pub backend: crate::probe::backend::Backend,
+    pub drivers: &'a [crate::record::DriverReport],
+}
+
+impl<'a> Run<'a> {
+    pub fn of(
+        header: Option<&'a crate::record::header::Header>,
+        out: &'a compare::CompareOutput,
+    ) -> Run<'a> {
+        Run {
+            header,
+            summary: &out.summary,
+            backend: out.backend,
+            drivers: &out.drivers,
+        }
+    }
+
+    /// Hop names in the order they first appear, for one colour per hop across every chart.
+    pub fn hop_order(&self) -> Vec<&'static str> {
+        crate::record::saved::hop_order(self.drivers)
+    }
+}
+
 /// A compare run as its HTML report or its SVG charts.
-pub fn page(view: &CompareView, f: output::FileFormat) -> anyhow::Result<String> {
+pub fn page(view: &Run, f: output::FileFormat) -> anyhow::Result<String> {
     match f {
         output::FileFormat::Html => html::page(view),
         output::FileFormat::Svg => svg::document(view),

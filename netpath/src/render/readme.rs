@@ -68,8 +68,7 @@ pub fn render(root: &std::path::Path) -> Result<String> {
 
 fn fixture(root: &std::path::Path) -> Result<super::saved::Saved> {
     let run = root.join(FIXTURE);
-    let value = crate::record::view::CompareView::read_value_for(&run, "readme", "renders")?;
-    super::saved::Saved::from_value(value)
+    super::saved::Saved::read_for(&run, "readme", "renders")
 }
 
 #[cfg(test)]

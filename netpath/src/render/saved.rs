@@ -5,20 +5,32 @@ use super::compare::{CompareOutput, full_text};
 /// A saved run (`compare --json`, `-o run.json`) read back, for `netpath report`: rendered as
 /// the run rendered it.
 pub struct Saved {
+    /// The file's JSON, printed as it is (`--format json`, `-o x.json`).
     value: serde_json::Value,
+    header: Option<crate::record::header::Header>,
     out: CompareOutput,
 }
 
 impl Saved {
-    pub fn from_value(value: serde_json::Value) -> anyhow::Result<Saved> {
+    /// A saved compare read for `netpath <cmd>` (`record::saved::read_text_for`'s errors).
+    pub fn read_for(path: &std::path::Path, cmd: &str, verb: &str) -> anyhow::Result<Saved> {
         use anyhow::Context as _;
-        // The record's names are `&'static str` (hops, directions, counters): they borrow
-        // from the text read, kept for the life of the process (one run read per process).
-        let text: &'static str = Box::leak(value.to_string().into_boxed_str());
-        let out = serde_json::from_str(text).context(
-            "not the JSON of this netpath's `compare --json` (an older one's renders as HTML only)",
-        )?;
-        Ok(Saved { value, out })
+        let text = crate::record::saved::read_text_for(path, cmd, verb)?;
+        let not_one = || {
+            format!(
+                "{}: not the JSON of `netpath compare --json`",
+                path.display()
+            )
+        };
+        let value = serde_json::from_str(text).with_context(not_one)?;
+        let run: crate::record::saved::SavedRun =
+            serde_json::from_str(text).with_context(not_one)?;
+        let out = serde_json::from_str(text).with_context(not_one)?;
+        Ok(Saved {
+            value,
+            header: run.header,
+            out,
+        })
     }
 
     /// On standard output: the record as it is, or its text (only the answer with `quiet`).
@@ -64,9 +76,37 @@ impl Saved {
                 buf
             }
             FileFormat::Html | FileFormat::Svg => {
-                let view = super::CompareView::from_value(self.value.clone())?;
-                super::page(&view, f)?.into_bytes()
+                super::page(&super::Run::of(self.header.as_ref(), &self.out), f)?.into_bytes()
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The older-format fixtures (no answer, no compensated figures, no protocol…) read as
+    /// the records the run writes, and render as text and HTML.
+    #[test]
+    fn older_saved_files_read_as_the_written_records_and_render() {
+        let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+        for f in [
+            "compare-host.json",
+            "compare-overlay-bridge.json",
+            "compare-vm61.json",
+        ] {
+            let s = Saved::read_for(&data.join(f), "report", "renders").unwrap();
+            assert!(s.header.is_some() && !s.out.drivers.is_empty(), "{f}");
+            assert!(
+                s.out.summary.rows.is_empty(),
+                "{f}: an older file has no answer"
+            );
+            let html = s.file(crate::render::output::FileFormat::Html).unwrap();
+            let html = String::from_utf8(html).unwrap();
+            assert!(html.contains("This file holds no answer"), "{f}");
+            assert!(html.contains("bridge"), "{f}");
+            s.text(false).unwrap();
+        }
     }
 }

@@ -5,7 +5,9 @@ use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::record::view::{CompareView, DriverView, Stat};
+use super::Run;
+use crate::record::DriverReport;
+use crate::record::saved::Stat;
 
 const WIDTH: u32 = 1000;
 const FONT: &str = "sans-serif";
@@ -48,10 +50,11 @@ struct Bar {
     segments: Vec<(usize, f64, bool)>,
 }
 
-fn bar(d: &DriverView, stat: Stat, hops: &[String], label: String) -> Bar {
+fn bar(d: &DriverReport, stat: Stat, hops: &[&str], label: String) -> Bar {
     let mut segments = Vec::new();
     for dir in ["request", "response"] {
-        for (i, h) in d.hops.iter().filter(|h| h.dir == dir).enumerate() {
+        let in_dir = d.hops.iter().map(|h| &h.at).filter(|h| h.dir == dir);
+        for (i, h) in in_dir.enumerate() {
             let idx = hops.iter().position(|n| *n == h.hop).unwrap_or(0);
             segments.push((idx, h.per_packet(stat), dir == "response" && i == 0));
         }
@@ -60,7 +63,7 @@ fn bar(d: &DriverView, stat: Stat, hops: &[String], label: String) -> Bar {
 }
 
 /// One bar per driver and statistic, in that order.
-fn bars(view: &CompareView, stats: &[Stat], hops: &[String]) -> Vec<Bar> {
+fn bars(view: &Run, stats: &[Stat], hops: &[&str]) -> Vec<Bar> {
     view.drivers
         .iter()
         .flat_map(|d| {
@@ -73,7 +76,7 @@ fn bars(view: &CompareView, stats: &[Stat], hops: &[String]) -> Vec<Bar> {
 }
 
 /// Stacked per-hop bars, one per driver and statistic.
-pub fn hop_bars(view: &CompareView, stats: &[Stat]) -> Result<String> {
+pub fn hop_bars(view: &Run, stats: &[Stat]) -> Result<String> {
     let hops = view.hop_order();
     let bars = bars(view, stats, &hops);
     let total = |b: &Bar| b.segments.iter().map(|s| s.1).sum::<f64>();
@@ -152,7 +155,7 @@ pub fn hop_bars(view: &CompareView, stats: &[Stat]) -> Result<String> {
 
 fn draw_legend(
     area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
-    hops: &[String],
+    hops: &[&str],
     left: i32,
 ) -> Result<()> {
     let col_w = 190;
@@ -163,15 +166,15 @@ fn draw_legend(
             colour(i).filled(),
         ))
         .map_err(err)?;
-        area.draw(&Text::new(h.clone(), (x + 20, y + 1), (FONT, 13)))
+        area.draw(&Text::new(*h, (x + 20, y + 1), (FONT, 13)))
             .map_err(err)?;
     }
     Ok(())
 }
 
 /// The RTT CDF of every driver on one chart, log-x.
-pub fn rtt_cdf(view: &CompareView) -> Result<String> {
-    let pts = |d: &DriverView| -> Vec<(f64, f64)> {
+pub fn rtt_cdf(view: &Run) -> Result<String> {
+    let pts = |d: &DriverReport| -> Vec<(f64, f64)> {
         d.rtt_cdf
             .iter()
             .filter(|p| p[0] > 0.0)
@@ -266,7 +269,7 @@ fn ticks_125(lo: f64, hi: f64) -> Vec<f64> {
 }
 
 /// Every chart in one SVG document (`compare --svg`): the charts stacked as nested SVGs.
-pub fn document(view: &CompareView) -> Result<String> {
+pub fn document(view: &Run) -> Result<String> {
     let charts = [
         hop_bars(view, &[Stat::Mean, Stat::P50])?,
         hop_bars(view, &[Stat::P99])?,

@@ -53,23 +53,35 @@ pub fn loadavg() -> String {
 #[derive(Clone, Debug, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct MachineState {
     /// `/sys/devices/system/cpu/cpuidle/current_driver` ("none": no cpuidle driver).
+    #[serde(default)]
     pub cpuidle_driver: String,
+    #[serde(default)]
     pub cpuidle_governor: String,
     /// Deepest idle state CPU 0 may enter, with its exit latency ("none" if only polling).
+    #[serde(default)]
     pub deepest_idle_state: String,
     /// `idle=`, `nohz`, `nohz_full=`, `isolcpus=` … from the kernel command line.
+    #[serde(default)]
     pub cmdline: Vec<String>,
+    #[serde(default)]
     pub cpus_online: usize,
     /// Share of all CPUs' time stolen by the hypervisor during the run, %.
+    #[serde(default)]
     pub steal_pct: f64,
     /// Share of all CPUs' time busy (user, system, irq, softirq) during the run, %.
+    #[serde(default)]
     pub busy_pct: f64,
     /// `/proc/loadavg` (1, 5, 15 min) at the end.
+    #[serde(default)]
     pub loadavg: String,
+    #[serde(default)]
     pub wait: WaitMode,
+    #[serde(default)]
     pub cpus: Cpus,
+    #[serde(default)]
     pub pin: Pin,
     /// Whether netpath kept the CPUs out of idle states during the run (`--idle`).
+    #[serde(default)]
     pub idle: crate::sys::pmqos::Idle,
     /// The machine's CPU latency limit at the end, µs, every process's requests together
     /// (2000000000: nobody asks; 0 while netpath or another holds CPUs awake).

@@ -107,7 +107,7 @@ pub fn run(
     torn?;
     let rb = reports.pop().context("no report for B")?;
     let ra = reports.pop().context("no report for A")?;
-    let (deltas, verdicts, warnings) = super::judge((&la, &lb), &ra, &rb)?;
+    let (deltas, verdicts, warnings) = super::judge((&la, &lb), &ra, &rb);
     let side = |label: &str, report| TuneSide {
         label: label.to_string(),
         driver,

@@ -201,7 +201,7 @@ pub fn run(
         rb,
         &opts_b,
     );
-    let (deltas, verdicts, warnings) = judge((&spec.a_label, &spec.b_label), &a.report, &b.report)?;
+    let (deltas, verdicts, warnings) = judge((&spec.a_label, &spec.b_label), &a.report, &b.report);
     Ok(TuneResult {
         driver,
         knob: Some(spec.clone()),
@@ -237,9 +237,8 @@ pub(crate) fn judge(
     (a_label, b_label): (&str, &str),
     a: &DriverReport,
     b: &DriverReport,
-) -> Result<(Deltas, Vec<String>, Vec<String>)> {
-    let (va, vb) = (ab::view_of(a)?, ab::view_of(b)?);
-    let figs = ab::figures(&va, &vb, true);
+) -> (Deltas, Vec<String>, Vec<String>) {
+    let figs = ab::figures(a, b, true);
     let d = ab::deltas(a_label, b_label, &figs);
     let mut lines = vec![brief((a_label, b_label), &d)];
     // The brief line has bulk and the untraced RTT p50 already.
@@ -256,15 +255,15 @@ pub(crate) fn judge(
         &ab::Side {
             label: a_label,
             header: None,
-            driver: &va,
+            driver: a,
         },
         &ab::Side {
             label: b_label,
             header: None,
-            driver: &vb,
+            driver: b,
         },
     );
-    Ok((d, lines, warnings))
+    (d, lines, warnings)
 }
 
 /// "gro=on vs gro=off: bulk +1.2 Gbit/s (+18%), spread 0.2; RTT p50 +0.4 µs (+2%), spread

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use netpath::docker::{DockerLab, DockerLabOptions, Engine};
 
 use netpath::driver::Driver;
-use netpath::harness::RrConfig;
+use netpath::harness::{RrConfig, RrLoad};
 use netpath::measure::compare::CompareOptions;
 use netpath::path::NetPath;
 use netpath::probe::backend::{self, BackendChoice};
@@ -143,11 +143,10 @@ pub fn one_traced_run(driver: Driver, requests: u64, warmup: u64) -> CompareOpti
     CompareOptions {
         drivers: vec![driver],
         protos: vec![netpath::harness::Proto::Tcp],
-        rr: RrConfig {
-            wait: netpath::harness::WaitMode::Block,
+        rr: RrLoad {
             requests,
             warmup,
-            ..RrConfig::default()
+            ..RrLoad::default()
         },
         untraced: false,
         tracer: TracerOptions::default(),
@@ -294,12 +293,15 @@ pub fn run_json(args: &[&str]) -> serde_json::Value {
 
 pub fn small_rr() -> RrConfig {
     RrConfig {
+        load: RrLoad {
+            requests: 200,
+            warmup: 20,
+            req_size: 1024,
+            resp_size: 1024,
+            timeout: Duration::from_secs(20),
+            ..Default::default()
+        },
         wait: netpath::harness::WaitMode::Block,
-        requests: 200,
-        warmup: 20,
-        req_size: 1024,
-        resp_size: 1024,
-        timeout: Duration::from_secs(20),
         ..Default::default()
     }
 }

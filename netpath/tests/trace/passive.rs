@@ -27,9 +27,12 @@ fn passive_trace_follows_traffic_netpath_does_not_trace() {
                     netpath::harness::run_rr(
                         &lab,
                         &RrConfig {
+                            load: netpath::harness::RrLoad {
+                                requests: 50,
+                                warmup: 0,
+                                ..Default::default()
+                            },
                             wait: netpath::harness::WaitMode::Block,
-                            requests: 50,
-                            warmup: 0,
                             ..RrConfig::default()
                         },
                         &netpath::harness::NoPhases,

@@ -1,78 +1,59 @@
 //! What differed between the two sides' conditions, and each side's conditions in one line:
 //! a difference found under different conditions (backend, kernel, wait mode, placement,
 //! machine state) may be theirs, not the drivers' or the knob's.
-use serde_json::Value;
-
+use crate::record::DriverReport;
 use crate::record::header::Header;
-use crate::record::view::DriverView;
+use crate::sys::machine::Placement;
 
 /// One side of an A/B for its context: its label, the header of the run it came from (None:
 /// an older file without one) and its driver's report.
 pub struct Side<'a> {
     pub label: &'a str,
     pub header: Option<&'a Header>,
-    pub driver: &'a DriverView,
+    pub driver: &'a DriverReport,
 }
 
-fn text(v: &Option<Value>) -> String {
-    match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(v) => v.to_string(),
-        None => "unknown".into(),
-    }
+/// The CPU with the most points in one of a placement's maps ("cpu1"), or "unseen".
+fn dominant(
+    p: &Option<Placement>,
+    map: fn(&Placement) -> &std::collections::BTreeMap<u16, u64>,
+) -> String {
+    (p.as_ref().map(map).into_iter().flatten())
+        .max_by_key(|(_, n)| **n)
+        .map_or_else(|| "unseen".into(), |(c, _)| format!("cpu{c}"))
 }
 
-/// The CPU with the most points in a placement's `key` map ("cpu1"), or "unseen".
-fn dominant(p: &Option<Value>, key: &str) -> String {
-    p.as_ref()
-        .and_then(|p| p.get(key)?.as_object().cloned())
-        .and_then(|m| {
-            m.into_iter()
-                .max_by_key(|(_, n)| n.as_u64().unwrap_or(0))
-                .map(|(c, _)| format!("cpu{c}"))
-        })
-        .unwrap_or_else(|| "unseen".into())
-}
-
-fn placement(d: &DriverView) -> String {
+fn placement(d: &DriverReport) -> String {
     format!(
         "client {}, server {}, NET_RX softirq {}",
-        dominant(&d.placement, "client"),
-        dominant(&d.placement, "server"),
-        dominant(&d.placement, "softirq")
+        dominant(&d.placement, |p| &p.client),
+        dominant(&d.placement, |p| &p.server),
+        dominant(&d.placement, |p| &p.softirq)
     )
 }
 
 /// A side's conditions in one line: wait mode, placement asked and where most sampled points
 /// ran, the machine during the run.
-pub fn conditions(d: &DriverView) -> String {
+pub fn conditions(d: &DriverReport) -> String {
     format!(
         "wait {}, cpus {}; ran on {}; machine busy {:.0}%, steal {:.1}%, load {}",
-        text(&d.wait),
-        text(&d.cpus),
+        d.wait,
+        d.cpus,
         placement(d),
-        machine_num(d, "busy_pct").unwrap_or(0.0),
-        machine_num(d, "steal_pct").unwrap_or(0.0),
-        machine_str(d, "loadavg")
+        machine_num(d, |m| m.busy_pct).unwrap_or(0.0),
+        machine_num(d, |m| m.steal_pct).unwrap_or(0.0),
+        machine_str(d, |m| m.loadavg.clone())
     )
 }
 
-fn machine_num(d: &DriverView, key: &str) -> Option<f64> {
-    d.machine.as_ref()?.get(key)?.as_f64()
+type Machine = crate::sys::machine::MachineState;
+
+fn machine_num(d: &DriverReport, f: fn(&Machine) -> f64) -> Option<f64> {
+    d.machine.as_ref().map(f)
 }
 
-fn machine_str(d: &DriverView, key: &str) -> String {
-    let v = d.machine.as_ref().and_then(|m| m.get(key).cloned());
-    match v {
-        Some(Value::String(s)) => s,
-        Some(Value::Array(a)) => a
-            .iter()
-            .filter_map(Value::as_str)
-            .collect::<Vec<_>>()
-            .join(" "),
-        Some(v) => v.to_string(),
-        None => "unknown".into(),
-    }
+fn machine_str(d: &DriverReport, f: fn(&Machine) -> String) -> String {
+    d.machine.as_ref().map_or_else(|| "unknown".into(), f)
 }
 
 /// Busy share (percentage points), steal (points) and 1-minute load beyond which two runs'
@@ -83,25 +64,25 @@ const LOAD_1MIN: f64 = 1.0;
 
 fn machine_lines(a: &Side, b: &Side, out: &mut Vec<String>) {
     let (da, db) = (a.driver, b.driver);
-    let load = |d: &DriverView| {
-        machine_str(d, "loadavg")
+    let load = |d: &DriverReport| {
+        machine_str(d, |m| m.loadavg.clone())
             .split_whitespace()
             .next()
             .and_then(|x| x.parse::<f64>().ok())
     };
-    let num = |k: &str| machine_num(da, k).zip(machine_num(db, k));
-    let differs = num("busy_pct").is_some_and(|(x, y)| (x - y).abs() > BUSY_POINTS)
-        || num("steal_pct").is_some_and(|(x, y)| (x - y).abs() > STEAL_POINTS)
+    let num = |k: fn(&Machine) -> f64| machine_num(da, k).zip(machine_num(db, k));
+    let differs = num(|m| m.busy_pct).is_some_and(|(x, y)| (x - y).abs() > BUSY_POINTS)
+        || num(|m| m.steal_pct).is_some_and(|(x, y)| (x - y).abs() > STEAL_POINTS)
         || load(da)
             .zip(load(db))
             .is_some_and(|(x, y)| (x - y).abs() > LOAD_1MIN);
     if differs {
-        let f = |d: &DriverView| {
+        let f = |d: &DriverReport| {
             format!(
                 "busy {:.0}%, steal {:.1}%, load {}",
-                machine_num(d, "busy_pct").unwrap_or(0.0),
-                machine_num(d, "steal_pct").unwrap_or(0.0),
-                machine_str(d, "loadavg")
+                machine_num(d, |m| m.busy_pct).unwrap_or(0.0),
+                machine_num(d, |m| m.steal_pct).unwrap_or(0.0),
+                machine_str(d, |m| m.loadavg.clone())
             )
         };
         out.push(format!(
@@ -112,12 +93,12 @@ fn machine_lines(a: &Side, b: &Side, out: &mut Vec<String>) {
             f(db)
         ));
     }
-    let idle = |d: &DriverView| {
-        let k = [
-            "cpuidle_driver",
-            "cpuidle_governor",
-            "deepest_idle_state",
-            "cmdline",
+    let idle = |d: &DriverReport| {
+        let k: [fn(&Machine) -> String; 4] = [
+            |m| m.cpuidle_driver.clone(),
+            |m| m.cpuidle_governor.clone(),
+            |m| m.deepest_idle_state.clone(),
+            |m| m.cmdline.join(" "),
         ];
         k.map(|k| machine_str(d, k)).join(", ")
     };
@@ -141,7 +122,7 @@ pub fn context_warnings(a: &Side, b: &Side) -> Vec<String> {
             out.push(format!("{} used {what} {x}, {} {y}", a.label, b.label));
         }
     };
-    let backend = |d: &DriverView| d.backend.clone();
+    let backend = |d: &DriverReport| d.backend.to_string();
     differ("backend", backend(a.driver), backend(b.driver));
     let head = |s: &Side, f: fn(&Header) -> String| s.header.map(f).unwrap_or("unknown".into());
     differ(
@@ -154,8 +135,16 @@ pub fn context_warnings(a: &Side, b: &Side) -> Vec<String> {
         head(a, |h| h.netpath_version.clone()),
         head(b, |h| h.netpath_version.clone()),
     );
-    differ("wait mode", text(&a.driver.wait), text(&b.driver.wait));
-    differ("--cpus", text(&a.driver.cpus), text(&b.driver.cpus));
+    differ(
+        "wait mode",
+        a.driver.wait.to_string(),
+        b.driver.wait.to_string(),
+    );
+    differ(
+        "--cpus",
+        a.driver.cpus.to_string(),
+        b.driver.cpus.to_string(),
+    );
     let host = |s: &Side| head(s, |h| h.hostname.clone());
     if host(a) != host(b) {
         out.push(format!(

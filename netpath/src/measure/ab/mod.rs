@@ -2,9 +2,8 @@
 //! each with its values per round, and says what differed in the two sides' context
 //! (backend, kernel, wait mode, placement, machine state, netpath version).
 //!
-//! Both sides are read as `record::view` reads a saved `compare --json` (a live report goes
-//! through its own JSON first, `view_of`), so a live run and a saved file give the same
-//! figures. Per-round values come from the untraced rounds (`rounds`), and from each round's
+//! Both sides are `DriverReport`s, a live run's as measured and a saved `compare --json`'s
+//! as read back (`record::saved`), so a live run and a saved file give the same figures. Per-round values come from the untraced rounds (`rounds`), and from each round's
 //! traced run in brief (`round_detail`: its p50 and p99, one-way p50, per-hop table, receive
 //! passes, bulk); a file saved before rounds kept their hop tables has only the median round's
 //! table, and its hop figures then have one value: `delta` says their noise is unknown.
@@ -13,17 +12,11 @@ mod context;
 
 pub use context::{Side, conditions, context_warnings};
 
-use anyhow::Result;
 use serde::Serialize;
 
 use crate::measure::delta::{self, Delta, Figure, Unit};
-use crate::record::view::{DriverView, HopView, Stat};
-use crate::record::{DriverReport, Spread};
-
-/// A driver's report as `report::view` reads a saved one.
-pub fn view_of(r: &DriverReport) -> Result<DriverView> {
-    Ok(serde_json::from_value(serde_json::to_value(r)?)?)
-}
+use crate::record::saved::Stat;
+use crate::record::{DriverReport, HopFigures, Spread};
 
 /// One side's figures, grouped: a ranking and its shares mean something within a group only
 /// (µs of a hop's p50 do not add to its p99 or to a throughput).
@@ -61,25 +54,35 @@ impl Figures {
 }
 
 /// The rounds' hop tables, or the median round's when the file has no per-round ones.
-fn hop_rounds(d: &DriverView) -> (Vec<&[HopView]>, bool) {
+fn hop_rounds(d: &DriverReport) -> (Vec<Round<'_>>, bool) {
     let per_round = !d.round_detail.is_empty() && d.round_detail.iter().all(|r| !r.hops.is_empty());
     if per_round {
         (
-            d.round_detail.iter().map(|r| r.hops.as_slice()).collect(),
+            d.round_detail
+                .iter()
+                .map(|r| r.hops.iter().collect())
+                .collect(),
             true,
         )
     } else if d.hops.is_empty() {
         (Vec::new(), false)
     } else {
-        (vec![d.hops.as_slice()], false)
+        (vec![d.hops.iter().map(|h| &h.at).collect()], false)
     }
 }
+
+/// One round's hop table: a round's own (`RoundRow::hops`) or the run's (`HopRow::at`).
+type Round<'a> = Vec<&'a HopFigures>;
 
 /// One hop's figure per round: 0 in a round that did not cross it (idle-exit and runqueue
 /// are alternatives), none at all when the side never crossed it (then `delta` counts it as
 /// 0 in every round: the hop is all the other side's).
-fn hop_values(rounds: &[&[HopView]], hop: &str, dir: &str, f: fn(&HopView) -> f64) -> Vec<f64> {
-    let find = |r: &[HopView]| r.iter().find(|h| h.hop == hop && h.dir == dir).map(f);
+fn hop_values(rounds: &[Round], hop: &str, dir: &str, f: fn(&HopFigures) -> f64) -> Vec<f64> {
+    let find = |r: &Round| {
+        r.iter()
+            .find(|h| h.hop == hop && h.dir == dir)
+            .map(|h| f(h))
+    };
     if rounds.iter().all(|r| find(r).is_none()) {
         return Vec::new();
     }
@@ -87,15 +90,15 @@ fn hop_values(rounds: &[&[HopView]], hop: &str, dir: &str, f: fn(&HopView) -> f6
 }
 
 /// "×2 more" when one side crosses the hop notably more often per packet than the other.
-fn crossings_note(a: &[&[HopView]], b: &[&[HopView]], hop: &str, dir: &str) -> Option<String> {
-    let per_pkt = |h: &HopView| {
+fn crossings_note(a: &[Round], b: &[Round], hop: &str, dir: &str) -> Option<String> {
+    let per_pkt = |h: &HopFigures| {
         if h.mean_us > 0.0 {
             h.per_packet_us / h.mean_us
         } else {
             0.0
         }
     };
-    let med = |r: &[&[HopView]]| Spread::of(hop_values(r, hop, dir, per_pkt)).median;
+    let med = |r: &[Round]| Spread::of(hop_values(r, hop, dir, per_pkt)).median;
     let (ca, cb) = (med(a), med(b));
     if ca <= 0.0 || cb <= 0.0 {
         return None;
@@ -118,30 +121,30 @@ fn crossings_note(a: &[&[HopView]], b: &[&[HopView]], hop: &str, dir: &str) -> O
 }
 
 /// Hop and direction of every row either side has, A's order first.
-fn hop_keys(a: &[&[HopView]], b: &[&[HopView]]) -> Vec<(String, String)> {
-    let mut keys: Vec<(String, String)> = Vec::new();
+fn hop_keys(a: &[Round], b: &[Round]) -> Vec<(&'static str, &'static str)> {
+    let mut keys: Vec<(&'static str, &'static str)> = Vec::new();
     for h in a.iter().chain(b).flat_map(|r| r.iter()) {
-        let k = (h.hop.clone(), h.dir.clone());
+        let k = (h.hop, h.dir);
         if !keys.contains(&k) {
             keys.push(k);
         }
     }
     // Request hops before response hops, each in the path order they were first seen.
-    keys.sort_by_key(|(_, dir)| dir != "request");
+    keys.sort_by_key(|(_, dir)| *dir != "request");
     keys
 }
 
-fn hop_figures(a: &DriverView, b: &DriverView, paired: bool, out: &mut Figures) {
+fn hop_figures(a: &DriverReport, b: &DriverReport, paired: bool, out: &mut Figures) {
     let ((ra, pa), (rb, pb)) = (hop_rounds(a), hop_rounds(b));
     out.hops_per_round = (pa, pb);
     for (hop, dir) in hop_keys(&ra, &rb) {
         let name = format!("{hop} ({dir})");
-        let note = crossings_note(&ra, &rb, &hop, &dir);
-        let fig = |f: fn(&HopView) -> f64| {
+        let note = crossings_note(&ra, &rb, hop, dir);
+        let fig = |f: fn(&HopFigures) -> f64| {
             Figure::new(
                 name.clone(),
-                hop_values(&ra, &hop, &dir, f),
-                hop_values(&rb, &hop, &dir, f),
+                hop_values(&ra, hop, dir, f),
+                hop_values(&rb, hop, dir, f),
             )
             .paired(paired)
             .note(note.clone())
@@ -160,13 +163,14 @@ fn both(name: &str, a: Vec<f64>, b: Vec<f64>, paired: bool) -> Option<Figure> {
 }
 
 /// The traced RTT percentile per round, or the median round's alone in an older file.
-fn traced_rtt(d: &DriverView, p99: bool) -> Vec<f64> {
+fn traced_rtt(d: &DriverReport, p99: bool) -> Vec<f64> {
+    // A round's p99 reads 0 in a file saved before rounds kept it: no round trip takes 0 µs.
     let per_round: Option<Vec<f64>> = d
         .round_detail
         .iter()
         .map(|r| {
             if p99 {
-                r.traced_p99_us
+                (r.traced_p99_us > 0.0).then_some(r.traced_p99_us)
             } else {
                 Some(r.traced_p50_us)
             }
@@ -182,9 +186,9 @@ fn traced_rtt(d: &DriverView, p99: bool) -> Vec<f64> {
     }
 }
 
-fn rtt_figures(a: &DriverView, b: &DriverView, paired: bool) -> Vec<Figure> {
-    let untraced = |d: &DriverView, p99: bool| -> Vec<f64> {
-        let f = |r: &crate::record::view::Rtt| if p99 { r.p99_us } else { r.p50_us };
+fn rtt_figures(a: &DriverReport, b: &DriverReport, paired: bool) -> Vec<Figure> {
+    let untraced = |d: &DriverReport, p99: bool| -> Vec<f64> {
+        let f = |r: &crate::record::RttSummary| if p99 { r.p99_us } else { r.p50_us };
         d.rounds.iter().map(f).collect()
     };
     [
@@ -208,7 +212,7 @@ fn rtt_figures(a: &DriverView, b: &DriverView, paired: bool) -> Vec<Figure> {
     .collect()
 }
 
-fn one_way_values(d: &DriverView, dir: &str) -> Vec<f64> {
+fn one_way_values(d: &DriverReport, dir: &str) -> Vec<f64> {
     let per_round: Option<Vec<f64>> = d
         .round_detail
         .iter()
@@ -225,7 +229,7 @@ fn one_way_values(d: &DriverView, dir: &str) -> Vec<f64> {
 }
 
 /// Bulk Gbit/s per round: the rounds' own figure, else the saved streams summed per round.
-fn bulk_values(d: &DriverView) -> Vec<f64> {
+fn bulk_values(d: &DriverReport) -> Vec<f64> {
     let Some(b) = &d.bulk else {
         return Vec::new();
     };
@@ -240,7 +244,7 @@ fn bulk_values(d: &DriverView) -> Vec<f64> {
     }
 }
 
-fn passes_values(d: &DriverView, dir: &str, softirq: bool) -> Vec<f64> {
+fn passes_values(d: &DriverReport, dir: &str, softirq: bool) -> Vec<f64> {
     d.round_detail
         .iter()
         .filter_map(|r| r.passes.iter().find(|p| p.dir == dir))
@@ -256,7 +260,7 @@ fn passes_values(d: &DriverView, dir: &str, softirq: bool) -> Vec<f64> {
 
 /// A against B. `paired`: the two were measured in one interleaved run (round i of A beside
 /// round i of B); `delta` pairs them only where both have as many rounds.
-pub fn figures(a: &DriverView, b: &DriverView, paired: bool) -> Figures {
+pub fn figures(a: &DriverReport, b: &DriverReport, paired: bool) -> Figures {
     let mut out = Figures {
         rtt: rtt_figures(a, b, paired),
         ..Default::default()
@@ -346,7 +350,8 @@ mod tests {
             "mean_us": mean, "p50_us": mean, "p99_us": mean * 2.0})
     }
 
-    fn side(p50s: &[f64], hops: &[Vec<Value>]) -> DriverView {
+    /// A driver's record as a saved file holds it (only what these figures read).
+    fn side(p50s: &[f64], hops: &[Vec<Value>]) -> DriverReport {
         let rounds: Vec<Value> = p50s
             .iter()
             .map(|p| serde_json::json!({"count": 10, "p50_us": p, "p99_us": p * 2.0, "mean_us": p}))
@@ -356,13 +361,14 @@ mod tests {
             .zip(hops)
             .map(|(p, h)| serde_json::json!({"traced_p50_us": p + 1.0, "traced_p99_us": p * 3.0, "hops": h}))
             .collect();
-        serde_json::from_value(serde_json::json!({
+        let v = serde_json::json!({
             "driver": "x", "backend": "tracepoint",
             "traced": {"count": 10, "p50_us": 1.0, "p99_us": 2.0, "mean_us": 1.0},
             "untraced": null, "rr": null, "bulk": null,
             "rounds": rounds, "round_detail": detail, "hops": hops[0],
-        }))
-        .unwrap()
+        });
+        // The record's names borrow from the text, as from a saved file's.
+        serde_json::from_str(Box::leak(v.to_string().into_boxed_str())).unwrap()
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! boundary's stamp to the next one's, on the same packet, is the part between them.
 //!
 //! aya 0.14 knows no netfilter program type: these sit in `socket/…` sections, which aya parses
-//! and never loads; `probe/tracer/netfilter.rs` loads them with the netfilter type itself.
+//! and never loads; `netpath/src/probe/tracer/netfilter.rs` loads them with the netfilter type itself.
 //! Each boundary is its own program because a netfilter program cannot learn which link ran
 //! it (no attach cookie): the boundary's number is a constant of its program.
 use aya_ebpf::helpers::bpf_probe_read_kernel;

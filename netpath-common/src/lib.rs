@@ -245,11 +245,21 @@ pub struct HopHist {
 #[derive(Clone, Copy, Debug)]
 pub struct PartHist {
     pub sum_ns: u64,
-    /// The hop open in the packet's journey when the part last ran, plus one (0: none yet):
-    /// the hop the part falls in.
-    pub hop: u64,
+    /// Where the last packet that crossed the part was (`part_at`; 0: no packet yet): the
+    /// part lies in the segment after that point, which the timelines name.
+    pub at: u64,
     pub buckets: [u64; hist::HIST_SLOTS],
 }
+
+/// `PartHist::at` of a packet whose last point was `point` on a device of `kind`.
+#[inline(always)]
+pub fn part_at(point: u16, kind: u16) -> u64 {
+    ((point as u64) << 16 | kind as u64) + 1
+}
+
+/// `PartHist::at` of a packet still in its sender's stack (no device point yet): the part is
+/// in `sender-stack`.
+pub const PART_AT_SEND: u64 = u64::MAX;
 
 /// Value of the per-CPU `OWN` map: netpath's own time on this CPU so far. Every program adds
 /// one run as it starts; a program that stamps a point adds the time from its clock read to

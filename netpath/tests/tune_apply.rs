@@ -383,3 +383,53 @@ fn bad_change_input_is_one_line_and_builds_nothing() {
     }
     assert_nothing_left(&before);
 }
+
+/// `--parts`: a chain the change adds (20 rules no packet matches, in the server's INPUT) is a
+/// part of side A's request `receiver-stack` with its rule count, absent from side B, and its
+/// difference is ranked with the parts'.
+#[test]
+fn parts_name_the_chain_a_change_added() {
+    let _g = need_root();
+    let before = snapshot();
+    let rules: String = (1..=20)
+        .map(|i| format!(" ip daddr 192.0.2.{i} counter\n"))
+        .collect();
+    let apply = format!(
+        "printf 'table ip np_parts {{\\n chain c {{\\n type filter hook input priority 5;\\n{}}}\\n}}\\n' \
+         | ip netns exec \"$NP_SERVER_NS\" nft -f -",
+        rules.replace('\n', "\\n")
+    );
+    let revert = "ip netns exec \"$NP_SERVER_NS\" nft delete table ip np_parts";
+    let mut args = SMALL.to_vec();
+    args.extend(["--parts", "--apply", &apply, "--revert", revert]);
+    let out = common::output_ok(Command::new(NETPATH).arg("tune").args(&args));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let parts = |side: &str| {
+        v[side]["report"]["parts"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let ours = |p: &Value| p["name"] == "np_parts/c";
+    let a: Vec<Value> = parts("a").into_iter().filter(ours).collect();
+    assert_eq!(a.len(), 1, "{:#}", v["a"]["report"]["parts"]);
+    let a = &a[0];
+    assert_eq!(
+        (a["hook"].as_str(), a["rules"].as_u64()),
+        (Some("INPUT"), Some(20))
+    );
+    assert_eq!(
+        (a["dir"].as_str(), a["hop"].as_str()),
+        (Some("request"), Some("receiver-stack"))
+    );
+    assert!(a["netns"].as_str().unwrap().ends_with("-srv"), "{a}");
+    assert!(a["packets"].as_u64().unwrap() >= 300, "{a}");
+    assert!(!parts("b").iter().any(ours), "B has no such chain");
+    let d = (v["parts"].as_array().unwrap().iter())
+        .find(|d| d["name"] == "np_parts/c INPUT (request)")
+        .unwrap_or_else(|| panic!("no delta for the part: {:#}", v["parts"]));
+    assert_eq!(d["b"]["median"].as_f64(), Some(0.0), "{d}");
+    assert!(d["a"]["median"].as_f64().unwrap() > 0.0, "{d}");
+    common::schema::validate("tune", &v);
+    assert_nothing_left(&before);
+}

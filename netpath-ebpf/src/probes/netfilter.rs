@@ -8,9 +8,14 @@
 //! Each boundary is its own program because a netfilter program cannot learn which link ran
 //! it (no attach cookie): the boundary's number is a constant of its program.
 use aya_ebpf::helpers::bpf_probe_read_kernel;
-use netpath_common::{NF_BOUNDS, NO_HOP, hist};
+use netpath_common::{NF_BOUNDS, PART_AT_SEND, ROLE_RELAY, ROLE_SERVER, hist, part_at};
 
-use crate::{flights, maps::*};
+use crate::{
+    flights,
+    maps::*,
+    state::current_tid,
+    tids::{maybe_traced, state},
+};
 
 /// `struct bpf_nf_ctx`, the context the verifier lets a netfilter program read, at the
 /// constant offsets it checks (`nf_is_valid_access`); the loader compares them with the
@@ -43,18 +48,41 @@ fn try_stamp(ctx: *const NfCtx, k: u64) -> Option<()> {
     if prev_skb != skb || prev_k >= NF_BOUNDS as u64 {
         return None;
     }
-    // Only packets netpath follows, in the direction their journey names.
-    let f = flights::get(skb)?;
-    let (dir, hop) = unsafe { ((*f).dir as u32 & 1, (*f).cur_hop) };
+    let (dir, at) = followed(skb)?;
     let h = NF_PARTS.get_ptr_mut(prev_k as u32 * 2 + dir)?;
     let d = t.wrapping_sub(prev_ts);
     let b = hist::bucket(d) as usize & (hist::HIST_SLOTS - 1);
     unsafe {
         (*h).sum_ns += d;
-        (*h).hop = if hop == NO_HOP { 0 } else { hop as u64 + 1 };
+        (*h).at = at;
         (*h).buckets[b] += 1;
     }
     Some(())
+}
+
+/// Whether `skb` is a packet netpath follows: its direction and where it is (`PartHist::at`).
+/// A send's skb is followed from its first device, so one still in the sending namespace's
+/// stack is known by its thread: a traced thread with a send under way.
+#[inline(always)]
+fn followed(skb: u64) -> Option<(u32, u64)> {
+    if let Some(f) = flights::get(skb) {
+        let (dir, point, kind) = unsafe { ((*f).dir, (*f).last_point, (*f).last_kind) };
+        return Some((dir as u32 & 1, part_at(point, kind)));
+    }
+    let tid = current_tid();
+    if !maybe_traced(tid) {
+        return None;
+    }
+    let ts = state(tid)?;
+    if ts.send_ts == 0 {
+        return None;
+    }
+    let dir = match ts.role {
+        ROLE_SERVER => 1,
+        ROLE_RELAY => ts.origin_dir & 1,
+        _ => 0,
+    };
+    Some((dir, PART_AT_SEND))
 }
 
 macro_rules! boundaries {

@@ -398,7 +398,10 @@ pub fn traced(
         prog_costs,
     });
     if let Some(p) = &placement {
-        rep.parts = record::parts::rows(p, &tracer.read_parts()?);
+        let timelines: Vec<_> = (samples.iter())
+            .map(|s| record::timeline(s, &path.devices))
+            .collect();
+        rep.parts = record::parts::rows(p, &tracer.read_parts()?, &timelines);
     }
     Ok(rep)
 }
@@ -490,6 +493,7 @@ fn round_rows(
                 one_way_p50_us: t.one_way.iter().map(|(d, x)| (*d, x.p50_us)).collect(),
                 hops: round_hops(t, stalls.as_ref()),
                 passes: passes_per_packet(t),
+                parts: t.parts.clone(),
                 bulk_gbit_per_s: bulk.get(i).map(|b| b.gbit_per_s),
                 consistency_error_pct: record::own::round_error_pct(comp, untraced_mean),
                 compensated_sum_us: comp,
@@ -659,6 +663,7 @@ mod tests {
             one_way_p50_us: Default::default(),
             hops: Vec::new(),
             passes: Vec::new(),
+            parts: Vec::new(),
             bulk_gbit_per_s: None,
             consistency_error_pct: None,
             compensated_sum_us: None,

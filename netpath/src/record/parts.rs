@@ -6,7 +6,9 @@
 //! first device point, so the sending namespace's OUTPUT and POSTROUTING parts are not seen yet.
 use serde::{Deserialize, Serialize};
 
-use netpath_common::hop::Hop;
+use netpath_common::{DevKind, PART_AT_SEND, Point};
+
+use super::Timeline;
 
 use crate::path::parts::{NfHook, Placement};
 use crate::probe::tracer::PartCounts;
@@ -24,10 +26,11 @@ pub struct PartRow {
     pub rules: usize,
     /// `request` or `response`.
     pub dir: String,
-    /// The last hop the packet completed before it entered the part (`none`: the journey
-    /// had none yet): the part lies in the segment that follows it, which the next point
-    /// names.
-    pub after_hop: String,
+    /// The hop the part lies in: the one the sampled timelines name for the segment after
+    /// the point the packets entered the part from (empty: no timeline showed that point).
+    pub hop: String,
+    /// That point: `send` (still in the sender's stack) or `<point> (<device kind>)`.
+    pub after: String,
     pub packets: u64,
     pub per_packet_us: f64,
     pub p50_us: f64,
@@ -35,7 +38,11 @@ pub struct PartRow {
 }
 
 /// One row per part and direction that a followed packet crossed.
-pub fn rows(placement: &Placement, counts: &[[PartCounts; 2]]) -> Vec<PartRow> {
+pub fn rows(
+    placement: &Placement,
+    counts: &[[PartCounts; 2]],
+    timelines: &[Timeline],
+) -> Vec<PartRow> {
     let mut out = Vec::new();
     for (&k, place) in &placement.parts {
         for (d, c) in counts.get(k).into_iter().flatten().enumerate() {
@@ -43,6 +50,7 @@ pub fn rows(placement: &Placement, counts: &[[PartCounts; 2]]) -> Vec<PartRow> {
             if packets == 0 {
                 continue;
             }
+            let dir = ["request", "response"][d].to_string();
             out.push(PartRow {
                 name: place.name.clone(),
                 netns: place.netns.clone(),
@@ -50,11 +58,9 @@ pub fn rows(placement: &Placement, counts: &[[PartCounts; 2]]) -> Vec<PartRow> {
                 prio_from: place.prio_from,
                 prio_to: place.prio_to,
                 rules: place.rules,
-                dir: ["request", "response"][d].to_string(),
-                after_hop: c
-                    .hop
-                    .map_or("none", |h| Hop::from_u32(h).name())
-                    .to_string(),
+                dir: dir.clone(),
+                hop: hop_after(c.at, &dir, timelines),
+                after: point_name(c.at),
                 packets,
                 per_packet_us: c.sum_ns as f64 / packets as f64 / 1000.0,
                 p50_us: super::build::percentile_us(&c.buckets, 50.0),
@@ -63,4 +69,33 @@ pub fn rows(placement: &Placement, counts: &[[PartCounts; 2]]) -> Vec<PartRow> {
         }
     }
     out
+}
+
+/// `at`'s point and device kind as the timelines spell them.
+fn point_of(at: u64) -> Option<(&'static str, &'static str)> {
+    let v = at.checked_sub(1)?;
+    let point = Point::from_u16((v >> 16) as u16)?.name();
+    Some((point, DevKind::from_u16(v as u16).name()))
+}
+
+fn point_name(at: u64) -> String {
+    match (at, point_of(at)) {
+        (PART_AT_SEND, _) => "send".into(),
+        (_, Some((p, k))) => format!("{p} ({k})"),
+        _ => String::new(),
+    }
+}
+
+/// The hop of the segment that leaves `at`'s point, in a sampled journey of `dir`.
+fn hop_after(at: u64, dir: &str, timelines: &[Timeline]) -> String {
+    if at == PART_AT_SEND {
+        return "sender-stack".into();
+    }
+    let Some((point, kind)) = point_of(at) else {
+        return String::new();
+    };
+    (timelines.iter().filter(|t| t.dir == dir))
+        .flat_map(|t| t.points.windows(2))
+        .find(|w| w[0].point == point && w[0].kind == kind)
+        .map_or(String::new(), |w| w[1].hop.to_string())
 }

@@ -34,6 +34,9 @@ pub struct RoundRow {
     /// Receive passes and NET_RX softirq runs per packet, per direction.
     #[serde(default)]
     pub passes: Vec<RoundPasses>,
+    /// The round's netfilter parts (`--parts`), for an A/B's spread per part.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<super::parts::PartRow>,
     /// The round's bulk throughput (all streams), when bulk ran.
     pub bulk_gbit_per_s: Option<f64>,
     /// The round's hop sum, netpath's own time taken out, against its untraced RTT mean, %

@@ -200,6 +200,53 @@ pub fn driver(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
         )?;
     }
     hops(w, r)?;
+    parts(w, r)?;
     losses(w, r)?;
+    Ok(())
+}
+
+/// `--parts`: the netfilter parts, each under the hop it lies in (a breakdown of that hop,
+/// not added to the table above).
+fn parts(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
+    if r.parts.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        w,
+        "   netfilter parts (inside the hops above, not added to them):"
+    )?;
+    let header = [
+        "hop",
+        "dir",
+        "part",
+        "hook",
+        "netns",
+        "rules",
+        "per packet",
+        "p50",
+        "p99",
+    ];
+    let rows = (r.parts.iter())
+        .map(|p| {
+            vec![
+                if p.hop.is_empty() {
+                    format!("after {}", p.after)
+                } else {
+                    p.hop.clone()
+                },
+                p.dir.clone(),
+                p.name.clone(),
+                format!("{} {}..{}", p.hook.name(), p.prio_from, p.prio_to),
+                p.netns.clone(),
+                p.rules.to_string(),
+                time(p.per_packet_us),
+                time(p.p50_us),
+                time(p.p99_us),
+            ]
+        })
+        .collect();
+    for l in table_left(&header, rows, &[0, 1, 2, 3, 4]) {
+        writeln!(w, "{l}")?;
+    }
     Ok(())
 }

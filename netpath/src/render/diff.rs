@@ -36,7 +36,12 @@ fn call(d: &Delta) -> &'static str {
     }
 }
 
-fn table(w: &mut dyn Write, title: &str, rows: &[Delta], share: bool) -> std::io::Result<()> {
+pub(super) fn table(
+    w: &mut dyn Write,
+    title: &str,
+    rows: &[Delta],
+    share: bool,
+) -> std::io::Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
@@ -91,6 +96,10 @@ fn brief(w: &mut dyn Write, title: &str, rows: &[Delta]) -> std::io::Result<()> 
     Ok(())
 }
 
+/// Over the parts' table (`--parts`), in `diff` and `tune`.
+pub(super) const PARTS_TITLE: &str =
+    "netfilter parts, µs per packet (mean; inside their hops), ranked by share of the difference";
+
 pub fn print(w: &mut dyn Write, r: &DiffResult) -> std::io::Result<()> {
     writeln!(w, "{}", r.deltas.verdict)?;
     writeln!(w)?;
@@ -127,6 +136,7 @@ pub fn print(w: &mut dyn Write, r: &DiffResult) -> std::io::Result<()> {
     brief(w, "per hop, mean per packet", &d.hops_mean)?;
     brief(w, "per hop, p99 per packet", &d.hops_p99)?;
     writeln!(w)?;
+    table(w, PARTS_TITLE, &d.parts, true)?;
     let mut rest: Vec<Delta> = d.one_way.clone();
     rest.extend(d.bulk.clone());
     rest.extend(d.passes.iter().cloned());

@@ -98,6 +98,7 @@ pub fn print(w: &mut dyn Write, r: &TuneResult) -> std::io::Result<()> {
     if quiet > 0 {
         writeln!(w, "   {quiet} hop(s) within noise at p50 per packet")?;
     }
+    super::diff::table(w, super::diff::PARTS_TITLE, &r.deltas.parts, true)?;
     for s in [&r.a, &r.b] {
         if let Some(c) = &s.report.context {
             let (cl, sv) = (&c.client_counters, &c.server_counters);

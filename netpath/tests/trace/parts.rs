@@ -73,3 +73,90 @@ fn parts_time_conntrack_and_the_nat_chain_of_published_nat() {
     );
     assert_eq!(common::leftovers(&before), Vec::<String>::new());
 }
+
+/// `rules` non-matching rules in a base chain of a table of the test's own, at priority `prio`
+/// on `hook`, in namespace `ns`.
+fn add_chain(ns: &str, table: &str, hook: &str, prio: i32, rules: usize) {
+    let mut script =
+        format!("table ip {table} {{\n chain c {{ type filter hook {hook} priority {prio};\n");
+    for i in 0..rules {
+        // 192.0.2.0/24 (TEST-NET-1) is never on the path: no rule matches.
+        script += &format!("  ip daddr 192.0.2.{} counter\n", i % 250 + 1);
+    }
+    script += " }\n}\n";
+    let mut child = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "nft -f in {ns}");
+}
+
+/// Tables of a user's own on the bridge path (no NAT, so no conntrack): rules in the client's
+/// OUTPUT are a part of the request's `sender-stack`, rules in the server's INPUT a part of
+/// its `receiver-stack`, each with its rule count, crossed by every request.
+#[test]
+fn parts_find_a_users_own_chains_in_the_hops_they_lie_in() {
+    let _g = common::need_root();
+    let before = netpath::lab::list_netpath_netns().unwrap();
+    let lab = netpath::lab::build(Driver::Bridge).unwrap();
+    add_chain(&lab.client_ns.name, "nptest_out", "output", 7, 40);
+    add_chain(&lab.server_ns.name, "nptest_in", "input", -3, 25);
+    let mut opts = common::one_traced_run(Driver::Bridge, 200, 20);
+    opts.parts = true;
+    opts.tracer.sample_every = 4;
+    let mut tracer = common::load_tracer(&opts.tracer);
+    let r = compare::measure(&mut tracer, &lab, &opts);
+    lab.teardown().unwrap();
+    let r = match r {
+        Err(e) if format!("{e:#}").contains("need kernel 6.4 or later") => {
+            eprintln!("no netfilter programs on this kernel, refused as the other test checks");
+            return;
+        }
+        r => r.expect("run"),
+    };
+    let requests = r.one_way["request"].count;
+    let find = |name: &str| {
+        let p: Vec<_> = r.parts.iter().filter(|p| p.name == name).collect();
+        assert_eq!(p.len(), 1, "{name} once, request only: {:#?}", r.parts);
+        p[0].clone()
+    };
+    let out = find("nptest_out/c");
+    assert_eq!(
+        (out.hook, out.rules, out.dir.as_str()),
+        (NfHook::Output, 40, "request")
+    );
+    assert_eq!((out.prio_from, out.prio_to), (6, 8));
+    assert_eq!(
+        (out.hop.as_str(), out.after.as_str()),
+        ("sender-stack", "send")
+    );
+    assert!(out.netns.ends_with("-cli"), "{out:?}");
+    let inp = find("nptest_in/c");
+    assert_eq!(
+        (inp.hook, inp.rules, inp.dir.as_str()),
+        (NfHook::Input, 25, "request")
+    );
+    assert_eq!(inp.hop, "receiver-stack", "{inp:?}");
+    assert!(inp.netns.ends_with("-srv"), "{inp:?}");
+    for p in [&out, &inp] {
+        assert!(
+            p.packets >= requests && p.packets <= r.lost["started"],
+            "{p:?}"
+        );
+    }
+    // The node's NAT table is crossed by bridged packets only where br_netfilter hands them
+    // to the IP hooks (loaded with Docker): inside the bridge hop, then.
+    for p in r.parts.iter().filter(|p| !p.name.starts_with("nptest_")) {
+        assert!(p.netns.ends_with("-node") && p.hop == "bridge", "{p:?}");
+    }
+    drop(tracer);
+    assert_eq!(common::leftovers(&before), Vec::<String>::new());
+}

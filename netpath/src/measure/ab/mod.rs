@@ -15,8 +15,9 @@ pub use context::{Side, conditions, context_warnings};
 use serde::Serialize;
 
 use crate::measure::delta::{self, Delta, Figure, Unit};
+use crate::path::parts::NfHook;
 use crate::record::saved::Stat;
-use crate::record::{DriverReport, HopFigures, Spread};
+use crate::record::{DriverReport, HopFigures, Spread, parts::PartRow};
 
 /// One side's figures, grouped: a ranking and its shares mean something within a group only
 /// (µs of a hop's p50 do not add to its p99 or to a throughput).
@@ -34,6 +35,8 @@ pub struct Figures {
     pub bulk: Option<Figure>,
     /// Receive passes and softirq runs per packet, per direction.
     pub passes: Vec<Figure>,
+    /// Netfilter parts (`--parts`), mean per packet, per part and direction.
+    pub parts: Vec<Figure>,
     /// Each side's hop figures have one value per round (not only the median round's).
     pub hops_per_round: (bool, bool),
 }
@@ -49,6 +52,7 @@ impl Figures {
             .chain(&self.one_way)
             .chain(&self.bulk)
             .chain(&self.passes)
+            .chain(&self.parts)
             .collect()
     }
 }
@@ -155,6 +159,40 @@ fn hop_figures(a: &DriverReport, b: &DriverReport, paired: bool, out: &mut Figur
             .push(fig(|h| h.per_packet(Stat::P99)).histogram_percentile());
         out.hops_mean.push(fig(|h| h.per_packet(Stat::Mean)));
     }
+}
+
+/// Per netfilter part and direction (by name and hook: a table's name carries the lab's id,
+/// so its figure pairs only where both sides ran on one lab, as with `--apply`), the mean per
+/// packet per round; a part one side lacks reads 0 there (its chains were not in place).
+fn part_figures(a: &DriverReport, b: &DriverReport, paired: bool) -> Vec<Figure> {
+    let rounds = |d: &DriverReport| -> Vec<Vec<PartRow>> {
+        match d.round_detail.iter().any(|r| !r.parts.is_empty()) {
+            true => d.round_detail.iter().map(|r| r.parts.clone()).collect(),
+            false => vec![d.parts.clone()],
+        }
+    };
+    let (ra, rb) = (rounds(a), rounds(b));
+    if ra.iter().chain(&rb).all(Vec::is_empty) {
+        return Vec::new();
+    }
+    let key = |p: &PartRow| (p.name.clone(), p.hook, p.dir.clone());
+    let mut keys: Vec<_> = ra.iter().chain(&rb).flatten().map(key).collect();
+    keys.sort();
+    keys.dedup();
+    let values = |rounds: &[Vec<PartRow>], k: &(String, NfHook, String)| -> Vec<f64> {
+        let one = |r: &Vec<PartRow>| {
+            r.iter()
+                .find(|p| &key(p) == k)
+                .map_or(0.0, |p| p.per_packet_us)
+        };
+        rounds.iter().map(one).collect()
+    };
+    keys.iter()
+        .map(|k| {
+            let name = format!("{} {} ({})", k.0, k.1.name(), k.2);
+            Figure::new(name, values(&ra, k), values(&rb, k)).paired(paired)
+        })
+        .collect()
 }
 
 /// A figure both sides measured (a side without it did not run it: not a 0).
@@ -266,6 +304,7 @@ pub fn figures(a: &DriverReport, b: &DriverReport, paired: bool) -> Figures {
         ..Default::default()
     };
     hop_figures(a, b, paired, &mut out);
+    out.parts = part_figures(a, b, paired);
     for dir in ["request", "response"] {
         let name = format!("one-way p50 ({dir})");
         let f = both(
@@ -305,6 +344,9 @@ pub struct Deltas {
     pub one_way: Vec<Delta>,
     pub bulk: Option<Delta>,
     pub passes: Vec<Delta>,
+    /// Netfilter parts, ranked like the hops (empty without `--parts`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<Delta>,
 }
 
 /// The deltas of `f`, with the verdict naming the sides `a` and `b`.
@@ -335,6 +377,7 @@ pub fn deltas(a: &str, b: &str, f: &Figures) -> Deltas {
         one_way: each(&f.one_way),
         bulk: f.bulk.as_ref().map(delta::delta),
         passes: each(&f.passes),
+        parts: delta::rank(&f.parts),
     }
 }
 

@@ -50,8 +50,8 @@ impl NfState {
 #[derive(Clone, Debug)]
 pub struct PartCounts {
     pub sum_ns: u64,
-    /// The hop the part fell in (`Hop` number), if a packet crossed it.
-    pub hop: Option<u32>,
+    /// Where the packets were when they entered the part (`netpath_common::part_at`; 0: none).
+    pub at: u64,
     pub buckets: Vec<u64>,
 }
 
@@ -87,14 +87,12 @@ impl Tracer {
         let read = |i: u32| -> Result<PartCounts> {
             let mut c = PartCounts {
                 sum_ns: 0,
-                hop: None,
+                at: 0,
                 buckets: vec![0; HIST_SLOTS],
             };
             for h in map.get(&i, 0)?.iter() {
                 c.sum_ns += h.sum_ns;
-                if h.hop > 0 {
-                    c.hop = Some(h.hop as u32 - 1);
-                }
+                c.at = c.at.max(h.at);
                 (c.buckets.iter_mut().zip(h.buckets)).for_each(|(a, b)| *a += b);
             }
             Ok(c)
@@ -110,7 +108,7 @@ impl Tracer {
         let mut map: PerCpuArray<&mut MapData, PartHist> = PerCpuArray::try_from(data)?;
         let zero = PartHist {
             sum_ns: 0,
-            hop: 0,
+            at: 0,
             buckets: [0; HIST_SLOTS],
         };
         let cpus = aya::util::nr_cpus().map_err(|(_, e)| e)?;

@@ -409,7 +409,7 @@ pub fn traced(
 /// `--parts`: the path's netfilter boundaries placed from its namespaces' rulesets now, and
 /// linked; the parts' histograms zeroed.
 fn link_parts(tracer: &mut Tracer, path: &NetPath) -> Result<crate::path::parts::Placement> {
-    let placement = crate::path::parts::place(&path.namespaces())?;
+    let placement = crate::path::parts::place(&crate::path::parts::namespaces(path)?)?;
     tracer.clear_parts()?;
     tracer.link_parts(&placement.bounds)?;
     Ok(placement)

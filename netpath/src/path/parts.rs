@@ -15,6 +15,7 @@ use netpath_common::NF_BOUNDS;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::NetPath;
 use crate::sys::netns::Netns;
 
 /// The IPv4 netfilter hooks, as their `NF_INET_*` numbers.
@@ -65,6 +66,15 @@ pub struct BaseChain {
     pub hook: NfHook,
     pub prio: i32,
     pub rules: usize,
+    /// The regular chains it reaches through jumps and gotos, each with its own rules.
+    pub reached: Vec<ChainRules>,
+}
+
+/// A regular chain a part's base chain reaches, and the rules it holds itself.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ChainRules {
+    pub chain: String,
+    pub rules: usize,
 }
 
 /// One part: the chains of one priority group on one hook of one namespace.
@@ -78,6 +88,9 @@ pub struct PartPlace {
     pub prio_from: i32,
     pub prio_to: i32,
     pub rules: usize,
+    /// The regular chains its base chains reach (`DOCKER-USER`, …): inside the part, not
+    /// timed apart from it.
+    pub reached: Vec<ChainRules>,
 }
 
 /// A program's place: boundary `k` on `hook` at `priority`.
@@ -95,6 +108,25 @@ pub struct Placement {
     pub parts: BTreeMap<usize, PartPlace>,
     /// Parts left out: more than `NF_BOUNDS` boundaries.
     pub left_out: usize,
+}
+
+/// The namespaces a path's packets cross: those it holds, its node's, and netpath's own where
+/// one of its devices is (a Docker bridge's `docker0` and host-side veths, whose FORWARD and
+/// `DOCKER-USER` are the host's). A device in a namespace netpath can reach by none of these
+/// is left out.
+pub fn namespaces(path: &NetPath) -> Result<Vec<Netns>> {
+    let mut out = path.namespaces();
+    out.extend(path.node_ns.clone());
+    let own = crate::sys::netns::current_inum()?;
+    if path.devices.iter().any(|d| d.netns_inum == own) {
+        let name = (path.devices.iter())
+            .find(|d| d.netns_inum == own)
+            .map_or("host".to_string(), |d| d.netns.clone());
+        out.push(Netns::at(&name, std::path::Path::new("/proc/self/ns/net"))?);
+    }
+    let mut seen = BTreeSet::new();
+    out.retain(|n| seen.insert(n.inum));
+    Ok(out)
 }
 
 /// Reads each namespace's ruleset and places the boundaries.
@@ -136,6 +168,7 @@ fn add_hook(out: &mut Placement, ns: &Netns, hook: NfHook, groups: &[Group]) {
                 prio_from: priority,
                 prio_to: prios[i + 1],
                 rules: g.rules,
+                reached: g.reached.clone(),
             };
             out.parts.insert(k, part);
         }
@@ -150,18 +183,21 @@ struct Group {
     last: i32,
     name: String,
     rules: usize,
+    reached: Vec<ChainRules>,
 }
 
 /// Per hook, the groups in priority order; conntrack added where a `nat` chain needs it.
 fn groups(chains: &[(BaseChain, bool)]) -> BTreeMap<NfHook, Vec<Group>> {
     let mut by: BTreeMap<NfHook, BTreeMap<i32, Group>> = BTreeMap::new();
-    let mut add = |hook, prio, name: &str, rules| {
+    let mut add = |hook, prio, name: &str, rules, reached: &[ChainRules]| {
         let g = by.entry(hook).or_default().entry(prio).or_insert(Group {
             prio,
             last: prio,
             name: String::new(),
             rules: 0,
+            reached: Vec::new(),
         });
+        g.reached.extend_from_slice(reached);
         if !g.name.is_empty() {
             g.name.push('+');
         }
@@ -169,11 +205,12 @@ fn groups(chains: &[(BaseChain, bool)]) -> BTreeMap<NfHook, Vec<Group>> {
         g.rules += rules;
     };
     for (c, _) in chains {
-        add(c.hook, c.prio, &format!("{}/{}", c.table, c.chain), c.rules);
+        let name = format!("{}/{}", c.table, c.chain);
+        add(c.hook, c.prio, &name, c.rules, &c.reached);
     }
     if chains.iter().any(|(_, nat)| *nat) {
         for hook in [NfHook::Prerouting, NfHook::Output] {
-            add(hook, CONNTRACK_PRIO, "conntrack", 0);
+            add(hook, CONNTRACK_PRIO, "conntrack", 0, &[]);
         }
     }
     by.into_iter()
@@ -189,6 +226,7 @@ fn merge_adjacent(groups: Vec<Group>) -> Vec<Group> {
             Some(last) if g.prio as i64 - (last.last as i64) < 2 => {
                 last.name = format!("{}+{}", last.name, g.name);
                 last.rules += g.rules;
+                last.reached.extend(g.reached);
                 last.last = g.last;
             }
             _ => out.push(g),
@@ -221,7 +259,7 @@ fn boundary_prios(groups: &[Group]) -> Vec<i32> {
 pub fn base_chains(ruleset: &Value) -> Vec<(BaseChain, bool)> {
     let objects = ruleset["nftables"].as_array().cloned().unwrap_or_default();
     let ipv4 = |o: &Value| matches!(o["family"].as_str(), Some("ip" | "inet"));
-    let mut rules: BTreeMap<(String, String), (usize, BTreeSet<String>)> = BTreeMap::new();
+    let mut rules: BTreeMap<(String, String), (usize, Vec<String>)> = BTreeMap::new();
     for r in objects
         .iter()
         .filter_map(|o| o.get("rule"))
@@ -232,20 +270,23 @@ pub fn base_chains(ruleset: &Value) -> Vec<(BaseChain, bool)> {
         e.0 += 1;
         e.1.extend(jumps(&r["expr"]));
     }
-    let count = |table: &str, chain: &str| {
-        let mut seen = BTreeSet::new();
-        let mut todo = vec![chain.to_string()];
-        let mut n = 0;
+    // The base chain's own rules, and the chains it reaches in the order first reached.
+    let count = |table: &str, chain: &str| -> (usize, Vec<ChainRules>) {
+        let own = |c: &str| rules.get(&(table.to_string(), c.to_string()));
+        let mut seen = BTreeSet::from([chain.to_string()]);
+        let mut todo: Vec<String> = own(chain).map(|e| e.1.clone()).unwrap_or_default();
+        todo.reverse();
+        let mut reached = Vec::new();
         while let Some(c) = todo.pop() {
             if !seen.insert(c.clone()) {
                 continue;
             }
-            if let Some((k, to)) = rules.get(&(table.to_string(), c)) {
-                n += k;
-                todo.extend(to.iter().cloned());
-            }
+            let (n, to) = own(&c).cloned().unwrap_or_default();
+            reached.push(ChainRules { chain: c, rules: n });
+            todo.extend(to.into_iter().rev());
         }
-        n
+        let n = own(chain).map_or(0, |e| e.0);
+        (n + reached.iter().map(|c| c.rules).sum::<usize>(), reached)
     };
     let chains = objects
         .iter()
@@ -255,8 +296,10 @@ pub fn base_chains(ruleset: &Value) -> Vec<(BaseChain, bool)> {
         .filter_map(|c| {
             let hook = NfHook::parse(c["hook"].as_str()?)?;
             let (table, chain) = (str_of(c, "table"), str_of(c, "name"));
+            let (rules, reached) = count(&table, &chain);
             let b = BaseChain {
-                rules: count(&table, &chain),
+                rules,
+                reached,
                 prio: c["prio"].as_i64()? as i32,
                 hook,
                 table,

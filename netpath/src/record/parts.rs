@@ -10,7 +10,7 @@ use netpath_common::{DevKind, PART_AT_SEND, Point};
 
 use super::Timeline;
 
-use crate::path::parts::{NfHook, Placement};
+use crate::path::parts::{ChainRules, NfHook, Placement};
 use crate::probe::tracer::PartCounts;
 
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
@@ -24,6 +24,9 @@ pub struct PartRow {
     pub prio_to: i32,
     /// Rules the part's chains hold, counted through jumps and gotos.
     pub rules: usize,
+    /// The regular chains reached (`DOCKER-USER`, …), each with its own rules.
+    #[serde(default)]
+    pub reached: Vec<ChainRules>,
     /// `request` or `response`.
     pub dir: String,
     /// The hop the part lies in: the one the sampled timelines name for the segment after
@@ -58,6 +61,7 @@ pub fn rows(
                 prio_from: place.prio_from,
                 prio_to: place.prio_to,
                 rules: place.rules,
+                reached: place.reached.clone(),
                 dir: dir.clone(),
                 hop: hop_after(c.at, &dir, timelines),
                 after: point_name(c.at),

@@ -187,12 +187,47 @@ fn part_figures(a: &DriverReport, b: &DriverReport, paired: bool) -> Vec<Figure>
         };
         rounds.iter().map(one).collect()
     };
+    let find = |d: &DriverReport, k: &(String, NfHook, String)| {
+        d.parts.iter().find(|p| &key(p) == k).cloned()
+    };
     keys.iter()
         .map(|k| {
             let name = format!("{} {} ({})", k.0, k.1.name(), k.2);
-            Figure::new(name, values(&ra, k), values(&rb, k)).paired(paired)
+            let note = rules_note(find(a, k).as_ref(), find(b, k).as_ref());
+            Figure::new(name, values(&ra, k), values(&rb, k))
+                .paired(paired)
+                .note(note)
         })
         .collect()
+}
+
+/// What differs in a part's rules between the sides: "DOCKER-USER +400 rules" (the regular
+/// chains it reaches, then its base chains' own), none when nothing does.
+fn rules_note(a: Option<&PartRow>, b: Option<&PartRow>) -> Option<String> {
+    let of = |p: Option<&PartRow>| -> Vec<(String, i64)> {
+        let Some(p) = p else { return Vec::new() };
+        let reached: i64 = p.reached.iter().map(|c| c.rules as i64).sum();
+        let mut v: Vec<_> = (p.reached.iter())
+            .map(|c| (c.chain.clone(), c.rules as i64))
+            .collect();
+        v.push((String::new(), p.rules as i64 - reached));
+        v
+    };
+    let (va, vb) = (of(a), of(b));
+    let mut names: Vec<&String> = va.iter().chain(&vb).map(|(n, _)| n).collect();
+    names.sort();
+    names.dedup();
+    let get = |v: &[(String, i64)], n: &String| v.iter().find(|(m, _)| m == n).map_or(0, |x| x.1);
+    let diffs: Vec<String> = (names.iter())
+        .filter_map(|n| {
+            let d = get(&va, n) - get(&vb, n);
+            (d != 0).then(|| match n.is_empty() {
+                true => format!("{d:+} rules"),
+                false => format!("{n} {d:+} rules"),
+            })
+        })
+        .collect();
+    (!diffs.is_empty()).then(|| diffs.join(", "))
 }
 
 /// A figure both sides measured (a side without it did not run it: not a 0).

@@ -31,6 +31,11 @@ fn base_chains_count_rules_through_jumps_and_skip_ipv6() {
         ("filter", "FORWARD", 0)
     );
     assert_eq!(fwd.rules, 3, "its own jump and DOCKER-USER's two");
+    let reached = [ChainRules {
+        chain: "DOCKER-USER".into(),
+        rules: 2,
+    }];
+    assert_eq!(fwd.reached, reached);
     assert!(
         c.iter()
             .any(|(b, nat)| *nat && b.hook == NfHook::Output && b.prio == -100)
@@ -55,6 +60,7 @@ fn groups_one_apart_merge_and_links_stay_off_the_ends() {
         last: prio,
         name: name.into(),
         rules: 1,
+        reached: Vec::new(),
     };
     let merged = merge_adjacent(vec![g(-1, "a/x"), g(0, "b/y"), g(10, "c/z")]);
     assert_eq!(merged.len(), 2);

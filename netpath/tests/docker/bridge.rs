@@ -173,3 +173,52 @@ fn udp_and_icmp_journeys_on_a_docker_bridge() {
         }
     }
 }
+
+/// `--parts` on a real Docker bridge: Docker's filter/FORWARD in the host's namespace is a
+/// part of the `bridge` hop in both directions, naming the chains it reaches (DOCKER-USER
+/// first), crossed by every journey; nothing stays linked afterwards.
+#[test]
+fn parts_on_a_docker_bridge_name_dockers_forward_chains() {
+    use netpath::{measure::compare, path::parts::NfHook};
+    let (_g, engine) = setup();
+    let iptables = std::process::Command::new("iptables")
+        .arg("--version")
+        .output()
+        .unwrap();
+    let iptables = String::from_utf8_lossy(&iptables.stdout).into_owned();
+    if !iptables.contains("nf_tables") {
+        // iptables-legacy tables are not nft base chains: netpath sees no parts there.
+        eprintln!("skipped: Docker's iptables here is not iptables-nft ({iptables})");
+        return;
+    }
+    const N: u64 = 300;
+    let dl = DockerLab::build(&engine, Driver::Bridge, &opts()).unwrap();
+    let mut o = common::one_traced_run(Driver::Bridge, N, 50);
+    o.parts = true;
+    o.tracer.sample_every = 4;
+    let mut tracer = common::load_tracer(&o.tracer);
+    let r = compare::measure(&mut tracer, &dl.path, &o);
+    dl.teardown().unwrap();
+    let r = r.unwrap();
+    drop(tracer);
+    for dir in ["request", "response"] {
+        let fwd: Vec<_> = (r.parts.iter())
+            .filter(|p| p.dir == dir && p.name == "filter/FORWARD")
+            .collect();
+        assert_eq!(fwd.len(), 1, "{dir}: {:#?}", r.parts);
+        let p = fwd[0];
+        assert_eq!(
+            (p.hook, p.hop.as_str()),
+            (NfHook::Forward, "bridge"),
+            "{p:?}"
+        );
+        assert!(!p.netns.starts_with("np"), "the host's namespace: {p:?}");
+        let reached: Vec<&str> = p.reached.iter().map(|c| c.chain.as_str()).collect();
+        assert!(reached.contains(&"DOCKER-USER"), "{reached:?}");
+        assert!(p.packets >= r.one_way[dir].count, "{p:?}");
+    }
+    let links = aya::programs::loaded_links().filter_map(Result::ok);
+    let nf =
+        links.filter(|l| l.link_type().ok() == Some(aya::programs::links::LinkType::Netfilter));
+    assert_eq!(nf.count(), 0, "a netfilter link left behind");
+}

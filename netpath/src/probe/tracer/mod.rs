@@ -537,6 +537,7 @@ impl Tracer {
                     info.run_time().as_nanos() as u64,
                 ))
             })
+            .chain(self.nf.costs())
             .collect()
     }
 

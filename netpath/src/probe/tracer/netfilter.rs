@@ -13,7 +13,9 @@ use std::os::fd::{AsFd as _, AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::maps::{Map, MapData, PerCpuArray};
-use aya_obj::generated::{bpf_attach_type, bpf_attr, bpf_cmd, bpf_insn, bpf_prog_type};
+use aya_obj::generated::{
+    bpf_attach_type, bpf_attr, bpf_cmd, bpf_insn, bpf_prog_info, bpf_prog_type,
+};
 use netpath_common::{NF_BOUNDS, PartHist, hist::HIST_SLOTS};
 
 use super::Tracer;
@@ -33,6 +35,17 @@ pub(super) struct NfState {
 }
 
 impl NfState {
+    /// (name, runs, run time ns) of each loaded boundary program, as `Tracer::prog_costs`
+    /// has aya's (zeros unless the kernel's statistics are on).
+    pub(super) fn costs(&self) -> Vec<(String, u64, u64)> {
+        (self.progs.iter().enumerate())
+            .filter_map(|(k, fd)| {
+                let (runs, ns) = run_stats(fd.as_raw_fd()).ok()?;
+                Some((format!("np_nf_{k}"), runs, ns))
+            })
+            .collect()
+    }
+
     pub(super) fn new(ebpf: &aya::Ebpf) -> Result<NfState> {
         let maps = (ebpf.maps())
             .filter_map(|(name, m)| Some((name, map_fd(m)?)))
@@ -185,6 +198,30 @@ fn map_fd(m: &Map) -> Option<std::os::fd::BorrowedFd<'_>> {
         _ => return None,
     };
     Some(d.fd().as_fd())
+}
+
+/// A program's run count and run time (`BPF_OBJ_GET_INFO_BY_FD`).
+fn run_stats(prog: RawFd) -> std::io::Result<(u64, u64)> {
+    // SAFETY: all-zero is a valid bpf_prog_info and bpf_attr (plain integers).
+    let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    let i = unsafe { &mut attr.info };
+    i.bpf_fd = prog as u32;
+    i.info_len = std::mem::size_of::<bpf_prog_info>() as u32;
+    i.info = &mut info as *mut bpf_prog_info as u64;
+    // SAFETY: as in `bpf`; the kernel writes at most `info_len` bytes to `info`.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            bpf_cmd::BPF_OBJ_GET_INFO_BY_FD as libc::c_long,
+            &mut attr as *mut bpf_attr,
+            std::mem::size_of::<bpf_attr>(),
+        )
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((info.run_cnt, info.run_time_ns))
 }
 
 fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<OwnedFd> {

@@ -88,6 +88,9 @@ named_enum! {
         /// receive consumed the data `sk_data_ready` announced (`tcp:tcp_rcv_space_adjust` with
         /// the socket's `copied_seq` past the data), whichever thread read it.
         SockRead = 20 => "sock_read",
+        /// `--parts`: a netfilter boundary a sampled journey crossed (kind: the boundary's
+        /// number). Only in the sampled record: userspace pairs these into the journey's parts.
+        NfBoundary = 21 => "nf_boundary",
     }
 }
 

@@ -29,6 +29,8 @@ pub struct TraceOptions {
     /// such as `/proc/<pid>/ns/net`.
     pub netns: Option<String>,
     pub iface: Option<String>,
+    /// Netfilter parts in the timelines (`--parts`).
+    pub parts: bool,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -132,6 +134,7 @@ pub fn run_on(backend: Backend, lab: &NetPath, o: &TraceOptions) -> Result<Trace
     )?;
     tracer.set_devices(&lab.devices)?;
     tracer.attach()?;
+    let placement = o.parts.then(|| link_parts(&mut tracer, lab)).transpose()?;
     // Each request yields two journeys (request and response); a filter may keep either.
     let rr = RrConfig {
         load: RrLoad {
@@ -146,15 +149,20 @@ pub fn run_on(backend: Backend, lab: &NetPath, o: &TraceOptions) -> Result<Trace
     };
     let phases = tracer.tids.clone();
     phases.set_relays(lab.proxy_pid.into_iter().collect());
-    harness::run_rr(lab, &rr, phases.as_ref())?;
+    let ran = harness::run_rr(lab, &rr, phases.as_ref());
+    tracer.unlink_parts();
+    ran?;
     tracer.detach()?;
     let samples = tracer.drain_samples();
     let snap = tracer.snapshot()?;
-    let timelines: Vec<Timeline> = samples
+    let mut timelines: Vec<Timeline> = samples
         .iter()
         .take(o.count)
         .map(|s| record::timeline(s, &lab.devices))
         .collect();
+    if let Some(p) = &placement {
+        record::parts::annotate(&mut timelines, p);
+    }
     let lost = crate::record::lost_counters(&snap);
     Ok(TraceOutput {
         driver: o.driver.to_string(),
@@ -166,6 +174,13 @@ pub fn run_on(backend: Backend, lab: &NetPath, o: &TraceOptions) -> Result<Trace
         missing_tracepoints: tracer.missing.clone(),
         containers: Vec::new(),
     })
+}
+
+/// `--parts`: boundaries placed from the lab's rulesets and linked for the run.
+fn link_parts(tracer: &mut Tracer, lab: &NetPath) -> Result<crate::path::parts::Placement> {
+    let placement = crate::path::parts::place(&crate::path::parts::namespaces(lab)?)?;
+    tracer.link_parts(&placement.bounds)?;
+    Ok(placement)
 }
 
 /// How often passive tracing lists the node's devices again, so a container that starts

@@ -8,13 +8,16 @@
 //! Each boundary is its own program because a netfilter program cannot learn which link ran
 //! it (no attach cookie): the boundary's number is a constant of its program.
 use aya_ebpf::helpers::bpf_probe_read_kernel;
-use netpath_common::{NF_BOUNDS, PART_AT_SEND, ROLE_RELAY, ROLE_SERVER, hist, part_at};
+use netpath_common::{
+    DevKey, NF_BOUNDS, NO_HOP, PART_AT_SEND, Point, ROLE_RELAY, ROLE_SERVER, hist, part_at,
+};
 
 use crate::{
     flights,
     maps::*,
     state::current_tid,
     tids::{maybe_traced, state},
+    timeline::append_point,
 };
 
 /// `struct bpf_nf_ctx`, the context the verifier lets a netfilter program read, at the
@@ -45,10 +48,26 @@ fn try_stamp(ctx: *const NfCtx, k: u64) -> Option<()> {
     let last = NF_LAST.get_ptr_mut(0)?;
     let (prev_skb, prev_ts, prev_k) = unsafe { ((*last)[0], (*last)[1], (*last)[2]) };
     unsafe { *last = [skb, t, k] };
+    let (dir, at, sampled) = followed(skb)?;
+    if sampled {
+        // The sampled journey's timeline marks the boundary (its kind is the boundary's
+        // number); userspace takes the marks out of the points and pairs them into parts.
+        let key = DevKey {
+            netns: 0,
+            ifindex: 0,
+        };
+        append_point(
+            skb,
+            Point::NfBoundary as u16,
+            k as u16,
+            key,
+            NO_HOP as u32,
+            t,
+        );
+    }
     if prev_skb != skb || prev_k >= NF_BOUNDS as u64 {
         return None;
     }
-    let (dir, at) = followed(skb)?;
     let h = NF_PARTS.get_ptr_mut(prev_k as u32 * 2 + dir)?;
     let d = t.wrapping_sub(prev_ts);
     let b = hist::bucket(d) as usize & (hist::HIST_SLOTS - 1);
@@ -60,14 +79,19 @@ fn try_stamp(ctx: *const NfCtx, k: u64) -> Option<()> {
     Some(())
 }
 
-/// Whether `skb` is a packet netpath follows: its direction and where it is (`PartHist::at`).
+/// Whether `skb` is a packet netpath follows: its direction, where it is (`PartHist::at`) and
+/// whether its journey is sampled.
 /// A send's skb is followed from its first device, so one still in the sending namespace's
 /// stack is known by its thread: a traced thread with a send under way.
 #[inline(always)]
-fn followed(skb: u64) -> Option<(u32, u64)> {
+fn followed(skb: u64) -> Option<(u32, u64, bool)> {
     if let Some(f) = flights::get(skb) {
-        let (dir, point, kind) = unsafe { ((*f).dir, (*f).last_point, (*f).last_kind) };
-        return Some((dir as u32 & 1, part_at(point, kind)));
+        let f = unsafe { &*f };
+        return Some((
+            f.dir as u32 & 1,
+            part_at(f.last_point, f.last_kind),
+            f.sampled(),
+        ));
     }
     let tid = current_tid();
     if !maybe_traced(tid) {
@@ -82,7 +106,7 @@ fn followed(skb: u64) -> Option<(u32, u64)> {
         ROLE_RELAY => ts.origin_dir & 1,
         _ => 0,
     };
-    Some((dir, PART_AT_SEND))
+    Some((dir, PART_AT_SEND, false))
 }
 
 macro_rules! boundaries {

@@ -79,14 +79,17 @@ pub struct TracingArgs {
     /// Attach TC ingress/egress packet counters to every lab device as a cross-check.
     #[arg(long)]
     pub tc_counters: bool,
-    /// Split hops into their netfilter parts: a program linked before and after the base
-    /// chains of each hook in each namespace of the path (kernel 6.4+), timing each table's
-    /// chains and conntrack on the followed packets (`-v` shows them under their hops).
-    #[arg(long)]
+    #[arg(long, help = PARTS_HELP)]
     pub parts: bool,
     #[arg(long, help = PROG_STATS_HELP)]
     pub prog_stats: bool,
 }
+
+/// `--parts`: one text wherever it is (here, `tune`, `trace`).
+pub const PARTS_HELP: &str = "Split hops into their netfilter parts: programs linked before and after the base chains \
+     of each hook in each namespace of the path time each table's chains and conntrack on the \
+     followed packets, shown under their hops and in timelines; tune and diff rank their \
+     differences (kernel 6.4+)";
 
 /// `--prog-stats`: one text wherever it is (here and `serve`).
 pub const PROG_STATS_HELP: &str = "Each kernel program's run count and mean cost (the kernel's BPF statistics, turned on \

@@ -70,6 +70,8 @@ pub struct TraceArgs {
     pub timeout: std::time::Duration,
     #[command(flatten)]
     pub backend: super::args::BackendArg,
+    #[arg(long, conflicts_with = "container", help = super::args::PARTS_HELP)]
+    pub parts: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -98,6 +100,7 @@ impl super::Command for TraceArgs {
             port: compiled.map_or(a.filter_port, |c| c.port),
             netns: a.filter_netns,
             iface: a.filter_iface,
+            parts: a.parts,
         };
         let out = if a.container.is_empty() {
             crate::trace::run(backend, &o)?

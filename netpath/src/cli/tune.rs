@@ -78,9 +78,7 @@ pub struct TuneArgs {
     /// 1000000).
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = bounds::sample_every(), help_heading = super::args::TRACING)]
     pub sample_every: u32,
-    /// Split hops into their netfilter parts (as `compare --parts`) and rank the parts'
-    /// differences beside the hops': which table's chains or conntrack a change moved.
-    #[arg(long, help_heading = super::args::TRACING)]
+    #[arg(long, help = super::args::PARTS_HELP, help_heading = super::args::TRACING)]
     pub parts: bool,
     #[command(flatten, next_help_heading = super::args::TRACING)]
     pub backend: super::args::BackendArg,

@@ -402,6 +402,7 @@ pub fn traced(
             .map(|s| record::timeline(s, &path.devices))
             .collect();
         rep.parts = record::parts::rows(p, &tracer.read_parts()?, &timelines);
+        record::parts::annotate(&mut rep.timelines, p);
     }
     Ok(rep)
 }

@@ -475,4 +475,4 @@ pub mod stalls;
 pub(crate) mod timeline;
 
 pub use build::{TracedRun, build, bulk_rounds, costs, run_context};
-pub use timeline::{Headers, Timeline, TimelineHop, timeline};
+pub use timeline::{Headers, Timeline, TimelineHop, TimelinePart, timeline};

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use netpath_common::{DevKind, PART_AT_SEND, Point};
 
-use super::Timeline;
+use super::{Timeline, TimelinePart};
 
 use crate::path::parts::{ChainRules, NfHook, Placement};
 use crate::probe::tracer::PartCounts;
@@ -90,7 +90,8 @@ fn point_name(at: u64) -> String {
     }
 }
 
-/// The hop of the segment that leaves `at`'s point, in a sampled journey of `dir`.
+/// The hop of the segment that leaves `at`'s point, in a sampled journey of `dir` (else of
+/// the other direction: one sampled journey in N may all be one direction's when N is even).
 fn hop_after(at: u64, dir: &str, timelines: &[Timeline]) -> String {
     if at == PART_AT_SEND {
         return "sender-stack".into();
@@ -98,8 +99,48 @@ fn hop_after(at: u64, dir: &str, timelines: &[Timeline]) -> String {
     let Some((point, kind)) = point_of(at) else {
         return String::new();
     };
-    (timelines.iter().filter(|t| t.dir == dir))
-        .flat_map(|t| t.points.windows(2))
-        .find(|w| w[0].point == point && w[0].kind == kind)
-        .map_or(String::new(), |w| w[1].hop.to_string())
+    let after = |same: bool| {
+        (timelines.iter().filter(|t| (t.dir == dir) == same))
+            .flat_map(|t| t.points.windows(2))
+            .find(|w| w[0].point == point && w[0].kind == kind)
+            .map(|w| w[1].hop.to_string())
+    };
+    after(true).or_else(|| after(false)).unwrap_or_default()
+}
+
+/// Pairs each timeline's boundary marks into the parts between them: a mark followed by the
+/// next boundary of the same hook (boundaries are numbered in order along each hook).
+pub fn annotate(timelines: &mut [Timeline], placement: &Placement) {
+    for t in timelines {
+        let mut marks = std::mem::take(&mut t.nf_marks);
+        marks.sort_by_key(|m| m.1);
+        t.parts = (marks.windows(2))
+            .filter(|w| w[1].0 == w[0].0 + 1)
+            .filter_map(|w| {
+                let place = placement.parts.get(&(w[0].0 as usize))?;
+                Some(TimelinePart {
+                    name: place.name.clone(),
+                    hook: place.hook,
+                    netns: place.netns.clone(),
+                    hop: hop_at(t, w[0].1).to_string(),
+                    at_us: w[0].1 as f64 / 1000.0,
+                    us: w[1].1.saturating_sub(w[0].1) as f64 / 1000.0,
+                })
+            })
+            .collect();
+    }
+}
+
+/// The hop of the segment of `t` that holds `ns` since its start: the first point at or
+/// after it ends that segment.
+fn hop_at(t: &Timeline, ns: u64) -> &'static str {
+    let mut at = 0.0;
+    let us = ns as f64 / 1000.0;
+    for p in &t.points {
+        at += p.since_prev_us;
+        if at >= us {
+            return p.hop;
+        }
+    }
+    ""
 }

@@ -45,6 +45,27 @@ pub struct Timeline {
     #[serde(default)]
     pub softirq_runs: u16,
     pub points: Vec<TimelineHop>,
+    /// Netfilter boundaries the journey crossed (`--parts`): boundary number and ns since its
+    /// start, out of `points`; `parts::annotate` pairs them into `parts`.
+    #[serde(skip)]
+    pub nf_marks: Vec<(u16, u64)>,
+    /// The netfilter parts it crossed, in order (`--parts`; the sender's own stack's are not
+    /// in a timeline yet).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<TimelinePart>,
+}
+
+/// A netfilter part one sampled journey crossed.
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TimelinePart {
+    pub name: String,
+    pub hook: crate::path::parts::NfHook,
+    pub netns: String,
+    /// The hop it lies in (the segment of `points` that holds it).
+    pub hop: String,
+    /// From the journey's start, µs.
+    pub at_us: f64,
+    pub us: f64,
 }
 
 /// The packet's headers as the kernel side read them where it was first seen: IPv4 addresses,
@@ -151,8 +172,13 @@ fn sched_kind(k: u16) -> &'static str {
 pub fn timeline(s: &SkbState, devices: &[Device]) -> Timeline {
     let n = (s.npoints as usize).min(s.points.len());
     let mut prev = s.first_ts;
+    let is_mark = |p: &&netpath_common::TimelinePoint| p.point == Point::NfBoundary as u16;
+    let nf_marks = (s.points[..n].iter().filter(is_mark))
+        .map(|p| (p.kind, p.ts.saturating_sub(s.first_ts)))
+        .collect();
     let points = s.points[..n]
         .iter()
+        .filter(|p| !is_mark(p))
         .map(|p| {
             let d = p.ts.saturating_sub(prev);
             prev = p.ts;
@@ -220,6 +246,8 @@ pub fn timeline(s: &SkbState, devices: &[Device]) -> Timeline {
         rx_passes: s.rx_passes,
         softirq_runs: s.softirqs,
         points,
+        nf_marks,
+        parts: Vec::new(),
     }
 }
 

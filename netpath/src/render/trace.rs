@@ -30,7 +30,7 @@ pub fn print(w: &mut dyn Write, out: &TraceOutput) -> std::io::Result<()> {
         }
         // One row per point; no header: each cell carries its unit (µs, +, cpu) as before.
         let mut at = 0.0;
-        let rows = (t.points.iter())
+        let mut rows: Vec<(f64, Vec<String>)> = (t.points.iter())
             .map(|p| {
                 at += p.since_prev_us;
                 let hop = if p.point == "send" && p.hop != "proxy" {
@@ -38,7 +38,7 @@ pub fn print(w: &mut dyn Write, out: &TraceOutput) -> std::io::Result<()> {
                 } else {
                     p.hop
                 };
-                vec![
+                let row = vec![
                     format!("{at:.3} µs"),
                     format!("+{:.3}", p.since_prev_us),
                     p.point.to_string(),
@@ -46,9 +46,30 @@ pub fn print(w: &mut dyn Write, out: &TraceOutput) -> std::io::Result<()> {
                     p.kind.to_string(),
                     format!("cpu{}", p.cpu),
                     hop.to_string(),
-                ]
+                ];
+                (at, row)
             })
             .collect();
+        // A netfilter part (`--parts`) goes before the point that ends the segment holding
+        // it, marked as inside that hop: its time is already in the point's `+`.
+        for p in &t.parts {
+            let end = p.at_us + p.us;
+            let i = rows
+                .iter()
+                .position(|(at, _)| *at >= end)
+                .unwrap_or(rows.len());
+            let row = vec![
+                format!("{:.3} µs", p.at_us),
+                format!("({:.3})", p.us),
+                format!("  nf {}", p.name),
+                p.netns.clone(),
+                p.hook.name().to_string(),
+                String::new(),
+                format!("in {}", p.hop),
+            ];
+            rows.insert(i, (end, row));
+        }
+        let rows = rows.into_iter().map(|(_, r)| r).collect();
         super::table::write(w, "   ", &[], rows, &[2, 3, 4, 5, 6])?;
     }
     let lost: Vec<String> = out.lost.iter().map(|(k, v)| format!("{k} {v}")).collect();

@@ -71,6 +71,7 @@ fn selects_alike(proto: Proto) -> anyhow::Result<()> {
         port: Some(port),
         netns: None,
         iface: None,
+        parts: false,
     };
     let expr = format!("{word} port {port} and host {server}");
     let c = pcap_filter::compile(&expr).unwrap();

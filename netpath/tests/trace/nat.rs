@@ -20,6 +20,7 @@ fn trace_lab(
         port: None,
         netns: None,
         iface: None,
+        parts: false,
     };
     netpath::trace::run(common::backend(), &opts)
 }

@@ -111,7 +111,7 @@ fn parts_find_a_users_own_chains_in_the_hops_they_lie_in() {
     add_chain(&lab.server_ns.name, "nptest_in", "input", -3, 25);
     let mut opts = common::one_traced_run(Driver::Bridge, 200, 20);
     opts.parts = true;
-    opts.tracer.sample_every = 4;
+    opts.tracer.sample_every = 3;
     let mut tracer = common::load_tracer(&opts.tracer);
     let r = compare::measure(&mut tracer, &lab, &opts);
     lab.teardown().unwrap();
@@ -158,5 +158,62 @@ fn parts_find_a_users_own_chains_in_the_hops_they_lie_in() {
         assert!(p.netns.ends_with("-node") && p.hop == "bridge", "{p:?}");
     }
     drop(tracer);
+    assert_eq!(common::leftovers(&before), Vec::<String>::new());
+}
+
+/// `trace --parts` on egress: the node's conntrack and NAT chains show in each timeline, in
+/// hook order, inside the segment of `points` that holds them and in the hop that segment is.
+#[test]
+fn trace_timelines_show_parts_inside_their_hops() {
+    let _g = common::need_root();
+    let before = netpath::lab::list_netpath_netns().unwrap();
+    let opts = netpath::trace::TraceOptions {
+        driver: Driver::Egress,
+        count: 6,
+        proto: None,
+        host: None,
+        port: None,
+        netns: None,
+        iface: None,
+        parts: true,
+    };
+    let out = match netpath::trace::run(common::backend(), &opts) {
+        Err(e) if format!("{e:#}").contains("need kernel 6.4 or later") => {
+            eprintln!("no netfilter programs on this kernel, refused as the first test checks");
+            return;
+        }
+        r => r.unwrap(),
+    };
+    assert_eq!(out.timelines.len(), 6);
+    for t in &out.timelines {
+        let names: Vec<&str> = t.parts.iter().map(|p| p.name.as_str()).collect();
+        // Request and response both cross the node's PREROUTING (conntrack, then the NAT
+        // table's chain) and its POSTROUTING.
+        let pre: Vec<&str> = (t.parts.iter())
+            .filter(|p| p.hook == NfHook::Prerouting)
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(pre.len(), 2, "{names:?}");
+        assert_eq!(pre[0], "conntrack", "{names:?}");
+        assert!(
+            names.iter().any(|n| n.ends_with("/postrouting")),
+            "{names:?}"
+        );
+        let mut last = 0.0;
+        for p in &t.parts {
+            assert!(
+                p.at_us + 1e-6 >= last && p.us > 0.0,
+                "in order: {:#?}",
+                t.parts
+            );
+            last = p.at_us + p.us;
+            assert!(last <= t.total_us, "{p:?} in {}", t.total_us);
+            assert!(["bridge", "forward"].contains(&p.hop.as_str()), "{p:?}");
+        }
+        assert!(
+            !t.points.iter().any(|p| p.point == "nf_boundary"),
+            "marks stay out"
+        );
+    }
     assert_eq!(common::leftovers(&before), Vec::<String>::new());
 }

@@ -39,6 +39,8 @@ pub(crate) fn bridge(runs: u16, second_cpu: u16) -> Timeline {
             p("copy_to_user", "recv-copy", 1, 900),
             p("recv_return", "recv-return", 1, 300),
         ],
+        nf_marks: Vec::new(),
+        parts: Vec::new(),
     }
 }
 

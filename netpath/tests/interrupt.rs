@@ -141,7 +141,14 @@ fn interrupt_once(args: &[&str], sig: (libc::c_int, &str), delay: Duration) -> b
 /// Whether this kernel has netfilter programs (`--parts`, 6.4+): `struct bpf_nf_ctx` in its BTF.
 fn netfilter_programs_here() -> bool {
     let out = Command::new("bpftool")
-        .args(["btf", "dump", "file", "/sys/kernel/btf/vmlinux", "format", "raw"])
+        .args([
+            "btf",
+            "dump",
+            "file",
+            "/sys/kernel/btf/vmlinux",
+            "format",
+            "raw",
+        ])
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).contains("'bpf_nf_ctx'")

@@ -37,6 +37,8 @@ pub struct Figures {
     pub passes: Vec<Figure>,
     /// Netfilter parts (`--parts`), mean per packet, per part and direction.
     pub parts: Vec<Figure>,
+    /// Per part figure (by name): the hop and direction it lies in, "bridge (request)".
+    pub part_hops: Vec<(String, String)>,
     /// Each side's hop figures have one value per round (not only the median round's).
     pub hops_per_round: (bool, bool),
 }
@@ -164,7 +166,11 @@ fn hop_figures(a: &DriverReport, b: &DriverReport, paired: bool, out: &mut Figur
 /// Per netfilter part and direction (by name and hook: a table's name carries the lab's id,
 /// so its figure pairs only where both sides ran on one lab, as with `--apply`), the mean per
 /// packet per round; a part one side lacks reads 0 there (its chains were not in place).
-fn part_figures(a: &DriverReport, b: &DriverReport, paired: bool) -> Vec<Figure> {
+fn part_figures(
+    a: &DriverReport,
+    b: &DriverReport,
+    paired: bool,
+) -> (Vec<Figure>, Vec<(String, String)>) {
     let rounds = |d: &DriverReport| -> Vec<Vec<PartRow>> {
         match d.round_detail.iter().any(|r| !r.parts.is_empty()) {
             true => d.round_detail.iter().map(|r| r.parts.clone()).collect(),
@@ -173,7 +179,7 @@ fn part_figures(a: &DriverReport, b: &DriverReport, paired: bool) -> Vec<Figure>
     };
     let (ra, rb) = (rounds(a), rounds(b));
     if ra.iter().chain(&rb).all(Vec::is_empty) {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
     let key = |p: &PartRow| (p.name.clone(), p.hook, p.dir.clone());
     let mut keys: Vec<_> = ra.iter().chain(&rb).flatten().map(key).collect();
@@ -193,12 +199,17 @@ fn part_figures(a: &DriverReport, b: &DriverReport, paired: bool) -> Vec<Figure>
     keys.iter()
         .map(|k| {
             let name = format!("{} {} ({})", k.0, k.1.name(), k.2);
-            let note = rules_note(find(a, k).as_ref(), find(b, k).as_ref());
-            Figure::new(name, values(&ra, k), values(&rb, k))
+            let (pa, pb) = (find(a, k), find(b, k));
+            let note = rules_note(pa.as_ref(), pb.as_ref());
+            let hop = pa
+                .or(pb)
+                .map_or(String::new(), |p| format!("{} ({})", p.hop, p.dir));
+            let fig = Figure::new(name.clone(), values(&ra, k), values(&rb, k))
                 .paired(paired)
-                .note(note)
+                .note(note);
+            (fig, (name, hop))
         })
-        .collect()
+        .unzip()
 }
 
 /// What differs in a part's rules between the sides: "DOCKER-USER +400 rules" (the regular
@@ -339,7 +350,7 @@ pub fn figures(a: &DriverReport, b: &DriverReport, paired: bool) -> Figures {
         ..Default::default()
     };
     hop_figures(a, b, paired, &mut out);
-    out.parts = part_figures(a, b, paired);
+    (out.parts, out.part_hops) = part_figures(a, b, paired);
     for dir in ["request", "response"] {
         let name = format!("one-way p50 ({dir})");
         let f = both(
@@ -401,6 +412,8 @@ pub fn deltas(a: &str, b: &str, f: &Figures) -> Deltas {
         }
         None => format!("{a} and {b}: no RTT figure both measured"),
     };
+    let parts = delta::rank(&f.parts);
+    let verdict = verdict + &parts_sentence(&parts, &f.part_hops);
     Deltas {
         paired: f.all().iter().any(|x| x.paired),
         headline,
@@ -412,7 +425,23 @@ pub fn deltas(a: &str, b: &str, f: &Figures) -> Deltas {
         one_way: each(&f.one_way),
         bulk: f.bulk.as_ref().map(delta::delta),
         passes: each(&f.passes),
-        parts: delta::rank(&f.parts),
+        parts,
+    }
+}
+
+/// "; netfilter parts: filter/FORWARD FORWARD (request) DOCKER-USER +400 rules +7.0 in bridge
+/// (request)" for the parts whose difference is a result (none: nothing).
+fn parts_sentence(ranked: &[Delta], hops: &[(String, String)]) -> String {
+    let results: Vec<String> = (ranked.iter())
+        .filter(|d| !d.within_noise && d.delta != 0.0)
+        .map(|d| match hops.iter().find(|(n, _)| *n == d.name) {
+            Some((_, hop)) if !hop.starts_with(' ') => format!("{} in {hop}", d.short()),
+            _ => d.short(),
+        })
+        .collect();
+    match results.is_empty() {
+        true => String::new(),
+        false => format!("; netfilter parts: {}", results.join(", ")),
     }
 }
 

@@ -15,6 +15,7 @@ mod icmp;
 mod journey;
 mod kernel;
 mod maps;
+mod nfmarks;
 mod own;
 mod path;
 mod probes;

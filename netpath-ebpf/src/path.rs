@@ -104,6 +104,7 @@ fn start(tid: u32, ts: &mut TidState, skb: u64, dev: DevInfo, st: &Stamp, point:
         // A record that does not fit is counted; the packet is still followed.
         let dst = (ts.dst_addr, ts.dst_port as u16);
         let _ = start_timeline(tid, skb, &f, send_ts, relay, dst);
+        crate::nfmarks::drain(skb, tid, send_ts);
         append_point(skb, point as u16, kind, dev.key, f.cur_hop as u32, st.t);
     }
     // An address that came back without a free we saw (deferred free) is a new generation

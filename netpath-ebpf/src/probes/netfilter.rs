@@ -48,8 +48,10 @@ fn try_stamp(ctx: *const NfCtx, k: u64) -> Option<()> {
     let last = NF_LAST.get_ptr_mut(0)?;
     let (prev_skb, prev_ts, prev_k) = unsafe { ((*last)[0], (*last)[1], (*last)[2]) };
     unsafe { *last = [skb, t, k] };
-    let (dir, at, sampled) = followed(skb)?;
-    if sampled {
+    let (dir, at, mark) = followed(skb)?;
+    if let Mark::Pending(tid, send_ts) = mark {
+        crate::nfmarks::push(tid, send_ts, k, t);
+    } else if mark == Mark::Sampled {
         // The sampled journey's timeline marks the boundary (its kind is the boundary's
         // number); userspace takes the marks out of the points and pairs them into parts.
         let key = DevKey {
@@ -79,19 +81,27 @@ fn try_stamp(ctx: *const NfCtx, k: u64) -> Option<()> {
     Some(())
 }
 
+/// How a boundary is kept in a sampled journey's record.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    /// Not sampled.
+    No,
+    /// In the record, now.
+    Sampled,
+    /// A send not yet at its first device (thread, send start): kept until its record begins.
+    Pending(u32, u64),
+}
+
 /// Whether `skb` is a packet netpath follows: its direction, where it is (`PartHist::at`) and
-/// whether its journey is sampled.
+/// how its boundaries are marked.
 /// A send's skb is followed from its first device, so one still in the sending namespace's
 /// stack is known by its thread: a traced thread with a send under way.
 #[inline(always)]
-fn followed(skb: u64) -> Option<(u32, u64, bool)> {
+fn followed(skb: u64) -> Option<(u32, u64, Mark)> {
     if let Some(f) = flights::get(skb) {
         let f = unsafe { &*f };
-        return Some((
-            f.dir as u32 & 1,
-            part_at(f.last_point, f.last_kind),
-            f.sampled(),
-        ));
+        let mark = if f.sampled() { Mark::Sampled } else { Mark::No };
+        return Some((f.dir as u32 & 1, part_at(f.last_point, f.last_kind), mark));
     }
     let tid = current_tid();
     if !maybe_traced(tid) {
@@ -106,7 +116,7 @@ fn followed(skb: u64) -> Option<(u32, u64, bool)> {
         ROLE_RELAY => ts.origin_dir & 1,
         _ => 0,
     };
-    Some((dir, PART_AT_SEND, false))
+    Some((dir, PART_AT_SEND, Mark::Pending(tid, ts.send_ts)))
 }
 
 macro_rules! boundaries {

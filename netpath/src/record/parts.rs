@@ -2,8 +2,8 @@
 //! them): per part and direction, the packets that crossed it and their time in it. A part is
 //! a breakdown of the hop it falls in, never added to it.
 //!
-//! Only packets netpath already follows are counted: a TCP send's skb is followed from its
-//! first device point, so the sending namespace's OUTPUT and POSTROUTING parts are not seen yet.
+//! Only packets netpath follows are counted: a journey's own packet, or a send still in its
+//! sender's stack (before its first device), known by its traced thread.
 use serde::{Deserialize, Serialize};
 
 use netpath_common::{DevKind, PART_AT_SEND, Point};

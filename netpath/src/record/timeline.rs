@@ -49,8 +49,7 @@ pub struct Timeline {
     /// start, out of `points`; `parts::annotate` pairs them into `parts`.
     #[serde(skip)]
     pub nf_marks: Vec<(u16, u64)>,
-    /// The netfilter parts it crossed, in order (`--parts`; the sender's own stack's are not
-    /// in a timeline yet).
+    /// The netfilter parts it crossed, in order (`--parts`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<TimelinePart>,
 }

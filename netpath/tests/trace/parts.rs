@@ -217,3 +217,52 @@ fn trace_timelines_show_parts_inside_their_hops() {
     }
     assert_eq!(common::leftovers(&before), Vec::<String>::new());
 }
+
+/// `trace --parts` on published-nat: the client on the node sends through the node's OUTPUT
+/// (conntrack, then the DNAT chain) and POSTROUTING before its first device; those parts are
+/// in each request's timeline, in `sender-stack`, before that device's `dev_queue`.
+#[test]
+fn trace_timelines_show_the_senders_own_parts() {
+    let _g = common::need_root();
+    let opts = netpath::trace::TraceOptions {
+        driver: Driver::PublishedNat,
+        count: 6,
+        proto: None,
+        host: None,
+        port: None,
+        netns: None,
+        iface: None,
+        parts: true,
+    };
+    let out = match netpath::trace::run(common::backend(), &opts) {
+        Err(e) if format!("{e:#}").contains("need kernel 6.4 or later") => {
+            eprintln!("no netfilter programs on this kernel, refused as the first test checks");
+            return;
+        }
+        r => r.unwrap(),
+    };
+    let requests: Vec<_> = out
+        .timelines
+        .iter()
+        .filter(|t| t.dir == "request")
+        .collect();
+    assert!(!requests.is_empty());
+    for t in requests {
+        let out_parts: Vec<_> = (t.parts.iter())
+            .filter(|p| p.hook == NfHook::Output)
+            .collect();
+        let names: Vec<&str> = out_parts.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names.len(), 2, "{:#?}", t.parts);
+        assert_eq!(names[0], "conntrack");
+        assert!(names[1].ends_with("/output"), "{names:?}");
+        let first_dev: f64 = t.points.iter().take(2).map(|p| p.since_prev_us).sum();
+        assert_eq!(t.points[1].point, "dev_queue", "{:?}", t.points);
+        for p in &out_parts {
+            assert_eq!(p.hop, "sender-stack", "{p:?}");
+            assert!(
+                p.at_us + p.us <= first_dev + 1e-6,
+                "{p:?} before {first_dev}"
+            );
+        }
+    }
+}

@@ -75,8 +75,9 @@ fn parts_time_conntrack_and_the_nat_chain_of_published_nat() {
 }
 
 /// `rules` non-matching rules in a base chain of a table of the test's own, at priority `prio`
-/// on `hook`, in namespace `ns`.
-fn add_chain(ns: &str, table: &str, hook: &str, prio: i32, rules: usize) {
+/// on `hook`, in namespace `ns` (`nft` run from a thread inside it: the VM's busybox `ip` has
+/// no `netns exec`).
+fn add_chain(ns: &netpath::sys::netns::Netns, table: &str, hook: &str, prio: i32, rules: usize) {
     let mut script =
         format!("table ip {table} {{\n chain c {{ type filter hook {hook} priority {prio};\n");
     for i in 0..rules {
@@ -84,19 +85,18 @@ fn add_chain(ns: &str, table: &str, hook: &str, prio: i32, rules: usize) {
         script += &format!("  ip daddr 192.0.2.{} counter\n", i % 250 + 1);
     }
     script += " }\n}\n";
-    let mut child = std::process::Command::new("ip")
-        .args(["netns", "exec", ns, "nft", "-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .spawn()
+    let ok = ns
+        .run(|| {
+            let mut child = std::process::Command::new("nft")
+                .args(["-f", "-"])
+                .stdin(std::process::Stdio::piped())
+                .spawn()?;
+            use std::io::Write as _;
+            child.stdin.take().unwrap().write_all(script.as_bytes())?;
+            Ok(child.wait()?.success())
+        })
         .unwrap();
-    use std::io::Write as _;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success(), "nft -f in {ns}");
+    assert!(ok, "nft -f in {}", ns.name);
 }
 
 /// Tables of a user's own on the bridge path (no NAT, so no conntrack): rules in the client's
@@ -107,8 +107,8 @@ fn parts_find_a_users_own_chains_in_the_hops_they_lie_in() {
     let _g = common::need_root();
     let before = netpath::lab::list_netpath_netns().unwrap();
     let lab = netpath::lab::build(Driver::Bridge).unwrap();
-    add_chain(&lab.client_ns.name, "nptest_out", "output", 7, 40);
-    add_chain(&lab.server_ns.name, "nptest_in", "input", -3, 25);
+    add_chain(&lab.client_ns, "nptest_out", "output", 7, 40);
+    add_chain(&lab.server_ns, "nptest_in", "input", -3, 25);
     let mut opts = common::one_traced_run(Driver::Bridge, 200, 20);
     opts.parts = true;
     opts.tracer.sample_every = 3;

@@ -174,6 +174,8 @@ fn proof() -> Proof {
             requests: 10000,
             run_cost_ns: 130.0,
             cases: vec![case(1.0), case(5.0)],
+            chain: None,
+            rule_cases: Vec::new(),
         },
     }
 }

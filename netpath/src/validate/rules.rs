@@ -1,0 +1,539 @@
+//! `netpath validate --rules N --chain C`: does a known netfilter cost come back at its part?
+//! N rules no packet of the path matches (`ip daddr 192.0.2.x tcp dport p counter`: TEST-NET-1
+//! is never on a path) go into a base chain of a table of netpath's own (`np_val_<run id>`) on
+//! one hook of one lab namespace. The table and its empty chain stay for the whole lab, so the
+//! reference (0 rules) has the same part, boundaries and chain dispatch: only the rules differ,
+//! and a part's difference is their cost alone. Rounds interleave the counts like delays, each
+//! arm with an untraced run and a traced run with `--parts`.
+//!
+//! Removal: the table is deleted explicitly after the rounds, whatever they returned; on
+//! Ctrl-C, SIGTERM or a panic the lab's cleanup deletes the lab's namespaces, and the table
+//! goes with its namespace (the chain is always in one of the lab's own, see [`Chain::netns`]).
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use anyhow::{Context as _, Result, bail};
+use nftables::batch::Batch;
+use nftables::expr::Expression;
+use nftables::schema::{Chain as NftChain, FlushObject, NfCmd, NfListObject, Rule, Table};
+use nftables::stmt::{Counter, Operator, Statement};
+use nftables::types::{NfChainPolicy, NfChainType, NfFamily, NfHook as NftHook};
+use serde::Serialize;
+
+use super::{Verdict, hops_of};
+use crate::{
+    harness::{self, NoPhases, RrConfig},
+    lab::nft::{field, m, nft_error},
+    measure::interleave::CompareOptions,
+    path::{NetPath, parts::NfHook},
+    probe::tracer::Tracer,
+    record::{DriverReport, Spread},
+    sys::netns::Netns,
+};
+
+/// The rule counts asked when `--chain` is given alone.
+pub const DEFAULT_RULES: usize = 400;
+/// The most rules an arm may add (a few ms of netfilter per packet beyond it).
+pub const MAX_RULES: usize = 100_000;
+
+/// Where the rules go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Chain {
+    /// The client namespace's OUTPUT: requests, in `sender-stack`.
+    ClientOutput,
+    /// The server namespace's INPUT: requests, in `receiver-stack`.
+    ServerInput,
+    /// The node namespace's FORWARD: both directions, in `bridge` (bridged packets reach
+    /// it only with br_netfilter's `bridge-nf-call-iptables` on in that namespace).
+    NodeForward,
+}
+
+impl Chain {
+    /// As `--chain` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Chain::ClientOutput => "client-output",
+            Chain::ServerInput => "server-input",
+            Chain::NodeForward => "node-forward",
+        }
+    }
+
+    pub fn hook(self) -> NfHook {
+        match self {
+            Chain::ClientOutput => NfHook::Output,
+            Chain::ServerInput => NfHook::Input,
+            Chain::NodeForward => NfHook::Forward,
+        }
+    }
+
+    fn nft_hook(self) -> NftHook {
+        match self {
+            Chain::ClientOutput => NftHook::Output,
+            Chain::ServerInput => NftHook::Input,
+            Chain::NodeForward => NftHook::Forward,
+        }
+    }
+
+    /// The directions whose packets cross the chain and the hop its part must lie in.
+    pub fn expect(self) -> (&'static [&'static str], &'static str) {
+        match self {
+            Chain::ClientOutput => (&["request"], "sender-stack"),
+            Chain::ServerInput => (&["request"], "receiver-stack"),
+            Chain::NodeForward => (&["request", "response"], "bridge"),
+        }
+    }
+
+    /// The lab namespace the chain goes in: the lab's own (deleted at teardown), never the
+    /// host's; None with the reason this lab has no such case.
+    fn netns(self, path: &NetPath) -> std::result::Result<Netns, String> {
+        match self {
+            Chain::ClientOutput => Ok(path.client_ns.clone()),
+            Chain::ServerInput => Ok(path.server_ns.clone()),
+            Chain::NodeForward => {
+                let Some(node) = path.node_ns.clone() else {
+                    return Err(format!("{} has no node namespace", path.driver));
+                };
+                let bridged = path
+                    .devices
+                    .iter()
+                    .any(|d| d.netns == node.name && d.kind == netpath_common::DevKind::BridgePort);
+                if bridged && !br_netfilter_on(&node) {
+                    return Err(format!(
+                        "{}'s packets are bridged in {} and br_netfilter does not pass them to \
+                         the IP hooks there (net.bridge.bridge-nf-call-iptables is not 1: \
+                         modprobe br_netfilter)",
+                        path.driver, node.name
+                    ));
+                }
+                Ok(node)
+            }
+        }
+    }
+}
+
+/// Whether bridged IPv4 packets in `ns` traverse the IP hooks (the sysctl is per namespace
+/// and exists only while br_netfilter is loaded).
+fn br_netfilter_on(ns: &Netns) -> bool {
+    ns.run(|| crate::sys::netns::read_sysctl("net.bridge.bridge-nf-call-iptables"))
+        .is_ok_and(|v| v.trim() == "1")
+}
+
+/// One driver at one rule count, against 0 rules of the same rounds.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct RuleCase {
+    pub driver: String,
+    pub netns: String,
+    /// The part the rules are in: `np_val_<run id>/<chain>`.
+    pub part: String,
+    pub hook: NfHook,
+    /// Rules added (none of them matches a packet of the path).
+    pub rules: usize,
+    /// Rules the part read in each traced run with them, and with none (the placement's
+    /// count from the live ruleset: the check that they were in and out).
+    pub part_rules: Vec<usize>,
+    pub reference_rules: Vec<usize>,
+    /// The directions the part was seen in and the hop it lay in for each
+    /// (`request:sender-stack`); the expected hop is `hop`.
+    pub seen: Vec<String>,
+    pub hop: &'static str,
+    /// The part's p50 with the rules and with none (summed over its directions), median over
+    /// rounds.
+    pub part_us: f64,
+    pub reference_us: f64,
+    /// The change of the part's p50, median of the per-round changes, and its spread.
+    pub recovered_us: f64,
+    pub recovered_spread: Spread,
+    /// Untraced RTT p50 change, median of the per-round changes, and its spread.
+    pub untraced_rtt_delta_us: f64,
+    pub untraced_spread: Spread,
+    /// `recovered_us − untraced_rtt_delta_us`.
+    pub error_us: f64,
+    /// What the error, and every other change, may be: 10% of the untraced change + 0.2 µs.
+    pub tolerance_us: f64,
+    /// The change of the hop the part lies in less the part's: the rest of that hop.
+    pub hop_rest_us: f64,
+    /// The other hop or part whose p50 changed most, and by how much.
+    pub largest_other: String,
+    pub largest_other_us: f64,
+    pub verdict: Verdict,
+}
+
+/// One driver's runs at one rule count, per round.
+#[derive(Default)]
+struct Runs {
+    traced: Vec<DriverReport>,
+    untraced_p50_us: Vec<f64>,
+}
+
+/// The table, its chain and the namespace they are in.
+struct Place {
+    ns: Netns,
+    table: String,
+    chain: Chain,
+}
+
+impl Place {
+    fn chain_name(&self) -> &'static str {
+        match self.chain {
+            Chain::ClientOutput => "output",
+            Chain::ServerInput => "input",
+            Chain::NodeForward => "forward",
+        }
+    }
+
+    fn part(&self) -> String {
+        format!("{}/{}", self.table, self.chain_name())
+    }
+
+    fn nft_chain(&self) -> NftChain<'static> {
+        NftChain {
+            family: NfFamily::IP,
+            table: Cow::Owned(self.table.clone()),
+            name: self.chain_name().into(),
+            newname: None,
+            handle: None,
+            _type: Some(NfChainType::Filter),
+            hook: Some(self.chain.nft_hook()),
+            // filter's priority: apart from the lab's NAT chains (dstnat −100, srcnat 100),
+            // so the part is this chain alone.
+            prio: Some(0),
+            dev: None,
+            policy: Some(NfChainPolicy::Accept),
+        }
+    }
+
+    fn nft_table(&self) -> NfListObject<'static> {
+        NfListObject::Table(Table {
+            family: NfFamily::IP,
+            name: Cow::Owned(self.table.clone()),
+            handle: None,
+        })
+    }
+
+    fn apply(&self, b: Batch<'static>, what: &str) -> Result<()> {
+        let doc = b.to_nftables();
+        self.ns
+            .run(|| nftables::helper::apply_ruleset(&doc).map_err(|e| nft_error(e, what)))
+            .with_context(|| format!("{what} in {}", self.ns.name))
+    }
+
+    fn create(&self) -> Result<()> {
+        let mut b = Batch::new();
+        b.add(self.nft_table());
+        b.add(NfListObject::Chain(self.nft_chain()));
+        self.apply(b, "adding netpath's validation table")
+    }
+
+    /// The chain emptied, then `n` rules added: one `nft` transaction.
+    fn set_rules(&self, n: usize) -> Result<()> {
+        let mut b = Batch::new();
+        b.add_cmd(NfCmd::Flush(FlushObject::Chain(self.nft_chain())));
+        for i in 0..n {
+            b.add(NfListObject::Rule(Rule {
+                family: NfFamily::IP,
+                table: Cow::Owned(self.table.clone()),
+                chain: self.chain_name().into(),
+                expr: rule(i).into(),
+                handle: None,
+                index: None,
+                comment: None,
+            }));
+        }
+        self.apply(b, "setting the validation rules")
+    }
+
+    fn delete(&self) -> Result<()> {
+        let mut b = Batch::new();
+        b.delete(self.nft_table());
+        self.apply(b, "deleting netpath's validation table")
+    }
+}
+
+/// Rule `i`: `ip daddr 192.0.2.<1..254> tcp dport <1..> counter`, each one different, none
+/// matching (TEST-NET-1 is documentation only). The address is compared first, so every rule
+/// costs the packet one payload load and compare.
+fn rule(i: usize) -> Vec<Statement<'static>> {
+    let addr = Ipv4Addr::new(192, 0, 2, (1 + i % 254) as u8);
+    vec![
+        m(
+            field("ip", "daddr"),
+            Operator::EQ,
+            Expression::String(addr.to_string().into()),
+        ),
+        m(
+            field("tcp", "dport"),
+            Operator::EQ,
+            Expression::Number((1 + i / 254) as u32),
+        ),
+        Statement::Counter(Counter::Anonymous(None)),
+    ]
+}
+
+/// The counts, 0 first (the reference), checked before anything is built.
+pub fn counts(asked: &[usize]) -> Result<Vec<usize>> {
+    let mut c = asked.to_vec();
+    if c.is_empty() {
+        c.push(DEFAULT_RULES);
+    }
+    if !c.contains(&0) {
+        c.insert(0, 0);
+    }
+    if let Some(n) = c.iter().find(|&&n| n > MAX_RULES) {
+        bail!("--rules {n}: use 0 to {MAX_RULES} rules");
+    }
+    Ok(c)
+}
+
+/// Every count on one lab, interleaved in rounds; the table deleted whatever they returned.
+pub fn measure_driver(
+    tracer: &mut Tracer,
+    lab: &NetPath,
+    chain: Chain,
+    counts: &[usize],
+    opts: &CompareOptions,
+) -> Result<Vec<RuleCase>> {
+    let ns = chain.netns(lab).map_err(|why| {
+        anyhow::anyhow!(
+            "--chain {chain:?} is not available on {}: {why}",
+            lab.driver
+        )
+    })?;
+    let place = Place {
+        ns,
+        table: format!("np_val_{}", lab.run_id),
+        chain,
+    };
+    place.create()?;
+    let result = rounds(tracer, lab, &place, counts, opts);
+    let removed = place.delete();
+    let runs = result?;
+    removed?;
+    Ok((1..counts.len())
+        .map(|i| case(lab, &place, counts[i], &runs[i], &runs[0]))
+        .collect())
+}
+
+fn rounds(
+    tracer: &mut Tracer,
+    lab: &NetPath,
+    place: &Place,
+    counts: &[usize],
+    opts: &CompareOptions,
+) -> Result<Vec<Runs>> {
+    let rr = RrConfig {
+        load: opts.rr.clone(),
+        wait: opts.mode.wait,
+        pin: opts.mode.pin,
+        ..RrConfig::default()
+    };
+    let n = opts.rounds.max(1);
+    let mut runs: Vec<Runs> = counts.iter().map(|_| Runs::default()).collect();
+    let bar = crate::progress::Bar::new(lab.driver.name(), n as u64);
+    for r in 0..n {
+        bar.phase(format!("round {}/{n}", r + 1));
+        // The order reversed every other round, as the delays' is.
+        let mut order: Vec<usize> = (0..counts.len()).collect();
+        if r % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            place.set_rules(counts[i])?;
+            tracer.detach()?;
+            let u = harness::run_rr(lab, &rr, &NoPhases).context("untraced run")?;
+            runs[i]
+                .untraced_p50_us
+                .push(u.percentile_ns(50.0) as f64 / 1000.0);
+            let label = format!("{} {} rules", lab.driver, counts[i]);
+            let t = crate::measure::interleave::traced(tracer, lab, &label, opts, &rr)?;
+            runs[i].traced.push(t);
+        }
+        bar.done();
+    }
+    bar.finish();
+    Ok(runs)
+}
+
+/// A traced run's figures by name: every hop (`hop (dir)`) and every part
+/// (`part@netns HOOK (dir)`), p50, netpath's own time taken out of the hops.
+fn figures(r: &DriverReport) -> BTreeMap<String, f64> {
+    let hops = hops_of(r)
+        .into_iter()
+        .map(|((d, h), v)| (format!("{h} ({d})"), v));
+    let parts = r.parts.iter().map(|p| {
+        let k = format!("{}@{} {} ({})", p.name, p.netns, p.hook.name(), p.dir);
+        (k, p.p50_us)
+    });
+    hops.chain(parts).collect()
+}
+
+/// Per round, every figure's change against the reference of the same round.
+fn deltas(run: &Runs, base: &Runs) -> Vec<BTreeMap<String, f64>> {
+    (run.traced.iter().zip(&base.traced))
+        .map(|(t, b)| {
+            let (t, b) = (figures(t), figures(b));
+            let keys: Vec<String> = t.keys().chain(b.keys()).cloned().collect();
+            keys.into_iter()
+                .map(|k| {
+                    let v = t.get(&k).unwrap_or(&0.0) - b.get(&k).unwrap_or(&0.0);
+                    (k, v)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The names of the rules' part (per direction) and of the hop it must lie in.
+fn own_keys(place: &Place) -> (Vec<String>, Vec<String>) {
+    let (dirs, hop) = place.chain.expect();
+    let part = |d: &str| {
+        format!(
+            "{}@{} {} ({d})",
+            place.part(),
+            place.ns.name,
+            place.chain.hook().name()
+        )
+    };
+    let parts = dirs.iter().map(|d| part(d)).collect();
+    let hops = dirs.iter().map(|d| format!("{hop} ({d})")).collect();
+    (parts, hops)
+}
+
+fn case(lab: &NetPath, place: &Place, rules: usize, run: &Runs, base: &Runs) -> RuleCase {
+    let (_, hop) = place.chain.expect();
+    let (part_keys, hop_keys) = own_keys(place);
+    let deltas = deltas(run, base);
+    let sum_of = |m: &BTreeMap<String, f64>, keys: &[String]| -> f64 {
+        keys.iter().map(|k| m.get(k).copied().unwrap_or(0.0)).sum()
+    };
+    let recovered = Spread::of(deltas.iter().map(|m| sum_of(m, &part_keys)).collect());
+    let hop_rest = Spread::of(
+        (deltas.iter())
+            .map(|m| sum_of(m, &hop_keys) - sum_of(m, &part_keys))
+            .collect(),
+    );
+    let level = |r: &Runs| {
+        Spread::of(
+            (r.traced.iter())
+                .map(|t| sum_of(&figures(t), &part_keys))
+                .collect(),
+        )
+        .median
+    };
+    let mut others: Vec<(String, f64)> = deltas
+        .iter()
+        .flat_map(|m| m.keys().cloned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|k| !part_keys.contains(k) && !hop_keys.contains(k))
+        .map(|k| {
+            let v = Spread::of(deltas.iter().map(|m| *m.get(&k).unwrap_or(&0.0)).collect());
+            (k, v.median)
+        })
+        .collect();
+    others.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
+    let (largest_other, largest_other_us) = others.into_iter().next().unwrap_or_default();
+    let untraced = Spread::of(
+        (run.untraced_p50_us.iter().zip(&base.untraced_p50_us))
+            .map(|(a, b)| a - b)
+            .collect(),
+    );
+    let tolerance_us = 0.1 * untraced.median.abs() + 0.2;
+    let mut c = RuleCase {
+        driver: lab.driver.name().to_string(),
+        netns: place.ns.name.clone(),
+        part: place.part(),
+        hook: place.chain.hook(),
+        rules,
+        part_rules: rules_read(run, place),
+        reference_rules: rules_read(base, place),
+        seen: seen(run, place),
+        hop,
+        part_us: level(run),
+        reference_us: level(base),
+        recovered_us: recovered.median,
+        recovered_spread: recovered,
+        untraced_rtt_delta_us: untraced.median,
+        untraced_spread: untraced,
+        error_us: recovered.median - untraced.median,
+        tolerance_us,
+        hop_rest_us: hop_rest.median,
+        largest_other,
+        largest_other_us,
+        verdict: Verdict::default(),
+    };
+    c.verdict = verdict(&c, place);
+    c
+}
+
+/// The rules' part rows of a set of runs: each run's first row of the part.
+fn part_rows<'a>(
+    runs: &'a Runs,
+    place: &'a Place,
+) -> impl Iterator<Item = &'a crate::record::parts::PartRow> + 'a {
+    runs.traced.iter().flat_map(move |t| {
+        (t.parts.iter())
+            .filter(move |p| p.name == place.part() && p.netns == place.ns.name)
+            .take(1)
+    })
+}
+
+fn rules_read(runs: &Runs, place: &Place) -> Vec<usize> {
+    part_rows(runs, place).map(|p| p.rules).collect()
+}
+
+/// `dir:hop` of every row of the part in any run, each once.
+fn seen(runs: &Runs, place: &Place) -> Vec<String> {
+    let mut out: Vec<String> = (runs.traced.iter())
+        .flat_map(|t| t.parts.iter())
+        .filter(|p| p.name == place.part() && p.netns == place.ns.name)
+        .map(|p| format!("{}:{}", p.dir, p.hop))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Pass: the part is where it must be with the rules counted, the change it recovered is
+/// the untraced change within the tolerance, and nothing else moved by more than it.
+fn verdict(c: &RuleCase, place: &Place) -> Verdict {
+    let (dirs, hop) = place.chain.expect();
+    let mut failed = Vec::new();
+    let expected: Vec<String> = dirs.iter().map(|d| format!("{d}:{hop}")).collect();
+    if c.seen != expected {
+        failed.push(format!(
+            "the part was seen as {:?}, expected {:?}",
+            c.seen, expected
+        ));
+    }
+    let runs = c.reference_rules.len().max(c.part_rules.len());
+    if c.part_rules.iter().any(|&n| n != c.rules) || c.part_rules.len() < runs {
+        failed.push(format!(
+            "the part read {:?} rules, {} added",
+            c.part_rules, c.rules
+        ));
+    }
+    if c.error_us.abs() > c.tolerance_us {
+        failed.push(format!(
+            "recovered {:+.2} µs of an untraced {:+.2} µs (more than ±{:.2} µs apart)",
+            c.recovered_us, c.untraced_rtt_delta_us, c.tolerance_us
+        ));
+    }
+    if c.hop_rest_us.abs() > c.tolerance_us {
+        failed.push(format!(
+            "{hop} less the part moved {:+.2} µs",
+            c.hop_rest_us
+        ));
+    }
+    if c.largest_other_us.abs() > c.tolerance_us {
+        failed.push(format!(
+            "{} moved {:+.2} µs",
+            c.largest_other, c.largest_other_us
+        ));
+    }
+    Verdict {
+        pass: failed.is_empty(),
+        failed,
+    }
+}

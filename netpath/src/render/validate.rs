@@ -60,7 +60,7 @@ fn rules(w: &mut dyn Write, v: &ValidateOutput, chain: Chain) -> std::io::Result
     let (dirs, hop) = chain.expect();
     writeln!(
         w,
-        "validate: N rules no packet matches in the {} chain ({} {}), against none in the same rounds; the part must recover the untraced RTT change within ±(10% + 0.2 µs), its {hop} hop less the part and everything else stay within that ({} rounds × {} requests, parts on)",
+        "validate: N rules no packet matches in the {} chain ({} {}), against none in the same rounds; the part must recover the untraced RTT change within ±(10% + 0.2 µs), its {hop} hop less the part and every other hop and part stay within their noise (their range over rounds within an arm, at least that) ({} rounds × {} requests, parts on)",
         chain.name(),
         dirs.join(" and "),
         chain.hook().name(),
@@ -79,8 +79,13 @@ fn rules(w: &mut dyn Write, v: &ValidateOutput, chain: Chain) -> std::io::Result
                 us(c.recovered_us),
                 us(c.untraced_rtt_delta_us),
                 format!("{} ±{:.2}", us(c.error_us), c.tolerance_us),
-                us(c.hop_rest_us),
-                format!("{} {}", c.largest_other, us(c.largest_other_us)),
+                format!("{} ±{:.2}", us(c.hop_rest_us), c.hop_rest_noise_us),
+                format!(
+                    "{} {} ±{:.2}",
+                    c.largest_other,
+                    us(c.largest_other_us),
+                    c.largest_other_noise_us
+                ),
                 if c.verdict.pass { "pass" } else { "FAIL" }.to_string(),
             ]
         })

@@ -150,13 +150,18 @@ pub struct RuleCase {
     pub untraced_spread: Spread,
     /// `recovered_us − untraced_rtt_delta_us`.
     pub error_us: f64,
-    /// What the error, and every other change, may be: 10% of the untraced change + 0.2 µs.
+    /// What the error may be: 10% of the untraced change + 0.2 µs.
     pub tolerance_us: f64,
     /// The change of the hop the part lies in less the part's: the rest of that hop.
     pub hop_rest_us: f64,
-    /// The other hop or part whose p50 changed most, and by how much.
+    /// Its noise: how far it wandered between rounds within an arm (the larger of the two
+    /// arms' ranges), at least `tolerance_us`.
+    pub hop_rest_noise_us: f64,
+    /// The other hop or part that moved most beyond its noise (or least within it), its
+    /// change and its noise (as `hop_rest_noise_us`).
     pub largest_other: String,
     pub largest_other_us: f64,
+    pub largest_other_noise_us: f64,
     pub verdict: Verdict,
 }
 
@@ -368,20 +373,52 @@ fn figures(r: &DriverReport) -> BTreeMap<String, f64> {
     hops.chain(parts).collect()
 }
 
-/// Per round, every figure's change against the reference of the same round.
-fn deltas(run: &Runs, base: &Runs) -> Vec<BTreeMap<String, f64>> {
-    (run.traced.iter().zip(&base.traced))
-        .map(|(t, b)| {
-            let (t, b) = (figures(t), figures(b));
-            let keys: Vec<String> = t.keys().chain(b.keys()).cloned().collect();
-            keys.into_iter()
-                .map(|k| {
-                    let v = t.get(&k).unwrap_or(&0.0) - b.get(&k).unwrap_or(&0.0);
-                    (k, v)
-                })
-                .collect()
-        })
-        .collect()
+/// Every traced run's figures, in the arm with the rules and in the reference, per round.
+struct Figures {
+    run: Vec<BTreeMap<String, f64>>,
+    base: Vec<BTreeMap<String, f64>>,
+}
+
+type Of<'a> = &'a dyn Fn(&BTreeMap<String, f64>) -> f64;
+
+impl Figures {
+    fn of(run: &Runs, base: &Runs) -> Figures {
+        Figures {
+            run: run.traced.iter().map(figures).collect(),
+            base: base.traced.iter().map(figures).collect(),
+        }
+    }
+
+    /// The per-round changes of `f` against the reference of the same round.
+    fn delta(&self, f: Of) -> Spread {
+        Spread::of(
+            self.run
+                .iter()
+                .zip(&self.base)
+                .map(|(r, b)| f(r) - f(b))
+                .collect(),
+        )
+    }
+
+    /// How far `f` wanders between rounds within one arm, nothing changed: the larger range
+    /// of the two arms. A change inside it is not told from the machine's noise.
+    fn noise(&self, f: Of) -> f64 {
+        let range = |arm: &[BTreeMap<String, f64>]| {
+            let s = Spread::of(arm.iter().map(f).collect());
+            s.max - s.min
+        };
+        range(&self.run).max(range(&self.base))
+    }
+
+    fn keys(&self) -> std::collections::BTreeSet<String> {
+        (self.run.iter().chain(&self.base))
+            .flat_map(|m| m.keys().cloned())
+            .collect()
+    }
+}
+
+fn sum_of(m: &BTreeMap<String, f64>, keys: &[String]) -> f64 {
+    keys.iter().map(|k| m.get(k).copied().unwrap_or(0.0)).sum()
 }
 
 /// The names of the rules' part (per direction) and of the hop it must lie in.
@@ -403,43 +440,32 @@ fn own_keys(place: &Place) -> (Vec<String>, Vec<String>) {
 fn case(lab: &NetPath, place: &Place, rules: usize, run: &Runs, base: &Runs) -> RuleCase {
     let (_, hop) = place.chain.expect();
     let (part_keys, hop_keys) = own_keys(place);
-    let deltas = deltas(run, base);
-    let sum_of = |m: &BTreeMap<String, f64>, keys: &[String]| -> f64 {
-        keys.iter().map(|k| m.get(k).copied().unwrap_or(0.0)).sum()
-    };
-    let recovered = Spread::of(deltas.iter().map(|m| sum_of(m, &part_keys)).collect());
-    let hop_rest = Spread::of(
-        (deltas.iter())
-            .map(|m| sum_of(m, &hop_keys) - sum_of(m, &part_keys))
-            .collect(),
-    );
-    let level = |r: &Runs| {
-        Spread::of(
-            (r.traced.iter())
-                .map(|t| sum_of(&figures(t), &part_keys))
-                .collect(),
-        )
-        .median
-    };
-    let mut others: Vec<(String, f64)> = deltas
-        .iter()
-        .flat_map(|m| m.keys().cloned())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .filter(|k| !part_keys.contains(k) && !hop_keys.contains(k))
-        .map(|k| {
-            let v = Spread::of(deltas.iter().map(|m| *m.get(&k).unwrap_or(&0.0)).collect());
-            (k, v.median)
-        })
-        .collect();
-    others.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
-    let (largest_other, largest_other_us) = others.into_iter().next().unwrap_or_default();
+    let fig = Figures::of(run, base);
+    let part = |m: &BTreeMap<String, f64>| sum_of(m, &part_keys);
+    let rest = |m: &BTreeMap<String, f64>| sum_of(m, &hop_keys) - sum_of(m, &part_keys);
+    let recovered = fig.delta(&part);
     let untraced = Spread::of(
         (run.untraced_p50_us.iter().zip(&base.untraced_p50_us))
             .map(|(a, b)| a - b)
             .collect(),
     );
     let tolerance_us = 0.1 * untraced.median.abs() + 0.2;
+    // Every other hop and part: its change, and how much more than its noise it moved.
+    let mut others: Vec<(String, f64, f64)> = (fig.keys().into_iter())
+        .filter(|k| !part_keys.contains(k) && !hop_keys.contains(k))
+        .map(|k| {
+            let f = |m: &BTreeMap<String, f64>| m.get(&k).copied().unwrap_or(0.0);
+            (
+                k.clone(),
+                fig.delta(&f).median,
+                fig.noise(&f).max(tolerance_us),
+            )
+        })
+        .collect();
+    others.sort_by(|a, b| (b.1.abs() - b.2).total_cmp(&(a.1.abs() - a.2)));
+    let (largest_other, largest_other_us, largest_other_noise_us) =
+        others.into_iter().next().unwrap_or_default();
+    let level = |arm: &[BTreeMap<String, f64>]| Spread::of(arm.iter().map(part).collect()).median;
     let mut c = RuleCase {
         driver: lab.driver.name().to_string(),
         netns: place.ns.name.clone(),
@@ -450,17 +476,19 @@ fn case(lab: &NetPath, place: &Place, rules: usize, run: &Runs, base: &Runs) -> 
         reference_rules: rules_read(base, place),
         seen: seen(run, place),
         hop,
-        part_us: level(run),
-        reference_us: level(base),
+        part_us: level(&fig.run),
+        reference_us: level(&fig.base),
         recovered_us: recovered.median,
         recovered_spread: recovered,
         untraced_rtt_delta_us: untraced.median,
         untraced_spread: untraced,
         error_us: recovered.median - untraced.median,
         tolerance_us,
-        hop_rest_us: hop_rest.median,
+        hop_rest_us: fig.delta(&rest).median,
+        hop_rest_noise_us: fig.noise(&rest).max(tolerance_us),
         largest_other,
         largest_other_us,
+        largest_other_noise_us,
         verdict: Verdict::default(),
     };
     c.verdict = verdict(&c, place);
@@ -496,7 +524,8 @@ fn seen(runs: &Runs, place: &Place) -> Vec<String> {
 }
 
 /// Pass: the part is where it must be with the rules counted, the change it recovered is
-/// the untraced change within the tolerance, and nothing else moved by more than it.
+/// the untraced change within the tolerance, and nothing else (the rest of the part's hop,
+/// every other hop and part) moved by more than its noise.
 fn verdict(c: &RuleCase, place: &Place) -> Verdict {
     let (dirs, hop) = place.chain.expect();
     let mut failed = Vec::new();
@@ -515,25 +544,60 @@ fn verdict(c: &RuleCase, place: &Place) -> Verdict {
         ));
     }
     if c.error_us.abs() > c.tolerance_us {
+        let u = &c.untraced_spread;
+        // An untraced change that itself wandered more than the tolerance is the likelier
+        // culprit: say so, with what reduces it.
+        let why = if u.max - u.min > c.tolerance_us {
+            format!(
+                "; the untraced change itself ranged {:+.2} to {:+.2} µs over rounds (more requests or rounds narrow it)",
+                u.min, u.max
+            )
+        } else {
+            String::new()
+        };
         failed.push(format!(
-            "recovered {:+.2} µs of an untraced {:+.2} µs (more than ±{:.2} µs apart)",
+            "recovered {:+.2} µs of an untraced {:+.2} µs (more than ±{:.2} µs apart){why}",
             c.recovered_us, c.untraced_rtt_delta_us, c.tolerance_us
         ));
     }
-    if c.hop_rest_us.abs() > c.tolerance_us {
+    if c.hop_rest_us.abs() > c.hop_rest_noise_us {
         failed.push(format!(
-            "{hop} less the part moved {:+.2} µs",
-            c.hop_rest_us
+            "{hop} less the part moved {:+.2} µs (noise {:.2})",
+            c.hop_rest_us, c.hop_rest_noise_us
         ));
     }
-    if c.largest_other_us.abs() > c.tolerance_us {
+    if c.largest_other_us.abs() > c.largest_other_noise_us {
         failed.push(format!(
-            "{} moved {:+.2} µs",
-            c.largest_other, c.largest_other_us
+            "{} moved {:+.2} µs (noise {:.2})",
+            c.largest_other, c.largest_other_us, c.largest_other_noise_us
         ));
     }
     Verdict {
         pass: failed.is_empty(),
         failed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_lead_with_the_reference() {
+        assert_eq!(counts(&[]).unwrap(), vec![0, DEFAULT_RULES]);
+        assert_eq!(counts(&[200]).unwrap(), vec![0, 200]);
+        // A second 0 stays: it reads the noise.
+        assert_eq!(counts(&[0, 0, 400]).unwrap(), vec![0, 0, 400]);
+        assert!(counts(&[MAX_RULES + 1]).is_err());
+    }
+
+    #[test]
+    fn rules_differ_and_match_nothing_on_a_path() {
+        let json = |i| serde_json::to_string(&rule(i)).unwrap();
+        assert!(json(0).contains("192.0.2.1") && json(0).contains("counter"));
+        assert!(json(253).contains("192.0.2.254"), "{}", json(253));
+        // Past 254 addresses the port changes instead: no two rules alike.
+        assert!(json(254).contains("192.0.2.1") && json(254).contains("\"right\":2"));
+        assert_ne!(json(1), json(255));
     }
 }

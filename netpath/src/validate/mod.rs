@@ -25,6 +25,7 @@ use crate::{
 };
 
 pub mod rules;
+mod table;
 
 pub use rules::{Chain, RuleCase};
 

@@ -9,116 +9,25 @@
 //! Removal: the table is deleted explicitly after the rounds, whatever they returned; on
 //! Ctrl-C, SIGTERM or a panic the lab's cleanup deletes the lab's namespaces, and the table
 //! goes with its namespace (the chain is always in one of the lab's own, see [`Chain::netns`]).
-use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
 
 use anyhow::{Context as _, Result, bail};
-use nftables::batch::Batch;
-use nftables::expr::Expression;
-use nftables::schema::{Chain as NftChain, FlushObject, NfCmd, NfListObject, Rule, Table};
-use nftables::stmt::{Counter, Operator, Statement};
-use nftables::types::{NfChainPolicy, NfChainType, NfFamily, NfHook as NftHook};
 use serde::Serialize;
 
-use super::{Verdict, hops_of};
+pub use super::table::Chain;
+use super::{Verdict, hops_of, table::Place};
 use crate::{
     harness::{self, NoPhases, RrConfig},
-    lab::nft::{field, m, nft_error},
     measure::interleave::CompareOptions,
     path::{NetPath, parts::NfHook},
     probe::tracer::Tracer,
     record::{DriverReport, Spread},
-    sys::netns::Netns,
 };
 
 /// The rule counts asked when `--chain` is given alone.
 pub const DEFAULT_RULES: usize = 400;
 /// The most rules an arm may add (a few ms of netfilter per packet beyond it).
 pub const MAX_RULES: usize = 100_000;
-
-/// Where the rules go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Chain {
-    /// The client namespace's OUTPUT: requests, in `sender-stack`.
-    ClientOutput,
-    /// The server namespace's INPUT: requests, in `receiver-stack`.
-    ServerInput,
-    /// The node namespace's FORWARD: both directions, in `bridge` (bridged packets reach
-    /// it only with br_netfilter's `bridge-nf-call-iptables` on in that namespace).
-    NodeForward,
-}
-
-impl Chain {
-    /// As `--chain` spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Chain::ClientOutput => "client-output",
-            Chain::ServerInput => "server-input",
-            Chain::NodeForward => "node-forward",
-        }
-    }
-
-    pub fn hook(self) -> NfHook {
-        match self {
-            Chain::ClientOutput => NfHook::Output,
-            Chain::ServerInput => NfHook::Input,
-            Chain::NodeForward => NfHook::Forward,
-        }
-    }
-
-    fn nft_hook(self) -> NftHook {
-        match self {
-            Chain::ClientOutput => NftHook::Output,
-            Chain::ServerInput => NftHook::Input,
-            Chain::NodeForward => NftHook::Forward,
-        }
-    }
-
-    /// The directions whose packets cross the chain and the hop its part must lie in.
-    pub fn expect(self) -> (&'static [&'static str], &'static str) {
-        match self {
-            Chain::ClientOutput => (&["request"], "sender-stack"),
-            Chain::ServerInput => (&["request"], "receiver-stack"),
-            Chain::NodeForward => (&["request", "response"], "bridge"),
-        }
-    }
-
-    /// The lab namespace the chain goes in: the lab's own (deleted at teardown), never the
-    /// host's; None with the reason this lab has no such case.
-    fn netns(self, path: &NetPath) -> std::result::Result<Netns, String> {
-        match self {
-            Chain::ClientOutput => Ok(path.client_ns.clone()),
-            Chain::ServerInput => Ok(path.server_ns.clone()),
-            Chain::NodeForward => {
-                let Some(node) = path.node_ns.clone() else {
-                    return Err(format!("{} has no node namespace", path.driver));
-                };
-                let bridged = path
-                    .devices
-                    .iter()
-                    .any(|d| d.netns == node.name && d.kind == netpath_common::DevKind::BridgePort);
-                if bridged && !br_netfilter_on(&node) {
-                    return Err(format!(
-                        "{}'s packets are bridged in {} and br_netfilter does not pass them to \
-                         the IP hooks there (net.bridge.bridge-nf-call-iptables is not 1: \
-                         modprobe br_netfilter)",
-                        path.driver, node.name
-                    ));
-                }
-                Ok(node)
-            }
-        }
-    }
-}
-
-/// Whether bridged IPv4 packets in `ns` traverse the IP hooks (the sysctl is per namespace
-/// and exists only while br_netfilter is loaded).
-fn br_netfilter_on(ns: &Netns) -> bool {
-    ns.run(|| crate::sys::netns::read_sysctl("net.bridge.bridge-nf-call-iptables"))
-        .is_ok_and(|v| v.trim() == "1")
-}
 
 /// One driver at one rule count, against 0 rules of the same rounds.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
@@ -170,110 +79,6 @@ pub struct RuleCase {
 struct Runs {
     traced: Vec<DriverReport>,
     untraced_p50_us: Vec<f64>,
-}
-
-/// The table, its chain and the namespace they are in.
-struct Place {
-    ns: Netns,
-    table: String,
-    chain: Chain,
-}
-
-impl Place {
-    fn chain_name(&self) -> &'static str {
-        match self.chain {
-            Chain::ClientOutput => "output",
-            Chain::ServerInput => "input",
-            Chain::NodeForward => "forward",
-        }
-    }
-
-    fn part(&self) -> String {
-        format!("{}/{}", self.table, self.chain_name())
-    }
-
-    fn nft_chain(&self) -> NftChain<'static> {
-        NftChain {
-            family: NfFamily::IP,
-            table: Cow::Owned(self.table.clone()),
-            name: self.chain_name().into(),
-            newname: None,
-            handle: None,
-            _type: Some(NfChainType::Filter),
-            hook: Some(self.chain.nft_hook()),
-            // filter's priority: apart from the lab's NAT chains (dstnat −100, srcnat 100),
-            // so the part is this chain alone.
-            prio: Some(0),
-            dev: None,
-            policy: Some(NfChainPolicy::Accept),
-        }
-    }
-
-    fn nft_table(&self) -> NfListObject<'static> {
-        NfListObject::Table(Table {
-            family: NfFamily::IP,
-            name: Cow::Owned(self.table.clone()),
-            handle: None,
-        })
-    }
-
-    fn apply(&self, b: Batch<'static>, what: &str) -> Result<()> {
-        let doc = b.to_nftables();
-        self.ns
-            .run(|| nftables::helper::apply_ruleset(&doc).map_err(|e| nft_error(e, what)))
-            .with_context(|| format!("{what} in {}", self.ns.name))
-    }
-
-    fn create(&self) -> Result<()> {
-        let mut b = Batch::new();
-        b.add(self.nft_table());
-        b.add(NfListObject::Chain(self.nft_chain()));
-        self.apply(b, "adding netpath's validation table")
-    }
-
-    /// The chain emptied, then `n` rules added: one `nft` transaction.
-    fn set_rules(&self, n: usize) -> Result<()> {
-        let mut b = Batch::new();
-        b.add_cmd(NfCmd::Flush(FlushObject::Chain(self.nft_chain())));
-        for i in 0..n {
-            b.add(NfListObject::Rule(Rule {
-                family: NfFamily::IP,
-                table: Cow::Owned(self.table.clone()),
-                chain: self.chain_name().into(),
-                expr: rule(i).into(),
-                handle: None,
-                index: None,
-                comment: None,
-            }));
-        }
-        self.apply(b, "setting the validation rules")
-    }
-
-    fn delete(&self) -> Result<()> {
-        let mut b = Batch::new();
-        b.delete(self.nft_table());
-        self.apply(b, "deleting netpath's validation table")
-    }
-}
-
-/// Rule `i`: `ip daddr 192.0.2.<1..254> tcp dport <1..> counter`, each one different, none
-/// matching (TEST-NET-1 is documentation only). The address is compared first, so every rule
-/// costs the packet one payload load and compare.
-fn rule(i: usize) -> Vec<Statement<'static>> {
-    let addr = Ipv4Addr::new(192, 0, 2, (1 + i % 254) as u8);
-    vec![
-        m(
-            field("ip", "daddr"),
-            Operator::EQ,
-            Expression::String(addr.to_string().into()),
-        ),
-        m(
-            field("tcp", "dport"),
-            Operator::EQ,
-            Expression::Number((1 + i / 254) as u32),
-        ),
-        Statement::Counter(Counter::Anonymous(None)),
-    ]
 }
 
 /// The counts, 0 first (the reference), checked before anything is built.
@@ -589,15 +394,5 @@ mod tests {
         // A second 0 stays: it reads the noise.
         assert_eq!(counts(&[0, 0, 400]).unwrap(), vec![0, 0, 400]);
         assert!(counts(&[MAX_RULES + 1]).is_err());
-    }
-
-    #[test]
-    fn rules_differ_and_match_nothing_on_a_path() {
-        let json = |i| serde_json::to_string(&rule(i)).unwrap();
-        assert!(json(0).contains("192.0.2.1") && json(0).contains("counter"));
-        assert!(json(253).contains("192.0.2.254"), "{}", json(253));
-        // Past 254 addresses the port changes instead: no two rules alike.
-        assert!(json(254).contains("192.0.2.1") && json(254).contains("\"right\":2"));
-        assert_ne!(json(1), json(255));
     }
 }

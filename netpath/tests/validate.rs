@@ -88,6 +88,7 @@ fn rules_case(chain: &str, part: &str, hook: &str, seen: &[&str]) {
     ]);
     common::schema::validate("validate", &v);
     assert_eq!(v["chain"], chain);
+    assert!(v.get("at").is_none(), "no delay was held: {v}");
     assert!(v["cases"].as_array().unwrap().is_empty(), "no delay cases");
     let cases = v["rule_cases"].as_array().unwrap();
     assert_eq!(cases.len(), 1, "one driver, one count besides 0: {v}");
@@ -181,6 +182,27 @@ fn validate_refuses_what_it_cannot_do() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && err.contains("--delays") && err.contains("0 to 50"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // No node, no node FORWARD: one line, and the lab gone.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_netpath"))
+        .args([
+            "validate",
+            "-d",
+            "none",
+            "--chain",
+            "node-forward",
+            "-n",
+            "10",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("--chain node-forward is not available")
+            && err.contains("no node namespace"),
         "{err}"
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");

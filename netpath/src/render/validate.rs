@@ -1,7 +1,7 @@
 //! `netpath validate`'s text: per driver and injected delay, what the hop tables recovered.
 use std::io::Write;
 
-use crate::validate::{Chain, ValidateOutput};
+use crate::validate::{At, Chain, ValidateOutput};
 
 impl super::Render for ValidateOutput {
     const KIND: &'static str = "validate";
@@ -14,11 +14,12 @@ fn print(w: &mut dyn Write, v: &ValidateOutput) -> std::io::Result<()> {
     if let Some(chain) = v.chain {
         return rules(w, v, chain);
     }
-    let (dir, hop) = v.at.expect();
+    let at = v.at.unwrap_or(At::Server);
+    let (dir, hop) = at.expect();
     writeln!(
         w,
         "validate: each {dir} data packet held D on the {:?} device (a busy wait in a TC program); the {hop} hop must grow by D, netpath's own time taken out ({} rounds × {} requests, a program run charged {:.0} ns)",
-        v.at, v.rounds, v.requests, v.run_cost_ns
+        at, v.rounds, v.requests, v.run_cost_ns
     )?;
     let us = |x: f64| format!("{x:+.2} µs");
     let rows = v

@@ -126,7 +126,9 @@ pub struct Case {
 /// `validate`'s result.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ValidateOutput {
-    pub at: At,
+    /// Where the delays were held (none with `--rules`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<At>,
     pub rounds: usize,
     pub requests: u64,
     /// ns charged per netpath program run in the compensated figures.
@@ -178,7 +180,7 @@ pub fn run(tracer: &mut Tracer, o: &ValidateOptions) -> Result<ValidateOutput> {
         torn?;
     }
     Ok(ValidateOutput {
-        at: o.at,
+        at: o.rules.is_none().then_some(o.at),
         rounds: o.compare.rounds.max(1),
         requests: o.compare.rr.requests,
         run_cost_ns: tracer.run_cost.ns,

@@ -106,7 +106,8 @@ pub fn measure_driver(
 ) -> Result<Vec<RuleCase>> {
     let ns = chain.netns(lab).map_err(|why| {
         anyhow::anyhow!(
-            "--chain {chain:?} is not available on {}: {why}",
+            "--chain {} is not available on {}: {why}",
+            chain.name(),
             lab.driver
         )
     })?;

@@ -122,6 +122,7 @@ pub fn run(backend: Backend, rounds: usize, requests: u64) -> Result<Proof> {
         drivers: vec![Driver::Bridge, Driver::Overlay],
         delays_us: DELAYS.to_vec(),
         at: At::Server,
+        rules: None,
         compare: options(vec![Driver::Bridge, Driver::Overlay], rounds, requests / 2)?,
     };
     let mut tracer = crate::probe::tracer::Tracer::load(backend, &v.compare.tracer())?;

@@ -169,11 +169,13 @@ fn proof() -> Proof {
             error_rounds_median_us: Some(-0.1),
         }],
         validate: ValidateOutput {
-            at: At::Server,
+            at: Some(At::Server),
             rounds: 3,
             requests: 10000,
             run_cost_ns: 130.0,
             cases: vec![case(1.0), case(5.0)],
+            chain: None,
+            rule_cases: Vec::new(),
         },
     }
 }

@@ -6,6 +6,9 @@
 //! with every descheduled spinner of a busy machine. The hop the device's receive leads into
 //! must grow by D, every other hop stay within its noise, and the untraced round trip grow by
 //! D.
+//!
+//! `--rules`/`--chain` (`rules`) does the same for netfilter: a known rule set's cost must come
+//! back at its part.
 use std::collections::BTreeMap;
 
 use anyhow::{Context as _, Result, bail};
@@ -20,6 +23,11 @@ use crate::{
     probe::tracer::Tracer,
     record::{DriverReport, Spread},
 };
+
+pub mod rules;
+mod table;
+
+pub use rules::{Chain, RuleCase};
 
 /// Packets shorter than this are not held (pure ACKs, ARP): the requests netpath sends are.
 const MIN_LEN: u64 = 200;
@@ -73,7 +81,17 @@ pub struct ValidateOptions {
     /// Injected delays, µs (0 is added when missing: the reference).
     pub delays_us: Vec<f64>,
     pub at: At,
+    /// The netfilter case instead of the delays: rule counts (0 added: the reference) and
+    /// the chain they go in.
+    pub rules: Option<(Chain, Vec<usize>)>,
     pub compare: CompareOptions,
+}
+
+/// A case's pass or fail, and why it failed.
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+pub struct Verdict {
+    pub pass: bool,
+    pub failed: Vec<String>,
 }
 
 /// One driver at one injected delay, against D = 0 of the same rounds.
@@ -108,12 +126,20 @@ pub struct Case {
 /// `validate`'s result.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct ValidateOutput {
-    pub at: At,
+    /// Where the delays were held (none with `--rules`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<At>,
     pub rounds: usize,
     pub requests: u64,
     /// ns charged per netpath program run in the compensated figures.
     pub run_cost_ns: f64,
+    /// The delay cases (none with `--rules`).
     pub cases: Vec<Case>,
+    /// With `--rules`: the chain the rules went in, and a case per driver and rule count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chain: Option<Chain>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rule_cases: Vec<RuleCase>,
 }
 
 /// One driver's runs at one delay, per round.
@@ -131,23 +157,36 @@ pub fn run(tracer: &mut Tracer, o: &ValidateOptions) -> Result<ValidateOutput> {
         delays.insert(0, 0.0);
     }
     check(&delays)?;
-    let mut cases = Vec::new();
+    let counts = o
+        .rules
+        .as_ref()
+        .map(|(_, n)| rules::counts(n))
+        .transpose()?;
+    let mut compare = o.compare.clone();
+    // The netfilter case reads its cost at a part: the traced runs link the parts.
+    compare.parts |= o.rules.is_some();
+    let (mut cases, mut rule_cases) = (Vec::new(), Vec::new());
     for &driver in &o.drivers {
         let lab = lab::build(driver)?;
-        let result = measure_driver(tracer, &lab, o, &delays);
+        let result = match (&o.rules, &counts) {
+            (Some((chain, _)), Some(counts)) => {
+                rules::measure_driver(tracer, &lab, *chain, counts, &compare)
+                    .map(|c| rule_cases.extend(c))
+            }
+            _ => measure_driver(tracer, &lab, o, &delays).map(|c| cases.extend(c)),
+        };
         let torn = lab.teardown();
-        let result = result.with_context(|| format!("validating {driver}"));
-        match (result, torn) {
-            (Ok(c), Ok(())) => cases.extend(c),
-            (Err(e), _) | (Ok(_), Err(e)) => return Err(e),
-        }
+        result.with_context(|| format!("validating {driver}"))?;
+        torn?;
     }
     Ok(ValidateOutput {
-        at: o.at,
+        at: o.rules.is_none().then_some(o.at),
         rounds: o.compare.rounds.max(1),
         requests: o.compare.rr.requests,
         run_cost_ns: tracer.run_cost.ns,
         cases,
+        chain: o.rules.as_ref().map(|(c, _)| *c),
+        rule_cases,
     })
 }
 
@@ -239,7 +278,7 @@ fn rounds(
 }
 
 /// Compensated p50 of every (direction, hop) of one traced run.
-fn hops_of(r: &DriverReport) -> BTreeMap<(&'static str, &'static str), f64> {
+pub(super) fn hops_of(r: &DriverReport) -> BTreeMap<(&'static str, &'static str), f64> {
     r.hops
         .iter()
         .map(|h| ((h.at.dir, h.at.hop), h.compensated_p50_us))

@@ -35,6 +35,24 @@ pub fn push(tid: u32, send_ts: u64, k: u64, t: u64) {
     }
 }
 
+/// Marks boundary `k`, crossed at `t`, in `skb`'s sampled record (its kind is the boundary's
+/// number); userspace takes the marks out of the points and pairs them into parts.
+#[inline(always)]
+pub fn mark(skb: u64, k: u64, t: u64) {
+    let key = DevKey {
+        netns: 0,
+        ifindex: 0,
+    };
+    append_point(
+        skb,
+        Point::NfBoundary as u16,
+        k as u16,
+        key,
+        NO_HOP as u32,
+        t,
+    );
+}
+
 /// Moves thread `tid`'s marks of the send that began at `send_ts` into `skb`'s record.
 #[inline(always)]
 pub fn drain(skb: u64, tid: u32, send_ts: u64) {
@@ -45,24 +63,13 @@ pub fn drain(skb: u64, tid: u32, send_ts: u64) {
     if p[0] != tid as u64 {
         return;
     }
-    let key = DevKey {
-        netns: 0,
-        ifindex: 0,
-    };
     for i in 0..MARKS {
         if i as u64 >= p[1] {
             break;
         }
         let (k, t) = (p[2 + 2 * i], p[3 + 2 * i]);
         if t >= send_ts {
-            append_point(
-                skb,
-                Point::NfBoundary as u16,
-                k as u16,
-                key,
-                NO_HOP as u32,
-                t,
-            );
+            mark(skb, k, t);
         }
     }
     p[1] = 0;

@@ -8,16 +8,13 @@
 //! Each boundary is its own program because a netfilter program cannot learn which link ran
 //! it (no attach cookie): the boundary's number is a constant of its program.
 use aya_ebpf::helpers::bpf_probe_read_kernel;
-use netpath_common::{
-    DevKey, NF_BOUNDS, NO_HOP, PART_AT_SEND, Point, ROLE_RELAY, ROLE_SERVER, hist, part_at,
-};
+use netpath_common::{NF_BOUNDS, PART_AT_SEND, ROLE_RELAY, ROLE_SERVER, hist, part_at};
 
 use crate::{
     flights,
     maps::*,
     state::current_tid,
     tids::{maybe_traced, state},
-    timeline::append_point,
 };
 
 /// `struct bpf_nf_ctx`, the context the verifier lets a netfilter program read, at the
@@ -52,20 +49,7 @@ fn try_stamp(ctx: *const NfCtx, k: u64) -> Option<()> {
     if let Mark::Pending(tid, send_ts) = mark {
         crate::nfmarks::push(tid, send_ts, k, t);
     } else if mark == Mark::Sampled {
-        // The sampled journey's timeline marks the boundary (its kind is the boundary's
-        // number); userspace takes the marks out of the points and pairs them into parts.
-        let key = DevKey {
-            netns: 0,
-            ifindex: 0,
-        };
-        append_point(
-            skb,
-            Point::NfBoundary as u16,
-            k as u16,
-            key,
-            NO_HOP as u32,
-            t,
-        );
+        crate::nfmarks::mark(skb, k, t);
     }
     if prev_skb != skb || prev_k >= NF_BOUNDS as u64 {
         return None;

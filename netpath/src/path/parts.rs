@@ -78,7 +78,7 @@ pub struct ChainRules {
 }
 
 /// One part: the chains of one priority group on one hook of one namespace.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PartPlace {
     /// `table/chain` (several chains at one priority joined with `+`), or `conntrack`.
     pub name: String,
@@ -87,9 +87,11 @@ pub struct PartPlace {
     /// The boundaries' priorities: the part runs every hook entry between them.
     pub prio_from: i32,
     pub prio_to: i32,
+    /// Rules the part's chains hold, counted through jumps and gotos.
     pub rules: usize,
     /// The regular chains its base chains reach (`DOCKER-USER`, …): inside the part, not
     /// timed apart from it.
+    #[serde(default)]
     pub reached: Vec<ChainRules>,
 }
 

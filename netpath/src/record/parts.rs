@@ -10,23 +10,15 @@ use netpath_common::{DevKind, PART_AT_SEND, Point};
 
 use super::{Timeline, TimelinePart};
 
-use crate::path::parts::{ChainRules, NfHook, Placement};
+use crate::path::parts::{PartPlace, Placement};
 use crate::probe::tracer::PartCounts;
 
+/// A part as placed (its fields flattened into the row, and read through it) and what the run
+/// measured of it in one direction.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PartRow {
-    /// `table/chain` (chains at one priority joined with `+`) or `conntrack`.
-    pub name: String,
-    pub netns: String,
-    pub hook: NfHook,
-    /// The boundaries' priorities: every hook entry between them is in the part.
-    pub prio_from: i32,
-    pub prio_to: i32,
-    /// Rules the part's chains hold, counted through jumps and gotos.
-    pub rules: usize,
-    /// The regular chains reached (`DOCKER-USER`, …), each with its own rules.
-    #[serde(default)]
-    pub reached: Vec<ChainRules>,
+    #[serde(flatten)]
+    pub place: PartPlace,
     /// `request` or `response`.
     pub dir: String,
     /// The hop the part lies in: the one the sampled timelines name for the segment after
@@ -38,6 +30,13 @@ pub struct PartRow {
     pub per_packet_us: f64,
     pub p50_us: f64,
     pub p99_us: f64,
+}
+
+impl std::ops::Deref for PartRow {
+    type Target = PartPlace;
+    fn deref(&self) -> &PartPlace {
+        &self.place
+    }
 }
 
 /// One row per part and direction that a followed packet crossed.
@@ -55,13 +54,7 @@ pub fn rows(
             }
             let dir = ["request", "response"][d].to_string();
             out.push(PartRow {
-                name: place.name.clone(),
-                netns: place.netns.clone(),
-                hook: place.hook,
-                prio_from: place.prio_from,
-                prio_to: place.prio_to,
-                rules: place.rules,
-                reached: place.reached.clone(),
+                place: place.clone(),
                 dir: dir.clone(),
                 hop: hop_after(c.at, &dir, timelines),
                 after: point_name(c.at),

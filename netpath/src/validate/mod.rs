@@ -259,13 +259,9 @@ fn rounds(
         for i in order {
             tracer.set_delay((delays[i] * 1000.0).round() as u64, MIN_LEN)?;
             let (held, held_ns) = tracer.delay_held()?;
-            tracer.detach()?;
-            let u = harness::run_rr(lab, &rr, &NoPhases).context("untraced run")?;
-            runs[i]
-                .untraced_p50_us
-                .push(u.percentile_ns(50.0) as f64 / 1000.0);
             let label = format!("{} +{} µs", lab.driver, delays[i]);
-            let t = crate::measure::interleave::traced(tracer, lab, &label, opts, &rr)?;
+            let (u, t) = untraced_then_traced(tracer, lab, &label, opts, &rr)?;
+            runs[i].untraced_p50_us.push(u);
             runs[i].traced.push(t);
             let (h, h_ns) = tracer.delay_held()?;
             runs[i].held += h.saturating_sub(held);
@@ -278,6 +274,21 @@ fn rounds(
 }
 
 /// Compensated p50 of every (direction, hop) of one traced run.
+/// One arm's pair of runs, as every validate case takes them: untraced (its RTT p50, µs),
+/// then traced (its record, labelled `label`).
+pub(super) fn untraced_then_traced(
+    tracer: &mut Tracer,
+    lab: &NetPath,
+    label: &str,
+    opts: &CompareOptions,
+    rr: &RrConfig,
+) -> Result<(f64, DriverReport)> {
+    tracer.detach()?;
+    let u = harness::run_rr(lab, rr, &NoPhases).context("untraced run")?;
+    let t = crate::measure::interleave::traced(tracer, lab, label, opts, rr)?;
+    Ok((u.percentile_ns(50.0) as f64 / 1000.0, t))
+}
+
 pub(super) fn hops_of(r: &DriverReport) -> BTreeMap<(&'static str, &'static str), f64> {
     r.hops
         .iter()

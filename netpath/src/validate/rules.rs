@@ -11,13 +11,13 @@
 //! goes with its namespace (the chain is always in one of the lab's own, see [`Chain::netns`]).
 use std::collections::BTreeMap;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 use serde::Serialize;
 
 pub use super::table::Chain;
 use super::{Verdict, hops_of, table::Place};
 use crate::{
-    harness::{self, NoPhases, RrConfig},
+    harness::RrConfig,
     measure::interleave::CompareOptions,
     path::{NetPath, parts::NfHook},
     probe::tracer::Tracer,
@@ -151,13 +151,9 @@ fn rounds(
         }
         for i in order {
             place.set_rules(counts[i])?;
-            tracer.detach()?;
-            let u = harness::run_rr(lab, &rr, &NoPhases).context("untraced run")?;
-            runs[i]
-                .untraced_p50_us
-                .push(u.percentile_ns(50.0) as f64 / 1000.0);
             let label = format!("{} {} rules", lab.driver, counts[i]);
-            let t = crate::measure::interleave::traced(tracer, lab, &label, opts, &rr)?;
+            let (u, t) = super::untraced_then_traced(tracer, lab, &label, opts, &rr)?;
+            runs[i].untraced_p50_us.push(u);
             runs[i].traced.push(t);
         }
         bar.done();

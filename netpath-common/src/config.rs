@@ -56,6 +56,8 @@ pub struct LoadConfig {
     /// Measure netpath's own time along one journey in N (`OwnCpu`: a run count per program,
     /// and on those journeys a second clock read per point). 0: not at all.
     pub own_every: u32,
+    /// `--parts`: time each transmit's qdisc (`dev_queue` to `start_xmit`) into `QDISC_PARTS`.
+    pub parts: u32,
 }
 
 impl KernelOffsets {
@@ -100,6 +102,7 @@ impl LoadConfig {
             ifindex: 0,
         },
         own_every: 8,
+        parts: 0,
     };
 }
 
@@ -128,6 +131,7 @@ mod tests {
         assert_eq!(offset_of!(LoadConfig, ready_fallback), 84);
         assert_eq!(offset_of!(LoadConfig, filter), 88);
         assert_eq!(offset_of!(LoadConfig, own_every), 88 + 32);
+        assert_eq!(offset_of!(LoadConfig, parts), 124);
         assert_eq!(size_of::<LoadConfig>(), 128);
     }
 

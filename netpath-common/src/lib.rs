@@ -34,6 +34,9 @@ pub const NSLOTS: usize = NHOPS * NDIRS;
 /// Netfilter boundaries one run can place (one program each, `probes/netfilter.rs`); the
 /// part from boundary `k` to the next one a packet meets has the histograms `k * 2 + dir`.
 pub const NF_BOUNDS: usize = 16;
+/// Slots of the qdisc parts per direction: one per device kind (`DevKind`), a power of two.
+pub const QDISC_KINDS: u32 = 16;
+const _: () = assert!(DevKind::ALL.len() <= QDISC_KINDS as usize);
 
 /// What the harness sends in a traced run: `RUN[run::PROTO]`, which the loader sets before
 /// each run and the programs read (`harness::Proto` converts to it).

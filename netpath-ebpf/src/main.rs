@@ -19,6 +19,7 @@ mod nfmarks;
 mod own;
 mod path;
 mod probes;
+mod qdisc;
 mod relay;
 mod sched;
 mod sockq;

@@ -6,8 +6,8 @@ use aya_ebpf::{
 };
 use netpath_common::{
     DEV_SLOTS, DevKey, DevSlot, FLIGHT_SLOTS, FlightSlot, HopHist, ID_WORDS, NF_BOUNDS, NSLOTS,
-    OwnCpu, PartHist, RelayHold, SOCK_SLOTS, SkbState, SockSlot, TASK_WORDS, TID_SLOTS, TidSlot,
-    counter, delay, run,
+    OwnCpu, PartHist, QDISC_KINDS, RelayHold, SOCK_SLOTS, SkbState, SockSlot, TASK_WORDS,
+    TID_SLOTS, TidSlot, counter, delay, run,
 };
 
 /// In-flight packets: the direct-mapped, tagged slot table of `flights.rs`. Entries carry their
@@ -22,6 +22,10 @@ pub static NF_LAST: PerCpuArray<[u64; 3]> = PerCpuArray::with_max_entries(1, 0);
 /// boundary (`k * 2 + dir`).
 #[map]
 pub static NF_PARTS: PerCpuArray<PartHist> = PerCpuArray::with_max_entries(NF_BOUNDS as u32 * 2, 0);
+/// `--parts`: each transmit's qdisc, from `dev_queue` to `start_xmit`, of followed packets: per
+/// device kind and direction (`kind * 2 + dir`); `at` holds the device's `netns << 32 | ifindex`.
+#[map]
+pub static QDISC_PARTS: PerCpuArray<PartHist> = PerCpuArray::with_max_entries(QDISC_KINDS * 2, 0);
 /// Traced thread ids, one bit each: the cheap first filter in front of `TIDS`.
 #[map]
 pub static TID_BITS: Array<u64> = Array::with_max_entries(ID_WORDS, 0);

@@ -179,6 +179,9 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Done {
     if point == Point::NetifReceive {
         on_receive_pass(f, skb, st.t);
     }
+    if point == Point::DevXmit {
+        crate::qdisc::on_xmit(unsafe { &*f }, &info, st.t);
+    }
     advance(f, skb, point as u16, info.kind as u16, info.key, &st);
     Ok(tail(unsafe { &*f }, st.t))
 }

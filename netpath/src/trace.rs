@@ -129,6 +129,7 @@ pub fn run_on(backend: Backend, lab: &NetPath, o: &TraceOptions) -> Result<Trace
                 ifindex,
             },
             proto: harness_proto,
+            parts: o.parts,
             ..TracerOptions::default()
         },
     )?;
@@ -178,7 +179,7 @@ pub fn run_on(backend: Backend, lab: &NetPath, o: &TraceOptions) -> Result<Trace
 
 /// `--parts`: boundaries placed from the lab's rulesets and linked for the run.
 fn link_parts(tracer: &mut Tracer, lab: &NetPath) -> Result<crate::path::parts::Placement> {
-    let placement = crate::path::parts::place(&crate::path::parts::namespaces(lab)?)?;
+    let placement = crate::path::parts::of_path(lab)?;
     tracer.link_parts(&placement.bounds)?;
     Ok(placement)
 }

@@ -65,6 +65,7 @@ impl CompareOptions {
     pub fn tracer(&self) -> TracerOptions {
         TracerOptions {
             proto: self.proto(),
+            parts: self.parts,
             ..self.tracer.clone()
         }
     }
@@ -401,7 +402,8 @@ pub fn traced(
         let timelines: Vec<_> = (samples.iter())
             .map(|s| record::timeline(s, &path.devices))
             .collect();
-        rep.parts = record::parts::rows(p, &tracer.read_parts()?, &timelines);
+        let (nf, qdisc) = (tracer.read_parts()?, tracer.read_qdisc_parts()?);
+        rep.parts = record::parts::rows(p, &nf, &qdisc, &timelines);
         record::parts::annotate(&mut rep.timelines, p);
     }
     Ok(rep)
@@ -410,7 +412,7 @@ pub fn traced(
 /// `--parts`: the path's netfilter boundaries placed from its namespaces' rulesets now, and
 /// linked; the parts' histograms zeroed.
 fn link_parts(tracer: &mut Tracer, path: &NetPath) -> Result<crate::path::parts::Placement> {
-    let placement = crate::path::parts::place(&crate::path::parts::namespaces(path)?)?;
+    let placement = crate::path::parts::of_path(path)?;
     tracer.clear_parts()?;
     tracer.link_parts(&placement.bounds)?;
     Ok(placement)

@@ -8,6 +8,7 @@
 
 mod kind;
 pub mod parts;
+pub mod qdisc;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 

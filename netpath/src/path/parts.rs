@@ -29,6 +29,9 @@ pub enum NfHook {
     Forward = 2,
     Output = 3,
     Postrouting = 4,
+    /// Not a netfilter hook: a device's transmit qdisc (`dev_queue` to `start_xmit`), a part
+    /// of `--parts` too. Never linked.
+    Qdisc = 5,
 }
 
 impl NfHook {
@@ -50,6 +53,7 @@ impl NfHook {
             NfHook::Forward => "FORWARD",
             NfHook::Output => "OUTPUT",
             NfHook::Postrouting => "POSTROUTING",
+            NfHook::Qdisc => "qdisc",
         }
     }
 }
@@ -93,6 +97,9 @@ pub struct PartPlace {
     /// timed apart from it.
     #[serde(default)]
     pub reached: Vec<ChainRules>,
+    /// A qdisc part's device (empty for a netfilter part).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub device: String,
 }
 
 /// A program's place: boundary `k` on `hook` at `priority`.
@@ -110,6 +117,8 @@ pub struct Placement {
     pub parts: BTreeMap<usize, PartPlace>,
     /// Parts left out: more than `NF_BOUNDS` boundaries.
     pub left_out: usize,
+    /// The root qdisc of each device of the path: the qdisc parts' names.
+    pub qdiscs: Vec<super::qdisc::Qdisc>,
 }
 
 /// The namespaces a path's packets cross: those it holds, its node's, and netpath's own where
@@ -128,6 +137,14 @@ pub fn namespaces(path: &NetPath) -> Result<Vec<Netns>> {
     }
     let mut seen = BTreeSet::new();
     out.retain(|n| seen.insert(n.inum));
+    Ok(out)
+}
+
+/// The parts of `path`: its namespaces' boundaries placed, and its devices' qdiscs read.
+pub fn of_path(path: &NetPath) -> Result<Placement> {
+    let namespaces = namespaces(path)?;
+    let mut out = place(&namespaces)?;
+    out.qdiscs = super::qdisc::read(path, &namespaces)?;
     Ok(out)
 }
 
@@ -171,6 +188,7 @@ fn add_hook(out: &mut Placement, ns: &Netns, hook: NfHook, groups: &[Group]) {
                 prio_to: prios[i + 1],
                 rules: g.rules,
                 reached: g.reached.clone(),
+                device: String::new(),
             };
             out.parts.insert(k, part);
         }

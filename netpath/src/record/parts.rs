@@ -6,11 +6,11 @@
 //! sender's stack (before its first device), known by its traced thread.
 use serde::{Deserialize, Serialize};
 
-use netpath_common::{DevKind, PART_AT_SEND, Point};
+use netpath_common::{DevKind, PART_AT_SEND, Point, part_at};
 
 use super::{Timeline, TimelinePart};
 
-use crate::path::parts::{PartPlace, Placement};
+use crate::path::parts::{NfHook, PartPlace, Placement};
 use crate::probe::tracer::PartCounts;
 
 /// A part as placed (its fields flattened into the row, and read through it) and what the run
@@ -39,33 +39,64 @@ impl std::ops::Deref for PartRow {
     }
 }
 
-/// One row per part and direction that a followed packet crossed.
+/// One row per part and direction that a followed packet crossed: the netfilter parts
+/// (`counts`, per boundary) and the transmits' qdiscs (`qdisc`, per device kind).
 pub fn rows(
     placement: &Placement,
     counts: &[[PartCounts; 2]],
+    qdisc: &[[PartCounts; 2]],
     timelines: &[Timeline],
 ) -> Vec<PartRow> {
     let mut out = Vec::new();
     for (&k, place) in &placement.parts {
         for (d, c) in counts.get(k).into_iter().flatten().enumerate() {
-            let packets: u64 = c.buckets.iter().sum();
-            if packets == 0 {
-                continue;
-            }
-            let dir = ["request", "response"][d].to_string();
-            out.push(PartRow {
-                place: place.clone(),
-                dir: dir.clone(),
-                hop: hop_after(c.at, &dir, timelines),
-                after: point_name(c.at),
-                packets,
-                per_packet_us: c.sum_ns as f64 / packets as f64 / 1000.0,
-                p50_us: super::build::percentile_us(&c.buckets, 50.0),
-                p99_us: super::build::percentile_us(&c.buckets, 99.0),
-            });
+            out.extend(row(place, d, c, c.at, timelines));
+        }
+    }
+    for (kind, pair) in qdisc.iter().enumerate() {
+        let at = part_at(Point::DevQueue as u16, kind as u16);
+        for (d, c) in pair.iter().enumerate() {
+            out.extend(row(&qdisc_place(placement, c.at), d, c, at, timelines));
         }
     }
     out
+}
+
+/// A part's row in direction `d` (`None`: no packet crossed it); `at`: where its packets
+/// entered it from.
+fn row(place: &PartPlace, d: usize, c: &PartCounts, at: u64, tl: &[Timeline]) -> Option<PartRow> {
+    let packets: u64 = c.buckets.iter().sum();
+    if packets == 0 {
+        return None;
+    }
+    let dir = ["request", "response"][d & 1].to_string();
+    Some(PartRow {
+        place: place.clone(),
+        hop: hop_after(at, &dir, tl),
+        dir,
+        after: point_name(at),
+        packets,
+        per_packet_us: c.sum_ns as f64 / packets as f64 / 1000.0,
+        p50_us: super::build::percentile_us(&c.buckets, 50.0),
+        p99_us: super::build::percentile_us(&c.buckets, 99.0),
+    })
+}
+
+/// The qdisc part of the device `dev` (`netns << 32 | ifindex`), named from the qdiscs
+/// read at placement; a device not among them by its numbers.
+fn qdisc_place(placement: &Placement, dev: u64) -> PartPlace {
+    let (netns, ifindex) = ((dev >> 32) as u32, dev as u32);
+    let q = (placement.qdiscs.iter()).find(|q| q.netns_inum == netns && q.ifindex == ifindex);
+    PartPlace {
+        name: q.map_or("?".into(), |q| q.kind.clone()),
+        netns: q.map_or(format!("ns{netns}"), |q| q.netns.clone()),
+        hook: NfHook::Qdisc,
+        prio_from: 0,
+        prio_to: 0,
+        rules: 0,
+        reached: Vec::new(),
+        device: q.map_or(format!("if{ifindex}"), |q| q.name.clone()),
+    }
 }
 
 /// `at`'s point and device kind as the timelines spell them.
@@ -115,13 +146,43 @@ pub fn annotate(timelines: &mut [Timeline], placement: &Placement) {
                     name: place.name.clone(),
                     hook: place.hook,
                     netns: place.netns.clone(),
+                    device: String::new(),
                     hop: hop_at(t, w[0].1).to_string(),
                     at_us: w[0].1 as f64 / 1000.0,
                     us: w[1].1.saturating_sub(w[0].1) as f64 / 1000.0,
                 })
             })
             .collect();
+        t.parts.extend(qdisc_parts(t, placement));
+        t.parts.sort_by(|a, b| a.at_us.total_cmp(&b.at_us));
     }
+}
+
+/// The qdiscs one journey crossed: each `dev_queue` followed by `start_xmit` on its device.
+fn qdisc_parts(t: &Timeline, placement: &Placement) -> Vec<TimelinePart> {
+    let mut at = 0.0;
+    let mut out = Vec::new();
+    for w in t.points.windows(2) {
+        at += w[0].since_prev_us;
+        if w[0].point != Point::DevQueue.name()
+            || w[1].point != Point::DevXmit.name()
+            || w[0].device != w[1].device
+        {
+            continue;
+        }
+        let q =
+            (placement.qdiscs.iter()).find(|q| format!("{}@{}", q.name, q.netns) == w[0].device);
+        out.push(TimelinePart {
+            name: q.map_or("?".into(), |q| q.kind.clone()),
+            hook: NfHook::Qdisc,
+            netns: q.map_or(String::new(), |q| q.netns.clone()),
+            device: w[0].device.clone(),
+            hop: w[1].hop.to_string(),
+            at_us: at,
+            us: w[1].since_prev_us,
+        });
+    }
+    out
 }
 
 /// The hop of the segment of `t` that holds `ns` since its start: the first point at or

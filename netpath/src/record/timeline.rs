@@ -49,17 +49,20 @@ pub struct Timeline {
     /// start, out of `points`; `parts::annotate` pairs them into `parts`.
     #[serde(skip)]
     pub nf_marks: Vec<(u16, u64)>,
-    /// The netfilter parts it crossed, in order (`--parts`).
+    /// The netfilter and qdisc parts it crossed, in order (`--parts`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<TimelinePart>,
 }
 
-/// A netfilter part one sampled journey crossed.
+/// A netfilter or qdisc part one sampled journey crossed.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimelinePart {
     pub name: String,
     pub hook: crate::path::parts::NfHook,
     pub netns: String,
+    /// A qdisc part's device, as `points` name it (empty for a netfilter part).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub device: String,
     /// The hop it lies in (the segment of `points` that holds it).
     pub hop: String,
     /// From the journey's start, µs.

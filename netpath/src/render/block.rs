@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use super::answer::time;
+use crate::path::parts::NfHook;
 use crate::record::{DriverReport, RttSummary};
 
 /// A table without borders, its columns after the first two right-aligned, indented.
@@ -205,7 +206,7 @@ pub fn driver(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `--parts`: the netfilter parts, each under the hop it lies in (a breakdown of that hop,
+/// `--parts`: the netfilter and qdisc parts, each under the hop it lies in (a breakdown of that hop,
 /// not added to the table above).
 fn parts(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
     if r.parts.is_empty() {
@@ -213,7 +214,7 @@ fn parts(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
     }
     writeln!(
         w,
-        "   netfilter parts (inside the hops above, not added to them):"
+        "   parts: netfilter chains and qdiscs (inside the hops above, not added to them):"
     )?;
     let header = [
         "hop",
@@ -236,9 +237,15 @@ fn parts(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
                 },
                 p.dir.clone(),
                 p.name.clone(),
-                format!("{} {}..{}", p.hook.name(), p.prio_from, p.prio_to),
+                match p.hook {
+                    NfHook::Qdisc => format!("qdisc of {}", p.device),
+                    h => format!("{} {}..{}", h.name(), p.prio_from, p.prio_to),
+                },
                 p.netns.clone(),
-                p.rules.to_string(),
+                match p.hook {
+                    NfHook::Qdisc => "-".into(),
+                    _ => p.rules.to_string(),
+                },
                 time(p.per_packet_us),
                 time(p.p50_us),
                 time(p.p99_us),

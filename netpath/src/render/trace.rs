@@ -1,4 +1,5 @@
 //! `netpath trace`'s text: each packet's timeline, one line per point, then the lost counts.
+use crate::path::parts::NfHook;
 use crate::trace::TraceOutput;
 use std::io::Write;
 
@@ -50,7 +51,7 @@ pub fn print(w: &mut dyn Write, out: &TraceOutput) -> std::io::Result<()> {
                 (at, row)
             })
             .collect();
-        // A netfilter part (`--parts`) goes before the point that ends the segment holding
+        // A netfilter or qdisc part (`--parts`) goes before the point that ends the segment holding
         // it, marked as inside that hop: its time is already in the point's `+`.
         for p in &t.parts {
             let end = p.at_us + p.us;
@@ -61,8 +62,15 @@ pub fn print(w: &mut dyn Write, out: &TraceOutput) -> std::io::Result<()> {
             let row = vec![
                 format!("{:.3} µs", p.at_us),
                 format!("({:.3})", p.us),
-                format!("  nf {}", p.name),
-                p.netns.clone(),
+                match p.hook {
+                    NfHook::Qdisc => format!("  qdisc {}", p.name),
+                    _ => format!("  nf {}", p.name),
+                },
+                if p.device.is_empty() {
+                    p.netns.clone()
+                } else {
+                    p.device.clone()
+                },
                 p.hook.name().to_string(),
                 String::new(),
                 format!("in {}", p.hop),

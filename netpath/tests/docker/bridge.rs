@@ -196,7 +196,7 @@ fn parts_on_a_docker_bridge_name_dockers_forward_chains() {
     let mut o = common::one_traced_run(Driver::Bridge, N, 50);
     o.parts = true;
     o.tracer.sample_every = 4;
-    let mut tracer = common::load_tracer(&o.tracer);
+    let mut tracer = common::load_tracer(&o.tracer());
     let r = compare::measure(&mut tracer, &dl.path, &o);
     dl.teardown().unwrap();
     let r = r.unwrap();

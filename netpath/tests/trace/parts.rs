@@ -22,7 +22,7 @@ fn parts_time_conntrack_and_the_nat_chain_of_published_nat() {
     let links_before = netfilter_links();
     let mut opts = common::one_traced_run(Driver::PublishedNat, 200, 20);
     opts.parts = true;
-    let mut tracer = common::load_tracer(&opts.tracer);
+    let mut tracer = common::load_tracer(&opts.tracer());
     let r = match compare::run_driver(&mut tracer, Driver::PublishedNat, &opts) {
         Err(e) if format!("{e:#}").contains("need kernel 6.4 or later") => {
             let release = nix::sys::utsname::uname().unwrap();
@@ -112,7 +112,7 @@ fn parts_find_a_users_own_chains_in_the_hops_they_lie_in() {
     let mut opts = common::one_traced_run(Driver::Bridge, 200, 20);
     opts.parts = true;
     opts.tracer.sample_every = 3;
-    let mut tracer = common::load_tracer(&opts.tracer);
+    let mut tracer = common::load_tracer(&opts.tracer());
     let r = compare::measure(&mut tracer, &lab, &opts);
     lab.teardown().unwrap();
     let r = match r {
@@ -154,7 +154,13 @@ fn parts_find_a_users_own_chains_in_the_hops_they_lie_in() {
     }
     // The node's NAT table is crossed by bridged packets only where br_netfilter hands them
     // to the IP hooks (loaded with Docker): inside the bridge hop, then.
-    for p in r.parts.iter().filter(|p| !p.name.starts_with("nptest_")) {
+    let nf = |p: &&netpath::record::parts::PartRow| p.hook != NfHook::Qdisc;
+    for p in r
+        .parts
+        .iter()
+        .filter(nf)
+        .filter(|p| !p.name.starts_with("nptest_"))
+    {
         assert!(p.netns.ends_with("-node") && p.hop == "bridge", "{p:?}");
     }
     drop(tracer);
@@ -208,7 +214,7 @@ fn trace_timelines_show_parts_inside_their_hops() {
             "{names:?}"
         );
         let mut last = 0.0;
-        for p in &t.parts {
+        for p in t.parts.iter().filter(|p| p.hook != NfHook::Qdisc) {
             assert!(
                 p.at_us + 1e-6 >= last && p.us > 0.0,
                 "in order: {:#?}",
@@ -225,6 +231,22 @@ fn trace_timelines_show_parts_inside_their_hops() {
             !t.points.iter().any(|p| p.point == "nf_boundary"),
             "marks stay out"
         );
+        // Each transmit (`dev_queue`, then `start_xmit` on its device) is a qdisc part of that
+        // device, named from netlink: the lab's links keep their default, noqueue.
+        let xmits: Vec<_> = (t.points.windows(2))
+            .filter(|w| w[0].point == "dev_queue" && w[1].point == "start_xmit")
+            .filter(|w| w[0].device == w[1].device)
+            .map(|w| (w[0].device.clone(), w[1].since_prev_us))
+            .collect();
+        let qdiscs: Vec<_> = (t.parts.iter())
+            .filter(|p| p.hook == NfHook::Qdisc)
+            .map(|p| (p.device.clone(), p.us))
+            .collect();
+        assert!(xmits.len() >= 2, "{:#?}", t.points);
+        assert_eq!(qdiscs, xmits, "{:#?}", t.parts);
+        for p in t.parts.iter().filter(|p| p.hook == NfHook::Qdisc) {
+            assert_eq!(p.name, "noqueue", "{p:?}");
+        }
     }
     assert_eq!(common::leftovers(&before), Vec::<String>::new());
 }
@@ -264,4 +286,121 @@ fn trace_timelines_show_the_senders_own_parts() {
             );
         }
     }
+}
+
+/// overlay with netem on its underlay (`compare --underlay-delay`): each transmit's qdisc is a
+/// part, named from netlink; the underlay's is netem, in the `underlay` hop, and holds every
+/// packet at least the delay (netem never sends one early), in both directions.
+#[test]
+fn qdisc_parts_name_netem_on_the_underlay_and_hold_its_delay() {
+    let _g = common::need_root();
+    let before = netpath::lab::list_netpath_netns().unwrap();
+    let delay = std::time::Duration::from_micros(300);
+    let wire = netpath::lab::netem::WireDelay {
+        delay,
+        jitter: std::time::Duration::ZERO,
+    };
+    if let Err(e) = netpath::lab::netem::check_netem(&wire) {
+        // The host kernel of these machines has no sch_netem; the VM kernels run this test.
+        eprintln!("skipped: {e:#}");
+        return;
+    }
+    let mut opts = common::one_traced_run(Driver::Overlay, 100, 10);
+    opts.parts = true;
+    opts.underlay = Some(wire);
+    let mut tracer = common::load_tracer(&opts.tracer());
+    let r = match compare::run_driver(&mut tracer, Driver::Overlay, &opts) {
+        Err(e) if format!("{e:#}").contains("need kernel 6.4 or later") => {
+            eprintln!("no netfilter programs on this kernel, refused as the first test checks");
+            return;
+        }
+        r => r.expect("run"),
+    };
+    drop(tracer);
+    let qdiscs: Vec<_> = (r.parts.iter())
+        .filter(|p| p.hook == NfHook::Qdisc)
+        .collect();
+    for dir in ["request", "response"] {
+        let netem: Vec<_> = (qdiscs.iter())
+            .filter(|p| p.dir == dir && p.name == "netem")
+            .collect();
+        assert_eq!(netem.len(), 1, "{dir}: {qdiscs:#?}");
+        let p = netem[0];
+        assert_eq!(p.hop, "underlay", "{p:?}");
+        assert!(p.device.starts_with("np"), "{p:?}");
+        assert!(p.packets >= r.one_way[dir].count, "{p:?}");
+        let held = delay.as_secs_f64() * 1e6;
+        // The mean is exact; a percentile is read within its bucket (1/16 of its value wide).
+        assert!(
+            p.per_packet_us >= held && p.p50_us >= held * 15.0 / 16.0,
+            "{p:?}"
+        );
+        // The other transmits of that direction: the lab's own links, no qdisc added.
+        let others = (qdiscs.iter()).filter(|q| q.dir == dir && q.name != "netem");
+        assert!(others.clone().count() >= 1, "{qdiscs:#?}");
+        for q in others {
+            assert_eq!(q.name, "noqueue", "{q:?}");
+        }
+    }
+    assert_eq!(common::leftovers(&before), Vec::<String>::new());
+}
+
+/// A qdisc put on the client's link (pfifo: built into every kernel with qdiscs) names the
+/// request's first transmit part; the server's link keeps its default (noqueue) for the
+/// response's, and the node's bridge ports theirs.
+#[test]
+fn qdisc_parts_name_the_qdisc_each_link_has() {
+    let _g = common::need_root();
+    let before = netpath::lab::list_netpath_netns().unwrap();
+    let lab = netpath::lab::build(Driver::Bridge).unwrap();
+    let eth0 = (lab.devices.iter())
+        .find(|d| d.netns == lab.client_ns.name && d.kind == netpath_common::DevKind::Veth)
+        .expect("the client's veth")
+        .clone();
+    (lab.client_ns)
+        .run(|| netpath::sys::nl::Nl::new()?.replace_root_qdisc(eth0.ifindex, "pfifo"))
+        .unwrap();
+    let mut opts = common::one_traced_run(Driver::Bridge, 100, 10);
+    opts.parts = true;
+    let mut tracer = common::load_tracer(&opts.tracer());
+    let r = compare::measure(&mut tracer, &lab, &opts);
+    let (client_ns, server_ns) = (lab.client_ns.name.clone(), lab.server_ns.name.clone());
+    lab.teardown().unwrap();
+    let r = match r {
+        Err(e) if format!("{e:#}").contains("need kernel 6.4 or later") => {
+            eprintln!("no netfilter programs on this kernel, refused as the first test checks");
+            return;
+        }
+        r => r.expect("run"),
+    };
+    drop(tracer);
+    let q = |dir: &str| -> Vec<(String, String, String)> {
+        (r.parts.iter())
+            .filter(|p| p.hook == NfHook::Qdisc && p.dir == dir)
+            .map(|p| (p.device.clone(), p.netns.clone(), p.name.clone()))
+            .collect()
+    };
+    let (req, resp) = (q("request"), q("response"));
+    let on = |v: &[(String, String, String)], ns: &str| {
+        (v.iter())
+            .filter(|(_, n, _)| n == ns)
+            .map(|(_, _, k)| k.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(on(&req, &client_ns), ["pfifo"], "{req:?}");
+    assert_eq!(on(&resp, &server_ns), ["noqueue"], "{resp:?}");
+    // Each direction's other transmit: the node's bridge port toward the receiver.
+    for v in [&req, &resp] {
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert!(
+            v.iter()
+                .any(|(_, n, k)| n.ends_with("-node") && k == "noqueue"),
+            "{v:?}"
+        );
+    }
+    for p in r.parts.iter().filter(|p| p.hook == NfHook::Qdisc) {
+        assert!(p.packets >= r.one_way[p.dir.as_str()].count, "{p:?}");
+        assert_eq!(p.hop, "veth", "{p:?}");
+    }
+    assert_eq!(common::leftovers(&before), Vec::<String>::new());
 }

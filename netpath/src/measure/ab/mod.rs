@@ -181,7 +181,7 @@ fn part_figures(
     if ra.iter().chain(&rb).all(Vec::is_empty) {
         return (Vec::new(), Vec::new());
     }
-    let key = |p: &PartRow| (p.name.clone(), p.hook, p.dir.clone());
+    let key = part_key;
     let mut keys: Vec<_> = ra.iter().chain(&rb).flatten().map(key).collect();
     keys.sort();
     keys.dedup();
@@ -198,9 +198,15 @@ fn part_figures(
     };
     keys.iter()
         .map(|k| {
-            let name = format!("{} {} ({})", k.0, k.1.name(), k.2);
+            let name = match k.1 {
+                NfHook::Qdisc => format!("{} ({})", k.0, k.2),
+                h => format!("{} {} ({})", k.0, h.name(), k.2),
+            };
             let (pa, pb) = (find(a, k), find(b, k));
-            let note = rules_note(pa.as_ref(), pb.as_ref());
+            let note = match k.1 {
+                NfHook::Qdisc => qdisc_note(pa.as_ref(), pb.as_ref()),
+                _ => rules_note(pa.as_ref(), pb.as_ref()),
+            };
             let hop = pa
                 .or(pb)
                 .map_or(String::new(), |p| format!("{} ({})", p.hop, p.dir));
@@ -214,6 +220,29 @@ fn part_figures(
 
 /// What differs in a part's rules between the sides: "DOCKER-USER +400 rules" (the regular
 /// chains it reaches, then its base chains' own), none when nothing does.
+/// What pairs a part across two runs, with its hook and direction: a netfilter part its
+/// name; a qdisc part the kind of device it is on (the kernel keeps one per kind and
+/// direction), since its qdisc may be the very change.
+fn part_key(p: &PartRow) -> (String, NfHook, String) {
+    let name = match p.hook {
+        NfHook::Qdisc => {
+            let kind = p
+                .after
+                .trim_start_matches("dev_queue (")
+                .trim_end_matches(')');
+            format!("qdisc on {kind}")
+        }
+        _ => p.name.clone(),
+    };
+    (name, p.hook, p.dir.clone())
+}
+
+/// A qdisc part's note: its qdisc on each side, when they differ.
+fn qdisc_note(a: Option<&PartRow>, b: Option<&PartRow>) -> Option<String> {
+    let (ka, kb) = (a.map_or("none", |p| &p.name), b.map_or("none", |p| &p.name));
+    (ka != kb).then(|| format!("A {ka}, B {kb}"))
+}
+
 fn rules_note(a: Option<&PartRow>, b: Option<&PartRow>) -> Option<String> {
     let of = |p: Option<&PartRow>| -> Vec<(String, i64)> {
         let Some(p) = p else { return Vec::new() };

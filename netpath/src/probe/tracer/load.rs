@@ -44,6 +44,7 @@ pub(super) fn load_config(opts: &TracerOptions, offsets: KernelOffsets) -> Resul
         flight_mask: opts.flight_slots - 1,
         trace_any: opts.trace_any as u32,
         own_every: opts.own_every,
+        parts: opts.parts as u32,
         // Known before load (the config is fixed then): does this kernel have
         // sock:sk_data_ready?
         ready_fallback: (!tracepoint_exists("sock", "sk_data_ready")) as u32,
@@ -80,7 +81,7 @@ pub(super) fn load_tracepoints(
     let mut sock_missing = Vec::new();
     let raw = probes::of_kind(Kind::RawTracepoint)
         .filter(|p| p.backends.contains(&backend))
-        .filter(|p| opts.detail || p.role != Role::Detail)
+        .filter(|p| opts.detail || opts.parts || p.role != Role::Detail)
         .filter(|p| opts.trace_any || p.role != Role::Passive);
     for probe in raw {
         let p: &mut RawTracePoint = program(ebpf, probe.prog)?;

@@ -87,6 +87,8 @@ pub struct TracerOptions {
     /// `probes::passive_needs`) then stay detached, so the rest of the machine does not pay
     /// for them.
     pub threads: bool,
+    /// `--parts`: time each transmit's qdisc too (`start_xmit` attached, as for `detail`).
+    pub parts: bool,
 }
 
 /// Which packets to follow; checked in the kernel when a packet is first seen.
@@ -122,6 +124,7 @@ impl Default for TracerOptions {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(8),
             threads: true,
+            parts: false,
         }
     }
 }
@@ -227,7 +230,7 @@ impl Tracer {
             .load(object()?)
             .context("loading netpath's eBPF object")?;
         // Before the tracer takes maps out of `ebpf`.
-        let nf = netfilter::NfState::new(&ebpf)?;
+        let nf = netfilter::NfState::new(&ebpf, opts.parts)?;
         let tps = load_tracepoints(&mut ebpf, backend, opts)?;
         let (raw_plan, missing) = (tps.plan, tps.missing);
         let (syscall_bounds, dgram_bounds) = (tps.syscall_bounds, tps.dgram_bounds);

@@ -16,7 +16,7 @@ use aya::maps::{Map, MapData, PerCpuArray};
 use aya_obj::generated::{
     bpf_attach_type, bpf_attr, bpf_cmd, bpf_insn, bpf_prog_info, bpf_prog_type,
 };
-use netpath_common::{NF_BOUNDS, PartHist, hist::HIST_SLOTS};
+use netpath_common::{NF_BOUNDS, PartHist, QDISC_KINDS, hist::HIST_SLOTS};
 
 use super::Tracer;
 use crate::path::parts::Boundary;
@@ -32,6 +32,8 @@ pub(super) struct NfState {
     maps: Vec<(String, OwnedFd)>,
     progs: Vec<OwnedFd>,
     links: Vec<OwnedFd>,
+    /// Loaded with `TracerOptions::parts`: the qdisc parts are timed (a load-time setting).
+    qdisc: bool,
 }
 
 impl NfState {
@@ -46,7 +48,7 @@ impl NfState {
             .collect()
     }
 
-    pub(super) fn new(ebpf: &aya::Ebpf) -> Result<NfState> {
+    pub(super) fn new(ebpf: &aya::Ebpf, qdisc: bool) -> Result<NfState> {
         let maps = (ebpf.maps())
             .filter_map(|(name, m)| Some((name, map_fd(m)?)))
             .map(|(name, fd)| Ok((name.to_string(), fd.try_clone_to_owned()?)))
@@ -55,6 +57,7 @@ impl NfState {
             maps,
             progs: Vec::new(),
             links: Vec::new(),
+            qdisc,
         })
     }
 }
@@ -72,6 +75,11 @@ impl Tracer {
     /// Links a boundary program at each of `bounds`, in its namespace. The programs are loaded
     /// on first use; a kernel without netfilter programs (before 6.4) says so.
     pub fn link_parts(&mut self, bounds: &[(Netns, Boundary)]) -> Result<()> {
+        if !self.nf.qdisc {
+            bail!(
+                "parts asked of a tracer loaded without them (load it with TracerOptions::parts)"
+            );
+        }
         if bounds.len() > NF_BOUNDS {
             bail!("{} netfilter boundaries: at most {NF_BOUNDS}", bounds.len());
         }
@@ -95,7 +103,18 @@ impl Tracer {
 
     /// Per boundary `k` and direction (0 request, 1 response): the part that starts there.
     pub fn read_parts(&self) -> Result<Vec<[PartCounts; 2]>> {
-        let data = self.ebpf.map("NF_PARTS").context("map NF_PARTS")?;
+        self.read_hists("NF_PARTS", NF_BOUNDS as u32)
+    }
+
+    /// Per device kind (`DevKind` as a number) and direction: the transmits' qdisc parts;
+    /// `at` holds the last device's `netns << 32 | ifindex`.
+    pub fn read_qdisc_parts(&self) -> Result<Vec<[PartCounts; 2]>> {
+        self.read_hists("QDISC_PARTS", QDISC_KINDS)
+    }
+
+    /// `n` pairs of per-CPU part histograms of map `name`, summed over CPUs.
+    fn read_hists(&self, name: &str, n: u32) -> Result<Vec<[PartCounts; 2]>> {
+        let data = self.ebpf.map(name).with_context(|| format!("map {name}"))?;
         let map: PerCpuArray<&MapData, PartHist> = PerCpuArray::try_from(data)?;
         let read = |i: u32| -> Result<PartCounts> {
             let mut c = PartCounts {
@@ -110,23 +129,28 @@ impl Tracer {
             }
             Ok(c)
         };
-        (0..NF_BOUNDS as u32)
+        (0..n)
             .map(|k| Ok([read(k * 2)?, read(k * 2 + 1)?]))
             .collect()
     }
 
-    /// Zeroes the parts' histograms (before a run).
+    /// Zeroes the parts' histograms, netfilter and qdisc (before a run).
     pub fn clear_parts(&mut self) -> Result<()> {
-        let data = self.ebpf.map_mut("NF_PARTS").context("map NF_PARTS")?;
-        let mut map: PerCpuArray<&mut MapData, PartHist> = PerCpuArray::try_from(data)?;
         let zero = PartHist {
             sum_ns: 0,
             at: 0,
             buckets: [0; HIST_SLOTS],
         };
         let cpus = aya::util::nr_cpus().map_err(|(_, e)| e)?;
-        for i in 0..(NF_BOUNDS as u32 * 2) {
-            map.set(i, aya::maps::PerCpuValues::try_from(vec![zero; cpus])?, 0)?;
+        for (name, n) in [("NF_PARTS", NF_BOUNDS as u32), ("QDISC_PARTS", QDISC_KINDS)] {
+            let data = self
+                .ebpf
+                .map_mut(name)
+                .with_context(|| format!("map {name}"))?;
+            let mut map: PerCpuArray<&mut MapData, PartHist> = PerCpuArray::try_from(data)?;
+            for i in 0..n * 2 {
+                map.set(i, aya::maps::PerCpuValues::try_from(vec![zero; cpus])?, 0)?;
+            }
         }
         Ok(())
     }

@@ -97,8 +97,7 @@ fn brief(w: &mut dyn Write, title: &str, rows: &[Delta]) -> std::io::Result<()> 
 }
 
 /// Over the parts' table (`--parts`), in `diff` and `tune`.
-pub(super) const PARTS_TITLE: &str =
-    "netfilter parts, µs per packet (mean; inside their hops), ranked by share of the difference";
+pub(super) const PARTS_TITLE: &str = "parts (netfilter chains, qdiscs), µs per packet (mean; inside their hops), ranked by share of the difference";
 
 pub fn print(w: &mut dyn Write, r: &DiffResult) -> std::io::Result<()> {
     writeln!(w, "{}", r.deltas.verdict)?;

@@ -470,7 +470,7 @@ fn parts_sentence(ranked: &[Delta], hops: &[(String, String)]) -> String {
         .collect();
     match results.is_empty() {
         true => String::new(),
-        false => format!("; netfilter parts: {}", results.join(", ")),
+        false => format!("; parts: {}", results.join(", ")),
     }
 }
 

@@ -83,6 +83,10 @@ pub struct Facts {
     pub offloads_refused: Option<&'static str>,
     /// Why `tune --knob mtu` does not apply.
     pub mtu_refused: Option<&'static str>,
+    /// The rtnetlink kind of a container's own link that alone says a container is on this
+    /// driver's path (a child of a parent link); the bridged drivers are told by the host peer
+    /// instead (`docker::container::Interface::driver`).
+    pub link_kind: Option<&'static str>,
 }
 
 impl Driver {
@@ -100,6 +104,7 @@ impl Driver {
             icmp_refused: None,
             offloads_refused: None,
             mtu_refused: None,
+            link_kind: None,
         };
         match self {
             Driver::Host => Facts {
@@ -161,11 +166,19 @@ impl Driver {
                 ),
                 ..NONE
             },
+            // No link kind: a netkit container is Cilium's, in a mode netpath does not know.
             Driver::Netkit => Facts {
                 offloads_refused: Some("netkit has no veth"),
                 ..NONE
             },
-            Driver::Macvlan | Driver::Ipvlan => NONE,
+            Driver::Macvlan => Facts {
+                link_kind: Some("macvlan"),
+                ..NONE
+            },
+            Driver::Ipvlan => Facts {
+                link_kind: Some("ipvlan"),
+                ..NONE
+            },
         }
     }
 }
@@ -252,6 +265,7 @@ mod tests {
         );
         assert_eq!(with(|f| f.offloads_refused.is_some()), ["netkit"]);
         assert_eq!(with(|f| f.mtu_refused.is_some()), ["overlay"]);
+        assert_eq!(with(|f| f.link_kind.is_some()), ["macvlan", "ipvlan"]);
     }
 
     #[test]

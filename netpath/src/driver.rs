@@ -52,7 +52,8 @@ macro_rules! driver_enum {
 driver_table!(driver_enum);
 
 /// What the rest of netpath needs to know of a driver's path, one row per driver in
-/// `Driver::facts` (a full match: a new driver is a row the compiler asks for).
+/// `Driver::facts` (a full match: a new driver is a row the compiler asks for). A refusal is
+/// the line that says why (`None`: it applies); the harness, tune and record read them here.
 #[derive(Clone, Copy, Debug)]
 pub struct Facts {
     /// Client and server stand for two nodes joined by a wire (the overlay's underlay, the
@@ -68,6 +69,24 @@ pub struct Facts {
     /// A published port (through docker-proxy or netpath's DNAT): `tune --knob proxy`
     /// compares the two.
     pub published: bool,
+    /// A userland relay (docker-proxy) copies every byte: it needs a CPU of its own beside
+    /// the two sides, so on a small machine the driver is measured blocking.
+    pub relay: bool,
+    /// The drivers this one is measured against, the first of them measured (none: it is
+    /// the reference of others).
+    pub references: &'static [Driver],
+    /// Why netpath cannot measure `--proto udp` on this path (TCP every path carries).
+    pub udp_refused: Option<&'static str>,
+    /// Why netpath cannot measure `--proto icmp` on this path.
+    pub icmp_refused: Option<&'static str>,
+    /// Why `tune --knob gro|tso|gso` (veth features) does not apply.
+    pub offloads_refused: Option<&'static str>,
+    /// Why `tune --knob mtu` does not apply.
+    pub mtu_refused: Option<&'static str>,
+    /// The rtnetlink kind of a container's own link that alone says a container is on this
+    /// driver's path (a child of a parent link); the bridged drivers are told by the host peer
+    /// instead (`docker::container::Interface::driver`).
+    pub link_kind: Option<&'static str>,
 }
 
 impl Driver {
@@ -79,18 +98,37 @@ impl Driver {
             client_on_host: false,
             conntrack_knob: false,
             published: false,
+            relay: false,
+            references: &[Driver::Bridge],
+            udp_refused: None,
+            icmp_refused: None,
+            offloads_refused: None,
+            mtu_refused: None,
+            link_kind: None,
         };
         match self {
             Driver::Host => Facts {
                 loopback_only: true,
                 client_on_host: true,
+                references: &[],
+                ..NONE
+            },
+            Driver::Bridge => Facts {
+                references: &[Driver::Host],
                 ..NONE
             },
             Driver::None => Facts {
                 loopback_only: true,
                 ..NONE
             },
-            Driver::Overlay | Driver::Egress => Facts {
+            Driver::Overlay => Facts {
+                crosses_nodes: true,
+                mtu_refused: Some(
+                    "the overlay's MTU follows its underlay minus VXLAN's 50 bytes; tune mtu on bridge, macvlan, gateway or egress",
+                ),
+                ..NONE
+            },
+            Driver::Egress => Facts {
                 crosses_nodes: true,
                 ..NONE
             },
@@ -104,11 +142,43 @@ impl Driver {
                 conntrack_knob: true,
                 ..NONE
             },
-            Driver::PublishedProxy | Driver::PublishedNat => Facts {
+            // The same published port without the relay first.
+            Driver::PublishedProxy => Facts {
                 published: true,
+                relay: true,
+                references: &[Driver::PublishedNat, Driver::Bridge],
+                udp_refused: Some(
+                    "docker-proxy relays UDP on sockets of its own with read/write, and netpath \
+                     continues a journey across the relay only for TCP; use -d published-nat (the same \
+                     published port without the proxy)",
+                ),
+                icmp_refused: Some(
+                    "docker-proxy relays TCP and UDP ports, an echo request to the published address \
+                     is answered by the node itself; use -d gateway (an echo to the node's own address) or -d bridge",
+                ),
                 ..NONE
             },
-            Driver::Bridge | Driver::Macvlan | Driver::Ipvlan | Driver::Netkit => NONE,
+            Driver::PublishedNat => Facts {
+                published: true,
+                icmp_refused: Some(
+                    "a published port maps TCP and UDP ports, an echo request to the published address \
+                     is answered by the node itself; use -d bridge (the same container path)",
+                ),
+                ..NONE
+            },
+            // No link kind: a netkit container is Cilium's, in a mode netpath does not know.
+            Driver::Netkit => Facts {
+                offloads_refused: Some("netkit has no veth"),
+                ..NONE
+            },
+            Driver::Macvlan => Facts {
+                link_kind: Some("macvlan"),
+                ..NONE
+            },
+            Driver::Ipvlan => Facts {
+                link_kind: Some("ipvlan"),
+                ..NONE
+            },
         }
     }
 }
@@ -186,6 +256,16 @@ mod tests {
         assert_eq!(with(|f| f.client_on_host), ["host", "host-egress"]);
         assert_eq!(with(|f| f.conntrack_knob), ["host-egress", "gateway"]);
         assert_eq!(with(|f| f.published), ["published-proxy", "published-nat"]);
+        assert_eq!(with(|f| f.relay), ["published-proxy"]);
+        assert_eq!(with(|f| f.references.is_empty()), ["host"]);
+        assert_eq!(with(|f| f.udp_refused.is_some()), ["published-proxy"]);
+        assert_eq!(
+            with(|f| f.icmp_refused.is_some()),
+            ["published-proxy", "published-nat"]
+        );
+        assert_eq!(with(|f| f.offloads_refused.is_some()), ["netkit"]);
+        assert_eq!(with(|f| f.mtu_refused.is_some()), ["overlay"]);
+        assert_eq!(with(|f| f.link_kind.is_some()), ["macvlan", "ipvlan"]);
     }
 
     #[test]

@@ -117,6 +117,18 @@ fn one_file_two_drivers_paired_ranking_and_noise() {
         0,
         "one run, one context"
     );
+    // Each side echoes its record's conditions as the file has them.
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    for (side, record) in [("a", 0), ("b", 1)] {
+        let (s, r) = (&v[side], &file["drivers"][record]);
+        assert_eq!(s["driver"], r["driver"]);
+        for k in ["wait", "cpus", "placement"] {
+            assert_eq!(s[k], r[k], "{side}.{k}");
+        }
+        for k in ["cpus_online", "steal_pct", "pin", "loadavg"] {
+            assert_eq!(s["machine"][k], r["machine"][k], "{side}.machine.{k}");
+        }
+    }
     // The text: the sentence first, the table with the within-noise marks, the conditions.
     let out = run(&["diff", &f, "-d", "overlay", "--vs", "bridge"]);
     assert!(out.status.success());

@@ -284,6 +284,38 @@ pub struct MapMem {
     pub bytes: u64,
 }
 
+/// The options of a `compare` the bench runs itself (the consistency proof, the stability
+/// section): TCP, untraced twins, compare's default mode (spin on split CPUs), no timelines or
+/// counters kept beyond the tables.
+fn compare_options(
+    drivers: Vec<Driver>,
+    rounds: usize,
+    rr: RrLoad,
+) -> Result<crate::measure::interleave::CompareOptions> {
+    let cpus = harness::Cpus::Split;
+    Ok(crate::measure::interleave::CompareOptions {
+        drivers,
+        protos: vec![Proto::Tcp],
+        rr,
+        untraced: true,
+        tracer: TracerOptions::default(),
+        tc_counters: false,
+        parts: false,
+        keep_timelines: 0,
+        rounds,
+        bulk: None,
+        burst: None,
+        underlay: None,
+        mode: crate::sys::runmode::RunMode {
+            wait: harness::WaitMode::Spin,
+            also_block: false,
+            cpus,
+            pin: cpus.resolve()?,
+            idle: Default::default(),
+        },
+    })
+}
+
 /// What must hold before anything is loaded or built: drivers, protocol, the tools.
 fn preflight(opts: &BenchOptions) -> Result<()> {
     if opts.drivers.is_empty() {

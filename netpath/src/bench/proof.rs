@@ -8,12 +8,11 @@
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 
-use crate::sys::runmode::RunMode;
 use crate::{
     driver::Driver,
-    harness::{Cpus, Proto, RrLoad, WaitMode},
+    harness::RrLoad,
     measure::interleave::CompareOptions,
-    probe::{backend::Backend, tracer::TracerOptions},
+    probe::backend::Backend,
     record::{
         Quiet,
         own::{PairCheck, pair_checks},
@@ -65,32 +64,12 @@ pub struct Proof {
 }
 
 fn options(drivers: Vec<Driver>, rounds: usize, requests: u64) -> Result<CompareOptions> {
-    let cpus = Cpus::Split;
-    Ok(CompareOptions {
-        drivers,
-        protos: vec![Proto::Tcp],
-        rr: RrLoad {
-            requests,
-            warmup: 500,
-            ..RrLoad::default()
-        },
-        untraced: true,
-        tracer: TracerOptions::default(),
-        tc_counters: false,
-        parts: false,
-        keep_timelines: 0,
-        rounds,
-        bulk: None,
-        burst: None,
-        underlay: None,
-        mode: RunMode {
-            wait: WaitMode::Spin,
-            also_block: false,
-            cpus,
-            pin: cpus.resolve()?,
-            idle: Default::default(),
-        },
-    })
+    let rr = RrLoad {
+        requests,
+        warmup: 500,
+        ..RrLoad::default()
+    };
+    super::compare_options(drivers, rounds, rr)
 }
 
 /// Both runs, on the lab (their own tracer loads: the consistency run's compare loads one).

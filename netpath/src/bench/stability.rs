@@ -12,14 +12,12 @@ use std::sync::{
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::sys::runmode::RunMode;
 use crate::{
     driver::Driver,
-    harness::{self, RrLoad},
-    measure::compare::{self, CompareOptions},
+    harness::RrLoad,
+    measure::compare,
     probe::backend::{self, BackendChoice},
     probe::doctor,
-    probe::tracer::TracerOptions,
     sys::machine::MachineState,
 };
 
@@ -47,6 +45,8 @@ pub struct StabilityReport {
 
 /// Number of `compare` runs.
 pub const RUNS: usize = 5;
+/// Rounds of each run (`--rounds 3`): enough for a per-round median.
+pub const ROUNDS: usize = 3;
 
 /// A thread spinning on `cpu` until dropped: the "busy" machine state.
 struct BusyLoop {
@@ -82,27 +82,6 @@ impl Drop for BusyLoop {
     }
 }
 
-fn options(mode: RunMode, requests: u64) -> CompareOptions {
-    CompareOptions {
-        drivers: vec![Driver::Host, Driver::Bridge, Driver::Overlay],
-        protos: vec![harness::Proto::Tcp],
-        rr: RrLoad {
-            requests,
-            ..RrLoad::default()
-        },
-        untraced: true,
-        tracer: TracerOptions::default(),
-        tc_counters: false,
-        parts: false,
-        keep_timelines: 0,
-        rounds: 3,
-        bulk: None,
-        burst: None,
-        underlay: None,
-        mode,
-    }
-}
-
 fn range_pct(v: &[f64]) -> f64 {
     let s = crate::record::Spread::of(v.to_vec());
     100.0 * s.rel()
@@ -110,19 +89,17 @@ fn range_pct(v: &[f64]) -> f64 {
 
 /// Runs the section; `progress` gets a line per run.
 pub fn run(requests: u64, progress: bool) -> Result<StabilityReport> {
-    let mode = RunMode {
-        wait: harness::WaitMode::Spin,
-        also_block: false,
-        cpus: harness::Cpus::Split,
-        pin: harness::Cpus::Split.resolve()?,
-        idle: Default::default(),
-    };
     let caps = doctor::probe()?;
     let backend = backend::select(BackendChoice::Auto, &caps)?;
     let busy_cpu = *crate::sys::runmode::allowed_cpus()?
         .last()
         .ok_or_else(|| anyhow::anyhow!("no CPU to run on"))?;
-    let opts = options(mode, requests);
+    let rr = RrLoad {
+        requests,
+        ..RrLoad::default()
+    };
+    let drivers = vec![Driver::Host, Driver::Bridge, Driver::Overlay];
+    let opts = super::compare_options(drivers, ROUNDS, rr)?;
     let mut runs = Vec::new();
     for i in 0..RUNS {
         let busy = (i % 2 == 1)

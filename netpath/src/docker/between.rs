@@ -70,7 +70,7 @@ pub fn between_nets(
             net.name.clone(),
         )
     };
-    let host_used = driver == Driver::Host;
+    let host_used = c.host_network && s.host_network;
     let (held, devices) = hold_paths_in(host, &[c, s], host_used)?;
     if devices.is_empty() {
         bail!("no network device found on the path {client} → {server}");

@@ -61,17 +61,24 @@ pub struct Interface {
 }
 
 impl Interface {
-    /// The network driver this interface's link says: macvlan or ipvlan by its kind, overlay
-    /// when its host peer has a VXLAN device beside it, bridge when the peer is a bridge port;
-    /// `None` for anything else. The one reading of it (`compare --between`, `serve`).
+    /// The network driver this interface's link says: the driver whose facts name its kind
+    /// (macvlan, ipvlan), overlay when its host peer has a VXLAN device beside it, bridge when
+    /// the peer is a bridge port; `None` for anything else. The one reading of it (`compare
+    /// --between`, `serve`).
     pub fn driver(&self) -> Option<crate::driver::Driver> {
         use crate::driver::Driver;
-        match (self.link.kind.as_str(), &self.peer) {
-            ("macvlan", _) => Some(Driver::Macvlan),
-            ("ipvlan", _) => Some(Driver::Ipvlan),
-            (_, Some(p)) if !p.vxlans.is_empty() => Some(Driver::Overlay),
-            (_, Some(p)) if p.bridge.is_some() => Some(Driver::Bridge),
-            _ => None,
+        let kind = Some(self.link.kind.as_str());
+        if let Some(d) = Driver::ALL
+            .into_iter()
+            .find(|d| d.facts().link_kind == kind)
+        {
+            return Some(d);
+        }
+        let p = self.peer.as_ref()?;
+        if !p.vxlans.is_empty() {
+            Some(Driver::Overlay)
+        } else {
+            p.bridge.is_some().then_some(Driver::Bridge)
         }
     }
 }
@@ -543,3 +550,6 @@ pub(crate) fn hold_paths_in(
     }
     Ok((held, devices))
 }
+
+#[cfg(test)]
+mod tests;

@@ -4,46 +4,23 @@ use super::icmp;
 use super::proto::Proto;
 use crate::driver::ProtoUnsupported;
 
-/// Whether netpath can measure `proto` on the lab's `driver`.
+/// Whether netpath can measure `proto` on the lab's `driver`: the refusals are the driver's
+/// facts (`Driver::facts`), a field per protocol; TCP every path carries.
 pub fn check(driver: crate::driver::Driver, proto: Proto) -> Result<(), ProtoUnsupported> {
-    use crate::driver::Driver;
-    let why = match (driver, proto) {
-        (_, Proto::Tcp) => return Ok(()),
-        (Driver::PublishedProxy, Proto::Udp) => {
-            "docker-proxy relays UDP on sockets of its own with read/write, and netpath \
-             continues a journey across the relay only for TCP; use -d published-nat (the same \
-             published port without the proxy)"
-        }
-        (Driver::PublishedNat, Proto::Icmp) => {
-            "a published port maps TCP and UDP ports, an echo request to the published address \
-             is answered by the node itself; use -d bridge (the same container path)"
-        }
-        (Driver::PublishedProxy, Proto::Icmp) => {
-            "docker-proxy relays TCP and UDP ports, an echo request to the published address \
-             is answered by the node itself; use -d gateway (an echo to the node's own address) or -d bridge"
-        }
-        // Every other path carries datagrams and echoes as it carries TCP. Named, not `_`: a
-        // new driver is a decision here, which the compiler asks for.
-        (
-            Driver::Host
-            | Driver::Bridge
-            | Driver::None
-            | Driver::Overlay
-            | Driver::Macvlan
-            | Driver::Egress
-            | Driver::HostEgress
-            | Driver::Gateway
-            | Driver::Ipvlan
-            | Driver::Netkit,
-            Proto::Udp | Proto::Icmp,
-        )
-        | (Driver::PublishedNat, Proto::Udp) => return Ok(()),
+    let f = driver.facts();
+    let refused = match proto {
+        Proto::Tcp => None,
+        Proto::Udp => f.udp_refused,
+        Proto::Icmp => f.icmp_refused,
     };
-    Err(ProtoUnsupported {
-        driver: driver.name(),
-        proto: proto.name(),
-        why: why.to_string(),
-    })
+    match refused {
+        Some(why) => Err(ProtoUnsupported {
+            driver: driver.name(),
+            proto: proto.name(),
+            why: why.to_string(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Whether netpath can measure `proto` on the Docker `driver`: as on the lab, and an echo from

@@ -86,7 +86,7 @@ pub fn run(
                 label: label.clone(),
                 proto: *proto,
                 opts: match &blocking {
-                    Some(b) if path.driver == Driver::PublishedProxy => b,
+                    Some(b) if path.driver.facts().relay => b,
                     _ => opts,
                 },
                 enter: None,
@@ -115,14 +115,14 @@ pub fn run(
     Ok(out)
 }
 
-/// published-proxy's options in spin mode on a machine of 2 CPUs or fewer: its relay needs a
-/// CPU of its own beside the two spinning sides, so spin mode measures the scheduler, not the
-/// path. It is measured blocking (the summary says so).
+/// A relayed driver's options (published-proxy's) in spin mode on a machine of 2 CPUs or
+/// fewer: its relay needs a CPU of its own beside the two spinning sides, so spin mode
+/// measures the scheduler, not the path. It is measured blocking (the summary says so).
 fn proxy_blocking(opts: &CompareOptions) -> Option<CompareOptions> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     (cpus <= 2
         && opts.mode.wait == harness::WaitMode::Spin
-        && opts.drivers.contains(&Driver::PublishedProxy))
+        && opts.drivers.iter().any(|d| d.facts().relay))
     .then(|| {
         let mut o = opts.clone();
         o.mode.wait = harness::WaitMode::Block;

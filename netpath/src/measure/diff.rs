@@ -8,12 +8,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 use serde::Serialize;
 
+use crate::harness::{Cpus, WaitMode};
 use crate::measure::ab::{self, Deltas, Side};
 use crate::measure::compare::CompareOptions;
 use crate::probe::backend::Backend;
 use crate::record::DriverReport;
 use crate::record::header::Header;
 use crate::record::saved::SavedRun;
+use crate::sys::machine::{MachineState, Placement};
 
 /// One side as the output names it.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
@@ -30,10 +32,10 @@ pub struct SideInfo {
     /// Wait mode, placement asked and observed, machine state: what every figure depends on
     /// (one line, then each as the compare output has it).
     pub conditions: String,
-    pub wait: Option<serde_json::Value>,
-    pub cpus: Option<serde_json::Value>,
-    pub placement: Option<serde_json::Value>,
-    pub machine: Option<serde_json::Value>,
+    pub wait: WaitMode,
+    pub cpus: Cpus,
+    pub placement: Option<Placement>,
+    pub machine: Option<MachineState>,
 }
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
@@ -146,16 +148,11 @@ fn info(label: &str, d: &DriverReport, run: &SavedRun, file: Option<&Loaded>) ->
             d.rounds.len()
         },
         conditions: ab::conditions(d),
-        wait: json(&d.wait),
-        cpus: json(&d.cpus),
-        placement: d.placement.as_ref().and_then(json),
-        machine: d.machine.as_ref().and_then(json),
+        wait: d.wait,
+        cpus: d.cpus,
+        placement: d.placement.clone(),
+        machine: d.machine.clone(),
     }
-}
-
-/// A condition as the compare output writes it (`SideInfo` echoes them as they are).
-fn json<T: Serialize>(v: &T) -> Option<serde_json::Value> {
-    serde_json::to_value(v).ok()
 }
 
 /// The diff of two sides (`a` against `b`).

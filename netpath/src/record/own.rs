@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::DriverReport;
 use super::stalls::Stalls;
+use crate::driver::Driver;
 
 /// netpath's own ns in one crossing of `st`, a run charged `run_ns`: the mean over the
 /// crossings whose own time was measured (a sample, `LoadConfig::own_every`); 0 if none was.
@@ -186,17 +187,11 @@ pub fn round_error_pct(compensated: Option<f64>, untraced_mean_us: Option<f64>) 
     (u > 0.0).then(|| pct(c, u))
 }
 
-/// The driver a driver is measured against: host for bridge, published-nat for
-/// published-proxy (the same published port without the relay), bridge for every other
-/// (when measured), else none.
+/// The driver a driver is measured against: the first of its facts' `references` that was
+/// measured, else none (a name no driver has, from another netpath, has none either).
 pub fn default_reference<'a>(driver: &str, measured: &[&'a str]) -> Option<&'a str> {
-    let find = |want: &str| measured.iter().copied().find(|d| *d == want);
-    match driver {
-        "host" => None,
-        "bridge" => find("host"),
-        "published-proxy" => find("published-nat").or_else(|| find("bridge")),
-        _ => find("bridge"),
-    }
+    let d = Driver::ALL.into_iter().find(|d| d.name() == driver)?;
+    (d.facts().references.iter()).find_map(|r| measured.iter().copied().find(|m| *m == r.name()))
 }
 
 /// Why a driver's hops did not add up, from what was measured, and what to do: one line.

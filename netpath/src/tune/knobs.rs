@@ -248,22 +248,23 @@ fn rps_mask(v: &str) -> std::result::Result<u64, String> {
 /// built.
 pub fn check_driver(spec: &KnobSpec, driver: Driver) -> Result<()> {
     let k = spec.name;
+    let f = driver.facts();
     let why = match spec.knob {
         Knob::Rps | Knob::Gro | Knob::Tso | Knob::Gso | Knob::Mtu | Knob::Qdisc
-            if driver.facts().loopback_only =>
+            if f.loopback_only =>
         {
-            Some(format!("{driver} runs over loopback alone; {k} applies to the lab's links (try -d bridge)"))
+            Some(format!(
+                "{driver} runs over loopback alone; {k} applies to the lab's links (try -d bridge)"
+            ))
         }
-        Knob::Gro | Knob::Tso | Knob::Gso if driver == Driver::Netkit => {
-            Some(format!("netkit has no veth; {k} applies to veth pairs (try -d bridge)"))
-        }
-        Knob::Mtu if driver == Driver::Overlay => Some(
-            "the overlay's MTU follows its underlay minus VXLAN's 50 bytes; tune mtu on bridge, macvlan, gateway or egress".to_string(),
-        ),
-        Knob::Conntrack if !driver.facts().conntrack_knob => Some(format!(
+        Knob::Gro | Knob::Tso | Knob::Gso => f
+            .offloads_refused
+            .map(|w| format!("{w}; {k} applies to veth pairs (try -d bridge)")),
+        Knob::Mtu => f.mtu_refused.map(str::to_string),
+        Knob::Conntrack if !f.conntrack_knob => Some(format!(
             "on {driver} the path's packets either pass no conntrack of netpath's (bridged, no br_netfilter) or need it for NAT; conntrack applies to gateway and host-egress"
         )),
-        Knob::Proxy if !driver.facts().published => Some(
+        Knob::Proxy if !f.published => Some(
             "proxy compares published-proxy with published-nat: use -d published-proxy".to_string(),
         ),
         _ => None,

@@ -404,3 +404,51 @@ fn qdisc_parts_name_the_qdisc_each_link_has() {
     }
     assert_eq!(common::leftovers(&before), Vec::<String>::new());
 }
+
+/// A namespace of the path removed while its boundaries are linked (a container stopped in
+/// the middle of a run): the teardown goes through, closing the links leaves none on the
+/// machine, and the same tracer links and measures the parts of the next path.
+#[test]
+fn parts_outlive_a_namespace_removed_while_linked() {
+    let _g = common::need_root();
+    let before = netpath::lab::list_netpath_netns().unwrap();
+    let links_before = netfilter_links();
+    let mut opts = common::one_traced_run(Driver::Bridge, 100, 10);
+    opts.parts = true;
+    let mut tracer = common::load_tracer(&opts.tracer());
+    let lab = netpath::lab::build(Driver::Bridge).unwrap();
+    let placement = netpath::path::parts::of_path(&lab).unwrap();
+    match tracer.link_parts(&placement.bounds) {
+        Err(e) if format!("{e:#}").contains("need kernel 6.4 or later") => {
+            lab.teardown().unwrap();
+            eprintln!("no netfilter programs on this kernel, refused as the first test checks");
+            return;
+        }
+        r => r.expect("link"),
+    }
+    assert_eq!(
+        netfilter_links(),
+        links_before + placement.bounds.len(),
+        "one link a boundary"
+    );
+    lab.teardown().expect("teardown with boundaries linked in its namespaces");
+    assert_eq!(
+        common::leftovers(&before),
+        Vec::<String>::new(),
+        "namespaces gone"
+    );
+    tracer.unlink_parts();
+    assert_eq!(netfilter_links(), links_before, "links closed");
+    let lab = netpath::lab::build(Driver::Bridge).unwrap();
+    let r = compare::measure(&mut tracer, &lab, &opts);
+    lab.teardown().unwrap();
+    let r = r.expect("the next run");
+    assert!(
+        r.parts.iter().any(|p| p.hook == NfHook::Prerouting),
+        "{:#?}",
+        r.parts
+    );
+    drop(tracer);
+    assert_eq!(netfilter_links(), links_before);
+    assert_eq!(common::leftovers(&before), Vec::<String>::new());
+}

@@ -13,6 +13,12 @@ pub const F_PROTO: u32 = 4;
 pub const F_NETNS: u32 = 8;
 pub const F_IFINDEX: u32 = 16;
 
+/// `LoadConfig::xmit` bit: `start_xmit` is a point of the timelines (`trace`: detail).
+pub const XMIT_POINT: u32 = 1;
+/// `LoadConfig::xmit` bit: time each transmit's qdisc, `dev_queue` to `start_xmit`, into
+/// `QDISC_PARTS` (`--parts`). Alone, `start_xmit` does only that: no point, no hop moved.
+pub const XMIT_QDISC: u32 = 2;
+
 /// Kernel-side packet filter of `netpath trace`, checked when a packet is first seen.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -56,8 +62,8 @@ pub struct LoadConfig {
     /// Measure netpath's own time along one journey in N (`OwnCpu`: a run count per program,
     /// and on those journeys a second clock read per point). 0: not at all.
     pub own_every: u32,
-    /// `--parts`: time each transmit's qdisc (`dev_queue` to `start_xmit`) into `QDISC_PARTS`.
-    pub parts: u32,
+    /// What `net_dev_start_xmit` does, when it is attached (`XMIT_*` bits).
+    pub xmit: u32,
 }
 
 impl KernelOffsets {
@@ -102,7 +108,7 @@ impl LoadConfig {
             ifindex: 0,
         },
         own_every: 8,
-        parts: 0,
+        xmit: 0,
     };
 }
 
@@ -131,7 +137,7 @@ mod tests {
         assert_eq!(offset_of!(LoadConfig, ready_fallback), 84);
         assert_eq!(offset_of!(LoadConfig, filter), 88);
         assert_eq!(offset_of!(LoadConfig, own_every), 88 + 32);
-        assert_eq!(offset_of!(LoadConfig, parts), 124);
+        assert_eq!(offset_of!(LoadConfig, xmit), 124);
         assert_eq!(size_of::<LoadConfig>(), 128);
     }
 

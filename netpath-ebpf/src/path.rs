@@ -34,7 +34,7 @@ fn point_dev(skb: u64, dev: u64) -> Result<DevInfo, i64> {
 /// before and after the entry and the writer clears it while it writes, so an entry another
 /// CPU is rewriting is never taken for this device's.
 #[inline(always)]
-fn dev_info(dev: u64) -> Result<DevInfo, i64> {
+pub fn dev_info(dev: u64) -> Result<DevInfo, i64> {
     let s = DEVSLOTS
         .get_ptr_mut(ptr_slot(dev, DEV_SLOTS - 1))
         .ok_or(-1i64)?;

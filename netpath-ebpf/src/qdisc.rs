@@ -2,15 +2,42 @@
 //! device's qdisc and `start_xmit` (`net_dev_start_xmit`) where the driver takes the packet, so
 //! the time between them, on one device, is the qdisc's enqueue and dequeue (and the checks of
 //! `validate_xmit_skb`). Userspace names the qdisc from netlink.
-use netpath_common::{DevInfo, Flight, Point, QDISC_KINDS, hist};
+use netpath_common::{
+    DevInfo, Flight, Point, QDISC_KINDS,
+    config::{XMIT_POINT, XMIT_QDISC},
+    hist,
+};
 
-use crate::{config::conf, maps::QDISC_PARTS};
+use crate::{config::conf, flights, maps::QDISC_PARTS, own::Done, path};
+
+/// Whether `start_xmit` is a timeline point (else it only times qdiscs).
+#[inline(always)]
+pub fn xmit_point() -> bool {
+    conf!(xmit) & XMIT_POINT != 0
+}
+
+/// `start_xmit` when it is no timeline point (`--parts` without `trace`'s detail): the qdisc
+/// part alone, without the point's stamp and hop bookkeeping, which leaves the flight as it
+/// was and the hops as they are without this program.
+#[inline(always)]
+pub fn on_xmit_only(skb: u64, dev: u64) -> Done {
+    let Some(f) = flights::get(skb) else {
+        return Ok(None);
+    };
+    let f = unsafe { &*f };
+    if f.last_point != Point::DevQueue as u16 {
+        return Ok(None);
+    }
+    let t = crate::own::now();
+    on_xmit(f, &path::dev_info(dev)?, t);
+    Ok(None)
+}
 
 /// A followed packet reached `start_xmit` at `t` on the device `dev`: if its last point was
 /// that device's queue, the time since is its qdisc part.
 #[inline(always)]
 pub fn on_xmit(f: &Flight, dev: &DevInfo, t: u64) {
-    if conf!(parts) == 0 || f.last_point != Point::DevQueue as u16 {
+    if conf!(xmit) & XMIT_QDISC == 0 || f.last_point != Point::DevQueue as u16 {
         return;
     }
     let i = (f.last_kind as u32 & (QDISC_KINDS - 1)) * 2 + (f.dir as u32 & 1);

@@ -13,7 +13,12 @@ pub fn net_dev_queue(ctx: RawTracePointContext) -> i32 {
 #[raw_tracepoint(tracepoint = "net_dev_start_xmit")]
 pub fn net_dev_start_xmit(ctx: RawTracePointContext) -> i32 {
     // TP_PROTO(const struct sk_buff *skb, const struct net_device *dev)
-    own::run(|| path::on_dev_point(ctx.arg::<u64>(0), ctx.arg::<u64>(1), Point::DevXmit));
+    let (skb, dev) = (ctx.arg::<u64>(0), ctx.arg::<u64>(1));
+    if crate::qdisc::xmit_point() {
+        own::run(|| path::on_dev_point(skb, dev, Point::DevXmit));
+    } else {
+        own::run(|| crate::qdisc::on_xmit_only(skb, dev));
+    }
     0
 }
 

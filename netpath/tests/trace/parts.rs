@@ -431,7 +431,8 @@ fn parts_outlive_a_namespace_removed_while_linked() {
         links_before + placement.bounds.len(),
         "one link a boundary"
     );
-    lab.teardown().expect("teardown with boundaries linked in its namespaces");
+    lab.teardown()
+        .expect("teardown with boundaries linked in its namespaces");
     assert_eq!(
         common::leftovers(&before),
         Vec::<String>::new(),

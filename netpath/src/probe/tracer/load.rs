@@ -44,7 +44,7 @@ pub(super) fn load_config(opts: &TracerOptions, offsets: KernelOffsets) -> Resul
         flight_mask: opts.flight_slots - 1,
         trace_any: opts.trace_any as u32,
         own_every: opts.own_every,
-        xmit: opts.detail as u32 * config::XMIT_POINT | opts.parts as u32 * config::XMIT_QDISC,
+        xmit: (opts.detail as u32 * config::XMIT_POINT) | (opts.parts as u32 * config::XMIT_QDISC),
         // Known before load (the config is fixed then): does this kernel have
         // sock:sk_data_ready?
         ready_fallback: (!tracepoint_exists("sock", "sk_data_ready")) as u32,

@@ -11,3 +11,4 @@ pub mod delta;
 pub mod diff;
 pub mod interleave;
 pub mod pair;
+pub mod pair_parts;

@@ -48,6 +48,9 @@ pub struct HopDelta {
     pub delta_us: f64,
     /// "×2 crossings" when the two cross the hop a different number of times per packet.
     pub note: Option<String>,
+    /// `--parts`: the part that makes half or more of this difference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<super::pair_parts::PartShare>,
 }
 
 /// Hops named in a pair at most.
@@ -148,6 +151,7 @@ fn hop_deltas(a: &DriverReport, b: &DriverReport) -> Vec<HopDelta> {
                 dir: k.1.to_string(),
                 delta_us: delta,
                 note,
+                part: None,
             }),
         }
     }
@@ -237,6 +241,9 @@ pub fn hop_text(h: &HopDelta) -> String {
     if let Some(n) = &h.note {
         s.push_str(&format!(" [{n}]"));
     }
+    if let Some(p) = &h.part {
+        s.push_str(&format!(" (of which {} {:+.1})", p.name, p.delta_us));
+    }
     s
 }
 
@@ -246,7 +253,8 @@ pub fn pair(a: &DriverReport, b: &DriverReport) -> Option<Pair> {
     let (ratio, ci) = ratio_interval(&per_round)?;
     let total = hops_delta(a, b)?;
     let rtt_delta_us = paired_median(a, b, |r| r.untraced_mean_us);
-    let (hops, rest_us) = name_hops(hop_deltas(a, b), rtt_delta_us.unwrap_or(total), total);
+    let (mut hops, rest_us) = name_hops(hop_deltas(a, b), rtt_delta_us.unwrap_or(total), total);
+    super::pair_parts::name_parts(&mut hops, a, b);
     let mut p = Pair {
         driver: a.driver.clone(),
         reference: b.driver.clone(),
@@ -290,6 +298,7 @@ mod tests {
             dir: "request".into(),
             delta_us,
             note: None,
+            part: None,
         }
     }
 

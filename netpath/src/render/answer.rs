@@ -49,13 +49,20 @@ pub(super) fn difference(p: &Pair) -> String {
     // Three at most on a screen; the JSON has every named one.
     let hops: Vec<String> = (p.hops.iter().take(3))
         .map(|h| match h.dir.as_str() {
-            "request" => format!("{} req {:+.1}", h.hop, h.delta_us),
-            "response" => format!("{} resp {:+.1}", h.hop, h.delta_us),
-            _ => format!("{} {:+.1}", h.hop, h.delta_us),
+            "request" => format!("{} req {:+.1}{}", h.hop, h.delta_us, of_which(h)),
+            "response" => format!("{} resp {:+.1}{}", h.hop, h.delta_us, of_which(h)),
+            _ => format!("{} {:+.1}{}", h.hop, h.delta_us, of_which(h)),
         })
         .collect();
     let delta = p.rtt_delta_us.unwrap_or(p.hops_delta_us);
     format!("{delta:+.1}: {}", hops.join(", "))
+}
+
+/// `--parts`: " (conntrack +0.9)" when one part makes most of the hop's difference.
+fn of_which(h: &crate::measure::pair::HopDelta) -> String {
+    h.part.as_ref().map_or(String::new(), |p| {
+        format!(" ({} {:+.1})", p.name, p.delta_us)
+    })
 }
 
 pub(super) fn check(r: &AnswerRow) -> String {

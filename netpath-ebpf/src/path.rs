@@ -34,7 +34,7 @@ fn point_dev(skb: u64, dev: u64) -> Result<DevInfo, i64> {
 /// before and after the entry and the writer clears it while it writes, so an entry another
 /// CPU is rewriting is never taken for this device's.
 #[inline(always)]
-pub fn dev_info(dev: u64) -> Result<DevInfo, i64> {
+fn dev_info(dev: u64) -> Result<DevInfo, i64> {
     let s = DEVSLOTS
         .get_ptr_mut(ptr_slot(dev, DEV_SLOTS - 1))
         .ok_or(-1i64)?;
@@ -184,6 +184,23 @@ pub fn on_dev_point(skb: u64, dev: u64, point: Point) -> Done {
     }
     advance(f, skb, point as u16, info.kind as u16, info.key, &st);
     Ok(tail(unsafe { &*f }, st.t))
+}
+
+/// `start_xmit` when it is no timeline point (`--parts` without `trace`'s detail): the qdisc
+/// part alone (`qdisc.rs`), without the point's stamp and hop bookkeeping, which leaves the
+/// flight as it was and the hops as they are without this program.
+#[inline(always)]
+pub fn on_xmit_only(skb: u64, dev: u64) -> Done {
+    let Some(f) = flights::get(skb) else {
+        return Ok(None);
+    };
+    let f = unsafe { &*f };
+    if f.last_point != Point::DevQueue as u16 {
+        return Ok(None);
+    }
+    let t = now();
+    crate::qdisc::on_xmit(f, &dev_info(dev)?, t);
+    Ok(None)
 }
 
 /// A point of an skb not followed: a packet is born at its first device queue inside a traced

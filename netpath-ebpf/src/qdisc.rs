@@ -8,29 +8,12 @@ use netpath_common::{
     hist,
 };
 
-use crate::{config::conf, flights, maps::QDISC_PARTS, own::Done, path};
+use crate::{config::conf, maps::QDISC_PARTS};
 
 /// Whether `start_xmit` is a timeline point (else it only times qdiscs).
 #[inline(always)]
 pub fn xmit_point() -> bool {
     conf!(xmit) & XMIT_POINT != 0
-}
-
-/// `start_xmit` when it is no timeline point (`--parts` without `trace`'s detail): the qdisc
-/// part alone, without the point's stamp and hop bookkeeping, which leaves the flight as it
-/// was and the hops as they are without this program.
-#[inline(always)]
-pub fn on_xmit_only(skb: u64, dev: u64) -> Done {
-    let Some(f) = flights::get(skb) else {
-        return Ok(None);
-    };
-    let f = unsafe { &*f };
-    if f.last_point != Point::DevQueue as u16 {
-        return Ok(None);
-    }
-    let t = crate::own::now();
-    on_xmit(f, &path::dev_info(dev)?, t);
-    Ok(None)
 }
 
 /// A followed packet reached `start_xmit` at `t` on the device `dev`: if its last point was

@@ -17,7 +17,7 @@ pub fn net_dev_start_xmit(ctx: RawTracePointContext) -> i32 {
     if crate::qdisc::xmit_point() {
         own::run(|| path::on_dev_point(skb, dev, Point::DevXmit));
     } else {
-        own::run(|| crate::qdisc::on_xmit_only(skb, dev));
+        own::run(|| path::on_xmit_only(skb, dev));
     }
     0
 }

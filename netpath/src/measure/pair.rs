@@ -254,7 +254,9 @@ pub fn pair(a: &DriverReport, b: &DriverReport) -> Option<Pair> {
     let total = hops_delta(a, b)?;
     let rtt_delta_us = paired_median(a, b, |r| r.untraced_mean_us);
     let (mut hops, rest_us) = name_hops(hop_deltas(a, b), rtt_delta_us.unwrap_or(total), total);
-    super::pair_parts::name_parts(&mut hops, a, b);
+    for h in &mut hops {
+        h.part = super::pair_parts::part_of(&h.hop, &h.dir, h.delta_us, a, b);
+    }
     let mut p = Pair {
         driver: a.driver.clone(),
         reference: b.driver.clone(),

@@ -4,7 +4,6 @@
 //! keyed across the two runs by its name without run ids, its hook and direction.
 use serde::Serialize;
 
-use super::pair::HopDelta;
 use crate::path::parts::NfHook;
 use crate::record::DriverReport;
 use crate::record::parts::PartRow;
@@ -46,20 +45,24 @@ fn per_rt(r: &DriverReport, hop: &str, dir: &str) -> Vec<(Key, f64)> {
 
 type Key = (String, NfHook, String);
 
-/// Names, on each hop of `hops`, the part whose difference makes most (half or more) of it,
-/// if one does.
-pub fn name_parts(hops: &mut [HopDelta], a: &DriverReport, b: &DriverReport) {
+/// The part that makes half or more of the difference `delta_us` of hop `hop` (direction
+/// `dir`, or `both`) between `a` and `b`, if one does.
+pub fn part_of(
+    hop: &str,
+    dir: &str,
+    delta_us: f64,
+    a: &DriverReport,
+    b: &DriverReport,
+) -> Option<PartShare> {
     if a.parts.is_empty() && b.parts.is_empty() {
-        return;
+        return None;
     }
-    for h in hops {
-        h.part = share(h, &per_rt(a, &h.hop, &h.dir), &per_rt(b, &h.hop, &h.dir));
-    }
+    share(delta_us, &per_rt(a, hop, dir), &per_rt(b, hop, dir))
 }
 
-/// The part of `h`'s difference that makes half or more of it, of the parts `a` and `b`
+/// The part of a hop's difference `delta` that makes half or more of it, of the parts `a` and `b`
 /// have in that hop (µs per round trip each; a part one side lacks counts 0 there).
-fn share(h: &HopDelta, a: &[(Key, f64)], b: &[(Key, f64)]) -> Option<PartShare> {
+fn share(delta: f64, a: &[(Key, f64)], b: &[(Key, f64)]) -> Option<PartShare> {
     // Directions of one part together, as the hop's are.
     let mut by_name: Vec<(String, NfHook, f64)> = Vec::new();
     let signed = (a.iter().map(|(k, v)| (k, *v))).chain(b.iter().map(|(k, v)| (k, -v)));
@@ -70,8 +73,8 @@ fn share(h: &HopDelta, a: &[(Key, f64)], b: &[(Key, f64)]) -> Option<PartShare> 
         }
     }
     (by_name.into_iter())
-        .filter(|(_, _, d)| d.signum() == h.delta_us.signum())
-        .filter(|(_, _, d)| d.abs() >= h.delta_us.abs() / 2.0)
+        .filter(|(_, _, d)| d.signum() == delta.signum())
+        .filter(|(_, _, d)| d.abs() >= delta.abs() / 2.0)
         .max_by(|x, y| x.2.abs().total_cmp(&y.2.abs()))
         .map(|(name, hook, delta_us)| PartShare {
             name,
@@ -86,16 +89,6 @@ mod tests {
 
     fn k(name: &str, hook: NfHook, dir: &str) -> Key {
         (name.into(), hook, dir.into())
-    }
-
-    fn hop(delta_us: f64) -> HopDelta {
-        HopDelta {
-            hop: "bridge".into(),
-            dir: "both".into(),
-            delta_us,
-            note: None,
-            part: None,
-        }
     }
 
     #[test]
@@ -113,18 +106,18 @@ mod tests {
             (fwd("response"), 0.1),
             (ct("request"), 0.4),
         ];
-        let s = share(&hop(7.0), &a, &b).unwrap();
+        let s = share(7.0, &a, &b).unwrap();
         assert_eq!(
             (s.name.as_str(), s.hook),
             ("filter/FORWARD", NfHook::Forward)
         );
         assert!((s.delta_us - 6.0).abs() < 1e-9, "{s:?}");
         // Less than half, or the other sign: not named.
-        assert!(share(&hop(13.0), &a, &b).is_none());
-        assert!(share(&hop(-7.0), &a, &b).is_none());
+        assert!(share(13.0, &a, &b).is_none());
+        assert!(share(-7.0, &a, &b).is_none());
         // A part only one side has counts whole.
         let only_b = [(ct("request"), 0.9)];
-        let s = share(&hop(-1.0), &[], &only_b).unwrap();
+        let s = share(-1.0, &[], &only_b).unwrap();
         assert!((s.delta_us + 0.9).abs() < 1e-9, "{s:?}");
     }
 

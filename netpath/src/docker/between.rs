@@ -65,7 +65,8 @@ pub fn between_nets(
                 }
             })?;
         (
-            driver_of(s, &net.name),
+            // A network whose interface names no driver is taken for a bridge.
+            s.driver(Some(&net.name)).unwrap_or(Driver::Bridge),
             net.ip.expect("filtered"),
             net.name.clone(),
         )
@@ -97,12 +98,4 @@ pub fn between_nets(
         label: format!("{}→{} ({} via {via})", c.name, s.name, driver.name()),
         path,
     })
-}
-
-/// The lab driver whose path a container's interface on `network` follows.
-fn driver_of(cn: &ContainerNet, network: &str) -> Driver {
-    (cn.interfaces.iter())
-        .find(|i| i.network.as_deref() == Some(network))
-        .and_then(|i| i.driver())
-        .unwrap_or(Driver::Bridge)
 }

@@ -11,7 +11,6 @@ use std::sync::OnceLock;
 
 use anyhow::{Context, Result, bail};
 use bollard::models::{ContainerInspectResponse, NetworkSettings};
-use bollard::query_parameters::InspectContainerOptions;
 use netpath_common::{DevKind, devrole};
 
 use super::Engine;
@@ -230,18 +229,6 @@ impl ContainerNet {
         }
         v
     }
-}
-
-/// Look up a running container (name or id) and everything about its network.
-pub fn resolve_container(engine: &Engine, name: &str) -> Result<ContainerNet> {
-    let c = engine
-        .block_on(
-            engine
-                .docker()
-                .inspect_container(name, None::<InspectContainerOptions>),
-        )
-        .map_err(|e| engine.err(e, &format!("inspecting container {name}")))?;
-    from_inspect(engine, &c).with_context(|| format!("resolving the network of container {name}"))
 }
 
 /// Where the host's /proc is, when netpath runs in a PID namespace of its own: a swarm

@@ -87,7 +87,7 @@ pub fn units(node: &mut Node, scan: &Scan, sel: &Selection) -> Vec<Unit> {
 
 fn resolve(node: &mut Node, c: &Container) -> anyhow::Result<ContainerNet> {
     match c.runtime {
-        Runtime::Docker => crate::docker::resolve_container(node.engine()?, &c.id),
+        Runtime::Docker => super::resolve_container(node.engine()?, &c.id),
         _ => super::net_of(c, &host_netns()?),
     }
 }

@@ -11,7 +11,6 @@ use std::sync::OnceLock;
 
 use anyhow::{Context, Result, bail};
 use bollard::models::{ContainerInspectResponse, NetworkSettings};
-use bollard::query_parameters::InspectContainerOptions;
 use netpath_common::{DevKind, devrole};
 
 use super::Engine;
@@ -63,8 +62,7 @@ pub struct Interface {
 impl Interface {
     /// The network driver this interface's link says: the driver whose facts name its kind
     /// (macvlan, ipvlan), overlay when its host peer has a VXLAN device beside it, bridge when
-    /// the peer is a bridge port; `None` for anything else. The one reading of it (`compare
-    /// --between`, `serve`).
+    /// the peer is a bridge port; `None` for anything else. Read through [`ContainerNet::driver`].
     pub fn driver(&self) -> Option<crate::driver::Driver> {
         use crate::driver::Driver;
         let kind = Some(self.link.kind.as_str());
@@ -128,6 +126,29 @@ impl ContainerNet {
     /// First IPv4 address on a Docker network.
     pub fn ip(&self) -> Option<Ipv4Addr> {
         self.networks.iter().find_map(|n| n.ip)
+    }
+
+    /// The interface whose link says which driver this container follows: its interface on
+    /// Docker network `network`, or (`None`: a container no Docker network describes) its
+    /// first one but `lo`.
+    pub fn interface_on(&self, network: Option<&str>) -> Option<&Interface> {
+        match network {
+            Some(n) => self
+                .interfaces
+                .iter()
+                .find(|i| i.network.as_deref() == Some(n)),
+            None => self.interfaces.iter().find(|i| i.link.name != "lo"),
+        }
+    }
+
+    /// The driver this container's interface on `network` (see [`interface_on`]) follows, by
+    /// [`Interface::driver`]; `None` when there is no such interface or its link names none.
+    /// The one answer of it: `compare --between` defaults to bridge, `serve`'s label to the
+    /// link's kind.
+    ///
+    /// [`interface_on`]: Self::interface_on
+    pub fn driver(&self, network: Option<&str>) -> Option<crate::driver::Driver> {
+        self.interface_on(network)?.driver()
     }
 
     /// IPv4 address on network `name`.
@@ -208,18 +229,6 @@ impl ContainerNet {
         }
         v
     }
-}
-
-/// Look up a running container (name or id) and everything about its network.
-pub fn resolve_container(engine: &Engine, name: &str) -> Result<ContainerNet> {
-    let c = engine
-        .block_on(
-            engine
-                .docker()
-                .inspect_container(name, None::<InspectContainerOptions>),
-        )
-        .map_err(|e| engine.err(e, &format!("inspecting container {name}")))?;
-    from_inspect(engine, &c).with_context(|| format!("resolving the network of container {name}"))
 }
 
 /// Where the host's /proc is, when netpath runs in a PID namespace of its own: a swarm

@@ -6,8 +6,9 @@
 //! `hold`); [`DockerLab`] (`drivers/`, one file per [`Driver`](crate::driver::Driver) like
 //! `lab/`; `resources` holds what it made, `swarm` the overlay's swarm) builds the
 //! [`NetPath`](crate::path::NetPath) between client and server containers on a real Docker
-//! network. [`resolve_container`] reads the network side of containers netpath
-//! did not start, [`between()`] the path between two (`compare --between A B`);
+//! network. [`ContainerNet`] (`container.rs`) is a container's network side, read from the
+//! engine's inspect answer and the namespaces: the lab's own containers' here, those netpath
+//! did not start by `runtime/` (`runtime::resolve_container`, `runtime::between`);
 //! [`cleanup_docker`] removes everything netpath made in Docker.
 //!
 //! Everything netpath creates carries the label `netpath` and a name starting with
@@ -15,7 +16,6 @@
 //! advertises and listens on 127.0.0.1, and no traffic leaves the machine.
 
 pub mod agent;
-mod between;
 mod cleanup;
 mod container;
 mod daemon;
@@ -29,13 +29,12 @@ mod state;
 mod swarm;
 
 pub use agent::agent_main;
-pub use between::{Between, between, between_nets};
 pub use cleanup::{cleanup_docker, cleanup_docker_host};
 pub use container::{
     ContainerNet, Interface, NetAttachment, PeerLink, PortMapping, addressing_from_json,
-    resolve_container, set_host_proc,
+    set_host_proc,
 };
-pub(crate) use container::{interfaces_with, proc_root};
+pub(crate) use container::{from_inspect, hold_paths_in, interfaces_with, proc_root};
 pub use daemon::SecondDaemon;
 pub use drivers::{DockerLab, DockerLabOptions};
 pub use engine::Engine;

@@ -4,7 +4,7 @@
 //! the client and the server run (namespaces, addresses), every device on the way with its
 //! kind, the relay in the middle (docker-proxy), and what keeps all of it alive and what
 //! removes it ([`Keep`]). The lab's drivers (`lab/`) and Docker's (`docker/drivers/`) build
-//! it; `docker::between` builds one over containers netpath only looks at.
+//! it; `runtime::between` builds one over containers netpath only looks at.
 
 mod kind;
 pub mod parts;

@@ -1,13 +1,13 @@
-//! Docker's containers as its engine lists them (names and labels; the network side stays
-//! with [`crate::docker`]).
+//! Docker's containers as its engine lists them (names and labels) and inspects them (the
+//! network side, read as the Docker lab reads its own: [`crate::docker::ContainerNet`]).
 
 use std::collections::HashMap;
 
-use anyhow::Result;
-use bollard::query_parameters::ListContainersOptions;
+use anyhow::{Context, Result};
+use bollard::query_parameters::{InspectContainerOptions, ListContainersOptions};
 
 use super::scan::DockerSeen;
-use crate::docker::Engine;
+use crate::docker::{ContainerNet, Engine, from_inspect};
 
 /// The running containers of `engine`.
 pub fn list(engine: &Engine) -> Result<Vec<DockerSeen>> {
@@ -35,4 +35,16 @@ pub fn list(engine: &Engine) -> Result<Vec<DockerSeen>> {
             })
         })
         .collect())
+}
+
+/// Look up a running container (name or id) and everything about its network.
+pub fn resolve_container(engine: &Engine, name: &str) -> Result<ContainerNet> {
+    let c = engine
+        .block_on(
+            engine
+                .docker()
+                .inspect_container(name, None::<InspectContainerOptions>),
+        )
+        .map_err(|e| engine.err(e, &format!("inspecting container {name}")))?;
+    from_inspect(engine, &c).with_context(|| format!("resolving the network of container {name}"))
 }

@@ -9,9 +9,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::docker::{
-    ContainerNet, Engine, Interface, NetAttachment, PortMapping, resolve_container,
-};
+use super::resolve_container;
+use crate::docker::{ContainerNet, Engine, Interface, NetAttachment, PortMapping};
 use crate::harness::DevContext;
 use crate::sys::netns::Netns;
 use crate::sys::proxy::{ProxyProcess, proxy_processes};

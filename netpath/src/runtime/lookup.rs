@@ -1,27 +1,11 @@
-//! `compare --between` and `inspect` on a node, whatever runs the containers: each name
-//! resolved by the node, its network side read.
+//! `inspect` on a node, whatever runs the container: the name resolved by the node, its
+//! network side read.
 
 use anyhow::Result;
 
 use super::InspectReport;
 use super::{Node, Runtime, host_netns};
-use crate::docker::{Between, between_nets};
 use crate::sys::netns::Netns;
-
-/// `compare --between CLIENT SERVER`, whatever runs them: the path between them on a network
-/// both are on.
-pub fn between(node: &mut Node, client: &str, server: &str) -> Result<Between> {
-    let c = node.resolve(client)?;
-    let s = node.resolve(server)?;
-    let docker = c.record.runtime == Runtime::Docker && s.record.runtime == Runtime::Docker;
-    let host = if docker {
-        let e = node.engine()?;
-        Netns::at(&e.host_netns_name, &e.host_netns)?
-    } else {
-        host_netns()?
-    };
-    between_nets(&host, &c.net, &s.net, (client, server))
-}
 
 /// `inspect NAME`, whatever runs it: the Docker report for Docker's, the same report read
 /// from the namespaces for the others, with who runs it and its pod.

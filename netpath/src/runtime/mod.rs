@@ -13,6 +13,7 @@
 //! ([`ContainerNet`](crate::docker::ContainerNet)), through Docker's API for Docker's
 //! containers (unchanged) and through the namespace itself for the others ([`net`]).
 
+mod between;
 pub mod cgroup;
 pub mod containerd;
 mod devices;
@@ -27,9 +28,11 @@ pub mod select;
 
 use std::collections::BTreeMap;
 
+pub use between::{Between, between, between_nets};
 pub use devices::{node_devices, with_known};
+pub use docker::resolve_container;
 pub use inspect_report::{InspectReport, InterfaceReport, inspect_docker, inspect_net};
-pub use lookup::{between, inspect};
+pub use lookup::inspect;
 pub use net::net_of;
 pub use node::{Node, Resolved};
 pub use scan::{Scan, assemble};

@@ -133,7 +133,7 @@ impl Node {
             // Docker resolves names of its own this listing does not (short id prefixes).
             Err(e) => match self.engine.as_ref() {
                 Some(engine) => {
-                    let net = crate::docker::resolve_container(engine, name)?;
+                    let net = super::resolve_container(engine, name)?;
                     let record = docker_record(&net);
                     return Ok(Resolved { record, net });
                 }
@@ -156,7 +156,7 @@ impl Node {
             .unwrap_or(&found[0])
             .clone();
         let net = match record.runtime {
-            Runtime::Docker => crate::docker::resolve_container(self.engine()?, &record.id)?,
+            Runtime::Docker => super::resolve_container(self.engine()?, &record.id)?,
             _ => super::net_of(&record, &host_netns()?)?,
         };
         Ok(Resolved { record, net })

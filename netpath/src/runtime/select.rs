@@ -87,25 +87,79 @@ pub fn units(node: &mut Node, scan: &Scan, sel: &Selection) -> Vec<Unit> {
 
 fn resolve(node: &mut Node, c: &Container) -> anyhow::Result<ContainerNet> {
     match c.runtime {
-        Runtime::Docker => crate::docker::resolve_container(node.engine()?, &c.id),
+        Runtime::Docker => super::resolve_container(node.engine()?, &c.id),
         _ => super::net_of(c, &host_netns()?),
     }
 }
 
 /// The `driver` label of a unit no Docker network describes, from its interfaces: `host`,
-/// `macvlan`, `ipvlan`, `overlay` (a VXLAN on its bridge), `bridge`, `veth` (routed, as the
-/// ptp plugin makes), else `none`.
-pub fn driver_of(net: &ContainerNet) -> String {
+/// the driver its first interface but `lo` follows ([`ContainerNet::driver`]: `macvlan`,
+/// `ipvlan`, `overlay`, `bridge`), else that link's kind (`veth`, routed, as the ptp plugin
+/// makes; a CNI's own device), else `none`.
+pub fn driver_label(net: &ContainerNet) -> String {
     if net.host_network {
         return "host".into();
     }
-    let Some(i) = net.interfaces.iter().find(|i| i.link.name != "lo") else {
-        return "none".into();
-    };
-    match (i.driver(), i.link.kind.as_str()) {
-        (Some(d), _) => d.name().into(),
-        // A link no driver makes (a plain veth, a CNI's own device): its kind says what it is.
-        (None, k) if !k.is_empty() => k.into(),
-        (None, _) => "none".into(),
+    if let Some(d) = net.driver(None) {
+        return d.name().into();
+    }
+    match net.interface_on(None).map(|i| i.link.kind.as_str()) {
+        Some(k) if !k.is_empty() => k.into(),
+        _ => "none".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::docker::Interface;
+    use crate::sys::nl::Link;
+
+    fn with(kinds: &[(&str, &str)]) -> ContainerNet {
+        let interfaces = kinds.iter().map(|(name, kind)| Interface {
+            link: Link {
+                ifindex: 1,
+                name: (*name).into(),
+                kind: (*kind).into(),
+                mtu: 1500,
+                master: None,
+                iflink: None,
+                link_netnsid: None,
+                up: true,
+                loopback: false,
+                addrs: Vec::new(),
+            },
+            network: None,
+            peer: None,
+        });
+        ContainerNet {
+            id: "c1".into(),
+            name: "c1".into(),
+            pid: 1,
+            network_mode: String::new(),
+            host_network: false,
+            netns_path: Default::default(),
+            netns_inum: 2,
+            sandbox_key: None,
+            networks: Vec::new(),
+            interfaces: interfaces.collect(),
+            ports: Vec::new(),
+            host_netns: "host".into(),
+        }
+    }
+
+    /// serve's label: the driver when the link names one, else the link's kind, else none.
+    #[test]
+    fn the_label_falls_back_to_the_link_kind_then_none() {
+        assert_eq!(
+            driver_label(&with(&[("lo", ""), ("eth0", "ipvlan")])),
+            "ipvlan"
+        );
+        assert_eq!(driver_label(&with(&[("lo", ""), ("eth0", "veth")])), "veth");
+        assert_eq!(driver_label(&with(&[("lo", ""), ("eth0", "")])), "none");
+        assert_eq!(driver_label(&with(&[("lo", "")])), "none");
+        let mut host = with(&[("lo", "")]);
+        host.host_network = true;
+        assert_eq!(driver_label(&host), "host");
     }
 }

@@ -10,7 +10,7 @@ use crate::docker::Engine;
 use crate::path::Device;
 use crate::record;
 use crate::render::prom::{HopLabels, Metrics, Owner, PathLabels, Way};
-use crate::runtime::select::{Unit, driver_of};
+use crate::runtime::select::{Unit, driver_label};
 use crate::runtime::{Node, Runtime};
 
 /// A followed container (or pod): whose it is (the `namespace`, `pod` and `container`
@@ -36,7 +36,7 @@ pub fn followed(node: &mut Node, u: Unit) -> Followed {
             .ok()
             .and_then(|e| docker_driver(e, &net.networks.first()?.network_id))
             .unwrap_or_else(|| net.network_mode.clone()),
-        _ => driver_of(net),
+        _ => driver_label(net),
     };
     let devices = net.devices();
     let roles = devices.iter().map(|d| net.role(d)).collect();

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use netpath::docker;
 use netpath::lab;
+use netpath::runtime;
 use netpath::sys::netns::Netns;
 use netpath_common::DevKind;
 
@@ -25,8 +26,8 @@ fn containers_started_with_the_docker_cli_are_resolved() {
     let srv = un.serve("srv", addr, &[], &tag);
     let cli = un.run("cli", None, &[], &tag, &["hold"]);
 
-    let s = docker::resolve_container(&engine, &srv).unwrap();
-    let c = docker::resolve_container(&engine, &cli).unwrap();
+    let s = runtime::resolve_container(&engine, &srv).unwrap();
+    let c = runtime::resolve_container(&engine, &cli).unwrap();
     assert_eq!(s.ip(), Some(srv_ip.parse().unwrap()));
     let bridge_of = |cn: &docker::ContainerNet| {
         cn.interfaces
@@ -214,7 +215,7 @@ fn netns_of(c: &docker::ContainerNet) -> Netns {
 #[test]
 fn unknown_container_is_a_clear_error() {
     let (_g, engine) = setup();
-    let e = docker::resolve_container(&engine, "np-no-such-container-xyz").unwrap_err();
+    let e = runtime::resolve_container(&engine, "np-no-such-container-xyz").unwrap_err();
     let s = format!("{e:#}");
     assert!(s.contains("unknown container"), "{s}");
 }

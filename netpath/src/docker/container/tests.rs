@@ -1,4 +1,5 @@
-//! `Interface::driver`: how a container's own link and its host peer name its driver.
+//! `Interface::driver`: how a container's own link and its host peer name its driver;
+//! `ContainerNet::driver`: which of its interfaces says it.
 use super::*;
 use crate::driver::Driver;
 
@@ -17,7 +18,7 @@ fn link(name: &str, kind: &str) -> Link {
     }
 }
 
-fn on(kind: &str, bridge: bool, vxlan: bool) -> Option<Driver> {
+fn iface(kind: &str, bridge: bool, vxlan: bool) -> Interface {
     let peer = bridge.then(|| PeerLink {
         netns: "host".into(),
         netns_path: PathBuf::new(),
@@ -30,13 +31,33 @@ fn on(kind: &str, bridge: bool, vxlan: bool) -> Option<Driver> {
             Vec::new()
         },
     });
-    let link = link("eth0", kind);
-    (Interface {
-        link,
+    Interface {
+        link: link("eth0", kind),
         network: None,
         peer,
-    })
-    .driver()
+    }
+}
+
+fn on(kind: &str, bridge: bool, vxlan: bool) -> Option<Driver> {
+    iface(kind, bridge, vxlan).driver()
+}
+
+/// A container with `interfaces`, no Docker network and no host network.
+fn container(interfaces: Vec<Interface>) -> ContainerNet {
+    ContainerNet {
+        id: "c1".into(),
+        name: "c1".into(),
+        pid: 1,
+        network_mode: String::new(),
+        host_network: false,
+        netns_path: PathBuf::new(),
+        netns_inum: 2,
+        sandbox_key: None,
+        networks: Vec::new(),
+        interfaces,
+        ports: Vec::new(),
+        host_netns: "host".into(),
+    }
 }
 
 #[test]
@@ -47,4 +68,23 @@ fn an_interface_says_its_driver_by_its_kind_or_its_host_peer() {
     assert_eq!(on("veth", true, true), Some(Driver::Overlay));
     assert_eq!(on("veth", false, false), None);
     assert_eq!(on("netkit", false, false), None);
+}
+
+#[test]
+fn a_container_says_its_driver_by_its_interface_on_the_network_or_its_first_but_lo() {
+    let lo = Interface {
+        link: link("lo", "loopback"),
+        network: None,
+        peer: None,
+    };
+    let mut mv = iface("macvlan", false, false);
+    mv.network = Some("lan".into());
+    let mut br = iface("veth", true, false);
+    br.network = Some("web".into());
+    let c = container(vec![lo.clone(), mv, br]);
+    assert_eq!(c.driver(None), Some(Driver::Macvlan));
+    assert_eq!(c.driver(Some("lan")), Some(Driver::Macvlan));
+    assert_eq!(c.driver(Some("web")), Some(Driver::Bridge));
+    assert_eq!(c.driver(Some("other")), None);
+    assert_eq!(container(vec![lo]).driver(None), None);
 }

@@ -1,4 +1,5 @@
-//! `compare --between A B`: the path between two running containers netpath did not start.
+//! `compare --between A B`: the path between two running containers netpath did not start,
+//! whatever runs them (each name resolved by the [`Node`]).
 //!
 //! The harness's client runs in A's namespace and its server in B's, as threads of netpath (so
 //! the tracer follows them like the lab's), bound to B's address on a network both share.
@@ -8,8 +9,8 @@ use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 
 use anyhow::{Context, Result, bail};
 
-use super::Engine;
-use super::container::{ContainerNet, hold_paths_in, resolve_container};
+use super::{Node, Runtime, host_netns};
+use crate::docker::{ContainerNet, hold_paths_in};
 use crate::driver::Driver;
 use crate::lab::new_run_id;
 use crate::path::{Keep, NetPath};
@@ -23,13 +24,19 @@ pub struct Between {
     pub label: String,
 }
 
-/// Resolves `client` and `server` and picks the path between them: a Docker network both are
-/// on (the server's address there), or loopback when both share the host's namespace.
-pub fn between(engine: &Engine, client: &str, server: &str) -> Result<Between> {
-    let c = resolve_container(engine, client)?;
-    let s = resolve_container(engine, server)?;
-    let host = Netns::at(&engine.host_netns_name, &engine.host_netns)?;
-    between_nets(&host, &c, &s, (client, server))
+/// `compare --between CLIENT SERVER`, whatever runs them: the path between them on a network
+/// both are on (the server's address there), or loopback when both share the host's namespace.
+pub fn between(node: &mut Node, client: &str, server: &str) -> Result<Between> {
+    let c = node.resolve(client)?;
+    let s = node.resolve(server)?;
+    let docker = c.record.runtime == Runtime::Docker && s.record.runtime == Runtime::Docker;
+    let host = if docker {
+        let e = node.engine()?;
+        Netns::at(&e.host_netns_name, &e.host_netns)?
+    } else {
+        host_netns()?
+    };
+    between_nets(&host, &c.net, &s.net, (client, server))
 }
 
 /// [`between`] two resolved containers (Docker's or any runtime's) whose runtime's host
@@ -65,7 +72,8 @@ pub fn between_nets(
                 }
             })?;
         (
-            driver_of(s, &net.name),
+            // A network whose interface names no driver is taken for a bridge.
+            s.driver(Some(&net.name)).unwrap_or(Driver::Bridge),
             net.ip.expect("filtered"),
             net.name.clone(),
         )
@@ -97,12 +105,4 @@ pub fn between_nets(
         label: format!("{}→{} ({} via {via})", c.name, s.name, driver.name()),
         path,
     })
-}
-
-/// The lab driver whose path a container's interface on `network` follows.
-fn driver_of(cn: &ContainerNet, network: &str) -> Driver {
-    (cn.interfaces.iter())
-        .find(|i| i.network.as_deref() == Some(network))
-        .and_then(|i| i.driver())
-        .unwrap_or(Driver::Bridge)
 }

@@ -117,18 +117,7 @@ mod tests {
 
     fn with(kinds: &[(&str, &str)]) -> ContainerNet {
         let interfaces = kinds.iter().map(|(name, kind)| Interface {
-            link: Link {
-                ifindex: 1,
-                name: (*name).into(),
-                kind: (*kind).into(),
-                mtu: 1500,
-                master: None,
-                iflink: None,
-                link_netnsid: None,
-                up: true,
-                loopback: false,
-                addrs: Vec::new(),
-            },
+            link: Link::up(name, kind),
             network: None,
             peer: None,
         });

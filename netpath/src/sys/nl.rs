@@ -50,6 +50,25 @@ pub struct Link {
     pub addrs: Vec<(Ipv4Addr, u8)>,
 }
 
+#[cfg(test)]
+impl Link {
+    /// An up link named `name` of `kind`, ifindex 1, no addresses: what tests build paths of.
+    pub fn up(name: &str, kind: &str) -> Link {
+        Link {
+            ifindex: 1,
+            name: name.into(),
+            kind: kind.into(),
+            mtu: 1500,
+            master: None,
+            iflink: None,
+            link_netnsid: None,
+            up: true,
+            loopback: false,
+            addrs: Vec::new(),
+        }
+    }
+}
+
 /// The VXLAN attributes netpath sets, as netlink reports them.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct VxlanInfo {

@@ -4,18 +4,7 @@ use super::*;
 use crate::driver::Driver;
 
 fn link(name: &str, kind: &str) -> Link {
-    Link {
-        ifindex: 1,
-        name: name.into(),
-        kind: kind.into(),
-        mtu: 1500,
-        master: None,
-        iflink: None,
-        link_netnsid: None,
-        up: true,
-        loopback: false,
-        addrs: Vec::new(),
-    }
+    Link::up(name, kind)
 }
 
 fn iface(kind: &str, bridge: bool, vxlan: bool) -> Interface {

@@ -46,16 +46,9 @@ mod tests {
 
     fn link(kind: &str, master: Option<u32>, loopback: bool) -> Link {
         Link {
-            ifindex: 2,
-            name: "x".into(),
-            kind: kind.into(),
-            mtu: 1500,
             master,
-            iflink: None,
-            link_netnsid: None,
-            up: true,
             loopback,
-            addrs: Vec::new(),
+            ..Link::up("x", kind)
         }
     }
 

@@ -273,7 +273,8 @@ pub struct DriverReport {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<parts::PartRow>,
     /// How the netfilter parts were measured: netfilter links at their boundaries (6.4+), or
-    /// chain probes on `nft_do_chain` where the kernel has no netfilter links (empty: no parts).
+    /// function probes on `nft_do_chain`, conntrack and NAT where the kernel has no netfilter
+    /// links (empty: no parts).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub parts_via: String,
     /// What the stall rule reads of the traced run (histogram tails), not written out.

@@ -222,7 +222,8 @@ impl Tracer {
         crate::sys::ensure_tracefs();
         let btf = crate::sys::btf::load_vmlinux()?;
         let offsets = crate::sys::btf::kernel_offsets(&btf)?;
-        let nft = nftchain::nft_offsets(&btf, backend, opts);
+        let links = netfilter::check_ctx_layout().is_ok();
+        let nft = nftchain::nft_offsets(&btf, backend, opts, links);
         let config = load_config(opts, offsets, *nft.as_ref().unwrap_or(&Default::default()))?;
         let ready = config.ready_fallback == 0;
         let mut loader = EbpfLoader::new();

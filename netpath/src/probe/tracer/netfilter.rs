@@ -24,6 +24,10 @@ use crate::path::parts::Placement;
 /// `NFPROTO_IPV4`: the lab and containers' paths are IPv4.
 const NFPROTO_IPV4: u32 = 2;
 
+/// How the run's netfilter parts are measured, said with its results (`nftchain.rs` has the
+/// function probes' `VIA_CHAINS`).
+pub const VIA_LINKS: &str = "netfilter links (BPF_PROG_TYPE_NETFILTER at each boundary)";
+
 /// The loaded boundary programs and the links of the current run.
 pub(super) struct NfState {
     /// Every map of the object by name, duplicated when it was loaded (the tracer takes some
@@ -111,7 +115,7 @@ impl Tracer {
                 .with_context(|| format!("linking a netfilter boundary in {} ({b:?})", ns.name))?;
             self.nf.links.push(link);
         }
-        self.nf.via = Some(super::nftchain::VIA_LINKS);
+        self.nf.via = Some(VIA_LINKS);
         Ok(())
     }
 

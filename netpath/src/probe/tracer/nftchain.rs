@@ -24,8 +24,8 @@ const PROBES: [(&str, &str, &str, u8); 3] = [
     ("nf_nat_inet_fn", "kp_nf_nat_in", "kp_nf_nat_out", 2),
 ];
 
-/// How the run's netfilter parts are measured, said with its results.
-pub const VIA_LINKS: &str = "netfilter links (BPF_PROG_TYPE_NETFILTER at each boundary)";
+/// How the run's netfilter parts are measured, said with its results (`netfilter.rs` has the
+/// links' `VIA_LINKS`).
 pub const VIA_CHAINS: &str = "function probes (kprobe + kretprobe on nft_do_chain, \
      nf_conntrack_in, nf_nat_inet_fn: those calls only, not the whole hook between them)";
 
@@ -129,14 +129,14 @@ impl Tracer {
 
 /// nf_tables' offsets for the chain probes, read at load (they are load-time settings) when
 /// they may be used: `--parts` with function probes on a kernel without netfilter programs.
-/// Otherwise, or if they cannot be read, why not.
+/// Otherwise, or if they cannot be read, why not. `links`: the kernel has netfilter programs.
 pub(super) fn nft_offsets(
     btf: &btf_rs::Btf,
     backend: Backend,
     opts: &super::TracerOptions,
+    links: bool,
 ) -> std::result::Result<NftOffsets, String> {
-    if !opts.parts || backend == Backend::Tracepoint || super::netfilter::check_ctx_layout().is_ok()
-    {
+    if !opts.parts || backend == Backend::Tracepoint || links {
         return Err("not needed".into());
     }
     crate::sys::btf::nft_offsets(btf).map_err(|e| format!("{e:#}"))

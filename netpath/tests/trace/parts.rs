@@ -41,7 +41,7 @@ fn parts_time_conntrack_and_the_nat_chain_of_published_nat() {
                 "refused with function probes: {e:#}"
             );
             assert!(
-                e.to_string().contains("--backend kprobe"),
+                format!("{e:#}").contains("--backend kprobe"),
                 "says what works: {e:#}"
             );
             eprintln!("no netfilter programs on {release}, refused as it should be: {e:#}");

@@ -64,6 +64,44 @@ pub struct LoadConfig {
     pub own_every: u32,
     /// What `net_dev_start_xmit` does, when it is attached (`XMIT_*` bits).
     pub xmit: u32,
+    /// nf_tables struct offsets for the chain probes (`--parts` without netfilter links).
+    pub nft: NftOffsets,
+}
+
+/// Offsets into nf_tables' structs (module BTF, or vmlinux where it is built in), read by the
+/// loader when the chain probes may be used (`--parts` on a kernel without netfilter
+/// programs); all 0 otherwise, and the probes are then never attached.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NftOffsets {
+    /// `nft_pktinfo.skb`, `nft_pktinfo.state`.
+    pub pkt_skb: u32,
+    pub pkt_state: u32,
+    /// `nf_hook_state.hook` (a u8: `NF_INET_*`), `nf_hook_state.net`.
+    pub state_hook: u32,
+    pub state_net: u32,
+    /// `nft_chain.name` (a `char *`), `nft_chain.table`, `nft_table.name` (a `char *`).
+    pub chain_name: u32,
+    pub chain_table: u32,
+    pub table_name: u32,
+    /// Explicit padding to a multiple of 8.
+    pub _pad: u32,
+}
+
+/// Bytes of a table's or chain's name the chain probes compare (with its NUL: longer names
+/// are cut to `NFT_NAME_BYTES - 1` on both sides).
+pub const NFT_NAME_BYTES: usize = 32;
+
+/// Key of `NFT_CHAIN_PARTS`: a base chain by namespace, hook and names, as the chain probe
+/// reads them in the kernel and userspace writes them from the placement (names cut and
+/// NUL-filled alike).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NftChainKey {
+    pub netns: u32,
+    pub hook: u32,
+    pub table: [u8; NFT_NAME_BYTES],
+    pub chain: [u8; NFT_NAME_BYTES],
 }
 
 impl KernelOffsets {
@@ -109,6 +147,16 @@ impl LoadConfig {
         },
         own_every: 8,
         xmit: 0,
+        nft: NftOffsets {
+            pkt_skb: 0,
+            pkt_state: 0,
+            state_hook: 0,
+            state_net: 0,
+            chain_name: 0,
+            chain_table: 0,
+            table_name: 0,
+            _pad: 0,
+        },
     };
 }
 
@@ -138,7 +186,11 @@ mod tests {
         assert_eq!(offset_of!(LoadConfig, filter), 88);
         assert_eq!(offset_of!(LoadConfig, own_every), 88 + 32);
         assert_eq!(offset_of!(LoadConfig, xmit), 124);
-        assert_eq!(size_of::<LoadConfig>(), 128);
+        assert_eq!(offset_of!(LoadConfig, nft), 128);
+        assert_eq!(size_of::<NftOffsets>(), 8 * 4);
+        assert_eq!(size_of::<LoadConfig>(), 160);
+        assert_eq!(offset_of!(NftChainKey, table), 8);
+        assert_eq!(size_of::<NftChainKey>(), 8 + 2 * NFT_NAME_BYTES);
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub mod hop;
 pub mod ldd;
 mod sockq;
 
-pub use config::{FilterConfig, LoadConfig};
+pub use config::{FilterConfig, LoadConfig, NftChainKey, NftOffsets};
 pub use hop::{CLIENT_GAP, DevKind, Dir, Hop, Point};
 pub use sockq::{Parked, SOCK_DEPTH, SOCK_SLOTS, SockSlot, parked_key};
 
@@ -563,6 +563,7 @@ mod pod {
     unsafe impl aya::Pod for super::HopStat {}
     unsafe impl aya::Pod for super::HopHist {}
     unsafe impl aya::Pod for super::PartHist {}
+    unsafe impl aya::Pod for super::NftChainKey {}
     unsafe impl aya::Pod for super::Flight {}
     unsafe impl aya::Pod for super::DevInfo {}
     unsafe impl aya::Pod for super::FlightSlot {}

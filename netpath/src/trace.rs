@@ -180,7 +180,7 @@ pub fn run_on(backend: Backend, lab: &NetPath, o: &TraceOptions) -> Result<Trace
 /// `--parts`: boundaries placed from the lab's rulesets and linked for the run.
 fn link_parts(tracer: &mut Tracer, lab: &NetPath) -> Result<crate::path::parts::Placement> {
     let placement = crate::path::parts::of_path(lab)?;
-    tracer.link_parts(&placement.bounds)?;
+    tracer.link_parts(&placement)?;
     Ok(placement)
 }
 

@@ -6,6 +6,7 @@ pub mod functions;
 pub mod irq;
 pub mod net;
 pub mod netfilter;
+pub mod nftchain;
 pub mod sched;
 pub mod skb;
 pub mod sock;

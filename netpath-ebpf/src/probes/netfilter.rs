@@ -46,16 +46,27 @@ fn try_stamp(ctx: *const NfCtx, k: u64) -> Option<()> {
     let (prev_skb, prev_ts, prev_k) = unsafe { ((*last)[0], (*last)[1], (*last)[2]) };
     unsafe { *last = [skb, t, k] };
     let (dir, at, mark) = followed(skb)?;
+    keep(mark, skb, k, t);
+    if prev_skb != skb || prev_k >= NF_BOUNDS as u64 {
+        return None;
+    }
+    add(prev_k, dir, at, t.wrapping_sub(prev_ts))
+}
+
+/// Keeps boundary `k`, crossed at `t`, in a sampled journey's record (or its pending send's).
+#[inline(always)]
+pub(crate) fn keep(mark: Mark, skb: u64, k: u64, t: u64) {
     if let Mark::Pending(tid, send_ts) = mark {
         crate::nfmarks::push(tid, send_ts, k, t);
     } else if mark == Mark::Sampled {
         crate::nfmarks::mark(skb, k, t);
     }
-    if prev_skb != skb || prev_k >= NF_BOUNDS as u64 {
-        return None;
-    }
-    let h = NF_PARTS.get_ptr_mut(prev_k as u32 * 2 + dir)?;
-    let d = t.wrapping_sub(prev_ts);
+}
+
+/// Adds `d` ns to the part that starts at boundary `k`, direction `dir`.
+#[inline(always)]
+pub(crate) fn add(k: u64, dir: u32, at: u64, d: u64) -> Option<()> {
+    let h = NF_PARTS.get_ptr_mut(k as u32 * 2 + dir)?;
     let b = hist::bucket(d) as usize & (hist::HIST_SLOTS - 1);
     unsafe {
         (*h).sum_ns += d;
@@ -67,7 +78,7 @@ fn try_stamp(ctx: *const NfCtx, k: u64) -> Option<()> {
 
 /// How a boundary is kept in a sampled journey's record.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Mark {
+pub(crate) enum Mark {
     /// Not sampled.
     No,
     /// In the record, now.
@@ -81,7 +92,7 @@ enum Mark {
 /// A send's skb is followed from its first device, so one still in the sending namespace's
 /// stack is known by its thread: a traced thread with a send under way.
 #[inline(always)]
-fn followed(skb: u64) -> Option<(u32, u64, Mark)> {
+pub(crate) fn followed(skb: u64) -> Option<(u32, u64, Mark)> {
     if let Some(f) = flights::get(skb) {
         let f = unsafe { &*f };
         let mark = if f.sampled() { Mark::Sampled } else { Mark::No };

@@ -89,7 +89,8 @@ pub struct TracingArgs {
 pub const PARTS_HELP: &str = "Split hops into their netfilter parts: programs linked before and after the base chains \
      of each hook in each namespace of the path time each table's chains and conntrack on the \
      followed packets, and each transmit's qdisc (named from netlink) from queue to driver; \
-     shown under their hops and in timelines; tune and diff rank their differences (kernel 6.4+)";
+     shown under their hops and in timelines; tune and diff rank their differences (kernel 6.4+; \
+     before, function probes on nft_do_chain, conntrack and NAT with --backend kprobe or fentry)";
 
 /// `--prog-stats`: one text wherever it is (here and `serve`).
 pub const PROG_STATS_HELP: &str = "Each kernel program's run count and mean cost (the kernel's BPF statistics, turned on \

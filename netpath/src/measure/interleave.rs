@@ -404,6 +404,7 @@ pub fn traced(
             .collect();
         let (nf, qdisc) = (tracer.read_parts()?, tracer.read_qdisc_parts()?);
         rep.parts = record::parts::rows(p, &nf, &qdisc, &timelines);
+        rep.parts_via = tracer.parts_via().unwrap_or_default().to_string();
         record::parts::annotate(&mut rep.timelines, p);
     }
     Ok(rep)
@@ -414,7 +415,7 @@ pub fn traced(
 fn link_parts(tracer: &mut Tracer, path: &NetPath) -> Result<crate::path::parts::Placement> {
     let placement = crate::path::parts::of_path(path)?;
     tracer.clear_parts()?;
-    tracer.link_parts(&placement.bounds)?;
+    tracer.link_parts(&placement)?;
     Ok(placement)
 }
 

@@ -117,6 +117,8 @@ pub struct Placement {
     pub parts: BTreeMap<usize, PartPlace>,
     /// Parts left out: more than `NF_BOUNDS` boundaries.
     pub left_out: usize,
+    /// The parts that hold a `nat` chain (by boundary).
+    pub nat: BTreeSet<usize>,
     /// The root qdisc of each device of the path: the qdisc parts' names.
     pub qdiscs: Vec<super::qdisc::Qdisc>,
 }
@@ -191,6 +193,9 @@ fn add_hook(out: &mut Placement, ns: &Netns, hook: NfHook, groups: &[Group]) {
                 device: String::new(),
             };
             out.parts.insert(k, part);
+            if g.nat {
+                out.nat.insert(k);
+            }
         }
     }
 }
@@ -204,19 +209,23 @@ struct Group {
     name: String,
     rules: usize,
     reached: Vec<ChainRules>,
+    /// A `nat` chain is in it (what the chain probes time as NAT's whole hook entry).
+    nat: bool,
 }
 
 /// Per hook, the groups in priority order; conntrack added where a `nat` chain needs it.
 fn groups(chains: &[(BaseChain, bool)]) -> BTreeMap<NfHook, Vec<Group>> {
     let mut by: BTreeMap<NfHook, BTreeMap<i32, Group>> = BTreeMap::new();
-    let mut add = |hook, prio, name: &str, rules, reached: &[ChainRules]| {
+    let mut add = |hook, prio, name: &str, rules, reached: &[ChainRules], nat: bool| {
         let g = by.entry(hook).or_default().entry(prio).or_insert(Group {
             prio,
             last: prio,
             name: String::new(),
             rules: 0,
             reached: Vec::new(),
+            nat: false,
         });
+        g.nat |= nat;
         g.reached.extend_from_slice(reached);
         if !g.name.is_empty() {
             g.name.push('+');
@@ -224,13 +233,13 @@ fn groups(chains: &[(BaseChain, bool)]) -> BTreeMap<NfHook, Vec<Group>> {
         g.name.push_str(name);
         g.rules += rules;
     };
-    for (c, _) in chains {
+    for (c, nat) in chains {
         let name = format!("{}/{}", c.table, c.chain);
-        add(c.hook, c.prio, &name, c.rules, &c.reached);
+        add(c.hook, c.prio, &name, c.rules, &c.reached, *nat);
     }
     if chains.iter().any(|(_, nat)| *nat) {
         for hook in [NfHook::Prerouting, NfHook::Output] {
-            add(hook, CONNTRACK_PRIO, "conntrack", 0, &[]);
+            add(hook, CONNTRACK_PRIO, "conntrack", 0, &[], false);
         }
     }
     by.into_iter()
@@ -248,6 +257,7 @@ fn merge_adjacent(groups: Vec<Group>) -> Vec<Group> {
                 last.rules += g.rules;
                 last.reached.extend(g.reached);
                 last.last = g.last;
+                last.nat |= g.nat;
             }
             _ => out.push(g),
         }

@@ -334,6 +334,7 @@ pub fn build(t: &TracedRun) -> DriverReport {
         round_detail: Vec::new(),
         stalls: None,
         parts: Vec::new(),
+        parts_via: String::new(),
         tails: tails(snap, t.result),
     }
 }

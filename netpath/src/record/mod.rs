@@ -272,6 +272,11 @@ pub struct DriverReport {
     /// Netfilter parts of the traced run (`--parts`; empty without), inside their hops.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<parts::PartRow>,
+    /// How the netfilter parts were measured: netfilter links at their boundaries (6.4+), or
+    /// function probes on `nft_do_chain`, conntrack and NAT where the kernel has no netfilter
+    /// links (empty: no parts).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub parts_via: String,
     /// What the stall rule reads of the traced run (histogram tails), not written out.
     #[serde(skip)]
     pub tails: stalls::Tails,

@@ -216,6 +216,9 @@ fn parts(w: &mut dyn Write, r: &DriverReport) -> std::io::Result<()> {
         w,
         "   parts: netfilter chains and qdiscs (inside the hops above, not added to them):"
     )?;
+    if !r.parts_via.is_empty() {
+        writeln!(w, "   netfilter parts measured by {}", r.parts_via)?;
+    }
     let header = [
         "hop",
         "dir",

@@ -130,6 +130,38 @@ pub fn kernel_offsets(btf: &Btf) -> Result<KernelOffsets> {
     })
 }
 
+/// The nf_tables offsets of the chain probes (`--parts` without netfilter programs), from
+/// vmlinux where nf_tables is built in, else from the module's split BTF (loaded first with
+/// `modprobe`: the offsets are fixed at load, before any ruleset may have pulled it in).
+pub fn nft_offsets(vmlinux: &Btf) -> Result<netpath_common::NftOffsets> {
+    const MODULE: &str = "/sys/kernel/btf/nf_tables";
+    let split;
+    let btf = if offset_of(vmlinux, "nft_chain", "name").is_ok() {
+        vmlinux
+    } else {
+        if !std::path::Path::new(MODULE).is_file() {
+            // Best effort: a missing module is said by the read below.
+            let _ = std::process::Command::new("modprobe")
+                .arg("nf_tables")
+                .status();
+        }
+        split = Btf::from_split_file(MODULE, vmlinux)
+            .with_context(|| format!("no nf_tables BTF at {MODULE}"))?;
+        &split
+    };
+    let o = |s, f| offset_of(btf, s, f).with_context(|| format!("offset of {s}.{f}"));
+    Ok(netpath_common::NftOffsets {
+        pkt_skb: o("nft_pktinfo", "skb")?,
+        pkt_state: o("nft_pktinfo", "state")?,
+        state_hook: o("nf_hook_state", "hook")?,
+        state_net: o("nf_hook_state", "net")?,
+        chain_name: o("nft_chain", "name")?,
+        chain_table: o("nft_chain", "table")?,
+        table_name: o("nft_table", "name")?,
+        _pad: 0,
+    })
+}
+
 /// Value → name of a kernel enum, e.g. `skb_drop_reason` (its values change between kernels,
 /// so they are never compiled in). Names lose the common prefix: `SKB_DROP_REASON_NOT_SPECIFIED`
 /// becomes `NOT_SPECIFIED`.

@@ -61,6 +61,7 @@ fn groups_one_apart_merge_and_links_stay_off_the_ends() {
         name: name.into(),
         rules: 1,
         reached: Vec::new(),
+        nat: false,
     };
     let merged = merge_adjacent(vec![g(-1, "a/x"), g(0, "b/y"), g(10, "c/z")]);
     assert_eq!(merged.len(), 2);

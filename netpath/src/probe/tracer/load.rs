@@ -6,7 +6,7 @@ use aya::{
     maps::{Array, HashMap, MapData},
     programs::{FEntry, KProbe, Program, ProgramError, RawTracePoint, SchedClassifier, TracePoint},
 };
-use netpath_common::{FLIGHT_SLOTS, FilterConfig, KernelOffsets, LoadConfig, config};
+use netpath_common::{FLIGHT_SLOTS, FilterConfig, KernelOffsets, LoadConfig, NftOffsets, config};
 
 use super::{FnProbe, TracerOptions};
 use crate::probe::backend::{
@@ -15,7 +15,11 @@ use crate::probe::backend::{
 };
 
 /// The programs' load-time settings (`CONFIG` in the object) for these options and offsets.
-pub(super) fn load_config(opts: &TracerOptions, offsets: KernelOffsets) -> Result<LoadConfig> {
+pub(super) fn load_config(
+    opts: &TracerOptions,
+    offsets: KernelOffsets,
+    nft: NftOffsets,
+) -> Result<LoadConfig> {
     if !opts.flight_slots.is_power_of_two() || opts.flight_slots > FLIGHT_SLOTS {
         bail!(
             "flight table of {} slots: use a power of two up to {FLIGHT_SLOTS}",
@@ -49,6 +53,7 @@ pub(super) fn load_config(opts: &TracerOptions, offsets: KernelOffsets) -> Resul
         // sock:sk_data_ready?
         ready_fallback: (!tracepoint_exists("sock", "sk_data_ready")) as u32,
         filter,
+        nft,
     })
 }
 

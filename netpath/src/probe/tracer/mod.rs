@@ -8,6 +8,7 @@ mod devices;
 mod floor;
 mod load;
 mod netfilter;
+mod nftchain;
 mod own;
 mod proto;
 mod samples;
@@ -221,7 +222,9 @@ impl Tracer {
         crate::sys::ensure_tracefs();
         let btf = crate::sys::btf::load_vmlinux()?;
         let offsets = crate::sys::btf::kernel_offsets(&btf)?;
-        let config = load_config(opts, offsets)?;
+        let links = netfilter::check_ctx_layout().is_ok();
+        let nft = nftchain::nft_offsets(&btf, backend, opts, links);
+        let config = load_config(opts, offsets, *nft.as_ref().unwrap_or(&Default::default()))?;
         let ready = config.ready_fallback == 0;
         let mut loader = EbpfLoader::new();
         loader.override_global(netpath_common::config::GLOBAL, &config, true);
@@ -230,7 +233,7 @@ impl Tracer {
             .load(object()?)
             .context("loading netpath's eBPF object")?;
         // Before the tracer takes maps out of `ebpf`.
-        let nf = netfilter::NfState::new(&ebpf, opts.parts)?;
+        let nf = netfilter::NfState::new(&ebpf, opts.parts, nft.map(|_| ()))?;
         let tps = load_tracepoints(&mut ebpf, backend, opts)?;
         let (raw_plan, missing) = (tps.plan, tps.missing);
         let (syscall_bounds, dgram_bounds) = (tps.syscall_bounds, tps.dgram_bounds);

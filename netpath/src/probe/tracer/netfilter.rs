@@ -19,11 +19,14 @@ use aya_obj::generated::{
 use netpath_common::{NF_BOUNDS, PartHist, QDISC_KINDS, hist::HIST_SLOTS};
 
 use super::Tracer;
-use crate::path::parts::Boundary;
-use crate::sys::netns::Netns;
+use crate::path::parts::Placement;
 
 /// `NFPROTO_IPV4`: the lab and containers' paths are IPv4.
 const NFPROTO_IPV4: u32 = 2;
+
+/// How the run's netfilter parts are measured, said with its results (`nftchain.rs` has the
+/// function probes' `VIA_CHAINS`).
+pub const VIA_LINKS: &str = "netfilter links (BPF_PROG_TYPE_NETFILTER at each boundary)";
 
 /// The loaded boundary programs and the links of the current run.
 pub(super) struct NfState {
@@ -34,6 +37,12 @@ pub(super) struct NfState {
     links: Vec<OwnedFd>,
     /// Loaded with `TracerOptions::parts`: the qdisc parts are timed (a load-time setting).
     qdisc: bool,
+    /// Whether the chain probes can run (nf_tables' offsets read at load), or why not.
+    pub(super) nft: std::result::Result<(), String>,
+    /// The chain probes' links of the current run (`nftchain.rs`).
+    pub(super) chain_links: Vec<(&'static str, aya::programs::kprobe::KProbeLinkId)>,
+    /// How the current run's netfilter parts are measured (`None`: not linked).
+    pub(super) via: Option<&'static str>,
 }
 
 impl NfState {
@@ -48,7 +57,11 @@ impl NfState {
             .collect()
     }
 
-    pub(super) fn new(ebpf: &aya::Ebpf, qdisc: bool) -> Result<NfState> {
+    pub(super) fn new(
+        ebpf: &aya::Ebpf,
+        qdisc: bool,
+        nft: std::result::Result<(), String>,
+    ) -> Result<NfState> {
         let maps = (ebpf.maps())
             .filter_map(|(name, m)| Some((name, map_fd(m)?)))
             .map(|(name, fd)| Ok((name.to_string(), fd.try_clone_to_owned()?)))
@@ -58,6 +71,9 @@ impl NfState {
             progs: Vec::new(),
             links: Vec::new(),
             qdisc,
+            nft,
+            chain_links: Vec::new(),
+            via: None,
         })
     }
 }
@@ -72,9 +88,12 @@ pub struct PartCounts {
 }
 
 impl Tracer {
-    /// Links a boundary program at each of `bounds`, in its namespace. The programs are loaded
-    /// on first use; a kernel without netfilter programs (before 6.4) says so.
-    pub fn link_parts(&mut self, bounds: &[(Netns, Boundary)]) -> Result<()> {
+    /// Links a boundary program at each of the placement's bounds, in its namespace. The
+    /// programs are loaded on first use. A kernel without netfilter programs (before 6.4)
+    /// times the placed chains with function probes instead where the backend has them
+    /// (`nftchain.rs`), else says why not.
+    pub fn link_parts(&mut self, placement: &Placement) -> Result<()> {
+        let bounds = &placement.bounds;
         if !self.nf.qdisc {
             bail!(
                 "parts asked of a tracer loaded without them (load it with TracerOptions::parts)"
@@ -84,6 +103,9 @@ impl Tracer {
             bail!("{} netfilter boundaries: at most {NF_BOUNDS}", bounds.len());
         }
         if self.nf.progs.is_empty() {
+            if let Err(why) = check_ctx_layout() {
+                return self.link_chain_probes(placement, format!("{why:#}"));
+            }
             self.nf.progs = load_programs(&self.nf.maps)?;
         }
         for (ns, b) in bounds {
@@ -93,12 +115,19 @@ impl Tracer {
                 .with_context(|| format!("linking a netfilter boundary in {} ({b:?})", ns.name))?;
             self.nf.links.push(link);
         }
+        self.nf.via = Some(VIA_LINKS);
         Ok(())
     }
 
     /// Closes the run's links (the programs stay loaded for the next run).
     pub fn unlink_parts(&mut self) {
         self.nf.links.clear();
+        self.unlink_chain_probes();
+    }
+
+    /// How the current run's netfilter parts are measured (`None`: none linked yet).
+    pub fn parts_via(&self) -> Option<&'static str> {
+        self.nf.via
     }
 
     /// Per boundary `k` and direction (0 request, 1 response): the part that starts there.
@@ -197,7 +226,7 @@ fn load_programs(fds: &[(String, OwnedFd)]) -> Result<Vec<OwnedFd>> {
 
 /// The boundary programs read `bpf_nf_ctx.skb` at the offset the verifier checks; this kernel's
 /// BTF must agree (the struct is the kernel's, not a UAPI one).
-fn check_ctx_layout() -> Result<()> {
+pub(super) fn check_ctx_layout() -> Result<()> {
     let btf = crate::sys::btf::load_vmlinux()?;
     let off = crate::sys::btf::offset_of(&btf, "bpf_nf_ctx", "skb")
         .context("netfilter programs need kernel 6.4 or later (no struct bpf_nf_ctx here)")?;

@@ -561,4 +561,26 @@ pub(crate) fn hold_paths_in(
 }
 
 #[cfg(test)]
+impl ContainerNet {
+    /// A container with `interfaces`, no Docker network and no host network: what tests of
+    /// how a container names its driver build.
+    pub fn with_interfaces(interfaces: Vec<Interface>) -> ContainerNet {
+        ContainerNet {
+            id: "c1".into(),
+            name: "c1".into(),
+            pid: 1,
+            network_mode: String::new(),
+            host_network: false,
+            netns_path: PathBuf::new(),
+            netns_inum: 2,
+            sandbox_key: None,
+            networks: Vec::new(),
+            interfaces,
+            ports: Vec::new(),
+            host_netns: "host".into(),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests;

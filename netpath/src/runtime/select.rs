@@ -121,20 +121,7 @@ mod tests {
             network: None,
             peer: None,
         });
-        ContainerNet {
-            id: "c1".into(),
-            name: "c1".into(),
-            pid: 1,
-            network_mode: String::new(),
-            host_network: false,
-            netns_path: Default::default(),
-            netns_inum: 2,
-            sandbox_key: None,
-            networks: Vec::new(),
-            interfaces: interfaces.collect(),
-            ports: Vec::new(),
-            host_netns: "host".into(),
-        }
+        ContainerNet::with_interfaces(interfaces.collect())
     }
 
     /// serve's label: the driver when the link names one, else the link's kind, else none.

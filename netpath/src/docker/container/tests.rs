@@ -31,24 +31,6 @@ fn on(kind: &str, bridge: bool, vxlan: bool) -> Option<Driver> {
     iface(kind, bridge, vxlan).driver()
 }
 
-/// A container with `interfaces`, no Docker network and no host network.
-fn container(interfaces: Vec<Interface>) -> ContainerNet {
-    ContainerNet {
-        id: "c1".into(),
-        name: "c1".into(),
-        pid: 1,
-        network_mode: String::new(),
-        host_network: false,
-        netns_path: PathBuf::new(),
-        netns_inum: 2,
-        sandbox_key: None,
-        networks: Vec::new(),
-        interfaces,
-        ports: Vec::new(),
-        host_netns: "host".into(),
-    }
-}
-
 #[test]
 fn an_interface_says_its_driver_by_its_kind_or_its_host_peer() {
     assert_eq!(on("macvlan", false, false), Some(Driver::Macvlan));
@@ -70,10 +52,10 @@ fn a_container_says_its_driver_by_its_interface_on_the_network_or_its_first_but_
     mv.network = Some("lan".into());
     let mut br = iface("veth", true, false);
     br.network = Some("web".into());
-    let c = container(vec![lo.clone(), mv, br]);
+    let c = ContainerNet::with_interfaces(vec![lo.clone(), mv, br]);
     assert_eq!(c.driver(None), Some(Driver::Macvlan));
     assert_eq!(c.driver(Some("lan")), Some(Driver::Macvlan));
     assert_eq!(c.driver(Some("web")), Some(Driver::Bridge));
     assert_eq!(c.driver(Some("other")), None);
-    assert_eq!(container(vec![lo]).driver(None), None);
+    assert_eq!(ContainerNet::with_interfaces(vec![lo]).driver(None), None);
 }

@@ -30,8 +30,8 @@ pub fn read(path: &NetPath, namespaces: &[Netns]) -> Result<Vec<Qdisc>> {
         }
         let kinds: Vec<Option<String>> = ns
             .run(|| {
-                let nl = Nl::new()?;
-                devs.iter().map(|d| nl.root_qdisc(d.ifindex)).collect()
+                let mut roots = Nl::new()?.root_qdiscs()?;
+                Ok(devs.iter().map(|d| roots.remove(&d.ifindex)).collect())
             })
             .with_context(|| format!("the qdiscs of {}", ns.name))?;
         for (d, kind) in devs.into_iter().zip(kinds) {

@@ -81,18 +81,25 @@ impl Nl {
 
     /// The kind of the root qdisc of a link (`noqueue`, `netem`, ...), if it has one.
     pub fn root_qdisc(&self, ifindex: u32) -> Result<Option<String>> {
+        Ok(self.root_qdiscs()?.remove(&ifindex))
+    }
+
+    /// Every link's root qdisc kind in this namespace, by ifindex: one dump for all of them.
+    pub fn root_qdiscs(&self) -> Result<std::collections::HashMap<u32, String>> {
         let msgs: Vec<TcMessage> = self
             .block(self.handle.qdisc().get().execute().try_collect())
             .context("netlink: listing qdiscs")?;
         Ok(msgs
             .iter()
-            .filter(|m| m.header.index == ifindex as i32 && m.header.parent == TcHandle::ROOT)
-            .find_map(|m| {
-                m.attributes.iter().find_map(|a| match a {
+            .filter(|m| m.header.parent == TcHandle::ROOT)
+            .filter_map(|m| {
+                let kind = m.attributes.iter().find_map(|a| match a {
                     TcAttribute::Kind(k) => Some(k.clone()),
                     _ => None,
-                })
-            }))
+                })?;
+                Some((m.header.index as u32, kind))
+            })
+            .collect())
     }
 }
 

@@ -1,8 +1,8 @@
 //! The bench's "serve left on" section, short: redis-server and redis-benchmark (redis-tools)
 //! in two containers of a network of the run's own, with serve off, following the other
-//! container, following the server, and with empty programs on serve's hooks. Every mode
-//! answers, and the image, containers and
-//! network are gone after. Needs root, Docker (started if none answers) and redis-tools
+//! container, following the server, with empty programs on serve's hooks, and following the
+//! server with its CPU per request counted. Every mode answers, the CPU figures are there, and
+//! the image, containers and network are gone after. Needs root, Docker (started if none answers) and redis-tools
 //! (`cargo xtask setup --tests`). Host only. Figures are not judged here: that is the bench's.
 mod common;
 
@@ -29,7 +29,7 @@ fn netpath_images() -> Vec<String> {
 }
 
 #[test]
-fn serve_left_on_measures_four_modes_and_leaves_nothing() {
+fn serve_left_on_measures_five_modes_and_leaves_nothing() {
     let _g = common::need_root();
     let _daemon = common::ensure_daemon();
     let (before, images) = (common::leftovers::snapshot(), netpath_images());
@@ -56,7 +56,8 @@ fn serve_left_on_measures_four_modes_and_leaves_nothing() {
             "serve off",
             "serve following another container",
             "serve following the server",
-            "empty programs on serve's hooks"
+            "empty programs on serve's hooks",
+            "serve following the server, CPU counted"
         ],
         "{v}"
     );
@@ -73,6 +74,20 @@ fn serve_left_on_measures_four_modes_and_leaves_nothing() {
         let serving = r["mode"] != "serve off";
         assert_eq!(r["serve_cpu_pct_per_core"].is_f64(), serving, "{r}");
     }
+    // CPU per request of the counted mode: the programs ran (their statistics were on), serve
+    // and the server's container took CPU, and the machine was busy; one round: its median.
+    let cpu = &v["cpu_per_request"];
+    for figure in [
+        "programs_ns",
+        "serve_ns",
+        "app_ns",
+        "busy_ns",
+        "netpath_pct_of_busy",
+    ] {
+        assert!(cpu[figure].as_f64().unwrap_or(0.0) > 0.0, "{figure}: {cpu}");
+    }
+    assert_eq!(v["cpu_rounds"].as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(&v["cpu_rounds"][0], cpu, "{v}");
     let left = common::leftovers::changes(&before, &common::leftovers::snapshot());
     assert!(left.is_empty(), "{left:?}\n{stderr}");
     assert_eq!(netpath_images(), images, "the bench's image is removed");

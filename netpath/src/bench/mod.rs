@@ -36,6 +36,7 @@ mod journeys;
 mod memory;
 mod modes;
 pub mod proof;
+pub mod serve_cpu;
 pub mod serve_on;
 pub mod stability;
 mod tools;

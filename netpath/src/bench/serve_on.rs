@@ -2,12 +2,14 @@
 //!
 //! Debian's redis-server in one container and redis-benchmark (GETs, 20 connections) in
 //! another, on a Docker bridge network of their own, from an image built locally (`FROM
-//! scratch`, the two binaries and their shared libraries; no registry). Four modes,
+//! scratch`, the two binaries and their shared libraries; no registry). Five modes,
 //! interleaved round by round with the order rotated: serve off, `serve` following an idle
 //! third container only, `serve` following the server container (both at serve's default
-//! `--sample`), and `serve` with an empty program on each of its hooks instead of its own.
-//! netpath's CPU share per core comes from /proc of the serve process over the benchmark run. Every object is named `np<run>…` and labelled `netpath`, and removed on the
-//! way out.
+//! `--sample`), `serve` with an empty program on each of its hooks instead of its own, and
+//! `serve --prog-stats` following the server, whose run gives netpath's and the application's
+//! CPU per request (`serve_cpu.rs`). serve's CPU share per core comes from /proc of the serve
+//! process over the benchmark run. Every object is named `np<run>…` and labelled `netpath`,
+//! and removed on the way out.
 use std::io::Write as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -17,12 +19,16 @@ use anyhow::{Context as _, Result, bail};
 use serde::Serialize;
 
 use super::Rounds;
+pub use super::serve_cpu::CpuPerRequest;
+use super::serve_cpu::{Meter, container_cpu_file};
 
 /// Benchmark connections (redis-benchmark -c).
 pub const CONNECTIONS: u32 = 20;
 /// Goals: throughput at least this fraction of serve off, p50 at most this multiple.
 pub const GOAL_THROUGHPUT: f64 = 0.97;
 pub const GOAL_P50: f64 = 1.05;
+/// Goal: netpath's CPU (programs + serve) at most this % of the machine's busy CPU.
+pub const GOAL_CPU_PCT: f64 = 1.0;
 
 /// GETs per redis-benchmark run, per `--requests`: a GET costs the server a fraction of a
 /// harness round trip, and a run under a second moved by 10% between rounds here.
@@ -49,6 +55,11 @@ pub struct ServeOn {
     pub requests: u64,
     pub sample: u32,
     pub rows: Vec<ModeRow>,
+    /// CPU per request with serve following the server, its programs' run time counted
+    /// (`serve --prog-stats`): the median of the rounds', each field on its own.
+    pub cpu_per_request: Option<CpuPerRequest>,
+    /// Each round's, in order.
+    pub cpu_rounds: Vec<CpuPerRequest>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -59,10 +70,19 @@ enum Mode {
     /// serve following the server with one empty program on each of its hooks instead of
     /// its own: the least any program on those hooks costs the application.
     Empty,
+    /// serve following the server with the kernel's BPF statistics on, for CPU per request
+    /// (the statistics' two clock reads a run make its throughput no reference).
+    Counted,
 }
 
 /// In the order of round 1 (each round starts one further on).
-const MODES: [Mode; 4] = [Mode::Off, Mode::Other, Mode::Server, Mode::Empty];
+const MODES: [Mode; 5] = [
+    Mode::Off,
+    Mode::Other,
+    Mode::Server,
+    Mode::Empty,
+    Mode::Counted,
+];
 
 impl Mode {
     fn name(self) -> &'static str {
@@ -71,6 +91,7 @@ impl Mode {
             Mode::Other => "serve following another container",
             Mode::Server => "serve following the server",
             Mode::Empty => "empty programs on serve's hooks",
+            Mode::Counted => "serve following the server, CPU counted",
         }
     }
 }
@@ -80,6 +101,8 @@ struct Sample {
     rps: f64,
     p50_ms: f64,
     cpu: Option<f64>,
+    /// Counted mode only.
+    per_request: Option<CpuPerRequest>,
 }
 
 /// The Docker objects of one run, removed on drop.
@@ -168,11 +191,16 @@ pub fn run(rounds: usize, requests: u64) -> Result<ServeOn> {
             all.push((r, m, s));
         }
     }
+    let cpu_rounds: Vec<CpuPerRequest> = (all.iter())
+        .filter_map(|(_, _, s)| s.per_request.clone())
+        .collect();
     Ok(ServeOn {
         rounds: rounds.max(1),
         requests,
         sample: crate::probe::DEFAULT_SAMPLE,
         rows: rows(&all),
+        cpu_per_request: CpuPerRequest::median(&cpu_rounds),
+        cpu_rounds,
     })
 }
 
@@ -237,52 +265,82 @@ fn measure(
     let follow = match mode {
         Mode::Off => None,
         Mode::Other => Some(oth),
-        Mode::Server | Mode::Empty => Some(srv),
+        Mode::Server | Mode::Empty | Mode::Counted => Some(srv),
     };
     let mut serve = follow
-        .map(|c| start_serve(c, mode == Mode::Empty))
+        .map(|c| start_serve(c, mode == Mode::Empty, mode == Mode::Counted))
         .transpose()?;
+    // The application's CPU: the server container's cgroup.
+    let meter = |s: &Serve, publish: Duration| -> Result<Meter> {
+        let app = container_cpu_file(container_pid(srv)?)?;
+        Meter::read(s.addr, s.child.id(), &app, publish)
+    };
+    let before = match (&serve, mode) {
+        (Some(s), Mode::Counted) => Some(meter(s, Duration::ZERO)?),
+        _ => None,
+    };
     let t0 = Instant::now();
-    let cpu0 = serve.as_ref().map(|s| cpu_ticks(s.0.id()));
+    let cpu0 = serve.as_ref().map(|s| cpu_ticks(s.child.id()));
     let res = bench_once(o, image, net, ip, requests);
     let wall = t0.elapsed().as_secs_f64();
     let cpu = match (&serve, cpu0) {
         (Some(s), Some(Ok(c0))) => {
-            let c1 = cpu_ticks(s.0.id())?;
+            let c1 = cpu_ticks(s.child.id())?;
             let hz = clk_tck();
             Some((c1 - c0) as f64 / hz / wall * 100.0)
         }
+        _ => None,
+    };
+    let per_request = match (&serve, before) {
+        (Some(s), Some(b)) => Some(b.per_request(&meter(s, Duration::from_millis(300))?, requests)),
         _ => None,
     };
     if let Some(s) = serve.as_mut() {
         s.stop();
     }
     let (rps, p50_ms) = res?;
-    Ok(Sample { rps, p50_ms, cpu })
+    Ok(Sample {
+        rps,
+        p50_ms,
+        cpu,
+        per_request,
+    })
 }
 
-/// A running `netpath serve`, stopped (SIGTERM, then waited for) on drop.
-struct Serve(Child);
+/// The host pid of a running container's first process.
+fn container_pid(name: &str) -> Result<u32> {
+    let pid = docker(&["inspect", "--format", "{{.State.Pid}}", name])?;
+    pid.parse()
+        .with_context(|| format!("container {name} has no pid ({pid})"))
+}
+
+/// A running `netpath serve` and where its metrics answer, stopped (SIGTERM, then waited for)
+/// on drop.
+struct Serve {
+    child: Child,
+    addr: std::net::SocketAddr,
+}
 
 impl Serve {
     fn stop(&mut self) {
         // SAFETY: our own child, not yet reaped.
-        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
-        let _ = self.0.wait();
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let _ = self.child.wait();
     }
 }
 
 impl Drop for Serve {
     fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
+        if let Ok(None) = self.child.try_wait() {
             self.stop();
         }
     }
 }
 
 /// `netpath serve --container name` on a loopback port; ready once its /metrics answers.
-/// `empty`: its hooks get an empty program instead of its own (`Tracer::attach_empty`).
-fn start_serve(container: &str, empty: bool) -> Result<Serve> {
+/// `empty`: its hooks get an empty program instead of its own (`Tracer::attach_empty`);
+/// `counted`: with the kernel's BPF statistics (`--prog-stats`).
+fn start_serve(container: &str, empty: bool, counted: bool) -> Result<Serve> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").context("picking a port for serve")?;
     let addr = l.local_addr()?;
     drop(l);
@@ -290,21 +348,24 @@ fn start_serve(container: &str, empty: bool) -> Result<Serve> {
     if empty {
         cmd.env(crate::probe::EMPTY_PROGRAMS_ENV, "1");
     }
+    cmd.args(["serve", "--container", container, "--listen"])
+        .arg(addr.to_string());
+    if counted {
+        cmd.arg("--prog-stats");
+    }
     let child = cmd
-        .args(["serve", "--container", container, "--listen"])
-        .arg(addr.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .context("starting netpath serve")?;
-    let mut s = Serve(child);
+    let mut s = Serve { child, addr };
     let t0 = Instant::now();
     loop {
-        if let Ok(Some(st)) = s.0.try_wait() {
+        if let Ok(Some(st)) = s.child.try_wait() {
             bail!("`netpath serve --container {container}` exited early ({st})");
         }
-        if scrape_ok(addr) {
+        if scrape(addr).is_ok() {
             // Its first rescan has attached and followed the container by now.
             std::thread::sleep(Duration::from_secs(3));
             return Ok(s);
@@ -316,19 +377,22 @@ fn start_serve(container: &str, empty: bool) -> Result<Serve> {
     }
 }
 
-fn scrape_ok(addr: std::net::SocketAddr) -> bool {
+/// serve's /metrics page, if it answers 200.
+pub(super) fn scrape(addr: std::net::SocketAddr) -> Result<String> {
     use std::io::Read as _;
-    let Ok(mut c) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) else {
-        return false;
-    };
-    let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
-    if c.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .is_err()
-    {
-        return false;
+    let mut c = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    c.set_read_timeout(Some(Duration::from_secs(5)))?;
+    c.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    let mut text = String::new();
+    c.read_to_string(&mut text)?;
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    if head.get(9..12) != Some("200") {
+        bail!(
+            "serve's /metrics answered {}",
+            head.lines().next().unwrap_or("")
+        );
     }
-    let mut buf = [0u8; 16];
-    matches!(c.read(&mut buf), Ok(n) if n >= 12 && buf[9..12] == *b"200")
+    Ok(body.to_string())
 }
 
 /// utime + stime of `pid`, clock ticks (fields 14 and 15 of /proc/pid/stat).

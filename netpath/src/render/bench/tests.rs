@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::bench::proof::{Proof, SumRow};
-use crate::bench::serve_on::{ModeRow, ServeOn};
+use crate::bench::serve_on::{CpuPerRequest, ModeRow, ServeOn};
 use crate::bench::*;
 use crate::driver::Driver;
 use crate::harness::{Cpus, Proto, WaitMode};
@@ -234,6 +234,14 @@ fn report() -> BenchReport {
                 serve("serve off", None),
                 serve("following the server", Some(3.5)),
             ],
+            cpu_per_request: Some(CpuPerRequest {
+                programs_ns: 310.0,
+                serve_ns: 20.0,
+                app_ns: 9000.0,
+                busy_ns: 30000.0,
+                netpath_pct_of_busy: 1.1,
+            }),
+            cpu_rounds: Vec::new(),
         }),
         machine: Default::default(),
         others: vec!["cc1 50%".into()],
@@ -273,8 +281,13 @@ fn markdown_tables_are_well_formed() {
             assert!(row.ends_with('|'), "{row}");
         }
     }
-    // Goals, wait modes and programs twice (two drivers), proof (3), journeys, serve on.
-    assert_eq!(tables, 1 + 2 * 2 + 3 + 1 + 1, "{md}");
+    // Goals, wait modes and programs twice (two drivers), proof (3), journeys, serve on and its
+    // CPU per request.
+    assert_eq!(tables, 1 + 2 * 2 + 3 + 1 + 2, "{md}");
+    assert!(
+        md.contains("| 310 ns | 20 ns | 330 ns | 9000 ns | 30000 ns | 1.10% | not met |"),
+        "{md}"
+    );
     assert!(md.contains("| program "), "{md}");
     assert!(md.contains("| following the server "), "{md}");
     // The empty programs' runs: a column of each wait mode's table, and the spin goal's bound.

@@ -11,7 +11,7 @@ pub fn serve_on(s: &mut String, o: &crate::bench::serve_on::ServeOn) {
         s,
         "## Serve left on\n\nredis-server in one container, redis-benchmark ({CONNECTIONS} \
          connections, {} GETs per run) in another, on a Docker bridge network of their own; \
-         {} rounds, the four modes interleaved, medians; ×off is the median of each round's \
+         {} rounds, the modes interleaved, medians; ×off is the median of each round's \
          ratio to that round's serve off (the ratios of every round beside it); `serve` at its \
          default --sample-every {}. *Empty programs on serve's hooks*: `serve` following the server \
          with one empty program on each of its hooks instead of its own, the least any program \
@@ -65,5 +65,49 @@ pub fn serve_on(s: &mut String, o: &crate::bench::serve_on::ServeOn) {
         "goal",
     ];
     s.push_str(&table::markdown(&header, rows));
+    let _ = writeln!(s);
+    if let Some(c) = &o.cpu_per_request {
+        cpu_per_request(s, c, o.cpu_rounds.len());
+    }
+}
+
+/// netpath's CPU against the application's, per request, with serve following the server.
+fn cpu_per_request(s: &mut String, c: &crate::bench::serve_on::CpuPerRequest, rounds: usize) {
+    use crate::bench::serve_on::GOAL_CPU_PCT;
+    let _ = writeln!(
+        s,
+        "CPU per GET with serve following the server, its programs' run time counted by the \
+         kernel's BPF statistics (`serve --prog-stats`, a mode of its own: the statistics' clock \
+         reads are not in the throughput above); median of {rounds} rounds. The hooks' dispatch \
+         is not in the programs' time. *redis-server*: its container's cgroup CPU; *machine \
+         busy*: every CPU's busy time (redis-benchmark's container and the rest of the \
+         machine included). Goal: netpath (programs + serve) ≤ {GOAL_CPU_PCT}% of the \
+         machine's busy CPU.\n"
+    );
+    let ns = |v: f64| format!("{v:.0} ns");
+    let row = vec![
+        ns(c.programs_ns),
+        ns(c.serve_ns),
+        ns(c.programs_ns + c.serve_ns),
+        ns(c.app_ns),
+        ns(c.busy_ns),
+        format!("{:.2}%", c.netpath_pct_of_busy),
+        (if c.netpath_pct_of_busy <= GOAL_CPU_PCT {
+            "met"
+        } else {
+            "not met"
+        })
+        .to_string(),
+    ];
+    let header = [
+        "netpath programs",
+        "serve process",
+        "netpath",
+        "redis-server",
+        "machine busy",
+        "netpath of busy",
+        "goal",
+    ];
+    s.push_str(&table::markdown(&header, vec![row]));
     let _ = writeln!(s);
 }

@@ -58,7 +58,13 @@ pub mod run {
     /// while it is set: a journey that crossed a hook before its program was attached would
     /// miss that point, and its time would land in the neighbouring hop.
     pub const ARMED: u32 = 2;
-    pub const COUNT: u32 = 3;
+    /// 1 when no watched device can start a journey at a receive point (`netif_rx`,
+    /// `netif_receive_skb`): every watched device has a role, and none is a macvlan's or
+    /// ipvlan's own (`devrole`). A packet not followed then costs a receive point one array
+    /// lookup, not a read of its device (`serve`'s packets not sampled cross two receive points
+    /// a device pair).
+    pub const TX_ENTRIES_ONLY: u32 = 3;
+    pub const COUNT: u32 = 4;
 }
 
 /// Indices of the `DELAY` array of `netpath validate`'s delay program (`tc_delay`).

@@ -61,6 +61,14 @@ pub fn armed() -> bool {
         .is_some_and(|v| *v != 0)
 }
 
+/// No watched device starts a journey at a receive point (`run::TX_ENTRIES_ONLY`).
+#[inline(always)]
+pub fn tx_entries_only() -> bool {
+    crate::maps::RUN
+        .get(netpath_common::run::TX_ENTRIES_ONLY)
+        .is_some_and(|v| *v != 0)
+}
+
 /// Datagram journeys (`--proto udp|icmp`): UDP copies a linear skb without
 /// `skb:skb_copy_datagram_iovec` and frees it later on another CPU, so the receive that
 /// completes a journey finds it by the address it was received on (`dgram.rs`).

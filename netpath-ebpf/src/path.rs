@@ -268,6 +268,11 @@ fn start_any(skb: u64, dev: u64, point: Point) -> Done {
     if point == Point::SockReady || point == Point::Copy {
         return Ok(None);
     }
+    // Decided before the device read: where journeys start only at transmits (`entry`), a
+    // receive point of a packet not followed has nothing to do.
+    if (point == Point::NetifRx || point == Point::NetifReceive) && kernel::tx_entries_only() {
+        return Ok(None);
+    }
     let info = point_dev(skb, dev)?;
     if info.watched == 0 || !kernel::armed() {
         return Ok(None);

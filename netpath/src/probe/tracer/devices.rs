@@ -4,7 +4,7 @@
 //! and every other device a journey may cross, known for its kind alone.
 use anyhow::{Context as _, Result};
 use aya::maps::{HashMap, MapData};
-use netpath_common::{DEV_SLOTS, DEV_WATCHED, DevKey, DevKind, DevSlot, devrole};
+use netpath_common::{DEV_SLOTS, DEV_WATCHED, DevKey, DevKind, DevSlot, devrole, run};
 
 use super::{Tracer, load::clear_array};
 use crate::path::Device;
@@ -59,6 +59,9 @@ impl Tracer {
                 changed = true;
             }
         }
+        // Whether a receive point must read its device to learn if a journey starts there.
+        let rx = watched.iter().any(|(d, role)| rx_entry(d.kind, *role));
+        (self.tids.4.lock().unwrap()).set(run::TX_ENTRIES_ONLY, u32::from(!rx), 0)?;
         if !changed {
             return Ok(());
         }
@@ -87,4 +90,27 @@ pub fn watched_once(devices: impl IntoIterator<Item = (Device, u32)>) -> Vec<(De
     }
     v.sort_by_key(|(d, _)| (d.netns_inum, d.ifindex));
     v
+}
+
+/// Whether a watched device of `kind` with `role` starts journeys at a receive point (the
+/// kernel's `entry` in `netpath-ebpf/src/path.rs`): a device without a role, and a macvlan's
+/// or ipvlan's own interface (no peer transmits what it receives).
+fn rx_entry(kind: DevKind, role: u32) -> bool {
+    role == devrole::ANY
+        || role == devrole::OWN && matches!(kind, DevKind::Macvlan | DevKind::Ipvlan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receive_entries_are_where_the_kernel_starts_journeys_at_a_receive() {
+        assert!(rx_entry(DevKind::Veth, devrole::ANY));
+        assert!(rx_entry(DevKind::Macvlan, devrole::OWN));
+        assert!(rx_entry(DevKind::Ipvlan, devrole::OWN));
+        assert!(!rx_entry(DevKind::Veth, devrole::OWN));
+        assert!(!rx_entry(DevKind::Veth, devrole::PEER));
+        assert!(!rx_entry(DevKind::Bridge, devrole::MIDDLE));
+    }
 }

@@ -205,19 +205,21 @@ fn keep_followed(
 
 /// The kernel's cumulative counters (lost events, journeys) and bpf_stats, into counters.
 fn update_counters(m: &Metrics, tracer: &Tracer) -> Result<()> {
-    let snap = tracer.snapshot()?;
+    // The counters alone: the hop histograms (a per-CPU read of every slot) serve does not
+    // export, its series come from the sampled timelines.
+    let counters = tracer.counters()?;
     for &c in &record::LOST {
         let name = counter::NAMES[c as usize].to_string();
         prom::raise_to(
             &m.lost.get_or_create(&NameLabel { name }),
-            snap.counters[c as usize],
+            counters[c as usize],
         );
     }
     for c in [counter::STARTED, counter::COMPLETED, counter::SAMPLES] {
         let name = counter::NAMES[c as usize].to_string();
         prom::raise_to(
             &m.journeys.get_or_create(&NameLabel { name }),
-            snap.counters[c as usize],
+            counters[c as usize],
         );
     }
     Ok(())

@@ -501,18 +501,8 @@ impl Tracer {
             }
             stats.push(st);
         }
-        let sum_array = |name: &str, len: u32| -> Result<Vec<u64>> {
-            let m: PerCpuArray<&MapData, u64> =
-                PerCpuArray::try_from(self.ebpf.map(name).unwrap())?;
-            (0..len).map(|i| Ok(m.get(&i, 0)?.iter().sum())).collect()
-        };
-        let mut counters = sum_array("COUNTERS", counter::COUNT)?;
-        counters[counter::PROBE_MISSES as usize] =
-            self.recursion_misses().saturating_sub(self.misses_base);
-        // Timelines the ring delivered but memory did not keep are lost like those the ring
-        // could not take.
-        counters[counter::RINGBUF_LOST as usize] += self.samples.discarded();
-        let passes = sum_array("PASSES", 3 * 64)?;
+        let counters = self.counters()?;
+        let passes = self.sum_array("PASSES", 3 * 64)?;
         let tc_map: PerCpuHashMap<&MapData, u64, [u64; 2]> =
             PerCpuHashMap::try_from(self.ebpf.map("TC_STATS").unwrap())?;
         let mut tc = Vec::new();
@@ -529,6 +519,25 @@ impl Tracer {
             passes,
             tc,
         })
+    }
+
+    /// The kernel's counters (`netpath_common::counter`), lost events included, without the
+    /// histograms: what `serve` reads between scrapes.
+    pub fn counters(&self) -> Result<Vec<u64>> {
+        let mut counters = self.sum_array("COUNTERS", counter::COUNT)?;
+        counters[counter::PROBE_MISSES as usize] =
+            self.recursion_misses().saturating_sub(self.misses_base);
+        // Timelines the ring delivered but memory did not keep are lost like those the ring
+        // could not take.
+        counters[counter::RINGBUF_LOST as usize] += self.samples.discarded();
+        Ok(counters)
+    }
+
+    /// Each slot of a per-CPU array summed over the CPUs.
+    fn sum_array(&self, name: &str, len: u32) -> Result<Vec<u64>> {
+        let m: PerCpuArray<&MapData, u64> =
+            PerCpuArray::try_from((self.ebpf.map(name)).with_context(|| format!("{name} map"))?)?;
+        (0..len).map(|i| Ok(m.get(&i, 0)?.iter().sum())).collect()
     }
 
     /// Cumulative (runs, run time ns) per program since load; zeros unless `prog_stats`.

@@ -3,7 +3,10 @@
 //!
 //! - netpath's programs: their run time by the kernel's BPF statistics (`serve --prog-stats`,
 //!   which holds a `BPF_ENABLE_STATS` fd), read from serve's own `/metrics` before and after;
-//!   the hooks' dispatch is not in it (the statistics start inside the program).
+//!   the hooks' dispatch is not in it (the statistics start inside the program). The
+//!   statistics' own clock reads are: an empty program on each of the same hooks, counted the
+//!   same way in a run of its own, gives that floor per run, which is taken out once a run
+//!   (`less_floor`), as the bench's lab figures do.
 //! - serve's process: every thread's run time (`/proc/<pid>/task/*/schedstat`, ns).
 //! - the application: the server container's cgroup CPU (cgroup v1 `cpuacct.usage` or v2
 //!   `cpu.stat`'s `usage_usec`).
@@ -17,21 +20,28 @@ use serde::Serialize;
 
 use crate::sys::machine::CpuTimes;
 
-/// The metric whose sum is netpath's program run time (`render::prom`).
+/// The metrics whose sums are netpath's program run time and runs (`render::prom`).
 const RUN_SECONDS: &str = "netpath_bpf_program_run_seconds_total";
+const RUNS: &str = "netpath_bpf_program_runs_total";
 
 /// CPU per request of one run (or the median of the rounds'), ns.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct CpuPerRequest {
+    /// Program runs per request.
+    pub runs: f64,
     /// netpath's kernel programs' run time (BPF statistics), ns per request.
     pub programs_ns: f64,
+    /// The statistics' floor in it: the runs at an empty program's run time, ns per request.
+    pub floor_ns: f64,
+    /// The programs' own work: `programs_ns` less `floor_ns`.
+    pub body_ns: f64,
     /// serve's process, all threads, ns per request.
     pub serve_ns: f64,
     /// The server container's cgroup CPU, ns per request.
     pub app_ns: f64,
     /// The machine's busy CPU (every CPU), ns per request.
     pub busy_ns: f64,
-    /// netpath (programs + serve) over the machine's busy CPU, %.
+    /// netpath (the programs' own work + serve) over the machine's busy CPU, %.
     pub netpath_pct_of_busy: f64,
 }
 
@@ -40,18 +50,42 @@ impl CpuPerRequest {
     pub fn median(rounds: &[CpuPerRequest]) -> Option<CpuPerRequest> {
         let m = |f: fn(&CpuPerRequest) -> f64| crate::sys::stats::median(rounds.iter().map(f));
         Some(CpuPerRequest {
+            runs: m(|c| c.runs)?,
             programs_ns: m(|c| c.programs_ns)?,
+            floor_ns: m(|c| c.floor_ns)?,
+            body_ns: m(|c| c.body_ns)?,
             serve_ns: m(|c| c.serve_ns)?,
             app_ns: m(|c| c.app_ns)?,
             busy_ns: m(|c| c.busy_ns)?,
             netpath_pct_of_busy: m(|c| c.netpath_pct_of_busy)?,
         })
     }
+
+    /// The programs' run time per run (an empty program's, in the floor's run).
+    pub fn per_run_ns(&self) -> Option<f64> {
+        (self.runs > 0.0).then(|| self.programs_ns / self.runs)
+    }
+
+    /// Takes the statistics' floor, `floor_per_run` ns a run, out of the programs' time.
+    pub fn less_floor(&mut self, floor_per_run: f64) {
+        self.floor_ns = self.runs * floor_per_run;
+        self.body_ns = (self.programs_ns - self.floor_ns).max(0.0);
+        self.netpath_pct_of_busy = share(self.body_ns + self.serve_ns, self.busy_ns);
+    }
+}
+
+fn share(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        part / whole * 100.0
+    } else {
+        0.0
+    }
 }
 
 /// The counters at one instant.
 pub struct Meter {
     programs_s: f64,
+    runs: f64,
     serve_ns: u64,
     app_ns: u64,
     busy_ticks: u64,
@@ -67,7 +101,8 @@ impl Meter {
         std::thread::sleep(publish);
         let text = super::serve_on::scrape(addr).context("scraping serve's /metrics")?;
         Ok(Meter {
-            programs_s: program_seconds(&text)?,
+            programs_s: metric_sum(&text, RUN_SECONDS)?,
+            runs: metric_sum(&text, RUNS)?,
             serve_ns,
             app_ns,
             busy_ticks,
@@ -82,15 +117,14 @@ impl Meter {
         let app = later.app_ns.saturating_sub(self.app_ns) as f64;
         let busy = later.busy_ticks.saturating_sub(self.busy_ticks) as f64 * 1e9 / clk_tck();
         CpuPerRequest {
+            runs: (later.runs - self.runs).max(0.0) / n,
             programs_ns: programs / n,
+            floor_ns: 0.0,
+            body_ns: programs / n,
             serve_ns: serve / n,
             app_ns: app / n,
             busy_ns: busy / n,
-            netpath_pct_of_busy: if busy > 0.0 {
-                (programs + serve) / busy * 100.0
-            } else {
-                0.0
-            },
+            netpath_pct_of_busy: share(programs + serve, busy),
         }
     }
 }
@@ -99,12 +133,12 @@ fn busy() -> u64 {
     CpuTimes::now().busy
 }
 
-/// The sum of every program's run seconds in a Prometheus text exposition.
-fn program_seconds(text: &str) -> Result<f64> {
+/// The sum of metric `name`'s series (every program's) in a Prometheus text exposition.
+fn metric_sum(text: &str, name: &str) -> Result<f64> {
     let mut seen = false;
     let mut sum = 0.0;
     for line in text.lines() {
-        let Some(rest) = line.strip_prefix(RUN_SECONDS) else {
+        let Some(rest) = line.strip_prefix(name) else {
             continue;
         };
         // `name{labels} value` or `name value`; not a longer name that starts the same.
@@ -117,7 +151,7 @@ fn program_seconds(text: &str) -> Result<f64> {
         }
     }
     if !seen {
-        bail!("serve's metrics have no {RUN_SECONDS} (is --prog-stats on?)");
+        bail!("serve's metrics have no {name} (is --prog-stats on?)");
     }
     Ok(sum)
 }
@@ -189,20 +223,23 @@ mod tests {
                  netpath_bpf_program_run_seconds_total{program=\"a\"} 0.25\n\
                  netpath_bpf_program_run_seconds_total{program=\"b\"} 0.5\n\
                  netpath_bpf_program_runs_total{program=\"a\"} 99\n";
-        assert_eq!(program_seconds(t).unwrap(), 0.75);
-        assert!(program_seconds("netpath_bpf_program_runs_total 3\n").is_err());
+        assert_eq!(metric_sum(t, RUN_SECONDS).unwrap(), 0.75);
+        assert_eq!(metric_sum(t, RUNS).unwrap(), 99.0);
+        assert!(metric_sum("netpath_bpf_program_runs_total 3\n", RUN_SECONDS).is_err());
     }
 
     #[test]
     fn a_run_per_request_and_its_share() {
         let a = Meter {
             programs_s: 1.0,
+            runs: 0.0,
             serve_ns: 100,
             app_ns: 1_000,
             busy_ticks: 10,
         };
         let b = Meter {
             programs_s: 1.000_001,
+            runs: 20.0,
             serve_ns: 1_100,
             app_ns: 11_000,
             busy_ticks: 10 + clk_tck() as u64 / 100,
@@ -212,6 +249,16 @@ mod tests {
         assert_eq!((c.serve_ns, c.app_ns), (100.0, 1_000.0));
         assert!((c.busy_ns - 1e6).abs() < 1.0, "{c:?}");
         assert!((c.netpath_pct_of_busy - 0.02).abs() < 1e-6, "{c:?}");
+        // Two runs a request at 30 ns of floor each: 60 of the 100 ns are the statistics'.
+        let mut c = c;
+        assert_eq!(c.runs, 2.0);
+        assert!((c.per_run_ns().unwrap() - 50.0).abs() < 1e-3, "{c:?}");
+        c.less_floor(30.0);
+        assert!(
+            (c.floor_ns - 60.0).abs() < 1e-9 && (c.body_ns - 40.0).abs() < 1e-3,
+            "{c:?}"
+        );
+        assert!((c.netpath_pct_of_busy - 0.014).abs() < 1e-6, "{c:?}");
     }
 
     #[test]

@@ -73,15 +73,18 @@ enum Mode {
     /// serve following the server with the kernel's BPF statistics on, for CPU per request
     /// (the statistics' two clock reads a run make its throughput no reference).
     Counted,
+    /// `Empty` with the statistics on: their floor per run, taken out of `Counted`'s.
+    EmptyCounted,
 }
 
 /// In the order of round 1 (each round starts one further on).
-const MODES: [Mode; 5] = [
+const MODES: [Mode; 6] = [
     Mode::Off,
     Mode::Other,
     Mode::Server,
     Mode::Empty,
     Mode::Counted,
+    Mode::EmptyCounted,
 ];
 
 impl Mode {
@@ -92,6 +95,7 @@ impl Mode {
             Mode::Server => "serve following the server",
             Mode::Empty => "empty programs on serve's hooks",
             Mode::Counted => "serve following the server, CPU counted",
+            Mode::EmptyCounted => "empty programs on serve's hooks, CPU counted",
         }
     }
 }
@@ -191,9 +195,7 @@ pub fn run(rounds: usize, requests: u64) -> Result<ServeOn> {
             all.push((r, m, s));
         }
     }
-    let cpu_rounds: Vec<CpuPerRequest> = (all.iter())
-        .filter_map(|(_, _, s)| s.per_request.clone())
-        .collect();
+    let cpu_rounds = cpu_rounds(&all);
     Ok(ServeOn {
         rounds: rounds.max(1),
         requests,
@@ -202,6 +204,24 @@ pub fn run(rounds: usize, requests: u64) -> Result<ServeOn> {
         cpu_per_request: CpuPerRequest::median(&cpu_rounds),
         cpu_rounds,
     })
+}
+
+/// Each round's CPU per request following the server, the statistics' floor per run (the
+/// empty programs' run of that round) taken out.
+fn cpu_rounds(all: &[(usize, Mode, Sample)]) -> Vec<CpuPerRequest> {
+    let of = |r: usize, m: Mode| {
+        (all.iter())
+            .find(|(r2, k, _)| *r2 == r && *k == m)
+            .and_then(|(_, _, s)| s.per_request.clone())
+    };
+    let rounds = all.iter().map(|(r, _, _)| *r).max().map_or(0, |r| r + 1);
+    (0..rounds)
+        .filter_map(|r| {
+            let mut c = of(r, Mode::Counted)?;
+            c.less_floor(of(r, Mode::EmptyCounted)?.per_run_ns()?);
+            Some(c)
+        })
+        .collect()
 }
 
 fn nanos() -> u32 {
@@ -265,18 +285,18 @@ fn measure(
     let follow = match mode {
         Mode::Off => None,
         Mode::Other => Some(oth),
-        Mode::Server | Mode::Empty | Mode::Counted => Some(srv),
+        Mode::Server | Mode::Empty | Mode::Counted | Mode::EmptyCounted => Some(srv),
     };
-    let mut serve = follow
-        .map(|c| start_serve(c, mode == Mode::Empty, mode == Mode::Counted))
-        .transpose()?;
+    let empty = matches!(mode, Mode::Empty | Mode::EmptyCounted);
+    let counted = matches!(mode, Mode::Counted | Mode::EmptyCounted);
+    let mut serve = follow.map(|c| start_serve(c, empty, counted)).transpose()?;
     // The application's CPU: the server container's cgroup.
     let meter = |s: &Serve, publish: Duration| -> Result<Meter> {
         let app = container_cpu_file(container_pid(srv)?)?;
         Meter::read(s.addr, s.child.id(), &app, publish)
     };
-    let before = match (&serve, mode) {
-        (Some(s), Mode::Counted) => Some(meter(s, Duration::ZERO)?),
+    let before = match &serve {
+        Some(s) if counted => Some(meter(s, Duration::ZERO)?),
         _ => None,
     };
     let t0 = Instant::now();

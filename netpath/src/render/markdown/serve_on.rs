@@ -78,17 +78,22 @@ fn cpu_per_request(s: &mut String, c: &crate::bench::serve_on::CpuPerRequest, ro
         s,
         "CPU per GET with serve following the server, its programs' run time counted by the \
          kernel's BPF statistics (`serve --prog-stats`, a mode of its own: the statistics' clock \
-         reads are not in the throughput above); median of {rounds} rounds. The hooks' dispatch \
-         is not in the programs' time. *redis-server*: its container's cgroup CPU; *machine \
-         busy*: every CPU's busy time (redis-benchmark's container and the rest of the \
-         machine included). Goal: netpath (programs + serve) ≤ {GOAL_CPU_PCT}% of the \
-         machine's busy CPU.\n"
+         reads are not in the throughput above); median of {rounds} rounds. *Floor*: the runs \
+         at the run time of an empty program on the same hooks, counted the same way in the \
+         round's own run (*empty programs on serve's hooks, CPU counted*): the statistics' own \
+         clock reads, taken out to leave the programs' *own work*. The hooks' dispatch is in \
+         neither. *redis-server*: its container's cgroup CPU; *machine busy*: every CPU's busy \
+         time (redis-benchmark's container and the rest of the machine included). Goal: netpath \
+         (own work + serve) ≤ {GOAL_CPU_PCT}% of the machine's busy CPU.\n"
     );
     let ns = |v: f64| format!("{v:.0} ns");
     let row = vec![
+        format!("{:.1}", c.runs),
         ns(c.programs_ns),
+        ns(c.floor_ns),
+        ns(c.body_ns),
         ns(c.serve_ns),
-        ns(c.programs_ns + c.serve_ns),
+        ns(c.body_ns + c.serve_ns),
         ns(c.app_ns),
         ns(c.busy_ns),
         format!("{:.2}%", c.netpath_pct_of_busy),
@@ -100,7 +105,10 @@ fn cpu_per_request(s: &mut String, c: &crate::bench::serve_on::CpuPerRequest, ro
         .to_string(),
     ];
     let header = [
-        "netpath programs",
+        "program runs",
+        "programs",
+        "floor",
+        "own work",
         "serve process",
         "netpath",
         "redis-server",

@@ -42,7 +42,7 @@ fn raw_tracepoints_of(pid: u32) -> Vec<String> {
 }
 
 #[test]
-fn serve_samples_journeys_by_direction_and_peer_without_thread_probes() {
+fn serve_samples_journeys_by_direction_and_peer_light_by_default() {
     let _g = common::need_root();
     let (dl, _, server) = common::named_bridge_lab();
     let (serve, port) = scrape::serve_following(&[&server], &["--sample-every", "8"], &[]);
@@ -55,11 +55,15 @@ fn serve_samples_journeys_by_direction_and_peer_without_thread_probes() {
             "{needed} not attached: {tps:?}"
         );
     }
+    // The thread probes, and in the light profile (the default) the two path programs that
+    // name no hop.
     for detached in [
         "sched_switch",
         "sched_waking",
         "tcp_sendmsg_locked",
         "sock_recv_length",
+        "softirq_entry",
+        "consume_skb",
     ] {
         assert!(
             !tps.iter().any(|t| t == detached),
@@ -88,6 +92,26 @@ fn serve_samples_journeys_by_direction_and_peer_without_thread_probes() {
         "{samples} of {started}"
     );
     assert!(!m.contains("direction=\"request\""), "{m}");
+    // Light: receive passes per packet are exported, softirq runs (not counted) are not.
+    let has_series =
+        |m: &str, name: &str| m.lines().any(|l| l.starts_with(&format!("{name}_count{{")));
+    assert!(has_series(&m, "netpath_receive_passes"), "{m}");
+    assert!(!has_series(&m, "netpath_softirq_runs"), "{m}");
+    drop(serve);
+    // --full: both programs attached, and the softirq runs exported.
+    let (serve, port) =
+        scrape::serve_following(&[&server], &["--sample-every", "8", "--full"], &[]);
+    let tps = raw_tracepoints_of(serve.0.id());
+    for needed in ["softirq_entry", "consume_skb"] {
+        assert!(
+            tps.iter().any(|t| t == needed),
+            "{needed} not attached: {tps:?}"
+        );
+    }
+    wait_for("softirq runs with --full", 90, || {
+        common::traffic(&dl, 2);
+        has_series(&metrics(port), "netpath_softirq_runs")
+    });
     drop(serve);
     dl.teardown().unwrap();
 }

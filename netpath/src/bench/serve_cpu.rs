@@ -11,6 +11,7 @@
 //! - the application: the server container's cgroup CPU (cgroup v1 `cpuacct.usage` or v2
 //!   `cpu.stat`'s `usage_usec`).
 //! - the machine's busy CPU: `/proc/stat`, all CPUs.
+use std::io::{Read as _, Write as _};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -99,7 +100,7 @@ impl Meter {
     pub fn read(addr: SocketAddr, pid: u32, cgroup: &Path, publish: Duration) -> Result<Meter> {
         let (serve_ns, app_ns, busy_ticks) = (process_ns(pid)?, cgroup_ns(cgroup)?, busy());
         std::thread::sleep(publish);
-        let text = super::serve_on::scrape(addr).context("scraping serve's /metrics")?;
+        let text = scrape(addr).context("scraping serve's /metrics")?;
         Ok(Meter {
             programs_s: metric_sum(&text, RUN_SECONDS)?,
             runs: metric_sum(&text, RUNS)?,
@@ -127,6 +128,23 @@ impl Meter {
             netpath_pct_of_busy: share(programs + serve, busy),
         }
     }
+}
+
+/// serve's /metrics page, if it answers 200.
+pub(super) fn scrape(addr: SocketAddr) -> Result<String> {
+    let mut c = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    c.set_read_timeout(Some(Duration::from_secs(5)))?;
+    c.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    let mut text = String::new();
+    c.read_to_string(&mut text)?;
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    if head.get(9..12) != Some("200") {
+        bail!(
+            "serve's /metrics answered {}",
+            head.lines().next().unwrap_or("")
+        );
+    }
+    Ok(body.to_string())
 }
 
 fn busy() -> u64 {

@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use super::Rounds;
 pub use super::serve_cpu::CpuPerRequest;
-use super::serve_cpu::{Meter, container_cpu_file};
+use super::serve_cpu::{Meter, container_cpu_file, scrape};
 
 /// Benchmark connections (redis-benchmark -c).
 pub const CONNECTIONS: u32 = 20;
@@ -395,24 +395,6 @@ fn start_serve(container: &str, empty: bool, counted: bool) -> Result<Serve> {
         }
         std::thread::sleep(Duration::from_millis(250));
     }
-}
-
-/// serve's /metrics page, if it answers 200.
-pub(super) fn scrape(addr: std::net::SocketAddr) -> Result<String> {
-    use std::io::Read as _;
-    let mut c = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
-    c.set_read_timeout(Some(Duration::from_secs(5)))?;
-    c.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
-    let mut text = String::new();
-    c.read_to_string(&mut text)?;
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    if head.get(9..12) != Some("200") {
-        bail!(
-            "serve's /metrics answered {}",
-            head.lines().next().unwrap_or("")
-        );
-    }
-    Ok(body.to_string())
 }
 
 /// utime + stime of `pid`, clock ticks (fields 14 and 15 of /proc/pid/stat).

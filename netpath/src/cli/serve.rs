@@ -40,6 +40,11 @@ pub struct ServeArgs {
     pub sample_every: u32,
     #[arg(long, alias = "program-stats", help = super::args::PROG_STATS_HELP)]
     pub prog_stats: bool,
+    /// The full profile: also attach the two programs that name no hop (softirq_entry,
+    /// consume_skb) and export netpath_softirq_runs. Default: light, for leaving it on (two
+    /// programs fewer on every packet of the machine; see docs/fleet.md).
+    #[arg(long)]
+    pub full: bool,
     /// The host's /proc, mounted here, when netpath runs in a PID namespace of its own
     /// (a swarm service: deploy/swarm mounts it at /host/proc; default: /proc).
     #[arg(long)]
@@ -77,6 +82,7 @@ impl super::Command for ServeArgs {
                 rescan: a.rescan,
                 sample: a.sample_every,
                 program_stats: a.prog_stats,
+                full: a.full,
             },
         )
     }

@@ -113,6 +113,9 @@ pub struct Metrics {
     pub prog_runs: Family<ProgLabel, Counter>,
     pub containers: Gauge,
     pub devices: Gauge,
+    /// Whether packets' softirq runs are observed: not in `serve`'s light profile, whose
+    /// programs do not count them (the family then has no series).
+    pub softirq_runs: bool,
     /// Label sets in use per owner, so its series go when it stops (bounded memory under
     /// container churn).
     hop_sets: BTreeMap<Owner, BTreeSet<(String, Way, String)>>,
@@ -155,6 +158,7 @@ impl Metrics {
             prog_runs: Family::default(),
             containers: Gauge::default(),
             devices: Gauge::default(),
+            softirq_runs: true,
             registry: Registry::default(),
             hop_sets: BTreeMap::new(),
             path_sets: BTreeMap::new(),
@@ -193,7 +197,9 @@ impl Metrics {
             .insert((l.way.clone(), l.driver.clone()));
         self.one_way.get_or_create(&l).observe_ns(one_way_ns);
         self.passes.get_or_create(&l).observe(passes as f64);
-        self.softirqs.get_or_create(&l).observe(softirqs as f64);
+        if self.softirq_runs {
+            self.softirqs.get_or_create(&l).observe(softirqs as f64);
+        }
     }
 
     /// Removes every series of a container (or pod) that stopped.

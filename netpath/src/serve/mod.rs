@@ -38,6 +38,9 @@ pub struct ServeOptions {
     /// Have the kernel time every BPF program run (`bpf_stats`) for the program cost metrics:
     /// two clock reads more per run of every program on the machine.
     pub program_stats: bool,
+    /// The full profile: also the hooks that name no hop (`probes::light_needs`), for the
+    /// packets' softirq runs (`netpath_softirq_runs`). Default: light.
+    pub full: bool,
 }
 
 pub fn run(backend: Backend, node: &mut Node, opts: &ServeOptions) -> Result<()> {
@@ -60,16 +63,20 @@ pub fn run(backend: Backend, node: &mut Node, opts: &ServeOptions) -> Result<()>
             prog_stats: opts.program_stats,
             own_every: 0,
             threads: false,
+            light: !opts.full,
             ..TracerOptions::default()
         },
     )?;
-    let metrics = Arc::new(Mutex::new(Metrics::new()));
+    let mut m = Metrics::new();
+    m.softirq_runs = opts.full;
+    let metrics = Arc::new(Mutex::new(m));
     let ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
     http::spawn(listener, metrics.clone(), ready.clone())?;
     eprintln!(
-        "netpath serve: metrics on http://{}/metrics (backend {}, one journey in {} followed); containers from {}",
+        "netpath serve: metrics on http://{}/metrics (backend {}, {} profile, one journey in {} followed); containers from {}",
         opts.listen,
         backend.name(),
+        if opts.full { "full" } else { "light" },
         opts.sample.max(1),
         node.sources()
     );

@@ -169,6 +169,14 @@ pub fn passive_needs(p: &Probe, ready: bool) -> bool {
     }
 }
 
+/// Whether the light profile (`serve`'s default) attaches `p`: not the two path programs that
+/// name no hop and run for every packet or softirq of the machine: `softirq_entry` (a
+/// packet's NET_RX softirq runs) and `consume_skb` (packets consumed before their socket; a
+/// journey left open by one is then taken over as stale or reused, and counted so).
+pub fn light_needs(p: &Probe) -> bool {
+    !matches!(p.prog, "softirq_entry" | "consume_skb")
+}
+
 /// The probes `backend` attaches with `role`, in table order.
 pub fn of(backend: Backend, role: Role) -> impl Iterator<Item = &'static Probe> {
     PROBES

@@ -14,7 +14,8 @@ const EMPTY: &str = "floor_net_dev_queue";
 
 impl Tracer {
     /// The raw tracepoints `attach` attaches, in table order: not the floors, not the socket
-    /// bounds where syscalls bound a TCP run, and in a passive run only what it needs.
+    /// bounds where syscalls bound a TCP run, in a passive run only what it needs, and in the
+    /// light profile only what names a hop.
     pub(super) fn raw_attach_plan(&self) -> Vec<&'static Probe> {
         let tcp_syscalls = self.tcp_syscalls();
         self.raw_plan
@@ -24,6 +25,7 @@ impl Tracer {
                 p.role != Role::Floor
                     && !(tcp_syscalls && p.role == Role::SockBound)
                     && (self.threads || probes::passive_needs(p, self.ready))
+                    && (!self.light || probes::light_needs(p))
             })
             .collect()
     }

@@ -90,6 +90,10 @@ pub struct TracerOptions {
     pub threads: bool,
     /// `--parts`: time each transmit's qdisc too (`start_xmit` attached, as for `detail`).
     pub parts: bool,
+    /// `serve`'s light profile: the hooks that name no hop stay detached
+    /// (`probes::light_needs`), so every packet of the machine runs two programs fewer; the
+    /// packets' NET_RX softirq runs are then not counted.
+    pub light: bool,
 }
 
 /// Which packets to follow; checked in the kernel when a packet is first seen.
@@ -126,6 +130,7 @@ impl Default for TracerOptions {
                 .unwrap_or(8),
             threads: true,
             parts: false,
+            light: false,
         }
     }
 }
@@ -188,6 +193,8 @@ pub struct Tracer {
     /// `TracerOptions::threads`, and whether `sock:sk_data_ready` ends passive journeys.
     threads: bool,
     ready: bool,
+    /// `TracerOptions::light`.
+    light: bool,
     /// Netfilter boundary programs and the run's links (`netfilter.rs`).
     nf: netfilter::NfState,
 }
@@ -284,6 +291,7 @@ impl Tracer {
             run_cost: RunCost::default(),
             threads: opts.threads,
             ready,
+            light: opts.light,
             nf,
             _stats: if opts.prog_stats {
                 Some(aya::sys::enable_stats(aya::sys::Stats::RunTime)?)

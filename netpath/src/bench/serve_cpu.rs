@@ -225,7 +225,8 @@ fn cgroup_ns(file: &Path) -> Result<u64> {
     Ok(usec.trim().parse::<u64>()? * 1000)
 }
 
-fn clk_tck() -> f64 {
+/// Clock ticks per second (`/proc`'s unit of CPU time).
+pub(super) fn clk_tck() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 { t as f64 } else { 100.0 }

@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use super::Rounds;
 pub use super::serve_cpu::CpuPerRequest;
-use super::serve_cpu::{Meter, container_cpu_file, scrape};
+use super::serve_cpu::{Meter, clk_tck, container_cpu_file, scrape};
 
 /// Benchmark connections (redis-benchmark -c).
 pub const CONNECTIONS: u32 = 20;
@@ -405,12 +405,6 @@ fn cpu_ticks(pid: u32) -> Result<u64> {
     let num = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
     // After ")": state is field 3, so utime (14) and stime (15) are at 11 and 12.
     Ok(num(11) + num(12))
-}
-
-fn clk_tck() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 { t as f64 } else { 100.0 }
 }
 
 fn start_redis(o: &mut Objects, image: &str, net: &str, role: &str, ip: &str) -> Result<String> {

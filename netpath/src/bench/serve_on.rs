@@ -290,10 +290,15 @@ fn measure(
     let empty = matches!(mode, Mode::Empty | Mode::EmptyCounted);
     let counted = matches!(mode, Mode::Counted | Mode::EmptyCounted);
     let mut serve = follow.map(|c| start_serve(c, empty, counted)).transpose()?;
-    // The application's CPU: the server container's cgroup.
+    // The application's CPU file, found once for the run (a docker inspect and /proc read).
+    let app = if counted {
+        Some(container_cpu_file(container_pid(srv)?)?)
+    } else {
+        None
+    };
     let meter = |s: &Serve, publish: Duration| -> Result<Meter> {
-        let app = container_cpu_file(container_pid(srv)?)?;
-        Meter::read(s.addr, s.child.id(), &app, publish)
+        let app = app.as_deref().context("a counted run's cgroup")?;
+        Meter::read(s.addr, s.child.id(), app, publish)
     };
     let before = match &serve {
         Some(s) if counted => Some(meter(s, Duration::ZERO)?),
